@@ -1,0 +1,198 @@
+"""The ``airmirror`` command line.  Exit codes: 0 ok, 1 run-time failure, 2 bad input.
+
+Every verb calls the same library functions the Airflow tasks call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from airmirror.config import load_config
+from airmirror.errors import AirmirrorError, InputError
+from airmirror.local_kafka import broker_status, start_broker, stop_broker
+from airmirror.replicator import BatchOptions, ReplicateReport, replicate_once
+from airmirror.spark_session import spark_session
+from airmirror.status import flow_status
+from airmirror.store import MetadataStore
+
+
+def parse_until(value: str | None) -> int | None:
+    """``--until``: ``now`` or an ISO-8601 time (naive means UTC) -> epoch milliseconds."""
+    if value is None:
+        return None
+    if value == "now":
+        return int(datetime.now(timezone.utc).timestamp() * 1000)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as error:
+        raise InputError(f"--until: '{value}' is not an ISO-8601 time or 'now'") from error
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"'{value}' must be positive")
+    return number
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    for warning in config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    flows = ", ".join(f.name for f in config.enabled_flows()) or "none"
+    print(f"{args.config}: valid; clusters: {', '.join(config.clusters)}; enabled flows: {flows}")
+    return 0
+
+
+def cmd_replicate(args: argparse.Namespace) -> int:
+    flow = load_config(args.config).flow(args.flow)
+    options = BatchOptions(
+        max_records=args.max_records, until_ms=parse_until(args.until), topics_regex=args.topics, dry_run=args.dry_run
+    )
+    store = MetadataStore.open(flow.metadata_db_url)
+    try:
+        report = replicate_once(
+            flow, store, options, lambda: spark_session(flow.spark_master, f"airmirror {flow.name}", flow.spark_conf)
+        )
+    finally:
+        store.dispose()
+    print_replicate_report(report, args.json)
+    return 0
+
+
+def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
+    planned = report.planned
+    ranges = [
+        {"topic": r.topic, "partition": r.partition, "remote_topic": r.remote_topic, "start": r.start, "end": r.end,
+         "records_planned": r.size, "gap": [g.start, g.end] if (g := r.gap()) else None}
+        for r in planned.ranges
+    ]
+    document = {
+        "batch_id": planned.batch_id,
+        "resumed": planned.resumed,
+        "dry_run": planned.batch_id is None,
+        "created_topics": report.topics.created,
+        "grown_topics": {k: list(v) for k, v in report.topics.grown.items()},
+        "ranges": ranges,
+        "records": report.summary.records if report.summary else 0,
+        "bytes": report.summary.bytes if report.summary else 0,
+        "seconds": round(report.seconds, 3),
+    }
+    if as_json:
+        print(json.dumps(document, indent=2))
+        return
+    label = "plan (dry run, nothing changed)" if document["dry_run"] else f"batch {planned.batch_id}"
+    print(f"{label}{' (resumed)' if planned.resumed else ''}")
+    for name in report.topics.created:
+        print(f"  {'would create' if document['dry_run'] else 'created'} remote topic {name}")
+    for r in ranges:
+        gap = f"  gap {r['gap'][0]}..{r['gap'][1]}" if r["gap"] else ""
+        print(f"  {r['topic']}-{r['partition']} -> {r['remote_topic']}: [{r['start']}, {r['end']}) {r['records_planned']} offsets{gap}")
+    if report.summary is not None:
+        mb = report.summary.bytes / 1e6
+        print(f"copied {report.summary.records} records, {mb:.1f} MB in {report.seconds:.1f}s")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    flow = load_config(args.config).flow(args.flow)
+    store = MetadataStore.open(flow.metadata_db_url)
+    try:
+        status = flow_status(flow, store)
+    finally:
+        store.dispose()
+    if args.json:
+        print(json.dumps(status.as_dict(), indent=2))
+        return 0
+    print(f"flow {status.flow}: total lag {status.total_lag}" + (f", unfinished batch {status.unfinished_batch}" if status.unfinished_batch else ""))
+    header = f"{'partition':<32} {'remote':<32} {'start':>10} {'end':>10} {'cursor':>10} {'lag':>10} {'copied':>10} {'gaps':>5} {'lost':>8}"
+    print(header)
+    for p in status.partitions:
+        cursor = "-" if p.cursor is None else str(p.cursor)
+        print(
+            f"{p.topic + '-' + str(p.partition):<32} {p.remote_topic:<32} {p.source_start:>10} {p.source_end:>10} "
+            f"{cursor:>10} {p.lag:>10} {p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
+        )
+    return 0
+
+
+def cmd_local_kafka(args: argparse.Namespace) -> int:
+    if args.action == "start":
+        broker = start_broker(args.name, args.port)
+        print(f"kafka '{broker.name}' running on {broker.bootstrap} (pid {broker.pid})")
+    elif args.action == "stop":
+        stopped = stop_broker(args.name)
+        print(f"kafka '{args.name}' {'stopped' if stopped else 'was not running'}")
+    else:
+        for status in broker_status():
+            state = f"running (pid {status.pid})" if status.running else "stopped"
+            print(f"{status.name:<16} {status.bootstrap:<22} {state}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airmirror", description="MirrorMaker 2 compatible replication on Spark")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+
+    validate = verbs.add_parser("validate", help="check an MM2 properties file")
+    validate.add_argument("config")
+    validate.set_defaults(run=cmd_validate)
+
+    replicate = verbs.add_parser("replicate", help="copy one bounded micro-batch of a flow")
+    replicate.add_argument("config")
+    replicate.add_argument("--flow", required=True, help="source->target")
+    replicate.add_argument("--max-records", type=positive_int, help="cap per partition")
+    replicate.add_argument("--until", help="ISO-8601 time or 'now': copy records before it")
+    replicate.add_argument("--topics", help="regex narrowing the flow's topics for this batch")
+    replicate.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    replicate.add_argument("--json", action="store_true")
+    replicate.set_defaults(run=cmd_replicate)
+
+    status = verbs.add_parser("status", help="per-partition cursor, lag and gaps of a flow")
+    status.add_argument("config")
+    status.add_argument("--flow", required=True, help="source->target")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(run=cmd_status)
+
+    local_kafka = verbs.add_parser("local-kafka", help="run real single-node KRaft brokers on 127.0.0.1")
+    actions = local_kafka.add_subparsers(dest="action", required=True)
+    start = actions.add_parser("start")
+    start.add_argument("name")
+    start.add_argument("--port", type=int, required=True)
+    stop = actions.add_parser("stop")
+    stop.add_argument("name")
+    actions.add_parser("status")
+    local_kafka.set_defaults(run=cmd_local_kafka)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.run(args)
+    except AirmirrorError as error:
+        print(f"airmirror: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # noqa: BLE001 - any other failure is a run-time failure, exit 1
+        if args.verbose:
+            logging.exception("unexpected failure")
+        print(f"airmirror: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

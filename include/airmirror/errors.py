@@ -1,0 +1,39 @@
+"""Error types shared by the library and the CLI.
+
+Contract: every error a user can fix by changing their input (config file, flags, params) is an
+``InputError`` and maps to exit code 2; everything else that fails at run time is a
+``ReplicationFailure`` (exit code 1).  Messages always name the offending key, line, topic or flag.
+"""
+
+from __future__ import annotations
+
+
+class AirmirrorError(Exception):
+    """Base class of every error airmirror raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(AirmirrorError):
+    """Bad user input: a config key, a flag, a param.  Exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(InputError):
+    """An invalid MM2 properties file.  ``key`` and ``line`` locate the problem when known."""
+
+    def __init__(self, message: str, *, key: str | None = None, line: int | None = None) -> None:
+        self.key = key
+        self.line = line
+        where = []
+        if key is not None:
+            where.append(f"key '{key}'")
+        if line is not None:
+            where.append(f"line {line}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        super().__init__(prefix + message)
+
+
+class ReplicationFailure(AirmirrorError):
+    """A run-time failure (broker unreachable, Spark job failed, DB down).  Exit code 1."""

@@ -1,0 +1,59 @@
+"""Planning arithmetic: from a stored cursor and the broker's offsets to one bounded range per partition.
+
+Pure functions, no I/O.  Offsets follow Kafka's convention (``[start, end)``, a cursor is the next offset
+to copy).  For each source partition:
+
+- ``start`` is the stored cursor; a partition never seen starts at the log start offset
+  (``auto.offset.reset=earliest``, MM2's default) or at the end (``latest``).
+- A cursor below the log start offset means retention deleted ``[cursor, log_start)`` before it was
+  copied: the range starts at the log start and carries ``gap_start`` so the gap is recorded, once.
+- ``end`` is the last stable offset (the read_committed end: open transactions are never crossed), lowered
+  to the ``--until`` offset (the first offset whose timestamp is at or after the until time) and capped at
+  ``start + max_records``.  It never goes below ``start``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airmirror.model import PlannedRange
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """What the source broker reported for one partition at planning time."""
+
+    log_start: int
+    stable_end: int
+    until_offset: int | None = None
+
+
+def plan_range(
+    topic: str,
+    partition: int,
+    remote_topic: str,
+    cursor: int | None,
+    offsets: PartitionOffsets,
+    *,
+    auto_offset_reset: str = "earliest",
+    max_records: int | None = None,
+) -> PlannedRange:
+    """Plan one partition's range (see the module docstring for the rules)."""
+    gap_start: int | None = None
+    if cursor is None:
+        start = offsets.log_start if auto_offset_reset == "earliest" else offsets.stable_end
+    elif cursor < offsets.log_start:
+        start, gap_start = offsets.log_start, cursor
+    else:
+        start = cursor
+    end = offsets.stable_end
+    if offsets.until_offset is not None:
+        end = min(end, offsets.until_offset)
+    if max_records is not None:
+        end = min(end, start + max_records)
+    return PlannedRange(topic, partition, start, max(start, end), remote_topic, gap_start)
+
+
+def needs_work(planned: PlannedRange, cursor: int | None) -> bool:
+    """A range belongs in a batch when it copies records, records a gap, or first sets a cursor."""
+    return planned.size > 0 or planned.gap() is not None or cursor is None

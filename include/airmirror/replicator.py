@@ -1,0 +1,211 @@
+"""One micro-batch of a flow, in four steps shared by the CLI, the Airflow tasks and the tests.
+
+1. :func:`sync_flow_topics` - select the source topics and create/grow/reconfigure remote topics.
+2. :func:`plan_batch` - resume the flow's unfinished batch if there is one, otherwise plan a new one from
+   the stored cursors and store it (state RUNNING) before anything is copied.  A resumed batch keeps its
+   original ranges: a retry never re-plans data that may already be committed in Kafka.
+3. :func:`run_batch` - the Spark job; each range is one Kafka transaction (see
+   :mod:`airmirror.replication.partition_writer` for the exactly-once protocol).
+4. :func:`record_batch` - read every range's committed result from the target's batch log and commit
+   cursors, offset-syncs and gaps in ONE metadata-DB transaction.  It refuses to commit a batch with any
+   range not yet committed in Kafka, so the DB never runs ahead of the target.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from airmirror.config import FlowConfig
+from airmirror.errors import ReplicationFailure
+from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.planner import needs_work, plan_range
+from airmirror.replication.batch_log import (
+    LOG_TOPIC_CONFIG,
+    anchor_group,
+    batch_log_topic,
+    read_anchors,
+    read_logged_result,
+)
+from airmirror.source_offsets import partition_offsets
+from airmirror.store import BatchRecord, MetadataStore
+from airmirror.topic_sync import TopicMapping, TopicSyncReport, ensure_internal_topic, replicated_topics, sync_topics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """What the caller asks of one batch (CLI flags or DAG params)."""
+
+    max_records: int | None = None
+    until_ms: int | None = None
+    topics_regex: str | None = None
+    dry_run: bool = False
+
+    def params(self) -> dict[str, Any]:
+        return {"max_records": self.max_records, "until_ms": self.until_ms, "topics_regex": self.topics_regex}
+
+
+@dataclass
+class PlannedBatch:
+    """A batch ready to run: ``batch_id`` is None for a dry run, which stores nothing."""
+
+    batch_id: int | None
+    ranges: list[PlannedRange]
+    resumed: bool = False
+
+
+@dataclass
+class BatchSummary:
+    """The committed outcome of a batch."""
+
+    batch_id: int
+    results: list[RangeResult] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(r.records for r in self.results)
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.bytes for r in self.results)
+
+
+def admin_client(flow: FlowConfig, alias: str) -> AdminClient:
+    return AdminClient(flow.client_config(alias, "admin"))
+
+
+def sync_flow_topics(flow: FlowConfig, options: BatchOptions) -> TopicSyncReport:
+    """Step 1: select topics and sync them to the target (nothing changes in a dry run)."""
+    source, target = admin_client(flow, flow.source), admin_client(flow, flow.target)
+    mappings = replicated_topics(flow, source, options.topics_regex)
+    report = sync_topics(flow, source, target, mappings, dry_run=options.dry_run)
+    if not options.dry_run:
+        ensure_internal_topic(target, batch_log_topic(flow.source), LOG_TOPIC_CONFIG)
+    return report
+
+
+def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions) -> PlannedBatch:
+    """Step 2: resume the unfinished batch, or plan and store a new one (see the module docstring)."""
+    unfinished = store.unfinished_batch(flow.name)
+    if unfinished is not None:
+        log.warning("resuming unfinished batch %s of %s with its original ranges", unfinished.id, flow.name)
+        batch_id = None if options.dry_run else unfinished.id
+        return PlannedBatch(batch_id, list(unfinished.ranges), resumed=True)
+    ranges = plan_ranges(flow, store, mappings, options)
+    if options.dry_run or not ranges:
+        return PlannedBatch(None, ranges)
+    return PlannedBatch(store.begin_batch(flow.name, ranges, options.params()), ranges)
+
+
+def plan_ranges(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions) -> list[PlannedRange]:
+    remote = {m.source_topic: m.remote_topic for m in mappings}
+    keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
+    offsets = partition_offsets(admin_client(flow, flow.source), keys, options.until_ms)
+    cursors = store.cursors(flow.name)
+    max_records = options.max_records if options.max_records is not None else flow.max_records_per_partition
+    ranges = []
+    for key in keys:
+        cursor = cursors.get(key)
+        planned = plan_range(
+            key.topic,
+            key.partition,
+            remote[key.topic],
+            cursor,
+            offsets[key],
+            auto_offset_reset=flow.auto_offset_reset,
+            max_records=max_records,
+        )
+        if needs_work(planned, cursor):
+            ranges.append(planned)
+    return ranges
+
+
+def run_batch(flow: FlowConfig, planned: PlannedBatch, spark: Any) -> list[dict]:
+    """Step 3: the Spark copy job (``spark`` is a SparkSession)."""
+    from airmirror.replication.copy_job import run_copy_job
+
+    if planned.batch_id is None:
+        raise ValueError("a dry-run plan cannot be run")
+    return run_copy_job(spark, flow, planned.batch_id, planned.ranges)
+
+
+def committed_results(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[RangeResult]:
+    """Every range's result as committed in the target's batch log; fails if any range is not committed."""
+    consumer = flow.target_client("consumer")
+    copied = [r for r in ranges if r.size > 0]
+    anchors = read_anchors(
+        consumer, anchor_group(flow.source, flow.target), [(r.remote_topic, r.partition) for r in copied]
+    )
+    pending = [r for r in copied if (a := anchors[(r.remote_topic, r.partition)]) is None or a.batch_id != batch_id]
+    if pending:
+        names = ", ".join(f"{r.topic}-{r.partition}" for r in pending)
+        raise ReplicationFailure(
+            f"batch {batch_id} of {flow.name} is not committed in Kafka for {names}; run the batch again to resume it"
+        )
+    results = []
+    for r in ranges:
+        if r.size == 0:
+            results.append(RangeResult(r.topic, r.partition, r.start, r.end, 0, 0))
+            continue
+        anchor = anchors[(r.remote_topic, r.partition)]
+        assert anchor is not None
+        results.append(read_logged_result(consumer, batch_log_topic(flow.source), anchor.log_offset)[2])
+    return results
+
+
+def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch) -> BatchSummary:
+    """Step 4: commit the batch's Kafka-committed results to the metadata DB, then expose source lag."""
+    if planned.batch_id is None:
+        raise ValueError("a dry-run plan cannot be recorded")
+    results = committed_results(flow, planned.batch_id, planned.ranges)
+    store.commit_batch(planned.batch_id, results)
+    commit_source_progress(flow, results)
+    return BatchSummary(planned.batch_id, results)
+
+
+def source_progress_group(flow: FlowConfig) -> str:
+    """The consumer group on the source whose committed offsets show the flow's lag to any lag tool."""
+    return f"airmirror-{flow.source}-{flow.target}"
+
+
+def commit_source_progress(flow: FlowConfig, results: list[RangeResult]) -> None:
+    """Commit the new cursors to the source as group offsets (informational: the DB stays authoritative)."""
+    if not results:
+        return
+    consumer = Consumer({**flow.source_client("consumer"), "group.id": source_progress_group(flow), "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(r.topic, r.partition, r.end) for r in results], asynchronous=False)
+    except Exception as error:  # noqa: BLE001 - lag display must never fail a committed batch
+        log.warning("could not commit source progress for %s: %s", flow.name, error)
+    finally:
+        consumer.close()
+
+
+@dataclass
+class ReplicateReport:
+    """What one ``airmirror replicate`` did."""
+
+    topics: TopicSyncReport
+    planned: PlannedBatch
+    summary: BatchSummary | None
+    seconds: float
+
+
+def replicate_once(flow: FlowConfig, store: MetadataStore, options: BatchOptions, spark_factory: Any) -> ReplicateReport:
+    """All four steps in one process (the CLI); ``spark_factory()`` returns a SparkSession when needed."""
+    started = time.monotonic()
+    topics = sync_flow_topics(flow, options)
+    planned = plan_batch(flow, store, topics.mappings, options)
+    if planned.batch_id is None:
+        return ReplicateReport(topics, planned, None, time.monotonic() - started)
+    if any(r.size > 0 for r in planned.ranges):
+        run_batch(flow, planned, spark_factory())
+    summary = record_batch(flow, store, planned)
+    return ReplicateReport(topics, planned, summary, time.monotonic() - started)

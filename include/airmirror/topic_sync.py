@@ -1,0 +1,186 @@
+"""Topic sync: make every selected source topic exist on the target under its remote name.
+
+Rules (MM2's):
+- A missing remote topic is created with the source's partition count, the flow's ``replication.factor``
+  and the source topic's non-default configs (dynamic topic configs that are neither read-only nor
+  sensitive), minus ``config.properties.exclude``.
+- When the source gains partitions the remote topic gains them too.  Partition counts only grow and
+  remote topics are never deleted.
+- With ``sync.topic.configs.enabled`` the non-default source configs are also applied to existing remote
+  topics (incremental alter, only values that differ).
+- A creation that fails because of the replication factor is an input error naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from airmirror.config import FlowConfig
+from airmirror.errors import ConfigError, ReplicationFailure
+
+ADMIN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class TopicMapping:
+    """A replicated source topic, its remote name and its source partition count."""
+
+    source_topic: str
+    remote_topic: str
+    partitions: int
+
+
+@dataclass
+class TopicSyncReport:
+    """What a sync did (or, in a dry run, would do)."""
+
+    mappings: list[TopicMapping] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    grown: dict[str, tuple[int, int]] = field(default_factory=dict)
+    reconfigured: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def replicated_topics(flow: FlowConfig, source: AdminClient, topics_regex: str | None = None) -> list[TopicMapping]:
+    """Source topics this flow replicates (optionally narrowed by a regex on the source name), sorted."""
+    subset = re.compile(topics_regex) if topics_regex else None
+    metadata = source.list_topics(timeout=ADMIN_TIMEOUT_S)
+    mappings = []
+    for name, topic in sorted(metadata.topics.items()):
+        if topic.error is not None or not flow.should_replicate(name):
+            continue
+        if subset is not None and not subset.fullmatch(name):
+            continue
+        mappings.append(TopicMapping(name, flow.remote_topic(name), len(topic.partitions)))
+    return mappings
+
+
+def sync_topics(
+    flow: FlowConfig, source: AdminClient, target: AdminClient, mappings: list[TopicMapping], *, dry_run: bool = False
+) -> TopicSyncReport:
+    """Create, grow and reconfigure remote topics per the module rules."""
+    report = TopicSyncReport(mappings=list(mappings))
+    if not mappings:
+        return report
+    existing = {name: len(t.partitions) for name, t in target.list_topics(timeout=ADMIN_TIMEOUT_S).topics.items()}
+    source_configs = describe_topic_configs(source, [m.source_topic for m in mappings])
+    wanted = {m.source_topic: replicable_configs(flow, source_configs[m.source_topic]) for m in mappings}
+    missing = [m for m in mappings if m.remote_topic not in existing]
+    report.created = [m.remote_topic for m in missing]
+    report.grown = {
+        m.remote_topic: (existing[m.remote_topic], m.partitions)
+        for m in mappings
+        if m.remote_topic in existing and existing[m.remote_topic] < m.partitions
+    }
+    present = [m for m in mappings if m.remote_topic in existing]
+    if flow.sync_topic_configs_enabled and present:
+        target_configs = describe_topic_configs(target, [m.remote_topic for m in present])
+        for m in present:
+            changes = {k: v for k, v in wanted[m.source_topic].items() if target_configs[m.remote_topic].get(k) != v}
+            if changes:
+                report.reconfigured[m.remote_topic] = changes
+    if dry_run:
+        return report
+    create_topics(flow, target, [(m, wanted[m.source_topic]) for m in missing])
+    grow_topics(target, report.grown)
+    alter_configs(target, report.reconfigured)
+    return report
+
+
+def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    futures = admin.describe_configs(resources, request_timeout=ADMIN_TIMEOUT_S)
+    return {resource.name: future.result() for resource, future in futures.items()}
+
+
+def replicable_configs(flow: FlowConfig, entries: dict[str, ConfigEntry]) -> dict[str, str]:
+    """The source topic's non-default, copyable configs, minus ``config.properties.exclude``."""
+    return {
+        name: entry.value
+        for name, entry in entries.items()
+        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+        and not entry.is_read_only
+        and not entry.is_sensitive
+        and entry.value is not None
+        and not flow.is_config_excluded(name)
+    }
+
+
+def create_topics(flow: FlowConfig, target: AdminClient, topics: list[tuple[TopicMapping, dict[str, str]]]) -> None:
+    if not topics:
+        return
+    new_topics = [
+        NewTopic(m.remote_topic, num_partitions=m.partitions, replication_factor=flow.replication_factor, config=configs)
+        for m, configs in topics
+    ]
+    for name, future in target.create_topics(new_topics, request_timeout=ADMIN_TIMEOUT_S).items():
+        try:
+            future.result()
+        except KafkaException as error:
+            code = error.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue
+            if code == KafkaError.INVALID_REPLICATION_FACTOR:
+                raise ConfigError(
+                    f"cannot create remote topic '{name}' on cluster '{flow.target}' with replication factor "
+                    f"{flow.replication_factor}: {error.args[0].str()}",
+                    key="replication.factor",
+                    line=flow.line_of("replication.factor"),
+                ) from error
+            raise ReplicationFailure(f"cannot create remote topic '{name}': {error}") from error
+
+
+def grow_topics(target: AdminClient, grown: dict[str, tuple[int, int]]) -> None:
+    if not grown:
+        return
+    requests = [NewPartitions(name, new) for name, (_, new) in grown.items()]
+    for name, future in target.create_partitions(requests, request_timeout=ADMIN_TIMEOUT_S).items():
+        try:
+            future.result()
+        except KafkaException as error:
+            raise ReplicationFailure(f"cannot add partitions to remote topic '{name}': {error}") from error
+
+
+def alter_configs(target: AdminClient, changes: dict[str, dict[str, str]]) -> None:
+    if not changes:
+        return
+    resources = [
+        ConfigResource(
+            ResourceType.TOPIC,
+            name,
+            incremental_configs=[
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+            ],
+        )
+        for name, configs in changes.items()
+    ]
+    for resource, future in target.incremental_alter_configs(resources, request_timeout=ADMIN_TIMEOUT_S).items():
+        try:
+            future.result()
+        except KafkaException as error:
+            raise ReplicationFailure(f"cannot update configs of remote topic '{resource.name}': {error}") from error
+
+
+def ensure_internal_topic(target: AdminClient, name: str, configs: dict[str, str]) -> None:
+    """Create a one-partition internal topic on the target (broker-default replication) if missing."""
+    if name in target.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
+        return
+    future = target.create_topics([NewTopic(name, num_partitions=1, replication_factor=-1, config=configs)])[name]
+    try:
+        future.result()
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise ReplicationFailure(f"cannot create internal topic '{name}': {error}") from error

@@ -1,0 +1,56 @@
+"""Shared fixtures: two real local Kafka clusters (KRaft, 127.0.0.1), real Spark, real databases."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airmirror.local_kafka import LocalBroker, start_broker, stop_broker
+from tests.kafka_helpers import free_port
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def test_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("airmirror-home")
+    os.environ["AIRMIRROR_HOME"] = str(home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def clusters(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
+    """Clusters ``a`` and ``b``: two single-node brokers shared by the whole session."""
+    brokers = {name: start_broker(name, free_port(), home=test_home) for name in ("a", "b")}
+    yield brokers
+    for name in brokers:
+        stop_broker(name, home=test_home)
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A unique topic prefix, so tests sharing the clusters never see each other's topics."""
+    return f"t{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def spark(test_home: Path):
+    from airmirror.spark_session import spark_session
+
+    session = spark_session("local[2]", "airmirror-tests")
+    yield session
+    session.stop()
+
+
+def write_config(path: Path, clusters: dict[str, LocalBroker], body: str) -> Path:
+    """An MM2 properties file for the test clusters plus ``body``."""
+    lines = [f"clusters = {', '.join(clusters)}"]
+    lines += [f"{name}.bootstrap.servers = {broker.bootstrap}" for name, broker in clusters.items()]
+    lines += ["replication.factor = 1", f"airmirror.metadata.db.url = sqlite:///{path.parent / 'metadata.db'}", body]
+    path.write_text("\n".join(lines) + "\n")
+    return path

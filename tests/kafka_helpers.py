@@ -1,0 +1,98 @@
+"""Test helpers that talk to real Kafka brokers: create topics, produce known records, read them back."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Record:
+    """Everything a byte-for-byte copy must preserve."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result()
+
+
+def produce(bootstrap: str, topic: str, partition: int, records: list[Record], transactional_id: str | None = None, abort: bool = False) -> None:
+    """Produce records to one partition; with ``transactional_id`` inside one transaction (aborted if asked)."""
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 5}
+    if transactional_id:
+        config["transactional.id"] = transactional_id
+    producer = Producer(config)
+    if transactional_id:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+    for r in records:
+        producer.produce(topic, r.value, r.key, partition=partition, timestamp=r.timestamp, headers=list(r.headers) or None)
+    producer.flush(60)
+    if transactional_id:
+        if abort:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 20.0) -> list[tuple[int, Record]]:
+    """Every committed record of a partition, with its offset (read_committed, to the end)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "airmirror-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    out: list[tuple[int, Record]] = []
+    try:
+        while True:
+            message = consumer.poll(timeout)
+            if message is None:
+                raise TimeoutError(f"no end of {topic}-{partition} within {timeout}s")
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise RuntimeError(message.error())
+            out.append(
+                (
+                    message.offset(),
+                    Record(message.key(), message.value(), tuple(message.headers() or ()), message.timestamp()[1]),
+                )
+            )
+    finally:
+        consumer.close()
+
+
+def records_of(bootstrap: str, topic: str, partition: int) -> list[Record]:
+    return [r for _, r in read_partition(bootstrap, topic, partition)]
+
+
+def sample_records(n: int, prefix: str = "r", base_ts: int = 1_700_000_000_000) -> list[Record]:
+    """Records with every feature a copy must keep: null keys, null values, duplicate/null headers, timestamps."""
+    out = []
+    for i in range(n):
+        key = None if i % 7 == 0 else f"{prefix}-key-{i}".encode()
+        value = None if i % 11 == 5 else f"{prefix}-value-{i}-".encode() + bytes(range(256))[: i % 256]
+        headers: tuple[tuple[str, bytes | None], ...] = ()
+        if i % 3 == 0:
+            headers = (("h", b"\x00\x01" + str(i).encode()), ("h", None), ("trace", f"t{i}".encode()))
+        out.append(Record(key, value, headers, base_ts + i * 10))
+    return out
