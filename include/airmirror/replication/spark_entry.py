@@ -1,0 +1,53 @@
+"""Entry point of the spark-submit application (``spark_apps/replicate_batch.py``).
+
+It runs step 3 of a batch (the copy job) for the flow's unfinished batch, inside whatever Spark session
+spark-submit provides (a remote master included).  Planning and recording stay with the caller (the
+Airflow tasks), so a retried submit simply resumes the same batch: see
+:mod:`airmirror.replication.partition_writer` for why that is exactly-once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+
+from airmirror.config import load_config
+from airmirror.errors import AirmirrorError, ReplicationFailure
+from airmirror.replication.copy_job import run_copy_job
+from airmirror.replication.kafka_range_source import KafkaRangeSource
+from airmirror.store import MetadataStore
+
+
+def run_pending_batch(config_path: str, flow_name: str, batch_id: int | None, spark: SparkSession) -> list[dict]:
+    """Copy the flow's unfinished batch (which must be ``batch_id`` when given)."""
+    flow = load_config(config_path).flow(flow_name)
+    store = MetadataStore.open(flow.metadata_db_url)
+    try:
+        batch = store.unfinished_batch(flow.name)
+    finally:
+        store.dispose()
+    if batch is None or (batch_id is not None and batch.id != batch_id):
+        raise ReplicationFailure(f"flow {flow.name} has no unfinished batch {batch_id or ''}".rstrip())
+    spark.dataSource.register(KafkaRangeSource)
+    return run_copy_job(spark, flow, batch.id, list(batch.ranges))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="replicate_batch.py", description="airmirror copy job for spark-submit")
+    parser.add_argument("config")
+    parser.add_argument("--flow", required=True)
+    parser.add_argument("--batch-id", type=int)
+    args = parser.parse_args(argv)
+    spark = SparkSession.builder.appName(f"airmirror {args.flow}").getOrCreate()
+    try:
+        print(json.dumps(run_pending_batch(args.config, args.flow, args.batch_id, spark)))
+        return 0
+    except AirmirrorError as error:
+        print(f"airmirror: error: {error}", file=sys.stderr)
+        return error.exit_code
+    finally:
+        spark.stop()

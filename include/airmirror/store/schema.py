@@ -1,0 +1,200 @@
+"""SQLAlchemy Core tables of the airmirror metadata store (one :data:`metadata`).
+
+Every table is prefixed ``airmirror_`` and Alembic's version table is :data:`VERSION_TABLE`, so the
+store can share a database with Airflow's own tables.  Offsets are BIGINT; ranges are Kafka-style
+``[start_offset, end_offset)``.
+
+Tables and their contracts:
+
+* ``airmirror_batches``: one row per micro-batch.  At most one batch per flow is ``RUNNING``; a
+  partial unique index enforces this in the database.
+* ``airmirror_batch_ranges``: the planned source range of each partition of a batch, plus what was
+  copied once the batch commits.
+* ``airmirror_cursors``: per (flow, topic, partition) the next source offset to copy.  It only
+  moves when a batch commits.
+* ``airmirror_offset_syncs``: exact offset translation, one row per contiguous run of copied
+  records.  Runs of a partition never overlap, so the unique index on ``upstream_end`` finds "the
+  run containing or following upstream offset u" with one index probe
+  (``upstream_end > u ORDER BY upstream_end LIMIT 1``).
+* ``airmirror_gaps``: source ranges deleted by retention before they were copied.
+
+Migrations in ``migrations/versions`` are frozen snapshots of these definitions; the integration
+tests check that the migrated database matches this module.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Dialect,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+)
+
+VERSION_TABLE = "airmirror_alembic_version"
+TABLE_PREFIX = "airmirror_"
+
+TOPIC_LENGTH = 249
+"""Kafka's maximum topic name length."""
+FLOW_LENGTH = 255
+
+
+class BatchState(str, enum.Enum):
+    """Life cycle of a batch: ``RUNNING`` until it is committed or abandoned (``FAILED``)."""
+
+    RUNNING = "RUNNING"
+    COMMITTED = "COMMITTED"
+    FAILED = "FAILED"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is written and read as a timezone-aware UTC ``datetime`` on every backend.
+
+    Naive datetimes are rejected on write; SQLite, which stores no zone, is read back as UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: metadata store timestamps must be timezone-aware")
+        return value.astimezone(timezone.utc)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+ID = BigInteger().with_variant(Integer(), "sqlite")
+"""Surrogate key type: BIGINT, but INTEGER on SQLite where only that aliases the auto-incrementing rowid."""
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _flow() -> Column[str]:
+    return Column("flow", String(FLOW_LENGTH), primary_key=True)
+
+
+def _topic() -> Column[str]:
+    return Column("topic", String(TOPIC_LENGTH), primary_key=True)
+
+
+def _partition() -> Column[int]:
+    return Column("partition", Integer, primary_key=True)
+
+
+def _batch_ref(*, primary_key: bool = False) -> Column[int]:
+    return Column("batch_id", ID, ForeignKey("airmirror_batches.id"), primary_key=primary_key, nullable=False)
+
+
+batches = Table(
+    "airmirror_batches",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("flow", String(FLOW_LENGTH), nullable=False),
+    Column(
+        "state",
+        Enum(BatchState, name="batch_state", native_enum=False, create_constraint=True, length=16),
+        nullable=False,
+    ),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime()),
+    Column("params", JSON(), nullable=False),
+    Column("records", BigInteger),
+    Column("bytes", BigInteger),
+    Column("error", Text),
+)
+Index("ix_airmirror_batches_flow_id", batches.c.flow, batches.c.id)
+Index(
+    "ux_airmirror_batches_running_flow",
+    batches.c.flow,
+    unique=True,
+    postgresql_where=batches.c.state == BatchState.RUNNING,
+    sqlite_where=batches.c.state == BatchState.RUNNING,
+)
+
+batch_ranges = Table(
+    "airmirror_batch_ranges",
+    metadata,
+    _batch_ref(primary_key=True),
+    _topic(),
+    _partition(),
+    Column("start_offset", BigInteger, nullable=False),
+    Column("end_offset", BigInteger, nullable=False),
+    Column("remote_topic", String(TOPIC_LENGTH), nullable=False),
+    Column("gap_start", BigInteger),
+    Column("records", BigInteger),
+    Column("bytes", BigInteger),
+    Column("downstream_start", BigInteger),
+    Column("downstream_end", BigInteger),
+)
+
+cursors = Table(
+    "airmirror_cursors",
+    metadata,
+    _flow(),
+    _topic(),
+    _partition(),
+    Column("next_offset", BigInteger, nullable=False),
+    _batch_ref(),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+offset_syncs = Table(
+    "airmirror_offset_syncs",
+    metadata,
+    _flow(),
+    _topic(),
+    _partition(),
+    Column("upstream_start", BigInteger, primary_key=True),
+    Column("upstream_end", BigInteger, nullable=False),
+    Column("downstream_start", BigInteger, nullable=False),
+    _batch_ref(),
+)
+Index(
+    "ux_airmirror_offset_syncs_upstream_end",
+    offset_syncs.c.flow,
+    offset_syncs.c.topic,
+    offset_syncs.c.partition,
+    offset_syncs.c.upstream_end,
+    unique=True,
+)
+
+gaps = Table(
+    "airmirror_gaps",
+    metadata,
+    _flow(),
+    _topic(),
+    _partition(),
+    Column("start_offset", BigInteger, primary_key=True),
+    Column("end_offset", BigInteger, nullable=False),
+    _batch_ref(),
+    Column("detected_at", UTCDateTime(), nullable=False),
+)

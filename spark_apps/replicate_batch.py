@@ -1,0 +1,14 @@
+"""spark-submit entry point: copy a flow's unfinished airmirror batch on any Spark master.
+
+    spark-submit --master spark://host:7077 spark_apps/replicate_batch.py /path/mm2.properties --flow a->b
+
+The airmirror package must be importable on the driver and executors (``pip install`` it there, or ship it
+with ``--py-files``).
+"""
+
+import sys
+
+from airmirror.replication.spark_entry import main
+
+if __name__ == "__main__":
+    sys.exit(main())

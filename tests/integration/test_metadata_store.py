@@ -1,0 +1,431 @@
+"""Integration tests of the metadata store on a real SQLite file and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect, insert, make_url, select, text, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from airmirror.errors import ReplicationFailure
+from airmirror.model import Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
+from airmirror.store import (
+    BatchState,
+    MetadataStore,
+    PartitionStats,
+    StaleCursorError,
+    alembic_config,
+    create_store_engine,
+)
+from airmirror.store.metadata_store import MIGRATIONS_DIR
+from airmirror.store.schema import VERSION_TABLE, batches, cursors, metadata
+from tests.postgres_server import PostgresServer, postgres_server
+
+pytestmark = pytest.mark.integration
+
+FLOW = "primary->backup"
+TOPIC = "orders"
+HEAD = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database: a SQLite file in a directory that does not exist yet, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state' / 'airmirror.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.create_database(f"store_{uuid.uuid4().hex}")
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[MetadataStore]:
+    with MetadataStore.open(db_url) as opened:
+        yield opened
+
+
+def planned(partition: int, start: int, end: int, *, gap_start: int | None = None) -> PlannedRange:
+    return PlannedRange(TOPIC, partition, start, end, remote_topic=f"primary.{TOPIC}", gap_start=gap_start)
+
+
+def copied(plan: PlannedRange, downstream_start: int = 0) -> RangeResult:
+    """The result of copying the whole range as one contiguous run."""
+    if plan.size == 0:
+        return RangeResult(plan.topic, plan.partition, plan.start, plan.end, records=0, bytes=0)
+    return RangeResult(
+        plan.topic,
+        plan.partition,
+        plan.start,
+        plan.end,
+        records=plan.size,
+        bytes=plan.size * 100,
+        runs=(OffsetRun(plan.start, plan.end, downstream_start),),
+        downstream_start=downstream_start,
+        downstream_end=downstream_start + plan.size,
+    )
+
+
+def run_batch(store: MetadataStore, *ranges: PlannedRange) -> int:
+    batch_id = store.begin_batch(FLOW, ranges, {"ranges": len(ranges)})
+    store.commit_batch(batch_id, [copied(plan) for plan in ranges])
+    return batch_id
+
+
+def snapshot(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every store table, read over a separate connection."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return {
+                table.name: [tuple(row) for row in connection.execute(select(table).order_by(*table.primary_key))]
+                for table in metadata.sorted_tables
+            }
+    finally:
+        engine.dispose()
+
+
+def key(partition: int) -> PartitionKey:
+    return PartitionKey(TOPIC, partition)
+
+
+def test_open_migrates_an_empty_database_to_head_idempotently(db_url: str) -> None:
+    with MetadataStore.open(db_url) as store:
+        assert store.schema_version() == HEAD
+        batch_id = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
+        store.migrate()
+    with MetadataStore.open(db_url) as reopened:
+        assert reopened.schema_version() == HEAD
+        unfinished = reopened.unfinished_batch(FLOW)
+        assert unfinished is not None and unfinished.id == batch_id
+
+    engine = create_engine(db_url)
+    try:
+        assert set(inspect(engine).get_table_names()) == {*metadata.tables, VERSION_TABLE}
+        with engine.connect() as connection:
+            assert connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all() == [HEAD]
+    finally:
+        engine.dispose()
+    url = make_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        assert url.database is not None and Path(url.database).is_file()
+
+
+def test_migrated_schema_matches_the_table_definitions(store: MetadataStore, db_url: str) -> None:
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+            assert compare_metadata(context, metadata) == []
+    finally:
+        engine.dispose()
+
+
+def test_concurrent_opens_of_an_empty_database_all_succeed(db_url: str) -> None:
+    def open_and_read_version(_: int) -> str:
+        with MetadataStore.open(db_url) as store:
+            return store.schema_version()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert list(pool.map(open_and_read_version, range(4))) == [HEAD] * 4
+
+
+def test_downgrade_to_base_removes_the_schema_and_upgrade_restores_it(store: MetadataStore, db_url: str) -> None:
+    engine = create_store_engine(db_url)
+    try:
+        with engine.begin() as connection:
+            command.downgrade(alembic_config(connection), "base")
+        assert set(inspect(engine).get_table_names()) == {VERSION_TABLE}
+    finally:
+        engine.dispose()
+    store.migrate()
+    assert store.schema_version() == HEAD
+    assert store.cursors(FLOW) == {}
+
+
+def test_begin_and_commit_move_cursors_and_record_offset_syncs(store: MetadataStore) -> None:
+    first = [planned(0, 0, 10), planned(1, 5, 5)]
+    batch_id = store.begin_batch(FLOW, first, {"max_records": 10})
+    store.commit_batch(
+        batch_id,
+        [
+            RangeResult(
+                TOPIC, 0, 0, 10, records=8, bytes=800,
+                runs=(OffsetRun(0, 4, 100), OffsetRun(6, 10, 104)),
+                downstream_start=100, downstream_end=108,
+            ),
+            copied(first[1]),
+        ],
+    )
+
+    assert store.cursors(FLOW) == {key(0): 10, key(1): 5}
+    assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 4, 100), OffsetRun(6, 10, 104)]
+    assert store.offset_runs(FLOW, key(1)) == []
+    assert store.unfinished_batch(FLOW) is None
+    [record] = store.batches(FLOW)
+    assert (record.id, record.state, record.records, record.bytes, record.error) == (
+        batch_id, BatchState.COMMITTED, 8, 800, None,
+    )
+    assert record.params == {"max_records": 10}
+    assert record.finished_at is not None and record.finished_at >= record.created_at
+    assert record.created_at.tzinfo is timezone.utc and record.finished_at.tzinfo is timezone.utc
+
+    run_batch(store, planned(0, 10, 15), planned(1, 5, 9))
+    assert store.cursors(FLOW) == {key(0): 15, key(1): 9}
+    assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 4, 100), OffsetRun(6, 10, 104), OffsetRun(10, 15, 0)]
+    assert store.cursors("another flow") == {}
+
+
+def test_find_offset_run_returns_the_run_containing_or_following_an_offset(store: MetadataStore) -> None:
+    batch_id = store.begin_batch(FLOW, [planned(0, 0, 20)], {})
+    runs = (OffsetRun(0, 4, 100), OffsetRun(6, 10, 104))
+    store.commit_batch(batch_id, [RangeResult(TOPIC, 0, 0, 20, 8, 800, runs, 100, 108)])
+
+    assert store.find_offset_run(FLOW, key(0), 0) == runs[0]
+    assert store.find_offset_run(FLOW, key(0), 3) == runs[0]
+    assert store.find_offset_run(FLOW, key(0), 4) == runs[1]
+    assert store.find_offset_run(FLOW, key(0), 9) == runs[1]
+    assert store.find_offset_run(FLOW, key(0), 10) is None
+    assert store.find_offset_run(FLOW, key(1), 0) is None
+
+
+def test_offsets_beyond_32_bits_round_trip(store: MetadataStore) -> None:
+    start = 2**40
+    run_batch(store, planned(0, start, start + 3))
+    assert store.cursors(FLOW) == {key(0): start + 3}
+    assert store.offset_runs(FLOW, key(0)) == [OffsetRun(start, start + 3, 0)]
+
+
+def test_a_flow_has_at_most_one_running_batch(store: MetadataStore, db_url: str) -> None:
+    running = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
+    with pytest.raises(ReplicationFailure, match="already has a RUNNING batch"):
+        store.begin_batch(FLOW, [planned(0, 0, 10)], {})
+    other = store.begin_batch("other flow", [planned(0, 0, 10)], {})
+    assert other != running
+
+    engine = create_engine(db_url)
+    try:
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(
+                insert(batches).values(
+                    flow=FLOW, state=BatchState.RUNNING, created_at=store.batches(FLOW)[0].created_at, params={}
+                )
+            )
+    finally:
+        engine.dispose()
+
+    store.commit_batch(running, [copied(planned(0, 0, 10))])
+    assert store.begin_batch(FLOW, [planned(0, 10, 20)], {}) > running
+
+
+def test_commit_with_a_stale_cursor_raises_and_writes_nothing(store: MetadataStore, db_url: str) -> None:
+    run_batch(store, planned(0, 0, 10), planned(1, 0, 10))
+    stale = [planned(0, 10, 20), planned(1, 5, 20), planned(2, 0, 7, gap_start=0)]
+    batch_id = store.begin_batch(FLOW, stale, {})
+    before = snapshot(db_url)
+
+    with pytest.raises(StaleCursorError, match=r"orders-1 is at 10, planned from 5") as raised:
+        store.commit_batch(batch_id, [copied(plan) for plan in stale])
+
+    assert isinstance(raised.value, ReplicationFailure)
+    assert snapshot(db_url) == before
+    unfinished = store.unfinished_batch(FLOW)
+    assert unfinished is not None and unfinished.id == batch_id
+
+
+def test_a_cursor_moved_by_someone_else_makes_the_plan_stale(store: MetadataStore, db_url: str) -> None:
+    run_batch(store, planned(0, 0, 10))
+    batch_id = store.begin_batch(FLOW, [planned(0, 10, 20)], {})
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(update(cursors).values(next_offset=12))
+    finally:
+        engine.dispose()
+    before = snapshot(db_url)
+
+    with pytest.raises(StaleCursorError, match="orders-0 is at 12, planned from 10"):
+        store.commit_batch(batch_id, [copied(planned(0, 10, 20))])
+    assert snapshot(db_url) == before
+
+
+def test_commit_records_gaps_lost_to_retention(store: MetadataStore) -> None:
+    run_batch(store, planned(0, 0, 10))
+    after_retention = [planned(0, 25, 35, gap_start=10), planned(1, 7, 9, gap_start=0)]
+    run_batch(store, *after_retention)
+
+    assert store.gaps(FLOW) == [Gap(TOPIC, 0, 10, 25), Gap(TOPIC, 1, 0, 7)]
+    assert store.cursors(FLOW) == {key(0): 35, key(1): 9}
+    assert store.find_offset_run(FLOW, key(0), 10) == OffsetRun(25, 35, 0)
+    assert store.gaps("another flow") == []
+
+
+def test_a_range_planned_from_below_the_log_start_expects_the_old_cursor(store: MetadataStore) -> None:
+    run_batch(store, planned(0, 0, 10))
+    batch_id = store.begin_batch(FLOW, [planned(0, 30, 40, gap_start=20)], {})
+    with pytest.raises(StaleCursorError, match="orders-0 is at 10, planned from 20"):
+        store.commit_batch(batch_id, [copied(planned(0, 30, 40, gap_start=20))])
+    assert store.gaps(FLOW) == []
+
+
+def test_unfinished_batch_returns_the_planned_ranges(store: MetadataStore) -> None:
+    plan = [planned(0, 3, 10), planned(1, 40, 45, gap_start=12), PlannedRange("payments", 0, 0, 0, "primary.payments")]
+    params = {"max_records": 1000, "topics": ["orders", "payments"], "dry_run": False}
+    batch_id = store.begin_batch(FLOW, plan, params)
+
+    unfinished = store.unfinished_batch(FLOW)
+    assert unfinished is not None
+    assert (unfinished.id, unfinished.flow, unfinished.state) == (batch_id, FLOW, BatchState.RUNNING)
+    assert unfinished.ranges == sorted(plan, key=lambda r: r.key)
+    assert unfinished.params == params
+    assert unfinished.created_at.tzinfo is timezone.utc
+    assert (unfinished.finished_at, unfinished.records, unfinished.bytes, unfinished.error) == (None, None, None, None)
+    assert store.unfinished_batch("another flow") is None
+
+
+def test_fail_batch_keeps_the_reason_and_leaves_cursors_alone(store: MetadataStore) -> None:
+    run_batch(store, planned(0, 0, 10))
+    batch_id = store.begin_batch(FLOW, [planned(0, 10, 20)], {})
+    store.fail_batch(batch_id, "Spark job failed: executor lost")
+
+    failed = store.batches(FLOW)[0]
+    assert (failed.id, failed.state, failed.error) == (batch_id, BatchState.FAILED, "Spark job failed: executor lost")
+    assert failed.finished_at is not None and failed.finished_at.tzinfo is timezone.utc
+    assert store.unfinished_batch(FLOW) is None
+    assert store.cursors(FLOW) == {key(0): 10}
+    with pytest.raises(ReplicationFailure, match="is FAILED: only a RUNNING batch can be committed"):
+        store.commit_batch(batch_id, [copied(planned(0, 10, 20))])
+    with pytest.raises(ReplicationFailure, match="is FAILED: only a RUNNING batch can be failed"):
+        store.fail_batch(batch_id, "again")
+    with pytest.raises(ReplicationFailure, match="does not exist"):
+        store.fail_batch(batch_id + 1000, "unknown")
+    assert store.begin_batch(FLOW, [planned(0, 10, 20)], {}) > batch_id
+
+
+@pytest.mark.parametrize(
+    "results",
+    [
+        pytest.param([copied(planned(0, 10, 20))], id="missing-result"),
+        pytest.param([copied(planned(0, 10, 20)), copied(planned(1, 0, 5)), copied(planned(2, 0, 1))], id="unplanned"),
+        pytest.param([copied(planned(0, 10, 20)), copied(planned(1, 0, 5)), copied(planned(1, 0, 5))], id="duplicate"),
+        pytest.param([copied(planned(0, 11, 20)), copied(planned(1, 0, 5))], id="wrong-start"),
+        pytest.param([copied(planned(0, 10, 21)), copied(planned(1, 0, 5))], id="beyond-plan"),
+        pytest.param(
+            [
+                RangeResult(TOPIC, 0, 10, 20, 10, 1000, (OffsetRun(10, 15, 0), OffsetRun(14, 20, 5)), 0, 11),
+                copied(planned(1, 0, 5)),
+            ],
+            id="overlapping-runs",
+        ),
+    ],
+)
+def test_commit_rejects_results_that_do_not_match_the_plan(
+    store: MetadataStore, db_url: str, results: list[RangeResult]
+) -> None:
+    run_batch(store, planned(0, 0, 10))
+    batch_id = store.begin_batch(FLOW, [planned(0, 10, 20), planned(1, 0, 5)], {})
+    before = snapshot(db_url)
+    with pytest.raises(ValueError):
+        store.commit_batch(batch_id, results)
+    assert snapshot(db_url) == before
+
+
+@pytest.mark.parametrize(
+    ("ranges", "params"),
+    [
+        pytest.param([planned(0, 0, 1), planned(0, 1, 2)], {}, id="partition-twice"),
+        pytest.param([planned(0, 5, 4)], {}, id="end-before-start"),
+        pytest.param([planned(0, 5, 6, gap_start=6)], {}, id="gap-above-start"),
+        pytest.param([planned(0, 0, 1)], {"when": object()}, id="params-not-json"),
+    ],
+)
+def test_begin_batch_rejects_invalid_plans(
+    store: MetadataStore, ranges: list[PlannedRange], params: dict[str, Any]
+) -> None:
+    with pytest.raises(ValueError):
+        store.begin_batch(FLOW, ranges, params)
+    assert store.batches(FLOW) == []
+
+
+def test_batches_are_listed_newest_first(store: MetadataStore) -> None:
+    ids = [run_batch(store, planned(0, offset, offset + 1)) for offset in range(3)]
+    assert [record.id for record in store.batches(FLOW)] == ids[::-1]
+    assert [record.id for record in store.batches(FLOW, limit=2)] == ids[:0:-1]
+    assert store.batches(FLOW, limit=2)[0].ranges == [planned(0, 2, 3)]
+    with pytest.raises(ValueError):
+        store.batches(FLOW, limit=0)
+
+
+def test_partition_stats_summarise_committed_batches_and_gaps(store: MetadataStore) -> None:
+    run_batch(store, planned(0, 0, 10), planned(1, 0, 4))
+    failed = store.begin_batch(FLOW, [planned(0, 10, 50)], {})
+    store.fail_batch(failed, "abandoned")
+    last = run_batch(store, planned(0, 30, 35, gap_start=10))
+    last_at = store.batches(FLOW, limit=1)[0].finished_at
+    assert last_at is not None
+
+    stats = store.partition_stats(FLOW)
+    assert stats[key(0)] == PartitionStats(
+        cursor=35, records=15, bytes=1500, last_batch_id=last, last_batch_at=last_at, gap_count=1, gap_offsets=20
+    )
+    assert stats[key(1)].cursor == 4
+    assert (stats[key(1)].records, stats[key(1)].bytes, stats[key(1)].gap_count, stats[key(1)].gap_offsets) == (
+        4, 400, 0, 0,
+    )
+    assert set(stats) == {key(0), key(1)}
+    assert store.partition_stats("another flow") == {}
+
+
+def test_commit_fails_while_the_database_is_down_and_succeeds_after_restart(postgres: PostgresServer) -> None:
+    url = postgres.create_database(f"store_{uuid.uuid4().hex}")
+    with MetadataStore.open(url) as store:
+        run_batch(store, planned(0, 0, 10))
+        plan = [planned(0, 10, 20)]
+        batch_id = store.begin_batch(FLOW, plan, {})
+
+        postgres.stop()
+        try:
+            with pytest.raises(ReplicationFailure, match=f"could not commit batch {batch_id}") as raised:
+                store.commit_batch(batch_id, [copied(plan[0])])
+        finally:
+            postgres.start()
+
+        message = str(raised.value)
+        assert postgres.password not in message
+        assert f"airmirror:***@127.0.0.1:{postgres.port}" in message
+        assert isinstance(raised.value.__cause__, OperationalError)
+
+        store.commit_batch(batch_id, [copied(plan[0])])
+        assert store.cursors(FLOW) == {key(0): 20}
+        assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 10, 0), OffsetRun(10, 20, 0)]
+
+
+def test_a_restart_between_calls_is_transparent(postgres: PostgresServer) -> None:
+    url = postgres.create_database(f"store_{uuid.uuid4().hex}")
+    with MetadataStore.open(url) as store:
+        batch_id = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
+        postgres.stop()
+        postgres.start()
+        store.commit_batch(batch_id, [copied(planned(0, 0, 10))])
+        assert store.cursors(FLOW) == {key(0): 10}
+
+
+def test_open_of_an_unreachable_database_raises_replication_failure(postgres: PostgresServer) -> None:
+    url = make_url(postgres.url).set(port=1).render_as_string(hide_password=False)
+    with pytest.raises(ReplicationFailure, match="could not migrate the schema") as raised:
+        MetadataStore.open(url)
+    assert postgres.password not in str(raised.value)

@@ -1,0 +1,432 @@
+"""The MM2 config model: flows, precedence, providers, validation and warnings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from airmirror.config import FlowConfig, MirrorConfig, load_config
+from airmirror.errors import ConfigError
+from airmirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+
+BASE = """\
+clusters = a, b
+a.bootstrap.servers = a1:9092, a2:9092
+b.bootstrap.servers = b1:9092
+a->b.enabled = true
+"""
+
+
+def load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> MirrorConfig:
+    path = tmp_path / "mm2.properties"
+    path.write_text(text, encoding="utf-8")
+    return load_config(path, env={} if env is None else env)
+
+
+def flow(tmp_path: Path, extra: str = "") -> FlowConfig:
+    return load(tmp_path, BASE + extra).flow("a->b")
+
+
+def rejection(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> ConfigError:
+    with pytest.raises(ConfigError) as error:
+        load(tmp_path, text, env)
+    assert error.value.exit_code == 2
+    assert error.value.key is not None
+    assert f"key '{error.value.key}'" in str(error.value)
+    return error.value
+
+
+def line_of(text: str, key: str) -> int:
+    """1-based number of the line of ``text`` that defines ``key``."""
+    return next(number for number, line in enumerate(text.splitlines(), 1) if line.split(" = ")[0] == key)
+
+
+def test_clusters_and_bootstrap(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE)
+    assert cfg.path == tmp_path / "mm2.properties"
+    assert cfg.clusters == ("a", "b")
+    assert cfg.bootstrap_servers("a") == "a1:9092, a2:9092"
+    assert [f.name for f in cfg.enabled_flows()] == ["a->b"]
+
+
+def test_mm2_defaults(tmp_path: Path) -> None:
+    f = flow(tmp_path)
+    assert (f.source, f.target, f.name) == ("a", "b", "a->b")
+    assert f.replication_factor == 2
+    assert f.sync_topic_configs_enabled is True
+    assert f.sync_topic_acls_enabled is True
+    assert f.refresh_topics_interval_seconds == 600
+    assert f.refresh_groups_interval_seconds == 600
+    assert f.offset_lag_max == 100
+    assert (f.emit_heartbeats_enabled, f.emit_heartbeats_interval_seconds) == (True, 1)
+    assert (f.emit_checkpoints_enabled, f.emit_checkpoints_interval_seconds) == (True, 60)
+    assert (f.sync_group_offsets_enabled, f.sync_group_offsets_interval_seconds) == (False, 60)
+    assert f.heartbeats_replication_enabled is True
+    assert f.offset_syncs_topic_location == "source"
+    assert f.auto_offset_reset == "earliest"
+    assert isinstance(f.policy, DefaultReplicationPolicy)
+    assert f.get("topics") is None and f.line_of("topics") is None
+
+
+def test_default_filters(tmp_path: Path) -> None:
+    f = flow(tmp_path)
+    assert f.topics.matches("orders")
+    for excluded in ("x.internal", "x-internal", "orders.replica", "__consumer_offsets"):
+        assert not f.topics.matches(excluded)
+    assert f.groups.matches("app")
+    for excluded in ("console-consumer-1", "connect-mm2", "__g"):
+        assert not f.groups.matches(excluded)
+    assert f.config_properties_exclude.matches("min.insync.replicas")
+    assert f.config_properties_exclude.matches("message.timestamp.type")
+    assert not f.config_properties_exclude.matches("retention.ms")
+
+
+def test_flow_keys_override_top_level_keys(tmp_path: Path) -> None:
+    text = BASE + "replication.factor = 3\noffset.lag.max = 10\na->b.replication.factor = 1\ntopics = orders\n"
+    f = load(tmp_path, text).flow("a->b")
+    assert f.replication_factor == 1
+    assert f.get("replication.factor") == "1"
+    assert f.line_of("replication.factor") == line_of(text, "a->b.replication.factor")
+    assert f.offset_lag_max == 10
+    assert f.line_of("offset.lag.max") == line_of(text, "offset.lag.max")
+    assert f.get("missing", "dflt") == "dflt"
+
+
+def test_topic_selection_and_remote_names(tmp_path: Path) -> None:
+    f = flow(tmp_path, "topics = orders.*, pay\ntopics.exclude = orders\\\\.tmp\n")
+    assert f.should_replicate("orders")
+    assert f.should_replicate("pay")
+    assert not f.should_replicate("payments")
+    assert not f.should_replicate("orders.tmp")
+    assert not f.should_replicate("b.orders")
+    assert f.should_replicate("heartbeats")
+    assert f.remote_topic("orders") == "a.orders"
+
+
+def test_custom_separator(tmp_path: Path) -> None:
+    f = flow(tmp_path, "replication.policy.separator = _\n")
+    assert f.remote_topic("orders") == "a_orders"
+    assert f.policy.offset_syncs_topic("b") == "mm2-offset-syncs_b_internal"
+
+
+def test_enabled_flows_in_file_order(tmp_path: Path) -> None:
+    text = "clusters = a, b, c\na.bootstrap.servers=a\nb.bootstrap.servers=b\nc.bootstrap.servers=c\n" \
+        "c->a.enabled = TRUE\na->b.enabled = true\nb->c.enabled = false\nb->a.enabled = True\n"
+    cfg = load(tmp_path, text)
+    assert [f.name for f in cfg.enabled_flows()] == ["c->a", "a->b", "b->a"]
+
+
+@pytest.mark.parametrize("name", ["b->a", "a->c", "nonsense"])
+def test_flow_lookup_of_a_flow_that_is_not_enabled(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(tmp_path, BASE + "b->a.enabled = false\n").flow(name)
+    assert error.value.key == f"{name}.enabled"
+    assert error.value.exit_code == 2
+
+
+def test_no_enabled_flow_is_a_warning(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE.replace("a->b.enabled = true", "a->b.enabled = false"))
+    assert cfg.enabled_flows() == []
+    assert any("no replication flow" in warning for warning in cfg.warnings)
+
+
+def test_client_precedence_layers(tmp_path: Path) -> None:
+    layers = [
+        "ssl.endpoint.identification.algorithm = https",
+        "consumer.client.id = top-kind",
+        "a.client.id = cluster",
+        "a.consumer.client.id = cluster-kind",
+        "a->b.consumer.client.id = flow-kind",
+        "a->b.source.consumer.client.id = flow-side-kind",
+    ]
+    for count in range(2, len(layers) + 1):
+        f = flow(tmp_path, "\n".join(layers[:count]) + "\n")
+        expected = layers[count - 1].split(" = ")[1]
+        assert f.source_client("consumer")["client.id"] == expected
+    f = flow(tmp_path, "\n".join(layers) + "\n")
+    assert f.target_client("consumer")["client.id"] == "flow-kind"
+    assert f.source_client("consumer")["ssl.endpoint.identification.algorithm"] == "https"
+    assert "client.id" not in f.target_client("producer")
+
+
+def test_cluster_settings_apply_to_the_kinds_they_belong_to(tmp_path: Path) -> None:
+    f = flow(tmp_path, "b.linger.ms = 25\nb.fetch.min.bytes = 10\nb.retries = 4\nproducer.acks = 1\n")
+    assert f.target_client("producer") == {"bootstrap.servers": "b1:9092", "linger.ms": "25", "retries": "4",
+                                           "acks": "1"}
+    assert f.target_client("consumer") == {"bootstrap.servers": "b1:9092", "fetch.min.bytes": "10",
+                                           "enable.auto.commit": "false", "auto.offset.reset": "earliest"}
+    assert f.target_client("admin") == {"bootstrap.servers": "b1:9092", "retries": "4"}
+    assert f.source_client("producer") == {"bootstrap.servers": "a1:9092,a2:9092", "acks": "1"}
+
+
+def test_top_level_security_settings_are_inherited(tmp_path: Path) -> None:
+    f = flow(tmp_path, "security.protocol = SASL_SSL\nsasl.mechanism = PLAIN\nb.security.protocol = SSL\n")
+    assert f.source_client("admin")["security.protocol"] == "sasl_ssl"
+    assert f.target_client("admin")["security.protocol"] == "ssl"
+    assert f.target_client("producer")["sasl.mechanisms"] == "PLAIN"
+
+
+def test_mirror_config_client_config_has_no_flow_overrides(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE + "a->b.producer.linger.ms = 5\nb.producer.linger.ms = 7\n")
+    assert cfg.client_config("b", "producer")["linger.ms"] == "7"
+    assert cfg.flow("a->b").target_client("producer")["linger.ms"] == "5"
+
+
+def test_client_config_of_a_cluster_outside_the_flow(tmp_path: Path) -> None:
+    cfg = load(tmp_path, "clusters = a, b, c\na.bootstrap.servers=a\nb.bootstrap.servers=b\nc.bootstrap.servers=c\n"
+                         "a->b.enabled=true\n")
+    with pytest.raises(ValueError):
+        cfg.flow("a->b").client_config("c", "admin")
+
+
+def test_consumer_defaults_and_auto_offset_reset_override(tmp_path: Path) -> None:
+    f = flow(tmp_path, "a.consumer.auto.offset.reset = latest\na.consumer.enable.auto.commit = true\n")
+    assert f.auto_offset_reset == "latest"
+    assert f.source_client("consumer")["enable.auto.commit"] == "false"
+    assert any("'a.consumer.enable.auto.commit'" in w for w in load(tmp_path, BASE + "a.consumer.enable.auto.commit"
+                                                                      " = true\n").warnings)
+
+
+def test_flow_keys_are_not_cluster_keys(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE + "a->b.topics = orders\n")
+    assert cfg.client_config("a", "admin") == {"bootstrap.servers": "a1:9092,a2:9092"}
+    assert cfg.flow("a->b").get("topics") == "orders"
+
+
+def test_mm2_keys_win_over_an_alias_prefix(tmp_path: Path) -> None:
+    text = "clusters = sync, b\nsync.bootstrap.servers = s:1\nb.bootstrap.servers = b:1\nsync->b.enabled = true\n" \
+        "sync.topic.configs.enabled = false\n"
+    f = load(tmp_path, text).flow("sync->b")
+    assert f.sync_topic_configs_enabled is False
+    assert f.source_client("admin") == {"bootstrap.servers": "s:1"}
+
+
+def test_aliases_with_dots_use_the_longest_prefix(tmp_path: Path) -> None:
+    text = "clusters = us, us.west\nus.bootstrap.servers = u:1\nus.west.bootstrap.servers = w:1\n" \
+        "us.west->us.enabled = true\nus.west->us.replication.factor = 1\n"
+    cfg = load(tmp_path, text)
+    f = cfg.flow("us.west->us")
+    assert (f.source, f.target, f.replication_factor) == ("us.west", "us", 1)
+    assert cfg.bootstrap_servers("us.west") == "w:1"
+
+
+def test_keys_of_undeclared_aliases_are_ignored(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE + "c.bootstrap.servers = c:1\nc.whatever = 1\n")
+    assert cfg.clusters == ("a", "b")
+
+
+def test_worker_and_java_only_settings_are_warned_about(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE + "b.config.storage.replication.factor = 1\na.producer.buffer.memory = 1\n"
+                                "linger.ms = 5\nb.replication.factor = 1\na->b.fetch.min.bytes = 1\n")
+    for key in ("b.config.storage.replication.factor", "a.producer.buffer.memory", "linger.ms",
+                "b.replication.factor", "a->b.fetch.min.bytes"):
+        assert any(f"'{key}'" in warning for warning in cfg.warnings), key
+    assert "buffer.memory" not in cfg.flow("a->b").source_client("producer")
+
+
+def test_airmirror_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    f = flow(tmp_path)
+    assert f.metadata_db_url == f"sqlite:///{tmp_path / '.airmirror'}/metadata.db"
+    assert f.spark_master == "local[*]"
+    assert f.spark_conf == {}
+    assert f.max_records_per_partition is None
+    assert f.schedule == "1m"
+
+
+def test_airmirror_home_from_env(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    f = load(tmp_path, BASE, env={"AIRMIRROR_HOME": str(home)}).flow("a->b")
+    assert f.metadata_db_url == f"sqlite:///{home}/metadata.db"
+    assert os.path.isabs(f.metadata_db_url.removeprefix("sqlite:///"))
+
+
+def test_airmirror_settings_with_flow_overrides(tmp_path: Path) -> None:
+    f = flow(tmp_path, "airmirror.metadata.db.url = postgresql://db/mm\nairmirror.spark.master = spark://m:7077\n"
+                       "airmirror.spark.conf.spark.executor.memory = 2g\nairmirror.spark.conf.spark.a = 1\n"
+                       "a->b.airmirror.spark.conf.spark.a = 2\nairmirror.batch.max.records.per.partition = 5000\n"
+                       "a->b.airmirror.schedule = 30s\n")
+    assert f.metadata_db_url == "postgresql://db/mm"
+    assert f.spark_master == "spark://m:7077"
+    assert f.spark_conf == {"spark.executor.memory": "2g", "spark.a": "2"}
+    assert f.max_records_per_partition == 5000
+    assert f.schedule == "30s"
+
+
+def test_env_and_file_providers(tmp_path: Path) -> None:
+    secrets = tmp_path / "secrets.properties"
+    secrets.write_text("user = alice\npassword = p\\u0040ss\n", encoding="utf-8")
+    text = BASE + (
+        "a.security.protocol = SASL_SSL\na.sasl.mechanism = SCRAM-SHA-256\n"
+        "a.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="${{file:{secrets}:user}}" password="${{file:{secrets}:password}}";\n'
+        "b.bootstrap.servers = ${env:TARGET_SERVERS}\n"
+    )
+    cfg = load(tmp_path, text, env={"TARGET_SERVERS": "t1:9092"})
+    source = cfg.flow("a->b").source_client("consumer")
+    assert (source["sasl.username"], source["sasl.password"]) == ("alice", "p@ss")
+    assert cfg.bootstrap_servers("b") == "t1:9092"
+
+
+def test_provider_values_are_not_resolved_twice(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE + "a->b.airmirror.schedule = ${env:S}\n", env={"S": "${env:T}"})
+    assert cfg.flow("a->b").schedule == "${env:T}"
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["${env:MISSING}", "${file:/no/such/file.properties:key}", "${file:{secrets}:missing}", "${vault:path:key}"],
+)
+def test_unresolvable_references_name_key_and_line(tmp_path: Path, reference: str) -> None:
+    secrets = tmp_path / "secrets.properties"
+    secrets.write_text("present = 1\n", encoding="utf-8")
+    text = BASE + f"a.sasl.username.secret = {reference.replace('{secrets}', str(secrets))}\n"
+    error = rejection(tmp_path, text)
+    assert (error.key, error.line) == ("a.sasl.username.secret", 5)
+
+
+def test_identity_policy_in_both_directions_warns(tmp_path: Path) -> None:
+    text = BASE + "b->a.enabled = true\nreplication.policy.class = IdentityReplicationPolicy\n"
+    cfg = load(tmp_path, text)
+    assert isinstance(cfg.flow("a->b").policy, IdentityReplicationPolicy)
+    assert cfg.flow("a->b").remote_topic("orders") == "orders"
+    loops = [warning for warning in cfg.warnings if "IdentityReplicationPolicy" in warning]
+    assert len(loops) == 2 and "a->b" in loops[0] and "b->a" in loops[1]
+
+
+def test_identity_policy_one_way_does_not_warn(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE + "b->a.enabled = false\n"
+                                "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+    assert not [warning for warning in cfg.warnings if "IdentityReplicationPolicy" in warning]
+
+
+def test_identity_on_one_leg_of_a_loop_warns(tmp_path: Path) -> None:
+    cfg = load(tmp_path, BASE + "b->a.enabled = true\nb->a.replication.policy.class = IdentityReplicationPolicy\n")
+    assert [warning for warning in cfg.warnings if "flow b->a uses IdentityReplicationPolicy" in warning]
+
+
+def test_custom_python_policy(tmp_path: Path) -> None:
+    f = flow(tmp_path, "replication.policy.class = airmirror.policy:DefaultReplicationPolicy\n"
+                       "replication.policy.separator = -\n")
+    assert f.remote_topic("orders") == "a-orders"
+
+
+# --- rejections: every one names its key (and line when there is one) ---
+
+
+def test_missing_clusters(tmp_path: Path) -> None:
+    error = rejection(tmp_path, "a.bootstrap.servers = x\n")
+    assert (error.key, error.line) == ("clusters", None)
+
+
+@pytest.mark.parametrize("value", ["", " , ", "a->b, c"])
+def test_bad_clusters(tmp_path: Path, value: str) -> None:
+    error = rejection(tmp_path, f"# mm2\nclusters = {value}\n")
+    assert (error.key, error.line) == ("clusters", 2)
+
+
+def test_cluster_without_bootstrap_servers(tmp_path: Path) -> None:
+    error = rejection(tmp_path, "clusters = a, b\na.bootstrap.servers = x\n")
+    assert (error.key, error.line) == ("b.bootstrap.servers", None)
+    error = rejection(tmp_path, "clusters = a, b\na.bootstrap.servers = x\nb.bootstrap.servers =\n")
+    assert (error.key, error.line) == ("b.bootstrap.servers", 3)
+
+
+@pytest.mark.parametrize(
+    "key", ["a->c.enabled", "c->a.enabled", "a->a.enabled", "c->b.topics", "a->bb.enabled"]
+)
+def test_flow_naming_an_undeclared_alias(tmp_path: Path, key: str) -> None:
+    error = rejection(tmp_path, BASE + f"{key} = true\n")
+    assert (error.key, error.line) == (key, 5)
+
+
+@pytest.mark.parametrize(
+    "key", ["topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude", "a->b.topics"]
+)
+def test_bad_regex(tmp_path: Path, key: str) -> None:
+    error = rejection(tmp_path, BASE + f"{key} = ok, [unclosed\n")
+    assert (error.key, error.line) == (key, 5)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["replication.factor", "refresh.topics.interval.seconds", "refresh.groups.interval.seconds",
+     "emit.heartbeats.interval.seconds", "emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
+     "sync.topic.configs.interval.seconds", "offset.lag.max", "checkpoints.topic.replication.factor",
+     "tasks.max", "airmirror.batch.max.records.per.partition", "a->b.replication.factor", "a->b.offset.lag.max"],
+)
+@pytest.mark.parametrize("value", ["ten", "1.5", "", "1_000"])
+def test_non_numeric_values(tmp_path: Path, key: str, value: str) -> None:
+    error = rejection(tmp_path, BASE + f"{key} = {value}\n")
+    assert (error.key, error.line) == (key, 5)
+
+
+def test_max_records_per_partition_must_be_positive(tmp_path: Path) -> None:
+    error = rejection(tmp_path, BASE + "a->b.airmirror.batch.max.records.per.partition = 0\n")
+    assert (error.key, error.line) == ("a->b.airmirror.batch.max.records.per.partition", 5)
+
+
+@pytest.mark.parametrize(
+    "key", ["sync.topic.configs.enabled", "emit.heartbeats.enabled", "a->b.emit.checkpoints.enabled",
+            "sync.group.offsets.enabled", "b->a.enabled", "a->b.enabled"]
+)
+@pytest.mark.parametrize("value", ["yes", "maybe", "1", ""])
+def test_bad_booleans(tmp_path: Path, key: str, value: str) -> None:
+    error = rejection(tmp_path, BASE + f"{key} = {value}\n")
+    assert (error.key, error.line) == (key, 5)
+
+
+def test_booleans_are_case_insensitive(tmp_path: Path) -> None:
+    f = flow(tmp_path, "sync.group.offsets.enabled = TRUE\nemit.heartbeats.enabled = False\n")
+    assert f.sync_group_offsets_enabled is True
+    assert f.emit_heartbeats_enabled is False
+
+
+@pytest.mark.parametrize(
+    "key", ["replication.policy.class", "a->b.replication.policy.class"]
+)
+def test_unknown_replication_policy_class(tmp_path: Path, key: str) -> None:
+    error = rejection(tmp_path, BASE + f"{key} = com.example.CustomReplicationPolicy\n")
+    assert (error.key, error.line) == (key, 5)
+
+
+def test_empty_separator(tmp_path: Path) -> None:
+    error = rejection(tmp_path, BASE + "replication.policy.separator =\n")
+    assert (error.key, error.line) == ("replication.policy.separator", 5)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["topic.filter.class = com.example.MyFilter", "offset-syncs.topic.location = elsewhere"],
+)
+def test_unsupported_mm2_settings(tmp_path: Path, line: str) -> None:
+    error = rejection(tmp_path, BASE + f"{line}\n")
+    assert (error.key, error.line) == (line.split(" = ")[0], 5)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["a.no.such.client.setting", "b.producer.no.such.setting", "consumer.no.such.setting",
+     "a->b.target.admin.no.such.setting", "a.ssl.truststore.location", "sasl.jaas.config",
+     "a.consumer.auto.offset.reset"],
+)
+def test_untranslatable_client_settings(tmp_path: Path, key: str) -> None:
+    value = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;" \
+        if key.endswith("jaas.config") else "none"
+    error = rejection(tmp_path, BASE + f"{key} = {value}\n")
+    assert (error.key, error.line) == (key, 5)
+
+
+def test_client_settings_of_clusters_without_flows_are_validated(tmp_path: Path) -> None:
+    text = "clusters = a, b, c\na.bootstrap.servers=a\nb.bootstrap.servers=b\nc.bootstrap.servers=c\n" \
+        "a->b.enabled=true\nc.ssl.keystore.location = /ks.jks\n"
+    error = rejection(tmp_path, text)
+    assert (error.key, error.line) == ("c.ssl.keystore.location", 6)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "nope.properties", env={})
+    assert error.value.exit_code == 2
