@@ -23,7 +23,8 @@ demo: setup
 	$(PY) -m airmirror.demo
 
 stop: setup
-	$(VENV)/bin/airmirror local-kafka stop demo-a; $(VENV)/bin/airmirror local-kafka stop demo-b
+	$(VENV)/bin/airmirror local-kafka stop demo-a
+	$(VENV)/bin/airmirror local-kafka stop demo-b
 
 test: setup
 	$(VENV)/bin/pytest -q

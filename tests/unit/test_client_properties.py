@@ -26,22 +26,29 @@ def rejected(mapping: dict[str, str], kind: str = "consumer") -> ConfigError:
 
 
 def test_identical_keys_pass_through() -> None:
-    consumer = translate(
-        java({"bootstrap.servers": "a:9092, b:9092", "client.id": "x", "fetch.min.bytes": "10",
-              "max.partition.fetch.bytes": "1048576", "session.timeout.ms": "30000", "isolation.level": "read_committed",
-              "group.id": "g", "client.rack": "r1", "enable.auto.commit": "false", "auto.offset.reset": "latest"}),
-        "consumer",
-    )
-    assert consumer.config == {
-        "bootstrap.servers": "a:9092,b:9092", "client.id": "x", "fetch.min.bytes": "10",
-        "max.partition.fetch.bytes": "1048576", "session.timeout.ms": "30000", "isolation.level": "read_committed",
-        "group.id": "g", "client.rack": "r1", "enable.auto.commit": "false", "auto.offset.reset": "latest",
+    consumer_keys = {
+        "client.id": "x",
+        "fetch.min.bytes": "10",
+        "max.partition.fetch.bytes": "1048576",
+        "session.timeout.ms": "30000",
+        "isolation.level": "read_committed",
+        "group.id": "g",
+        "client.rack": "r1",
+        "enable.auto.commit": "false",
+        "auto.offset.reset": "latest",
     }
+    consumer = translate(java({"bootstrap.servers": "a:9092, b:9092"} | consumer_keys), "consumer")
+    assert consumer.config == {"bootstrap.servers": "a:9092,b:9092"} | consumer_keys
     assert consumer.warnings == []
-    producer = translate(java({"acks": "all", "linger.ms": "20", "batch.size": "1048576", "compression.type": "lz4",
-                               "enable.idempotence": "true", "retries": "5"}), "producer")
-    assert producer.config == {"acks": "all", "linger.ms": "20", "batch.size": "1048576", "compression.type": "lz4",
-                               "enable.idempotence": "true", "retries": "5"}
+    producer_keys = {
+        "acks": "all",
+        "linger.ms": "20",
+        "batch.size": "1048576",
+        "compression.type": "lz4",
+        "enable.idempotence": "true",
+        "retries": "5",
+    }
+    assert translate(java(producer_keys), "producer").config == producer_keys
 
 
 def test_renamed_keys() -> None:

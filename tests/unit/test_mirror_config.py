@@ -11,6 +11,7 @@ from airmirror.config import FlowConfig, MirrorConfig, load_config
 from airmirror.errors import ConfigError
 from airmirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
+THREE_CLUSTERS = "clusters = a, b, c\na.bootstrap.servers = a\nb.bootstrap.servers = b\nc.bootstrap.servers = c\n"
 BASE = """\
 clusters = a, b
 a.bootstrap.servers = a1:9092, a2:9092
@@ -78,9 +79,11 @@ def test_default_filters(tmp_path: Path) -> None:
     assert f.groups.matches("app")
     for excluded in ("console-consumer-1", "connect-mm2", "__g"):
         assert not f.groups.matches(excluded)
-    assert f.config_properties_exclude.matches("min.insync.replicas")
-    assert f.config_properties_exclude.matches("message.timestamp.type")
-    assert not f.config_properties_exclude.matches("retention.ms")
+    assert f.is_config_excluded("min.insync.replicas")
+    assert f.is_config_excluded("message.timestamp.type")
+    assert f.config_properties_exclude.matches("unclean.leader.election.enable")
+    assert not f.is_config_excluded("retention.ms")
+    assert not flow(tmp_path, "config.properties.exclude = retention\\..*\n").is_config_excluded("min.insync.replicas")
 
 
 def test_flow_keys_override_top_level_keys(tmp_path: Path) -> None:
@@ -112,8 +115,7 @@ def test_custom_separator(tmp_path: Path) -> None:
 
 
 def test_enabled_flows_in_file_order(tmp_path: Path) -> None:
-    text = "clusters = a, b, c\na.bootstrap.servers=a\nb.bootstrap.servers=b\nc.bootstrap.servers=c\n" \
-        "c->a.enabled = TRUE\na->b.enabled = true\nb->c.enabled = false\nb->a.enabled = True\n"
+    text = THREE_CLUSTERS + "c->a.enabled = TRUE\na->b.enabled = true\nb->c.enabled = false\nb->a.enabled = True\n"
     cfg = load(tmp_path, text)
     assert [f.name for f in cfg.enabled_flows()] == ["c->a", "a->b", "b->a"]
 
@@ -175,8 +177,7 @@ def test_mirror_config_client_config_has_no_flow_overrides(tmp_path: Path) -> No
 
 
 def test_client_config_of_a_cluster_outside_the_flow(tmp_path: Path) -> None:
-    cfg = load(tmp_path, "clusters = a, b, c\na.bootstrap.servers=a\nb.bootstrap.servers=b\nc.bootstrap.servers=c\n"
-                         "a->b.enabled=true\n")
+    cfg = load(tmp_path, THREE_CLUSTERS + "a->b.enabled = true\n")
     with pytest.raises(ValueError):
         cfg.flow("a->b").client_config("c", "admin")
 
@@ -185,8 +186,8 @@ def test_consumer_defaults_and_auto_offset_reset_override(tmp_path: Path) -> Non
     f = flow(tmp_path, "a.consumer.auto.offset.reset = latest\na.consumer.enable.auto.commit = true\n")
     assert f.auto_offset_reset == "latest"
     assert f.source_client("consumer")["enable.auto.commit"] == "false"
-    assert any("'a.consumer.enable.auto.commit'" in w for w in load(tmp_path, BASE + "a.consumer.enable.auto.commit"
-                                                                      " = true\n").warnings)
+    warnings = load(tmp_path, BASE + "a.consumer.enable.auto.commit = true\n").warnings
+    assert any("'a.consumer.enable.auto.commit' (line 5)" in warning for warning in warnings)
 
 
 def test_flow_keys_are_not_cluster_keys(tmp_path: Path) -> None:
@@ -196,16 +197,20 @@ def test_flow_keys_are_not_cluster_keys(tmp_path: Path) -> None:
 
 
 def test_mm2_keys_win_over_an_alias_prefix(tmp_path: Path) -> None:
-    text = "clusters = sync, b\nsync.bootstrap.servers = s:1\nb.bootstrap.servers = b:1\nsync->b.enabled = true\n" \
-        "sync.topic.configs.enabled = false\n"
+    text = (
+        "clusters = sync, b\nsync.bootstrap.servers = s:1\nb.bootstrap.servers = b:1\n"
+        "sync->b.enabled = true\nsync.topic.configs.enabled = false\n"
+    )
     f = load(tmp_path, text).flow("sync->b")
     assert f.sync_topic_configs_enabled is False
     assert f.source_client("admin") == {"bootstrap.servers": "s:1"}
 
 
 def test_aliases_with_dots_use_the_longest_prefix(tmp_path: Path) -> None:
-    text = "clusters = us, us.west\nus.bootstrap.servers = u:1\nus.west.bootstrap.servers = w:1\n" \
+    text = (
+        "clusters = us, us.west\nus.bootstrap.servers = u:1\nus.west.bootstrap.servers = w:1\n"
         "us.west->us.enabled = true\nus.west->us.replication.factor = 1\n"
+    )
     cfg = load(tmp_path, text)
     f = cfg.flow("us.west->us")
     assert (f.source, f.target, f.replication_factor) == ("us.west", "us", 1)
@@ -297,8 +302,8 @@ def test_identity_policy_in_both_directions_warns(tmp_path: Path) -> None:
 
 
 def test_identity_policy_one_way_does_not_warn(tmp_path: Path) -> None:
-    cfg = load(tmp_path, BASE + "b->a.enabled = false\n"
-                                "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+    policy = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+    cfg = load(tmp_path, BASE + f"b->a.enabled = false\nreplication.policy.class = {policy}\n")
     assert not [warning for warning in cfg.warnings if "IdentityReplicationPolicy" in warning]
 
 
@@ -413,15 +418,14 @@ def test_unsupported_mm2_settings(tmp_path: Path, line: str) -> None:
      "a.consumer.auto.offset.reset"],
 )
 def test_untranslatable_client_settings(tmp_path: Path, key: str) -> None:
-    value = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;" \
-        if key.endswith("jaas.config") else "none"
+    oauth = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    value = oauth if key.endswith("jaas.config") else "none"
     error = rejection(tmp_path, BASE + f"{key} = {value}\n")
     assert (error.key, error.line) == (key, 5)
 
 
 def test_client_settings_of_clusters_without_flows_are_validated(tmp_path: Path) -> None:
-    text = "clusters = a, b, c\na.bootstrap.servers=a\nb.bootstrap.servers=b\nc.bootstrap.servers=c\n" \
-        "a->b.enabled=true\nc.ssl.keystore.location = /ks.jks\n"
+    text = THREE_CLUSTERS + "a->b.enabled = true\nc.ssl.keystore.location = /ks.jks\n"
     error = rejection(tmp_path, text)
     assert (error.key, error.line) == ("c.ssl.keystore.location", 6)
 

@@ -1,0 +1,560 @@
+"""The MM2 configuration model: clusters, replication flows, and the clients of each flow.
+
+Key classification (as MirrorMakerConfig does it):
+
+* ``{a}->{b}.X`` is a flow key; ``a`` and ``b`` must be declared clusters;
+* MM2's own connector keys and ``airmirror.*`` keys are top-level even when they start with an alias;
+* ``{alias}.X`` for a declared alias is a cluster key (longest alias wins); anything else is top-level,
+  so ``{alias}.X`` of an undeclared alias is ignored, like MM2 ignores it.
+
+Connector settings of flow ``a->b`` are the top-level keys overridden by ``a->b.KEY``.  The Java client
+settings of cluster ``c`` in a flow are, from lowest to highest precedence: top-level ``bootstrap.servers``,
+``security.protocol``, ``ssl.*`` and ``sasl.*``; top-level ``{kind}.X``; ``{c}.X``; ``{c}.{kind}.X``;
+then, as in MM2's connector configs, the flow keys ``a->b.{kind}.X`` and ``a->b.{source|target}.{kind}.X``.
+Consumers get MM2's defaults ``enable.auto.commit=false`` (forced) and ``auto.offset.reset=earliest``.
+
+:func:`load_config` validates everything up front (every enabled flow and every client of every cluster), so
+``airmirror validate`` reports problems before anything runs; the first problem raises :class:`ConfigError`
+naming key and line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from os import PathLike
+from pathlib import Path
+
+from airmirror.config.client_properties import CLIENT_KINDS, Translation, applies_to, is_client_key, translate
+from airmirror.config.properties import Setting, load_properties
+from airmirror.config.providers import resolve_references
+from airmirror.errors import ConfigError
+from airmirror.policy import (
+    IdentityReplicationPolicy,
+    PatternList,
+    RegexFilter,
+    ReplicationPolicy,
+    load_policy,
+    should_replicate_topic,
+)
+
+_FLOW_ARROW = "->"
+_MM2_DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+
+_INT_DEFAULTS: dict[str, int] = {
+    "replication.factor": 2,
+    "refresh.topics.interval.seconds": 600,
+    "refresh.groups.interval.seconds": 600,
+    "sync.topic.configs.interval.seconds": 600,
+    "sync.topic.acls.interval.seconds": 600,
+    "emit.heartbeats.interval.seconds": 1,
+    "emit.checkpoints.interval.seconds": 60,
+    "sync.group.offsets.interval.seconds": 60,
+    "offset.lag.max": 100,
+    "offset-syncs.topic.replication.factor": 3,
+    "checkpoints.topic.replication.factor": 3,
+    "heartbeats.topic.replication.factor": 3,
+    "tasks.max": 1,
+    "admin.timeout.ms": 60000,
+    "consumer.poll.timeout.ms": 1000,
+}
+_BOOL_DEFAULTS: dict[str, bool] = {
+    "refresh.topics.enabled": True,
+    "refresh.groups.enabled": True,
+    "sync.topic.configs.enabled": True,
+    "sync.topic.acls.enabled": True,
+    "emit.heartbeats.enabled": True,
+    "emit.checkpoints.enabled": True,
+    "sync.group.offsets.enabled": False,
+    "heartbeats.replication.enabled": True,
+    "emit.offset-syncs.enabled": True,
+    "replication.policy.internal.topic.separator.enabled": True,
+}
+_LIST_DEFAULTS: dict[str, str] = {
+    "topics": ".*",
+    "topics.exclude": r".*[\-\.]internal, .*\.replica, __.*",
+    "groups": ".*",
+    "groups.exclude": "console-consumer-.*, connect-.*, __.*",
+    "config.properties.exclude": (
+        r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+        r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
+        r"unclean\.leader\.election\.enable, min\.insync\.replicas"
+    ),
+}
+# Pluggable MM2 classes airmirror cannot load: only MM2's defaults are accepted.
+_DEFAULT_ONLY_CLASSES: dict[str, str] = {
+    "topic.filter.class": "DefaultTopicFilter",
+    "group.filter.class": "DefaultGroupFilter",
+    "config.property.filter.class": "DefaultConfigPropertyFilter",
+    "forwarding.admin.class": "ForwardingAdmin",
+}
+_OTHER_MM2_KEYS = frozenset(
+    {
+        "clusters",
+        "enabled",
+        "name",
+        "connector.class",
+        "source.cluster.alias",
+        "target.cluster.alias",
+        "replication.policy.class",
+        "replication.policy.separator",
+        "offset-syncs.topic.location",
+        "use.defaults.from",
+        "config.providers",
+        "dedicated.mode.enable.internal.rest",
+    }
+)
+_MM2_KEYS = frozenset(
+    {*_INT_DEFAULTS, *_BOOL_DEFAULTS, *_LIST_DEFAULTS, *_DEFAULT_ONLY_CLASSES, *_OTHER_MM2_KEYS}
+)
+_AIRMIRROR_PREFIX = "airmirror."
+_SPARK_CONF_PREFIX = "airmirror.spark.conf."
+_WORKER_KEYS = frozenset(
+    {
+        "group.id",
+        "plugin.path",
+        "listeners",
+        "connect.protocol",
+        "scheduled.rebalance.max.delay.ms",
+        "exactly.once.source.support",
+        "offset.flush.interval.ms",
+        "offset.flush.timeout.ms",
+        "task.shutdown.graceful.timeout.ms",
+    }
+)
+_WORKER_PREFIXES = (
+    "offset.storage.",
+    "config.storage.",
+    "status.storage.",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "worker.",
+    "rest.",
+    "config.providers.",
+)
+
+
+def load_config(path: str | PathLike[str], env: Mapping[str, str] | None = None) -> MirrorConfig:
+    """Load, resolve (``${env:}``/``${file:}``) and fully validate the MM2 properties file at ``path``.
+
+    ``env`` is the environment used by ``${env:NAME}`` and ``AIRMIRROR_HOME`` (default ``os.environ``).
+    """
+    environment = os.environ if env is None else env
+    settings = resolve_references(load_properties(path), environment)
+    return MirrorConfig(Path(path), settings, environment)
+
+
+def _is_mm2_key(key: str) -> bool:
+    return key in _MM2_KEYS or key.startswith(_AIRMIRROR_PREFIX) or key.startswith("replication.policy.")
+
+
+def _is_worker_key(key: str) -> bool:
+    return key in _WORKER_KEYS or key.startswith(_WORKER_PREFIXES)
+
+
+def _is_inherited_client_key(key: str) -> bool:
+    """Top-level keys MM2 passes to every client (its ``CLIENT_CONFIG_DEF``)."""
+    return key in ("bootstrap.servers", "security.protocol") or key.startswith(("ssl.", "sasl."))
+
+
+def _parse_int(setting: Setting) -> int:
+    if not re.fullmatch(r"[+-]?\d+", setting.value.strip()):
+        raise ConfigError(f"value {setting.value!r} is not an integer", key=setting.key, line=setting.line)
+    return int(setting.value)
+
+
+def _parse_bool(setting: Setting) -> bool:
+    value = setting.value.strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"value {setting.value!r} is not true or false", key=setting.key, line=setting.line)
+    return value == "true"
+
+
+def _strip_prefix(settings: Mapping[str, Setting], prefix: str) -> dict[str, Setting]:
+    """Settings whose key starts with ``prefix``, keyed without it (MM2 keys such as
+    ``consumer.poll.timeout.ms`` are not client keys and are left out)."""
+    return {
+        key[len(prefix) :]: setting
+        for key, setting in settings.items()
+        if key.startswith(prefix) and not _is_mm2_key(key)
+    }
+
+
+def _client_kind_prefix(key: str) -> bool:
+    return key.startswith(tuple(f"{kind}." for kind in CLIENT_KINDS))
+
+
+# A layer of client settings: the settings and whether they target one client kind only.
+_Layer = tuple[Mapping[str, Setting], bool]
+
+
+class MirrorConfig:
+    """A validated mm2.properties file.  Build it with :func:`load_config`."""
+
+    def __init__(self, path: Path, settings: Mapping[str, Setting], env: Mapping[str, str]) -> None:
+        self.path = path
+        self._env = env
+        self.warnings: list[str] = []
+        self.clusters = self._parse_clusters(settings)
+        self._top: dict[str, Setting] = {}
+        self._cluster: dict[str, dict[str, Setting]] = {alias: {} for alias in self.clusters}
+        self._flow_settings: dict[tuple[str, str], dict[str, Setting]] = {}
+        for key, setting in settings.items():
+            self._classify(key, setting)
+        for alias in self.clusters:
+            self.bootstrap_servers(alias)
+        self._warn_about_ignored_keys()
+        self._flows = {flow.name: flow for flow in self._build_flows()}
+        for alias in self.clusters:
+            for kind in CLIENT_KINDS:
+                self._client(alias, kind, ())
+        self._warn_about_loops()
+        if not self._flows:
+            self._warn("no replication flow is enabled (set '{source}->{target}.enabled = true')")
+
+    def enabled_flows(self) -> list[FlowConfig]:
+        """Every flow with ``{a}->{b}.enabled = true``, in the order of those lines in the file."""
+        return list(self._flows.values())
+
+    def flow(self, name: str) -> FlowConfig:
+        """The enabled flow ``name`` (``"a->b"``); raises :class:`ConfigError` for any other name."""
+        if name not in self._flows:
+            enabled = ", ".join(self._flows) or "none"
+            raise ConfigError(f"no enabled flow {name!r} (enabled flows: {enabled})", key=f"{name}.enabled")
+        return self._flows[name]
+
+    def bootstrap_servers(self, alias: str) -> str:
+        """``{alias}.bootstrap.servers`` of a declared cluster."""
+        if alias not in self._cluster:
+            raise ConfigError(
+                f"unknown cluster alias {alias!r} (clusters: {', '.join(self.clusters)})", key="clusters"
+            )
+        setting = self._cluster[alias].get("bootstrap.servers")
+        if setting is None or not setting.value.strip():
+            raise ConfigError(
+                f"cluster {alias!r} has no bootstrap servers",
+                key=f"{alias}.bootstrap.servers",
+                line=None if setting is None else setting.line,
+            )
+        return setting.value.strip()
+
+    def client_config(self, alias: str, kind: str) -> dict[str, str]:
+        """librdkafka settings of a ``kind`` client of cluster ``alias``, without any flow override."""
+        return self._client(alias, kind, ()).config
+
+    def _client(self, alias: str, kind: str, flow_layers: Iterable[_Layer]) -> Translation:
+        """Merge the client layers of ``alias`` (then ``flow_layers``), translate, apply MM2's consumer
+        defaults; warnings are recorded in :attr:`warnings` once."""
+        self.bootstrap_servers(alias)
+        cluster = self._cluster[alias]
+        layers: list[_Layer] = [
+            ({key: s for key, s in self._top.items() if _is_inherited_client_key(key)}, False),
+            (_strip_prefix(self._top, f"{kind}."), True),
+            ({key: s for key, s in cluster.items() if self._is_cluster_client_key(key)}, False),
+            (_strip_prefix(cluster, f"{kind}."), True),
+            *flow_layers,
+        ]
+        merged: dict[str, Setting] = {}
+        for layer, kind_specific in layers:
+            merged.update((key, s) for key, s in layer.items() if kind_specific or applies_to(key, kind))
+        translation = translate(merged, kind)
+        if kind == "consumer":
+            auto_commit = merged.get("enable.auto.commit")
+            if auto_commit is not None and auto_commit.value.strip().lower() != "false":
+                translation.warnings.append(
+                    f"{auto_commit.describe()}: ignored, airmirror (like MM2) never auto-commits consumer offsets"
+                )
+            translation.config["enable.auto.commit"] = "false"
+            translation.config.setdefault("auto.offset.reset", "earliest")
+        self._warn(*translation.warnings)
+        return translation
+
+    def _warn(self, *warnings: str) -> None:
+        """Record ``warnings`` that are not recorded yet."""
+        self.warnings.extend(warning for warning in warnings if warning not in self.warnings)
+
+    @staticmethod
+    def _is_cluster_client_key(key: str) -> bool:
+        return not (_client_kind_prefix(key) or _is_worker_key(key) or _is_mm2_key(key))
+
+    @staticmethod
+    def _parse_clusters(settings: Mapping[str, Setting]) -> tuple[str, ...]:
+        setting = settings.get("clusters")
+        if setting is None:
+            raise ConfigError("missing: list the cluster aliases, e.g. 'clusters = a, b'", key="clusters")
+        aliases = [alias for alias in re.split(r"\s*,\s*", setting.value.strip()) if alias]
+        if not aliases:
+            raise ConfigError("lists no cluster alias", key="clusters", line=setting.line)
+        for alias in aliases:
+            if _FLOW_ARROW in alias or re.search(r"\s", alias):
+                raise ConfigError(f"invalid cluster alias {alias!r}", key="clusters", line=setting.line)
+        return tuple(dict.fromkeys(aliases))
+
+    def _longest_alias_prefix(self, text: str) -> str | None:
+        matches = [alias for alias in self.clusters if text.startswith(f"{alias}.")]
+        return max(matches, key=len, default=None)
+
+    def _classify(self, key: str, setting: Setting) -> None:
+        if _FLOW_ARROW in key:
+            source, _, rest = key.partition(_FLOW_ARROW)
+            target = self._longest_alias_prefix(rest)
+            if source not in self.clusters or target is None:
+                named = rest.rsplit(".enabled", 1)[0] if rest.endswith(".enabled") else rest.split(".")[0]
+                unknown = source if source not in self.clusters else named
+                raise ConfigError(
+                    f"flow names cluster {unknown!r}, which is not in clusters ({', '.join(self.clusters)})",
+                    key=key,
+                    line=setting.line,
+                )
+            if source == target:
+                raise ConfigError("a flow's source and target must differ", key=key, line=setting.line)
+            self._flow_settings.setdefault((source, target), {})[rest[len(target) + 1 :]] = setting
+            return
+        alias = None if _is_mm2_key(key) else self._longest_alias_prefix(key)
+        if alias is None:
+            self._top[key] = setting
+        else:
+            self._cluster[alias][key[len(alias) + 1 :]] = setting
+
+    def _warn_about_ignored_keys(self) -> None:
+        """Record a warning for every client-looking key that no client will use."""
+        for key, setting in self._top.items():
+            if is_client_key(key) and not (_is_inherited_client_key(key) or _is_worker_key(key)):
+                self._warn(
+                    f"{setting.describe()}: ignored, top-level client settings other than security ones "
+                    f"need a prefix (e.g. 'producer.{key}' or '{{cluster}}.{key}')"
+                )
+        for settings in self._cluster.values():
+            for key, setting in settings.items():
+                if _is_worker_key(key):
+                    self._warn(f"{setting.describe()}: ignored, Kafka Connect worker setting")
+                elif _is_mm2_key(key):
+                    self._warn(
+                        f"{setting.describe()}: ignored, replication settings are read at top level "
+                        "or per flow ('{source}->{target}.KEY')"
+                    )
+        for settings in self._flow_settings.values():
+            for key, setting in settings.items():
+                if is_client_key(key):
+                    self._warn(
+                        f"{setting.describe()}: ignored, flow-level client settings need a "
+                        "'consumer.', 'producer.' or 'admin.' prefix"
+                    )
+
+    def _build_flows(self) -> list[FlowConfig]:
+        enabled = []
+        for (source, target), settings in self._flow_settings.items():
+            setting = settings.get("enabled")
+            if setting is not None and _parse_bool(setting):
+                enabled.append((setting.line or 0, source, target))
+        return [
+            FlowConfig(self, source, target, self._flow_settings[(source, target)])
+            for _, source, target in sorted(enabled)
+        ]
+
+    def _warn_about_loops(self) -> None:
+        """Warn for every identity-policy flow that is part of a cycle of enabled flows."""
+        edges: dict[str, set[str]] = {}
+        for flow in self._flows.values():
+            edges.setdefault(flow.source, set()).add(flow.target)
+        for flow in self._flows.values():
+            if isinstance(flow.policy, IdentityReplicationPolicy) and _reaches(edges, flow.target, flow.source):
+                self._warn(
+                    f"flow {flow.name} uses IdentityReplicationPolicy, which cannot detect replication loops, "
+                    f"and enabled flows lead from {flow.target} back to {flow.source}: restrict "
+                    "topics/topics.exclude so that no topic flows back"
+                )
+
+
+def _reaches(edges: Mapping[str, set[str]], start: str, goal: str) -> bool:
+    seen: set[str] = set()
+    pending = [start]
+    while pending:
+        node = pending.pop()
+        if node == goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            pending.extend(edges.get(node, ()))
+    return False
+
+
+class FlowConfig:
+    """The validated settings of one enabled replication flow ``source->target``.
+
+    Every typed attribute is computed (and validated) when the flow is built.
+    """
+
+    def __init__(self, config: MirrorConfig, source: str, target: str, settings: Mapping[str, Setting]) -> None:
+        self._config = config
+        self._settings = settings
+        self.source = source
+        self.target = target
+        self.name = f"{source}{_FLOW_ARROW}{target}"
+        ints = {key: self._int(key, default) for key, default in _INT_DEFAULTS.items()}
+        flags = {key: self._bool(key, default) for key, default in _BOOL_DEFAULTS.items()}
+        self.replication_factor: int = ints["replication.factor"]
+        self.refresh_topics_enabled: bool = flags["refresh.topics.enabled"]
+        self.refresh_topics_interval_seconds: int = ints["refresh.topics.interval.seconds"]
+        self.refresh_groups_enabled: bool = flags["refresh.groups.enabled"]
+        self.refresh_groups_interval_seconds: int = ints["refresh.groups.interval.seconds"]
+        self.sync_topic_configs_enabled: bool = flags["sync.topic.configs.enabled"]
+        self.sync_topic_configs_interval_seconds: int = ints["sync.topic.configs.interval.seconds"]
+        self.sync_topic_acls_enabled: bool = flags["sync.topic.acls.enabled"]
+        self.sync_topic_acls_interval_seconds: int = ints["sync.topic.acls.interval.seconds"]
+        self.emit_heartbeats_enabled: bool = flags["emit.heartbeats.enabled"]
+        self.emit_heartbeats_interval_seconds: int = ints["emit.heartbeats.interval.seconds"]
+        self.emit_checkpoints_enabled: bool = flags["emit.checkpoints.enabled"]
+        self.emit_checkpoints_interval_seconds: int = ints["emit.checkpoints.interval.seconds"]
+        self.sync_group_offsets_enabled: bool = flags["sync.group.offsets.enabled"]
+        self.sync_group_offsets_interval_seconds: int = ints["sync.group.offsets.interval.seconds"]
+        self.heartbeats_replication_enabled: bool = flags["heartbeats.replication.enabled"]
+        self.emit_offset_syncs_enabled: bool = flags["emit.offset-syncs.enabled"]
+        self.offset_lag_max: int = ints["offset.lag.max"]
+        self.offset_syncs_topic_replication_factor: int = ints["offset-syncs.topic.replication.factor"]
+        self.checkpoints_topic_replication_factor: int = ints["checkpoints.topic.replication.factor"]
+        self.heartbeats_topic_replication_factor: int = ints["heartbeats.topic.replication.factor"]
+        self.offset_syncs_topic_location: str = self._choice("offset-syncs.topic.location", ("source", "target"))
+        self.topics = RegexFilter(self._patterns("topics"), self._patterns("topics.exclude"))
+        self.groups = RegexFilter(self._patterns("groups"), self._patterns("groups.exclude"))
+        self.config_properties_exclude: PatternList = self._patterns("config.properties.exclude")
+        self.policy: ReplicationPolicy = self._load_policy(flags)
+        self._check_default_only_classes()
+        self.metadata_db_url: str = self.get("airmirror.metadata.db.url") or self._default_db_url()
+        self.spark_master: str = self.get("airmirror.spark.master") or "local[*]"
+        self.spark_conf: dict[str, str] = {
+            key[len(_SPARK_CONF_PREFIX) :]: setting.value
+            for layer in (config._top, settings)
+            for key, setting in layer.items()
+            if key.startswith(_SPARK_CONF_PREFIX)
+        }
+        self.max_records_per_partition: int | None = self._positive_int(
+            "airmirror.batch.max.records.per.partition"
+        )
+        self.schedule: str = self.get("airmirror.schedule") or "1m"
+        for alias in (source, target):
+            for kind in CLIENT_KINDS:
+                self._client(alias, kind)
+        self.auto_offset_reset: str = self.source_client("consumer")["auto.offset.reset"]
+
+    def __repr__(self) -> str:
+        return f"FlowConfig({self.name!r})"
+
+    def setting(self, key: str) -> Setting | None:
+        """The setting that supplies ``key``: ``{source}->{target}.KEY`` if present, else top-level ``KEY``."""
+        return self._settings.get(key) or self._config._top.get(key)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """Effective value of connector-level ``key`` (flow-level beats top-level), else ``default``."""
+        setting = self.setting(key)
+        return default if setting is None else setting.value
+
+    def line_of(self, key: str) -> int | None:
+        """Line of the key that supplied the effective value of ``key`` (``None`` when defaulted)."""
+        setting = self.setting(key)
+        return None if setting is None else setting.line
+
+    def client_config(self, alias: str, kind: str) -> dict[str, str]:
+        """librdkafka settings (incl. ``bootstrap.servers``) of a ``kind`` client of ``alias`` in this flow."""
+        return self._client(alias, kind).config
+
+    def source_client(self, kind: str) -> dict[str, str]:
+        """``client_config(self.source, kind)``."""
+        return self.client_config(self.source, kind)
+
+    def target_client(self, kind: str) -> dict[str, str]:
+        """``client_config(self.target, kind)``."""
+        return self.client_config(self.target, kind)
+
+    def should_replicate(self, topic: str) -> bool:
+        """MM2's topic selection for this flow (filter or heartbeats, not internal, not a cycle)."""
+        return should_replicate_topic(
+            self.policy,
+            self.topics,
+            self.source,
+            self.target,
+            topic,
+            heartbeats_replication=self.heartbeats_replication_enabled,
+        )
+
+    def is_config_excluded(self, name: str) -> bool:
+        """True when topic config ``name`` matches ``config.properties.exclude`` (never synced)."""
+        return self.config_properties_exclude.matches(name)
+
+    def remote_topic(self, topic: str) -> str:
+        """Name on the target of source topic ``topic``."""
+        return self.policy.format_remote_topic(self.source, topic)
+
+    def _client(self, alias: str, kind: str) -> Translation:
+        if alias not in (self.source, self.target):
+            raise ValueError(f"cluster {alias!r} is not part of flow {self.name}")
+        side = "source" if alias == self.source else "target"
+        flow_layers: list[_Layer] = [
+            (_strip_prefix(self._settings, f"{kind}."), True),
+            (_strip_prefix(self._settings, f"{side}.{kind}."), True),
+        ]
+        return self._config._client(alias, kind, flow_layers)
+
+    def _int(self, key: str, default: int) -> int:
+        setting = self.setting(key)
+        return default if setting is None else _parse_int(setting)
+
+    def _bool(self, key: str, default: bool) -> bool:
+        setting = self.setting(key)
+        return default if setting is None else _parse_bool(setting)
+
+    def _positive_int(self, key: str) -> int | None:
+        setting = self.setting(key)
+        if setting is None:
+            return None
+        value = _parse_int(setting)
+        if value <= 0:
+            raise ConfigError(f"value {value} must be positive", key=setting.key, line=setting.line)
+        return value
+
+    def _choice(self, key: str, allowed: tuple[str, ...]) -> str:
+        setting = self.setting(key)
+        if setting is None:
+            return allowed[0]
+        if setting.value.strip() not in allowed:
+            raise ConfigError(
+                f"value {setting.value!r} must be one of {', '.join(allowed)}", key=setting.key, line=setting.line
+            )
+        return setting.value.strip()
+
+    def _patterns(self, key: str) -> PatternList:
+        setting = self.setting(key)
+        if setting is None:
+            return PatternList.parse(_LIST_DEFAULTS[key], key=key)
+        return PatternList.parse(setting.value, key=setting.key, line=setting.line)
+
+    def _load_policy(self, flags: Mapping[str, bool]) -> ReplicationPolicy:
+        separator = self.setting("replication.policy.separator")
+        if separator is not None and not separator.value.strip():
+            raise ConfigError("the separator must not be empty", key=separator.key, line=separator.line)
+        default_class = Setting("replication.policy.class", _MM2_DEFAULT_POLICY)
+        class_setting = self.setting("replication.policy.class") or default_class
+        return load_policy(
+            class_setting.value,
+            "." if separator is None else separator.value.strip(),
+            key=class_setting.key,
+            line=class_setting.line,
+            internal_topic_separator_enabled=flags["replication.policy.internal.topic.separator.enabled"],
+            source_cluster_alias=self.source,
+        )
+
+    def _check_default_only_classes(self) -> None:
+        for key, simple_name in _DEFAULT_ONLY_CLASSES.items():
+            setting = self.setting(key)
+            if setting is not None and setting.value.strip().rsplit(".", 1)[-1] != simple_name:
+                raise ConfigError(
+                    f"{setting.value!r} is not supported, airmirror only implements MM2's {simple_name}",
+                    key=setting.key,
+                    line=setting.line,
+                )
+
+    def _default_db_url(self) -> str:
+        home = os.path.abspath(self._config._env.get("AIRMIRROR_HOME") or "./.airmirror")
+        return f"sqlite:///{home}/metadata.db"
