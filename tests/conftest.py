@@ -26,10 +26,14 @@ def test_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def clusters(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
     """Clusters ``a`` and ``b``: two single-node brokers shared by the whole session."""
-    brokers = {name: start_broker(name, free_port(), home=test_home) for name in ("a", "b")}
-    yield brokers
-    for name in brokers:
-        stop_broker(name, home=test_home)
+    brokers: dict[str, LocalBroker] = {}
+    try:
+        for name in ("a", "b"):
+            brokers[name] = start_broker(name, free_port(), home=test_home)
+        yield brokers
+    finally:
+        for name in ("a", "b"):
+            stop_broker(name, home=test_home)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -85,8 +86,14 @@ def records_of(bootstrap: str, topic: str, partition: int) -> list[Record]:
     return [r for _, r in read_partition(bootstrap, topic, partition)]
 
 
-def sample_records(n: int, prefix: str = "r", base_ts: int = 1_700_000_000_000) -> list[Record]:
+def recent_ms() -> int:
+    """A timestamp one hour ago: recent enough that no broker's 7-day retention deletes the test records."""
+    return int(time.time() * 1000) - 3_600_000
+
+
+def sample_records(n: int, prefix: str = "r", base_ts: int | None = None) -> list[Record]:
     """Records with every feature a copy must keep: null keys, null values, duplicate/null headers, timestamps."""
+    base_ts = recent_ms() if base_ts is None else base_ts
     out = []
     for i in range(n):
         key = None if i % 7 == 0 else f"{prefix}-key-{i}".encode()

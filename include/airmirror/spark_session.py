@@ -32,6 +32,8 @@ def with_task_retries(master: str) -> str:
 def spark_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
     """Get or create the session, with airmirror's Kafka range source registered."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.master(with_task_retries(master))
         .appName(app_name)

@@ -111,7 +111,7 @@ def replicable_configs(flow: FlowConfig, entries: dict[str, ConfigEntry]) -> dic
     return {
         name: entry.value
         for name, entry in entries.items()
-        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+        if ConfigSource(entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG
         and not entry.is_read_only
         and not entry.is_sensitive
         and entry.value is not None

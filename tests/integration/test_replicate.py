@@ -13,7 +13,7 @@ from airmirror.config import load_config
 from airmirror.replicator import BatchOptions, replicate_once
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import Record, create_topic, produce, read_partition, records_of, sample_records
+from tests.kafka_helpers import Record, create_topic, produce, read_partition, recent_ms, records_of, sample_records
 
 pytestmark = pytest.mark.integration
 
@@ -46,10 +46,11 @@ def test_selects_topics_and_copies_byte_for_byte(clusters, spark, prefix, tmp_pa
 
     remote = f"a.{prefix}.orders"
     assert sorted(m.remote_topic for m in report.topics.mappings) == [remote]
-    target_topics = AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics
+    target_admin = AdminClient({"bootstrap.servers": b})
+    target_topics = target_admin.list_topics(timeout=10).topics
     assert len(target_topics[remote].partitions) == 3
     assert f"a.b.{prefix}.cycle" not in target_topics and f"a.{prefix}.excluded" not in target_topics
-    configs = AdminClient({"bootstrap.servers": b}).describe_configs([ConfigResource(ResourceType.TOPIC, remote)])
+    configs = target_admin.describe_configs([ConfigResource(ResourceType.TOPIC, remote)])
     described = next(iter(configs.values())).result()
     assert described["retention.ms"].value == "86400000"
     assert described["min.insync.replicas"].value == "1"  # excluded by MM2's default list: broker default kept
@@ -69,7 +70,8 @@ def test_second_run_copies_only_new_records_and_new_partitions(clusters, spark, 
     assert idle.planned.ranges == [] and idle.summary is None
 
     produce(a, topic, 0, sample_records(30, "second"))
-    AdminClient({"bootstrap.servers": a}).create_partitions([NewPartitions(topic, 4)])[topic].result()
+    source_admin = AdminClient({"bootstrap.servers": a})
+    source_admin.create_partitions([NewPartitions(topic, 4)])[topic].result()
     produce(a, topic, 3, sample_records(5, "new-partition"))
     report = run(config, spark)
     assert report.summary.records == 35
@@ -100,35 +102,41 @@ def test_compacted_topic_keeps_survivors_and_tombstones(clusters, spark, prefix,
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.profiles"
     create_topic(
-        a, topic, 1, {"cleanup.policy": "compact", "segment.ms": "200", "min.cleanable.dirty.ratio": "0.001", "delete.retention.ms": "600000"}
+        a, topic, 1, {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001", "delete.retention.ms": "600000"}
     )
-    records = [Record(f"k{i % 5}".encode(), None if i == 17 else f"v{i}".encode(), (), 1_700_000_000_000 + i) for i in range(40)]
+    base = int(time.time() * 1000)
+    records = [Record(f"k{i % 5}".encode(), None if i == 39 else f"v{i}".encode(), (), base + i) for i in range(40)]
     produce(a, topic, 0, records)
-    time.sleep(0.5)
-    produce(a, topic, 0, [Record(b"roll", b"x", (), 1_700_000_000_100)])
-    deadline = time.time() + 60
-    while len(read_partition(a, topic, 0)) == 41 and time.time() < deadline:
+    deadline = time.time() + 90
+    while True:
         time.sleep(1)
-        produce(a, topic, 0, [Record(b"roll", b"x", (), 1_700_000_000_100)])
-    source = read_partition(a, topic, 0)
-    offsets = [o for o, _ in source]
-    assert offsets != list(range(offsets[0], offsets[0] + len(offsets))), "compaction left no holes"
+        roll = Record(f"roll-{time.time()}".encode(), b"x", (), int(time.time() * 1000))
+        produce(a, topic, 0, [roll])  # a unique key: rolls the segment so it can be cleaned, never compacted away
+        source = read_partition(a, topic, 0)
+        offsets = [o for o, _ in source]
+        if len(offsets) < offsets[-1] + 1:  # the cleaner removed superseded records: offsets have holes
+            break
+        assert time.time() < deadline, "the broker never compacted the topic"
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
 
     run(config, spark)
 
-    assert records_of(b, f"a.{topic}", 0) == [r for _, r in source]
+    copied = records_of(b, f"a.{topic}", 0)
+    assert copied == records_of(a, topic, 0)
+    assert Record(b"k4", None, (), base + 39) in copied
 
 
 def test_retention_gap_is_recorded_not_retried(clusters, spark, prefix, tmp_path):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.logs"
     create_topic(a, topic)
-    produce(a, topic, 0, sample_records(10, "early"))
+    early, late = sample_records(10, "early"), sample_records(20, "late")
+    produce(a, topic, 0, early)
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
     run(config, spark)
-    produce(a, topic, 0, sample_records(20, "late"))
-    for future in AdminClient({"bootstrap.servers": a}).delete_records([TopicPartition(topic, 0, 25)]).values():
+    produce(a, topic, 0, late)
+    source_admin = AdminClient({"bootstrap.servers": a})
+    for future in source_admin.delete_records([TopicPartition(topic, 0, 25)]).values():
         future.result()
 
     report = run(config, spark)
@@ -140,4 +148,4 @@ def test_retention_gap_is_recorded_not_retried(clusters, spark, prefix, tmp_path
     assert [(g.start, g.end) for g in store.gaps(flow.name)] == [(10, 25)]
     store.dispose()
     assert run(config, spark).planned.ranges == []
-    assert records_of(b, f"a.{topic}", 0) == sample_records(10, "early") + sample_records(20, "late")[15:]
+    assert records_of(b, f"a.{topic}", 0) == early + late[15:]

@@ -19,12 +19,14 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from airmirror.kafka_retry import is_transient
 from airmirror.model import OffsetRun, RangeResult
 
 LOG_FORMAT_VERSION = 1
@@ -114,22 +116,31 @@ def log_key(flow: str, topic: str, partition: int) -> bytes:
 
 
 def read_anchors(
-    consumer_config: dict[str, Any], group: str, partitions: list[tuple[str, int]], timeout: float = 30.0
+    consumer_config: dict[str, Any], group: str, partitions: list[tuple[str, int]], timeout: float = 60.0
 ) -> dict[tuple[str, int], Anchor | None]:
-    """Committed anchors of ``group`` for remote ``(topic, partition)`` pairs (``None`` where absent)."""
+    """Committed anchors of ``group`` for remote ``(topic, partition)`` pairs (``None`` where absent).
+
+    Retriable coordinator errors (a coordinator still loading after a broker start or restart) are retried
+    until ``timeout``.
+    """
     if not partitions:
         return {}
     consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout
     try:
-        committed = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+        while True:
+            try:
+                committed = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+                errors = [tp.error for tp in committed if tp.error is not None]
+                if errors:
+                    raise KafkaException(errors[0])
+                return {(tp.topic, tp.partition): Anchor.parse(tp.offset, tp.metadata) for tp in committed}
+            except KafkaException as error:
+                if not is_transient(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
-    anchors: dict[tuple[str, int], Anchor | None] = {}
-    for tp in committed:
-        if tp.error is not None:
-            raise KafkaException(tp.error)
-        anchors[(tp.topic, tp.partition)] = Anchor.parse(tp.offset, tp.metadata)
-    return anchors
 
 
 def read_logged_result(consumer_config: dict[str, Any], log_topic: str, log_offset: int, timeout: float = 30.0) -> tuple[str, int, RangeResult]:

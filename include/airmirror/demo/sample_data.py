@@ -1,0 +1,46 @@
+"""Sample topics for the demo: keyed orders with headers, and a compacted customers table."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ORDERS_TOPIC = "orders"
+CUSTOMERS_TOPIC = "customers"
+
+
+def create_sample_topics(bootstrap: str) -> None:
+    """Create the demo topics on the source cluster if they are missing."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = admin.list_topics(timeout=30).topics
+    wanted = [
+        NewTopic(ORDERS_TOPIC, 6, 1, config={"retention.ms": str(7 * 24 * 3600 * 1000)}),
+        NewTopic(CUSTOMERS_TOPIC, 3, 1, config={"cleanup.policy": "compact"}),
+    ]
+    missing = [t for t in wanted if t.topic not in existing]
+    for future in admin.create_topics(missing).values() if missing else []:
+        future.result()
+
+
+def produce_sample_records(bootstrap: str, orders: int, customers: int = 1000) -> None:
+    """Produce ``orders`` order events (with headers) and ``customers`` customer upserts."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    now = int(time.time() * 1000)
+    for i in range(orders):
+        customer = i % customers
+        body = {"order": i, "customer": customer, "amount_cents": (i * 37) % 10_000}
+        producer.produce(
+            ORDERS_TOPIC,
+            json.dumps(body).encode(),
+            f"customer-{customer}".encode(),
+            timestamp=now,
+            headers=[("source", b"airmirror-demo"), ("schema", b"order.v1")],
+        )
+        if i % 10_000 == 0:
+            producer.poll(0)
+    for c in range(customers):
+        producer.produce(CUSTOMERS_TOPIC, json.dumps({"customer": c, "tier": c % 3}).encode(), f"customer-{c}".encode())
+    producer.flush(60)

@@ -1,0 +1,25 @@
+"""Local Apache Kafka brokers (real KRaft JVMs, jars fetched with Maven) for development and tests."""
+
+from airmirror.local_kafka.broker import (
+    BrokerStatus,
+    LocalBroker,
+    airmirror_home,
+    broker_status,
+    kill_broker,
+    start_broker,
+    stop_broker,
+)
+from airmirror.local_kafka.jars import KAFKA_VERSION, kafka_classpath, resolve_maven_artifacts
+
+__all__ = [
+    "KAFKA_VERSION",
+    "BrokerStatus",
+    "LocalBroker",
+    "airmirror_home",
+    "broker_status",
+    "kafka_classpath",
+    "kill_broker",
+    "resolve_maven_artifacts",
+    "start_broker",
+    "stop_broker",
+]

@@ -1,0 +1,185 @@
+"""Exactly-once under real faults: kill -9 of Spark workers and of the job, a broker restart, a DB lock.
+
+Each test copies one large batch through the real CLI (a separate process with its own Spark JVM), injects
+the fault while the batch is in flight, lets the next run resume, and then checks that every target
+partition equals its source partition record for record: nothing lost, nothing duplicated, same order.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from airmirror.config import load_config
+from airmirror.replication.batch_log import anchor_group, read_anchors
+from airmirror.store import MetadataStore
+from tests.conftest import write_config
+from tests.kafka_helpers import Record, create_topic, produce, recent_ms, records_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PARTITIONS = 4
+RECORDS_PER_PARTITION = 40_000
+
+
+def load_source(bootstrap: str, topic: str) -> None:
+    create_topic(bootstrap, topic, PARTITIONS)
+    payload = bytes(range(256)) * 2
+    base = recent_ms()
+    for p in range(PARTITIONS):
+        produce(
+            bootstrap,
+            topic,
+            p,
+            [Record(f"{p}-{i}".encode(), payload + i.to_bytes(4, "big"), (("seq", str(i).encode()),), base + i) for i in range(RECORDS_PER_PARTITION)],
+        )
+
+
+def start_cli(config: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def uncommitted_end(bootstrap: str, topic: str, partition: int) -> int:
+    """High watermark including records of open transactions."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "airmirror-test-hw", "isolation.level": "read_uncommitted"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    except Exception:  # noqa: BLE001 - topic not created yet, or the broker is restarting
+        return 0
+    finally:
+        consumer.close()
+
+
+def run_until_success(config: Path, attempts: int = 3) -> None:
+    for _ in range(attempts):
+        process = start_cli(config)
+        output, _ = process.communicate(timeout=600)
+        if process.returncode == 0:
+            return
+        print(output.decode(errors="replace"))
+    raise AssertionError(f"replicate did not succeed in {attempts} attempts")
+
+
+def assert_exact_copy(clusters, topic: str) -> None:
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    for p in range(PARTITIONS):
+        source, target = records_of(a, topic, p), records_of(b, f"a.{topic}", p)
+        assert len(target) == len(source) == RECORDS_PER_PARTITION
+        assert target == source
+
+
+def assert_db_caught_up(config: Path, topic: str) -> None:
+    flow = load_config(config).flow("a->b")
+    store = MetadataStore.open(flow.metadata_db_url)
+    try:
+        assert store.unfinished_batch(flow.name) is None
+        cursors = store.cursors(flow.name)
+        assert {k.partition: v for k, v in cursors.items() if k.topic == topic} == {p: RECORDS_PER_PARTITION for p in range(PARTITIONS)}
+    finally:
+        store.dispose()
+
+
+def python_workers_of(process: subprocess.Popen) -> list[psutil.Process]:
+    """PySpark Python workers forked under the CLI's Spark JVM (not the daemon that forks them)."""
+    workers = []
+    for child in psutil.Process(process.pid).children(recursive=True):
+        try:
+            parent = child.parent()
+            if parent is not None and "pyspark.daemon" in " ".join(parent.cmdline()):
+                workers.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return workers
+
+
+@pytest.fixture
+def flow_config(clusters, prefix, tmp_path) -> tuple[Path, str]:
+    topic = f"{prefix}.bulk"
+    load_source(clusters["a"].bootstrap, topic)
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]")
+    return config, topic
+
+
+def test_spark_worker_killed_mid_write(clusters, flow_config):
+    config, topic = flow_config
+    process = start_cli(config)
+    wait_until(lambda: uncommitted_end(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes")
+    assert process.poll() is None, "the batch finished before the fault could be injected"
+    killed = python_workers_of(process)
+    assert killed
+    for worker in killed:
+        worker.kill()
+    output, _ = process.communicate(timeout=600)
+    if process.returncode != 0:
+        run_until_success(config)
+    assert_exact_copy(clusters, topic)
+    assert_db_caught_up(config, topic)
+
+
+def test_job_killed_after_kafka_commit_before_db_commit(clusters, flow_config):
+    config, topic = flow_config
+    flow = load_config(config).flow("a->b")
+    db_path = flow.metadata_db_url.removeprefix("sqlite:///")
+    process = start_cli(config)
+    store = MetadataStore.open(flow.metadata_db_url)
+    wait_until(lambda: store.unfinished_batch(flow.name) is not None, 300, "the batch to be planned")
+    batch_id = store.unfinished_batch(flow.name).id
+    store.dispose()
+    lock = sqlite3.connect(db_path, isolation_level=None, timeout=60)
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        remote = [(f"a.{topic}", p) for p in range(PARTITIONS)]
+        consumer_config = flow.target_client("consumer")
+        wait_until(
+            lambda: all(a is not None and a.batch_id == batch_id for a in read_anchors(consumer_config, anchor_group("a", "b"), remote).values()),
+            300,
+            "every partition to commit in Kafka",
+        )
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    store = MetadataStore.open(flow.metadata_db_url)
+    assert store.unfinished_batch(flow.name).id == batch_id
+    store.dispose()
+
+    run_until_success(config)
+
+    assert_exact_copy(clusters, topic)
+    assert_db_caught_up(config, topic)
+
+
+def test_target_broker_restarted_mid_batch(clusters, flow_config):
+    config, topic = flow_config
+    process = start_cli(config)
+    wait_until(lambda: uncommitted_end(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes")
+    assert process.poll() is None, "the batch finished before the fault could be injected"
+    clusters["b"].restart()
+    process.communicate(timeout=600)
+    if process.returncode != 0:
+        run_until_success(config)
+    assert_exact_copy(clusters, topic)
+    assert_db_caught_up(config, topic)
