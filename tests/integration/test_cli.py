@@ -1,0 +1,116 @@
+"""The ``airmirror`` command as users run it: exit codes, messages, dry runs, status and bounds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from airmirror.config import load_config
+from airmirror.store import MetadataStore
+from tests.conftest import write_config
+from tests.kafka_helpers import create_topic, produce, records_of, sample_records
+
+VALID = """clusters = a, b
+a.bootstrap.servers = 127.0.0.1:1
+b.bootstrap.servers = 127.0.0.1:2
+a->b.enabled = true
+"""
+
+
+def airmirror(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "line"),
+    [
+        ("a.bootstrap.servers = x:1\na->b.enabled = true\n", "clusters", None),
+        ("clusters = a, b\na.bootstrap.servers = x:1\n", "b.bootstrap.servers", None),
+        (VALID + "a->c.enabled = true\n", "a->c.enabled", 5),
+        (VALID + "topics = orders, (unclosed\n", "topics", 5),
+        (VALID + "a->b.replication.factor = two\n", "a->b.replication.factor", 5),
+        (VALID + "offset.lag.max = 1O0\n", "offset.lag.max", 5),
+        (VALID + "replication.policy.class = com.example.NoSuchPolicy\n", "replication.policy.class", 5),
+    ],
+    ids=["missing-clusters", "missing-bootstrap", "undefined-alias", "bad-regex", "non-numeric-flow", "non-numeric", "unknown-policy"],
+)
+def test_bad_config_exits_2_naming_key_and_line(tmp_path: Path, body: str, key: str, line: int | None):
+    config = tmp_path / "mm2.properties"
+    config.write_text(body)
+    for verb in (["validate", str(config)], ["replicate", str(config), "--flow", "a->b"], ["status", str(config), "--flow", "a->b"]):
+        result = airmirror(*verb)
+        assert result.returncode == 2, result.stderr
+        assert f"'{key}'" in result.stderr
+        if line is not None:
+            assert f"line {line}" in result.stderr
+    assert not (tmp_path / "metadata.db").exists()
+
+
+def test_validate_accepts_a_good_file(tmp_path: Path):
+    config = tmp_path / "mm2.properties"
+    config.write_text(VALID)
+    result = airmirror("validate", str(config))
+    assert result.returncode == 0 and "a->b" in result.stdout
+
+
+def test_unknown_flow_exits_2(tmp_path: Path):
+    config = tmp_path / "mm2.properties"
+    config.write_text(VALID)
+    result = airmirror("replicate", str(config), "--flow", "b->a", "--dry-run")
+    assert result.returncode == 2 and "b->a" in result.stderr
+
+
+def test_unreachable_cluster_is_a_runtime_failure(tmp_path: Path):
+    config = tmp_path / "mm2.properties"
+    config.write_text(VALID + "a.admin.request.timeout.ms = 2000\nairmirror.metadata.db.url = sqlite:///" + str(tmp_path / "m.db") + "\n")
+    result = airmirror("status", str(config), "--flow", "a->b")
+    assert result.returncode == 1, result.stderr
+
+
+@pytest.mark.integration
+def test_dry_run_prints_the_plan_and_changes_nothing(clusters, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    create_topic(a, f"{prefix}.dry", 2)
+    produce(a, f"{prefix}.dry", 1, sample_records(7))
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+
+    result = airmirror("replicate", str(config), "--flow", "a->b", "--dry-run", "--json")
+
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["dry_run"] and plan["created_topics"] == [f"a.{prefix}.dry"]
+    assert [(r["partition"], r["start"], r["end"]) for r in plan["ranges"]] == [(0, 0, 0), (1, 0, 7)]
+    target_admin = AdminClient({"bootstrap.servers": b})
+    assert f"a.{prefix}.dry" not in target_admin.list_topics(timeout=10).topics
+    flow = load_config(config).flow("a->b")
+    store = MetadataStore.open(flow.metadata_db_url)
+    assert store.batches(flow.name) == [] and store.cursors(flow.name) == {}
+    store.dispose()
+
+
+@pytest.mark.integration
+def test_until_and_max_records_bound_the_batch_and_status_shows_lag(clusters, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.bounded"
+    create_topic(a, topic, 1)
+    records = sample_records(30)
+    produce(a, topic, 0, records)
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]")
+
+    until_ts = datetime.fromtimestamp(records[20].timestamp / 1000, timezone.utc).isoformat()  # records 0-19 precede it
+    result = airmirror("replicate", str(config), "--flow", "a->b", "--until", until_ts, "--max-records", "15")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert records_of(b, f"a.{topic}", 0) == records[:15]
+    assert airmirror("replicate", str(config), "--flow", "a->b", "--until", until_ts).returncode == 0
+    assert records_of(b, f"a.{topic}", 0) == records[:20]
+
+    status = json.loads(airmirror("status", str(config), "--flow", "a->b", "--json").stdout)
+    (partition,) = status["partitions"]
+    assert (partition["cursor"], partition["source_end"], partition["lag"], partition["records_copied"]) == (20, 30, 10, 20)
+    assert status["total_lag"] == 10
