@@ -42,13 +42,12 @@ def prefix() -> str:
     return f"t{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def spark(test_home: Path):
+    """The active local Spark session (created on first use, and again if an Airflow task stopped it)."""
     from airmirror.spark_session import spark_session
 
-    session = spark_session("local[2]", "airmirror-tests")
-    yield session
-    session.stop()
+    return spark_session("local[2]", "airmirror-tests")
 
 
 def write_config(path: Path, clusters: dict[str, LocalBroker], body: str) -> Path:

@@ -10,30 +10,27 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timezone
 
 from airmirror.config import load_config
-from airmirror.errors import AirmirrorError, InputError
+from airmirror.errors import AirmirrorError
 from airmirror.local_kafka import broker_status, start_broker, stop_broker
 from airmirror.replicator import BatchOptions, ReplicateReport, replicate_once
 from airmirror.spark_session import spark_session
 from airmirror.status import flow_status
 from airmirror.store import MetadataStore
+from airmirror.timestamps import parse_timestamp
 
 
 def parse_until(value: str | None) -> int | None:
     """``--until``: ``now`` or an ISO-8601 time (naive means UTC) -> epoch milliseconds."""
-    if value is None:
-        return None
-    if value == "now":
-        return int(datetime.now(timezone.utc).timestamp() * 1000)
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError as error:
-        raise InputError(f"--until: '{value}' is not an ISO-8601 time or 'now'") from error
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
+    return None if value is None else parse_timestamp(value, "--until", allow_now=True)
+
+
+def parse_start_from(value: str) -> tuple[str, int | None]:
+    """``--start-from``: stored, earliest, latest or an ISO-8601 time -> (mode, timestamp ms)."""
+    if value in ("stored", "earliest", "latest"):
+        return value, None
+    return "timestamp", parse_timestamp(value, "--start-from")
 
 
 def positive_int(value: str) -> int:
@@ -57,8 +54,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_replicate(args: argparse.Namespace) -> int:
     flow = load_config(args.config).flow(args.flow)
+    start_from, start_ms = parse_start_from(args.start_from)
     options = BatchOptions(
-        max_records=args.max_records, until_ms=parse_until(args.until), topics_regex=args.topics, dry_run=args.dry_run
+        max_records=args.max_records,
+        until_ms=parse_until(args.until),
+        topics_regex=args.topics,
+        dry_run=args.dry_run,
+        start_from=start_from,
+        start_ms=start_ms,
+        reset_cursor=args.reset_cursor,
     )
     store = MetadataStore.open(flow.metadata_db_url)
     try:
@@ -75,7 +79,7 @@ def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
     planned = report.planned
     ranges = [
         {"topic": r.topic, "partition": r.partition, "remote_topic": r.remote_topic, "start": r.start, "end": r.end,
-         "records_planned": r.size, "gap": [g.start, g.end] if (g := r.gap()) else None}
+         "records_planned": r.size, "gap": [g.start, g.end] if (g := r.gap()) else None, "moved_from": r.moved_from}
         for r in planned.ranges
     ]
     document = {
@@ -98,6 +102,7 @@ def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
         print(f"  {'would create' if document['dry_run'] else 'created'} remote topic {name}")
     for r in ranges:
         gap = f"  gap {r['gap'][0]}..{r['gap'][1]}" if r["gap"] else ""
+        gap += f"  cursor moved from {r['moved_from']}" if r["moved_from"] is not None else ""
         print(f"  {r['topic']}-{r['partition']} -> {r['remote_topic']}: [{r['start']}, {r['end']}) {r['records_planned']} offsets{gap}")
     if report.summary is not None:
         mb = report.summary.bytes / 1e6
@@ -155,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
     replicate.add_argument("--max-records", type=positive_int, help="cap per partition")
     replicate.add_argument("--until", help="ISO-8601 time or 'now': copy records before it")
     replicate.add_argument("--topics", help="regex narrowing the flow's topics for this batch")
+    replicate.add_argument(
+        "--start-from", default="stored", help="stored (default), earliest, latest or an ISO-8601 time"
+    )
+    replicate.add_argument("--reset-cursor", action="store_true", help="allow --start-from to move existing cursors")
     replicate.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     replicate.add_argument("--json", action="store_true")
     replicate.set_defaults(run=cmd_replicate)

@@ -54,6 +54,9 @@ class PlannedRange:
 
     ``gap_start`` is set when the stored cursor pointed below the log start offset: ``[gap_start, start)``
     was lost to retention and is recorded as a :class:`Gap` when the batch commits.
+
+    ``moved_from`` is set when the user explicitly moved an existing cursor (``start_from`` with
+    ``reset_cursor``): it is the stored cursor the range replaces, and the move commits with the batch.
     """
 
     topic: str
@@ -62,6 +65,7 @@ class PlannedRange:
     end: int
     remote_topic: str
     gap_start: int | None = None
+    moved_from: int | None = None
 
     @property
     def key(self) -> PartitionKey:

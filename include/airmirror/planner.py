@@ -7,6 +7,8 @@ to copy).  For each source partition:
   (``auto.offset.reset=earliest``, MM2's default) or at the end (``latest``).
 - A cursor below the log start offset means retention deleted ``[cursor, log_start)`` before it was
   copied: the range starts at the log start and carries ``gap_start`` so the gap is recorded, once.
+- A requested start (``start_from``: earliest, latest or a timestamp) replaces the cursor; when it moves an
+  existing cursor the range carries ``moved_from`` (the caller must have the user's ``reset_cursor``).
 - ``end`` is the last stable offset (the read_committed end: open transactions are never crossed), lowered
   to the ``--until`` offset (the first offset whose timestamp is at or after the until time) and capped at
   ``start + max_records``.  It never goes below ``start``.
@@ -26,6 +28,20 @@ class PartitionOffsets:
     log_start: int
     stable_end: int
     until_offset: int | None = None
+    start_offset: int | None = None
+
+
+def requested_start(start_from: str, offsets: PartitionOffsets) -> int | None:
+    """Where ``start_from`` asks a partition to start: None for ``stored`` (keep the cursor)."""
+    if start_from == "stored":
+        return None
+    if start_from == "earliest":
+        return offsets.log_start
+    if start_from == "latest":
+        return offsets.stable_end
+    if start_from == "timestamp":
+        return offsets.start_offset
+    raise ValueError(f"unknown start_from {start_from!r}")
 
 
 def plan_range(
@@ -37,10 +53,15 @@ def plan_range(
     *,
     auto_offset_reset: str = "earliest",
     max_records: int | None = None,
+    start_at: int | None = None,
 ) -> PlannedRange:
     """Plan one partition's range (see the module docstring for the rules)."""
     gap_start: int | None = None
-    if cursor is None:
+    moved_from: int | None = None
+    if start_at is not None:
+        moved_from = cursor if cursor is not None and cursor != start_at else None
+        start = start_at
+    elif cursor is None:
         start = offsets.log_start if auto_offset_reset == "earliest" else offsets.stable_end
     elif cursor < offsets.log_start:
         start, gap_start = offsets.log_start, cursor
@@ -51,9 +72,9 @@ def plan_range(
         end = min(end, offsets.until_offset)
     if max_records is not None:
         end = min(end, start + max_records)
-    return PlannedRange(topic, partition, start, max(start, end), remote_topic, gap_start)
+    return PlannedRange(topic, partition, start, max(start, end), remote_topic, gap_start, moved_from)
 
 
 def needs_work(planned: PlannedRange, cursor: int | None) -> bool:
-    """A range belongs in a batch when it copies records, records a gap, or first sets a cursor."""
-    return planned.size > 0 or planned.gap() is not None or cursor is None
+    """A range belongs in a batch when it copies records, records a gap, or sets or moves a cursor."""
+    return planned.size > 0 or planned.gap() is not None or cursor is None or planned.moved_from is not None

@@ -22,9 +22,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
-from airmirror.errors import ReplicationFailure
+from airmirror.errors import InputError, ReplicationFailure
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
-from airmirror.planner import needs_work, plan_range
+from airmirror.planner import needs_work, plan_range, requested_start
 from airmirror.replication.batch_log import (
     LOG_TOPIC_CONFIG,
     anchor_group,
@@ -47,9 +47,19 @@ class BatchOptions:
     until_ms: int | None = None
     topics_regex: str | None = None
     dry_run: bool = False
+    start_from: str = "stored"
+    start_ms: int | None = None
+    reset_cursor: bool = False
 
     def params(self) -> dict[str, Any]:
-        return {"max_records": self.max_records, "until_ms": self.until_ms, "topics_regex": self.topics_regex}
+        return {
+            "max_records": self.max_records,
+            "until_ms": self.until_ms,
+            "topics_regex": self.topics_regex,
+            "start_from": self.start_from,
+            "start_ms": self.start_ms,
+            "reset_cursor": self.reset_cursor,
+        }
 
 
 @dataclass
@@ -81,10 +91,16 @@ def admin_client(flow: FlowConfig, alias: str) -> AdminClient:
     return AdminClient(flow.client_config(alias, "admin"))
 
 
-def sync_flow_topics(flow: FlowConfig, options: BatchOptions) -> TopicSyncReport:
-    """Step 1: select topics and sync them to the target (nothing changes in a dry run)."""
+def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptions) -> TopicSyncReport:
+    """Step 1: select topics and sync them to the target (nothing changes in a dry run).
+
+    A ``start_from`` that would move existing cursors without ``reset_cursor`` is rejected first, before
+    anything changes.
+    """
     source, target = admin_client(flow, flow.source), admin_client(flow, flow.target)
     mappings = replicated_topics(flow, source, options.topics_regex)
+    if options.start_from != "stored" and not options.reset_cursor:
+        plan_ranges(flow, store, mappings, options)
     report = sync_topics(flow, source, target, mappings, dry_run=options.dry_run)
     if not options.dry_run:
         ensure_internal_topic(target, batch_log_topic(flow.source), LOG_TOPIC_CONFIG)
@@ -107,7 +123,7 @@ def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMappi
 def plan_ranges(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions) -> list[PlannedRange]:
     remote = {m.source_topic: m.remote_topic for m in mappings}
     keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
-    offsets = partition_offsets(admin_client(flow, flow.source), keys, options.until_ms)
+    offsets = partition_offsets(admin_client(flow, flow.source), keys, options.until_ms, options.start_ms)
     cursors = store.cursors(flow.name)
     max_records = options.max_records if options.max_records is not None else flow.max_records_per_partition
     ranges = []
@@ -121,9 +137,14 @@ def plan_ranges(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapp
             offsets[key],
             auto_offset_reset=flow.auto_offset_reset,
             max_records=max_records,
+            start_at=requested_start(options.start_from, offsets[key]),
         )
         if needs_work(planned, cursor):
             ranges.append(planned)
+    moved = [r for r in ranges if r.moved_from is not None]
+    if moved and not options.reset_cursor:
+        names = ", ".join(f"{r.topic}-{r.partition} ({r.moved_from} -> {r.start})" for r in moved)
+        raise InputError(f"start_from '{options.start_from}' would move existing cursors: {names}; set reset_cursor to allow it")
     return ranges
 
 
@@ -201,7 +222,7 @@ class ReplicateReport:
 def replicate_once(flow: FlowConfig, store: MetadataStore, options: BatchOptions, spark_factory: Any) -> ReplicateReport:
     """All four steps in one process (the CLI); ``spark_factory()`` returns a SparkSession when needed."""
     started = time.monotonic()
-    topics = sync_flow_topics(flow, options)
+    topics = sync_flow_topics(flow, store, options)
     planned = plan_batch(flow, store, topics.mappings, options)
     if planned.batch_id is None:
         return ReplicateReport(topics, planned, None, time.monotonic() - started)

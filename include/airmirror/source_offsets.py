@@ -37,18 +37,23 @@ def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetS
 
 
 def partition_offsets(
-    admin: AdminClient, keys: list[PartitionKey], until_ms: int | None = None
+    admin: AdminClient, keys: list[PartitionKey], until_ms: int | None = None, start_ms: int | None = None
 ) -> dict[PartitionKey, PartitionOffsets]:
-    """Log start, last stable offset and (optionally) the until offset of every partition in ``keys``."""
+    """Log start, last stable offset and, when asked, the offsets of ``until_ms`` and ``start_ms``."""
     starts = list_offsets(admin, keys, OffsetSpec.earliest())
     ends = list_offsets(admin, keys, OffsetSpec.latest())
-    untils: dict[PartitionKey, int] = {}
-    if until_ms is not None:
-        untils = list_offsets(admin, keys, OffsetSpec.for_timestamp(until_ms))
-    result: dict[PartitionKey, PartitionOffsets] = {}
-    for key in keys:
-        until = untils.get(key)
-        if until is not None and until < 0:
-            until = ends[key]
-        result[key] = PartitionOffsets(starts[key], ends[key], until)
-    return result
+    untils = offsets_for_time(admin, keys, until_ms, ends)
+    start_points = offsets_for_time(admin, keys, start_ms, ends)
+    return {
+        key: PartitionOffsets(starts[key], ends[key], untils.get(key), start_points.get(key)) for key in keys
+    }
+
+
+def offsets_for_time(
+    admin: AdminClient, keys: list[PartitionKey], timestamp_ms: int | None, ends: dict[PartitionKey, int]
+) -> dict[PartitionKey, int]:
+    """First offset at or after ``timestamp_ms`` per partition (the end when every record is older)."""
+    if timestamp_ms is None:
+        return {}
+    found = list_offsets(admin, keys, OffsetSpec.for_timestamp(timestamp_ms))
+    return {key: offset if offset >= 0 else ends[key] for key, offset in found.items()}

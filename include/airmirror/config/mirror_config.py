@@ -434,6 +434,10 @@ class FlowConfig:
             "airmirror.batch.max.records.per.partition"
         )
         self.schedule: str = self.get("airmirror.schedule") or "1m"
+        self.spark_submit: bool = self._bool("airmirror.spark.submit", False)
+        self.spark_conn_id: str = self.get("airmirror.spark.conn.id") or "spark_default"
+        self.task_retries: int = self._int("airmirror.task.retries", 3)
+        self.config_path: Path = config.path
         for alias in (source, target):
             for kind in CLIENT_KINDS:
                 self._client(alias, kind)

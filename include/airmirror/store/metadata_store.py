@@ -19,6 +19,9 @@ Contracts:
 * **Errors**: an unreachable or failing database raises
   :class:`~airmirror.errors.ReplicationFailure` naming the database URL with its password masked;
   arguments that break these contracts raise ``ValueError``.
+* **Checkpoints, group syncs, heartbeat latency**: the newest value per key is kept (an upsert); each
+  carries the time it was emitted or observed.  They describe what was written to the target cluster,
+  so callers save them only after the target acknowledged the write.
 * Timestamps are timezone-aware UTC.
 """
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -53,6 +56,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 
@@ -61,10 +65,14 @@ from airmirror.model import Gap, OffsetRun, PartitionKey, PlannedRange, RangeRes
 from airmirror.store.schema import (
     VERSION_TABLE,
     BatchState,
+    GroupSyncOutcome,
     batch_ranges,
     batches,
+    checkpoints,
     cursors,
     gaps,
+    group_syncs,
+    heartbeat_latency,
     offset_syncs,
 )
 
@@ -112,6 +120,52 @@ class PartitionStats:
     last_batch_at: datetime
     gap_count: int
     gap_offsets: int
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """The newest checkpoint of a group on one source partition, as written to the target.
+
+    ``topic`` is the topic the group committed on (source cluster); ``remote_topic`` is the topic the
+    checkpoint names on the target.  ``metadata`` is the group's commit metadata.
+    """
+
+    group: str
+    topic: str
+    partition: int
+    remote_topic: str
+    upstream_offset: int
+    downstream_offset: int
+    metadata: str
+    emitted_at: datetime
+
+    @property
+    def key(self) -> PartitionKey:
+        return PartitionKey(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class GroupSyncRecord:
+    """The newest group offset sync of a group on the target: what happened and why."""
+
+    group: str
+    outcome: GroupSyncOutcome
+    target_state: str
+    offsets_committed: int
+    detail: str
+    synced_at: datetime
+
+
+@dataclass(frozen=True)
+class HeartbeatLatency:
+    """Replication latency seen from the newest copied heartbeat of flow ``source_alias->target_alias``:
+    ``latency_ms`` = ``observed_at`` (the batch commit) - ``heartbeat_at`` (the heartbeat's timestamp)."""
+
+    source_alias: str
+    target_alias: str
+    heartbeat_at: datetime
+    observed_at: datetime
+    latency_ms: int
 
 
 def alembic_config(connection: Connection) -> Config:
@@ -335,6 +389,86 @@ class MetadataStore:
             ).one_or_none()
         return None if row is None else _offset_run(row)
 
+    def last_offset_run(self, flow: str, key: PartitionKey) -> OffsetRun | None:
+        """The partition's run with the highest upstream offsets, ``None`` when nothing was copied."""
+        with self._transaction(f"read the last offset sync of {key} in flow {flow!r}") as connection:
+            row = connection.execute(
+                _runs_of(flow, key).order_by(offset_syncs.c.upstream_end.desc()).limit(1)
+            ).one_or_none()
+        return None if row is None else _offset_run(row)
+
+    def find_offset_run_downstream(self, flow: str, key: PartitionKey, downstream_offset: int) -> OffsetRun | None:
+        """The run whose downstream offsets contain ``downstream_offset``, else the first run after it.
+
+        Two probes of the downstream index: the last run starting at or before the offset (it contains
+        the offset or ends before it), then the first run starting after it.
+        """
+        action = f"look up downstream offset {downstream_offset} of {key} in flow {flow!r}"
+        start = offset_syncs.c.downstream_start
+        with self._transaction(action) as connection:
+            row = connection.execute(
+                _runs_of(flow, key).where(start <= downstream_offset).order_by(start.desc()).limit(1)
+            ).one_or_none()
+            if row is not None and downstream_offset < row.downstream_start + row.upstream_end - row.upstream_start:
+                return _offset_run(row)
+            row = connection.execute(
+                _runs_of(flow, key).where(start > downstream_offset).order_by(start).limit(1)
+            ).one_or_none()
+        return None if row is None else _offset_run(row)
+
+    def save_checkpoints(self, flow: str, saved: Sequence[StoredCheckpoint]) -> None:
+        """Make each checkpoint the newest of its (group, topic, partition) in one transaction."""
+        with self._transaction(f"save {len(saved)} checkpoints of flow {flow!r}") as connection:
+            _upsert(connection, checkpoints, [_checkpoint_row(flow, checkpoint) for checkpoint in saved])
+
+    def checkpoints(self, flow: str, group: str | None = None) -> list[StoredCheckpoint]:
+        """The newest checkpoints of the flow (of one group when given), by group, topic and partition."""
+        query = select(checkpoints).where(checkpoints.c.flow == flow)
+        if group is not None:
+            query = query.where(checkpoints.c.group_id == group)
+        with self._transaction(f"read the checkpoints of flow {flow!r}") as connection:
+            rows = connection.execute(
+                query.order_by(checkpoints.c.group_id, checkpoints.c.topic, checkpoints.c.partition)
+            )
+            return [_stored_checkpoint(row) for row in rows]
+
+    def record_group_sync(self, flow: str, record: GroupSyncRecord) -> None:
+        """Make ``record`` the newest group offset sync outcome of its group."""
+        with self._transaction(f"record the group offset sync of {record.group!r} in flow {flow!r}") as connection:
+            _upsert(connection, group_syncs, [{"flow": flow, "group_id": record.group, **_fields_of(record, "group")}])
+
+    def group_syncs(self, flow: str, group: str | None = None) -> list[GroupSyncRecord]:
+        """The newest group offset sync outcome of every group of the flow (or of one group), by group."""
+        query = select(group_syncs).where(group_syncs.c.flow == flow)
+        if group is not None:
+            query = query.where(group_syncs.c.group_id == group)
+        with self._transaction(f"read the group offset syncs of flow {flow!r}") as connection:
+            rows = connection.execute(query.order_by(group_syncs.c.group_id))
+            return [
+                GroupSyncRecord(
+                    row.group_id, row.outcome, row.target_state, row.offsets_committed, row.detail, row.synced_at
+                )
+                for row in rows
+            ]
+
+    def record_heartbeat_latency(self, flow: str, latency: HeartbeatLatency) -> None:
+        """Make ``latency`` the newest observation for its heartbeat source and target aliases."""
+        with self._transaction(f"record the heartbeat latency of flow {flow!r}") as connection:
+            _upsert(connection, heartbeat_latency, [{"flow": flow, **_fields_of(latency)}])
+
+    def heartbeat_latencies(self, flow: str) -> list[HeartbeatLatency]:
+        """The newest latency per heartbeat source and target alias seen by the flow."""
+        with self._transaction(f"read the heartbeat latencies of flow {flow!r}") as connection:
+            rows = connection.execute(
+                select(heartbeat_latency)
+                .where(heartbeat_latency.c.flow == flow)
+                .order_by(heartbeat_latency.c.source_alias, heartbeat_latency.c.target_alias)
+            )
+            return [
+                HeartbeatLatency(row.source_alias, row.target_alias, row.heartbeat_at, row.observed_at, row.latency_ms)
+                for row in rows
+            ]
+
     def gaps(self, flow: str) -> list[Gap]:
         """Every gap recorded for the flow, by partition then offset."""
         with self._transaction(f"read the gaps of flow {flow!r}") as connection:
@@ -412,6 +546,47 @@ def _update_many(connection: Connection, table: Table, keys: Sequence[str], rows
     )
 
 
+def _upsert(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows``; a row whose primary key exists replaces that row's other columns."""
+    if not rows:
+        return
+    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    statement = dialect_insert(table)
+    keys = [column.name for column in table.primary_key.columns]
+    statement = statement.on_conflict_do_update(
+        index_elements=keys,
+        set_={column.name: statement.excluded[column.name] for column in table.columns if column.name not in keys},
+    )
+    connection.execute(statement, rows)
+
+
+def _fields_of(value: Any, *renamed: str) -> dict[str, Any]:
+    """A dataclass's fields as columns; fields named in ``renamed`` are left out."""
+    return {field.name: getattr(value, field.name) for field in fields(value) if field.name not in renamed}
+
+
+def _checkpoint_row(flow: str, checkpoint: StoredCheckpoint) -> dict[str, Any]:
+    return {
+        "flow": flow,
+        "group_id": checkpoint.group,
+        "commit_metadata": checkpoint.metadata,
+        **_fields_of(checkpoint, "group", "metadata"),
+    }
+
+
+def _stored_checkpoint(row: Row[Any]) -> StoredCheckpoint:
+    return StoredCheckpoint(
+        group=row.group_id,
+        topic=row.topic,
+        partition=row.partition,
+        remote_topic=row.remote_topic,
+        upstream_offset=row.upstream_offset,
+        downstream_offset=row.downstream_offset,
+        metadata=row.commit_metadata,
+        emitted_at=row.emitted_at,
+    )
+
+
 def _range_row(batch_id: int, planned: PlannedRange) -> dict[str, Any]:
     return {
         "batch_id": batch_id,
@@ -421,6 +596,7 @@ def _range_row(batch_id: int, planned: PlannedRange) -> dict[str, Any]:
         "end_offset": planned.end,
         "remote_topic": planned.remote_topic,
         "gap_start": planned.gap_start,
+        "moved_from": planned.moved_from,
     }
 
 
@@ -432,6 +608,7 @@ def _planned_range(row: Row[Any]) -> PlannedRange:
         end=row.end_offset,
         remote_topic=row.remote_topic,
         gap_start=row.gap_start,
+        moved_from=row.moved_from,
     )
 
 
@@ -521,7 +698,9 @@ def _validate_runs(key: PartitionKey, result: RangeResult) -> None:
 
 
 def _expected_cursor(plan: PlannedRange) -> int:
-    """The cursor the range was planned from: below the gap when one was detected."""
+    """The cursor the range was planned from: the moved cursor, else below the gap when one was detected."""
+    if plan.moved_from is not None:
+        return plan.moved_from
     return plan.start if plan.gap_start is None else plan.gap_start
 
 

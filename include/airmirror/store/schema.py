@@ -17,6 +17,14 @@ Tables and their contracts:
   run containing or following upstream offset u" with one index probe
   (``upstream_end > u ORDER BY upstream_end LIMIT 1``).
 * ``airmirror_gaps``: source ranges deleted by retention before they were copied.
+* ``airmirror_checkpoints``: per (flow, group, source topic, partition) the newest checkpoint written to
+  the target's checkpoints topic, with the time it was emitted.  ``index ..._downstream`` on
+  ``airmirror_offset_syncs`` finds the run containing or following a downstream offset (failback
+  translation reads another flow's runs backwards).
+* ``airmirror_group_syncs``: per (flow, group) the outcome of the newest group offset sync on the target,
+  including groups skipped because they were active there.
+* ``airmirror_heartbeat_latency``: per (flow, heartbeat source alias, heartbeat target alias) the newest
+  replication latency observed from a copied heartbeat.
 
 Migrations in ``migrations/versions`` are frozen snapshots of these definitions; the integration
 tests check that the migrated database matches this module.
@@ -50,6 +58,8 @@ TABLE_PREFIX = "airmirror_"
 TOPIC_LENGTH = 249
 """Kafka's maximum topic name length."""
 FLOW_LENGTH = 255
+GROUP_LENGTH = 255
+"""Longest consumer group id the store keeps."""
 
 
 class BatchState(str, enum.Enum):
@@ -57,6 +67,15 @@ class BatchState(str, enum.Enum):
 
     RUNNING = "RUNNING"
     COMMITTED = "COMMITTED"
+    FAILED = "FAILED"
+
+
+class GroupSyncOutcome(str, enum.Enum):
+    """What a group offset sync did on the target cluster."""
+
+    SYNCED = "SYNCED"
+    UP_TO_DATE = "UP_TO_DATE"
+    SKIPPED_ACTIVE = "SKIPPED_ACTIVE"
     FAILED = "FAILED"
 
 
@@ -110,6 +129,10 @@ def _partition() -> Column[int]:
     return Column("partition", Integer, primary_key=True)
 
 
+def _group() -> Column[str]:
+    return Column("group_id", String(GROUP_LENGTH), primary_key=True)
+
+
 def _batch_ref(*, primary_key: bool = False) -> Column[int]:
     return Column("batch_id", ID, ForeignKey("airmirror_batches.id"), primary_key=primary_key, nullable=False)
 
@@ -150,6 +173,7 @@ batch_ranges = Table(
     Column("end_offset", BigInteger, nullable=False),
     Column("remote_topic", String(TOPIC_LENGTH), nullable=False),
     Column("gap_start", BigInteger),
+    Column("moved_from", BigInteger),
     Column("records", BigInteger),
     Column("bytes", BigInteger),
     Column("downstream_start", BigInteger),
@@ -186,6 +210,13 @@ Index(
     offset_syncs.c.upstream_end,
     unique=True,
 )
+Index(
+    "ix_airmirror_offset_syncs_downstream",
+    offset_syncs.c.flow,
+    offset_syncs.c.topic,
+    offset_syncs.c.partition,
+    offset_syncs.c.downstream_start,
+)
 
 gaps = Table(
     "airmirror_gaps",
@@ -197,4 +228,45 @@ gaps = Table(
     Column("end_offset", BigInteger, nullable=False),
     _batch_ref(),
     Column("detected_at", UTCDateTime(), nullable=False),
+)
+
+checkpoints = Table(
+    "airmirror_checkpoints",
+    metadata,
+    _flow(),
+    _group(),
+    _topic(),
+    _partition(),
+    Column("remote_topic", String(TOPIC_LENGTH), nullable=False),
+    Column("upstream_offset", BigInteger, nullable=False),
+    Column("downstream_offset", BigInteger, nullable=False),
+    Column("commit_metadata", Text, nullable=False),
+    Column("emitted_at", UTCDateTime(), nullable=False),
+)
+
+group_syncs = Table(
+    "airmirror_group_syncs",
+    metadata,
+    _flow(),
+    _group(),
+    Column(
+        "outcome",
+        Enum(GroupSyncOutcome, name="group_sync_outcome", native_enum=False, create_constraint=True, length=16),
+        nullable=False,
+    ),
+    Column("target_state", String(32), nullable=False),
+    Column("offsets_committed", Integer, nullable=False),
+    Column("detail", Text, nullable=False),
+    Column("synced_at", UTCDateTime(), nullable=False),
+)
+
+heartbeat_latency = Table(
+    "airmirror_heartbeat_latency",
+    metadata,
+    _flow(),
+    Column("source_alias", String(FLOW_LENGTH), primary_key=True),
+    Column("target_alias", String(FLOW_LENGTH), primary_key=True),
+    Column("heartbeat_at", UTCDateTime(), nullable=False),
+    Column("observed_at", UTCDateTime(), nullable=False),
+    Column("latency_ms", BigInteger, nullable=False),
 )

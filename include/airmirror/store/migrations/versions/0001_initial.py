@@ -70,6 +70,7 @@ def upgrade() -> None:
         sa.Column("end_offset", sa.BigInteger(), nullable=False),
         sa.Column("remote_topic", sa.String(249), nullable=False),
         sa.Column("gap_start", sa.BigInteger(), nullable=True),
+        sa.Column("moved_from", sa.BigInteger(), nullable=True),
         sa.Column("records", sa.BigInteger(), nullable=True),
         sa.Column("bytes", sa.BigInteger(), nullable=True),
         sa.Column("downstream_start", sa.BigInteger(), nullable=True),

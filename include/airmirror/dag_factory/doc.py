@@ -1,0 +1,66 @@
+"""The ``doc_md`` of a flow DAG: the flow's effective settings, secrets masked."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from airmirror.config import FlowConfig
+from airmirror.policy import PatternList
+
+SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.key\.pem|ssl\.key$|private", re.IGNORECASE)
+MASK = "********"
+
+
+
+def patterns(values: PatternList) -> str:
+    return ", ".join(p.pattern for p in values.patterns)
+
+
+EFFECTIVE: dict[str, Callable[[FlowConfig], object]] = {
+    "topics": lambda f: patterns(f.topics.include),
+    "topics.exclude": lambda f: patterns(f.topics.exclude),
+    "groups": lambda f: patterns(f.groups.include),
+    "groups.exclude": lambda f: patterns(f.groups.exclude),
+    "replication.policy.class": lambda f: type(f.policy).__name__,
+    "replication.factor": lambda f: f.replication_factor,
+    "sync.topic.configs.enabled": lambda f: f.sync_topic_configs_enabled,
+    "emit.heartbeats.enabled": lambda f: f.emit_heartbeats_enabled,
+    "emit.heartbeats.interval.seconds": lambda f: f.emit_heartbeats_interval_seconds,
+    "emit.checkpoints.enabled": lambda f: f.emit_checkpoints_enabled,
+    "emit.checkpoints.interval.seconds": lambda f: f.emit_checkpoints_interval_seconds,
+    "sync.group.offsets.enabled": lambda f: f.sync_group_offsets_enabled,
+    "airmirror.schedule": lambda f: f.schedule,
+    "airmirror.spark.master": lambda f: f.spark_master,
+    "airmirror.spark.submit": lambda f: f.spark_submit,
+    "airmirror.batch.max.records.per.partition": lambda f: f.max_records_per_partition or "no cap",
+    "airmirror.metadata.db.url": lambda f: f.metadata_db_url,
+}
+
+
+def mask(key: str, value: str) -> str:
+    """Hide secret values, and the password inside URLs."""
+    if SECRET_KEY.search(key):
+        return MASK
+    return re.sub(r"(://[^:/@]+:)[^@]+@", rf"\g<1>{MASK}@", value)
+
+
+def flow_doc(flow: FlowConfig) -> str:
+    """Markdown describing the flow; every value as airmirror resolved it (defaults shown as such)."""
+    lines = [
+        f"# airmirror flow `{flow.name}`",
+        "",
+        f"Replicates cluster `{flow.source}` to cluster `{flow.target}` from `{flow.config_path}`.",
+        "Tasks: `sync_topics` -> `plan_batch` -> `replicate` (Spark) -> `record_batch`; "
+        "`emit_heartbeats` and `emit_checkpoints` run whatever replication does.",
+        "",
+        "| setting | value |",
+        "|---|---|",
+    ]
+    for key, effective in EFFECTIVE.items():
+        origin = "" if flow.get(key) is not None else " (default)"
+        lines.append(f"| `{key}` | `{mask(key, str(effective(flow)))}`{origin} |")
+    for label, alias, kind in (("source consumer", flow.source, "consumer"), ("target producer", flow.target, "producer")):
+        for key, value in sorted(flow.client_config(alias, kind).items()):
+            lines.append(f"| {label} `{key}` | `{mask(key, str(value))}` |")
+    return "\n".join(lines) + "\n"

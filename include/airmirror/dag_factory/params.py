@@ -1,0 +1,92 @@
+"""The trigger-form params of a flow DAG, and how a run's params and data interval become BatchOptions.
+
+Rules:
+- ``until`` defaults to the run's ``data_interval_end``: a run copies the records whose timestamps are before
+  the end of its interval, so backfills migrate history interval by interval, in order, and re-running a
+  finished interval finds nothing left to copy.
+- ``start_from`` other than ``stored`` decides where partitions start; moving a partition's existing cursor
+  also needs ``reset_cursor=true`` (checked against the store before any work starts).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import Param
+
+from airmirror.errors import InputError
+from airmirror.replicator import BatchOptions
+from airmirror.timestamps import parse_timestamp
+
+START_KEYWORDS = ("stored", "earliest", "latest")
+
+
+def flow_params() -> dict[str, Param]:
+    """Params shown, with descriptions and JSON-schema validation, in the trigger form."""
+    return {
+        "topics": Param(
+            "",
+            type="string",
+            title="Topics subset",
+            description="Regex (full match) narrowing the flow's replicated source topics for this run; empty = all.",
+        ),
+        "start_from": Param(
+            "stored",
+            type="string",
+            title="Start from",
+            description="'stored' (the cursor), 'earliest', 'latest', or an ISO-8601 timestamp. "
+            "Moving an existing cursor also needs reset_cursor.",
+            pattern=r"^(stored|earliest|latest|\d{4}-\d{2}-\d{2}([T ].*)?)$",
+        ),
+        "reset_cursor": Param(
+            False, type="boolean", title="Reset cursor", description="Allow start_from to move existing cursors."
+        ),
+        "until": Param(
+            None,
+            type=["null", "string"],
+            title="Until",
+            description="ISO-8601 timestamp: copy records before it. Default: the run's data interval end.",
+        ),
+        "max_records_per_partition": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Max records per partition",
+            description="Cap of this run's batch per partition. Default: airmirror.batch.max.records.per.partition.",
+        ),
+        "dry_run": Param(False, type="boolean", title="Dry run", description="Plan and log the batch; change nothing."),
+    }
+
+
+def batch_options(params: Mapping[str, Any], data_interval_end: datetime | None) -> BatchOptions:
+    """Validate a run's params (InputError naming the param) and resolve them into BatchOptions."""
+    topics = params.get("topics") or None
+    if topics is not None:
+        try:
+            re.compile(topics)
+        except re.error as error:
+            raise InputError(f"param 'topics': invalid regex '{topics}': {error}") from error
+    start_from = params.get("start_from") or "stored"
+    start_ms = None if start_from in START_KEYWORDS else parse_timestamp(start_from, "param 'start_from'")
+    until = params.get("until")
+    if until:
+        until_ms: int | None = parse_timestamp(until, "param 'until'")
+    elif data_interval_end is not None:
+        until_ms = int(data_interval_end.timestamp() * 1000)
+    else:
+        until_ms = None
+    max_records = params.get("max_records_per_partition")
+    if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
+        raise InputError(f"param 'max_records_per_partition': {max_records!r} is not a positive integer")
+    return BatchOptions(
+        max_records=max_records,
+        until_ms=until_ms,
+        topics_regex=topics,
+        dry_run=bool(params.get("dry_run")),
+        start_from=start_from if start_ms is None else "timestamp",
+        start_ms=start_ms,
+        reset_cursor=bool(params.get("reset_cursor")),
+    )

@@ -1,0 +1,106 @@
+"""What each task of a flow DAG does.  Every function loads the flow from the config file at run time and
+calls the same library steps as ``airmirror replicate``; the DAG only orders them.
+
+Exactly-once across Airflow retries: ``plan_batch`` stores the batch before anything is copied and
+resumes an unfinished one, ``replicate`` copies the flow's unfinished batch (a retry fences and resumes
+it, see :mod:`airmirror.replication.partition_writer`), and ``record_batch`` commits only what Kafka
+committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from airmirror.config import FlowConfig, load_config
+from airmirror.replicator import BatchOptions, PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
+from airmirror.store import MetadataStore
+from airmirror.topic_sync import TopicMapping
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def flow_store(config_path: str, flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
+    """The flow (re-read from the config file) and its metadata store, closed afterwards."""
+    flow = load_config(config_path).flow(flow_name)
+    store = MetadataStore.open(flow.metadata_db_url)
+    try:
+        yield flow, store
+    finally:
+        store.dispose()
+
+
+def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list[dict[str, Any]]:
+    """Validate the run against the store, then create/grow/reconfigure remote topics."""
+    with flow_store(config_path, flow_name) as (flow, store):
+        report = sync_flow_topics(flow, store, options)
+    for name in report.created:
+        log.info("created remote topic %s", name)
+    for name, (old, new) in report.grown.items():
+        log.info("grew remote topic %s from %d to %d partitions", name, old, new)
+    log.info("%d topics replicated by %s", len(report.mappings), flow_name)
+    return [{"source_topic": m.source_topic, "remote_topic": m.remote_topic, "partitions": m.partitions} for m in report.mappings]
+
+
+def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], options: BatchOptions) -> dict[str, Any]:
+    """Store the run's batch (or resume the unfinished one); a dry run only logs the plan."""
+    with flow_store(config_path, flow_name) as (flow, store):
+        planned = plan_batch(flow, store, [TopicMapping(**m) for m in mappings], options)
+    for r in planned.ranges:
+        log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
+    records = sum(r.size for r in planned.ranges)
+    label = "dry run, nothing stored" if options.dry_run else f"batch {planned.batch_id}"
+    log.info("%s: %d partitions, up to %d records%s", label, len(planned.ranges), records, " (resumed)" if planned.resumed else "")
+    return {"batch_id": planned.batch_id, "partitions": len(planned.ranges), "offsets": records, "resumed": planned.resumed}
+
+
+def unfinished(store: MetadataStore, flow: FlowConfig) -> PlannedBatch | None:
+    batch = store.unfinished_batch(flow.name)
+    return None if batch is None else PlannedBatch(batch.id, list(batch.ranges), resumed=True)
+
+
+def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
+    """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
+    with flow_store(config_path, flow_name) as (flow, store):
+        batch = unfinished(store, flow)
+    if batch is None:
+        log.info("no unfinished batch: nothing to copy")
+        return {"batch_id": None, "records": 0}
+    from airmirror.replication.kafka_range_source import KafkaRangeSource
+
+    spark.dataSource.register(KafkaRangeSource)
+    rows = run_batch(flow, batch, spark)
+    records = sum(row["records"] for row in rows)
+    log.info("batch %s copied %d records (%.1f MB)", batch.batch_id, records, sum(r["bytes"] for r in rows) / 1e6)
+    return {"batch_id": batch.batch_id, "records": records}
+
+
+def record(config_path: str, flow_name: str) -> dict[str, Any]:
+    """Commit the unfinished batch's Kafka-committed results to the metadata DB."""
+    with flow_store(config_path, flow_name) as (flow, store):
+        batch = unfinished(store, flow)
+        if batch is None:
+            log.info("no unfinished batch: nothing to record")
+            return {"batch_id": None, "records": 0, "bytes": 0}
+        summary = record_batch(flow, store, batch)
+    log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
+    return {"batch_id": summary.batch_id, "records": summary.records, "bytes": summary.bytes}
+
+
+def heartbeats(config_path: str, flow_name: str) -> None:
+    """Emit the flow's heartbeat to the target (MM2 wire format)."""
+    from airmirror.heartbeats import emit_heartbeat
+
+    with flow_store(config_path, flow_name) as (flow, store):
+        emit_heartbeat(flow, store)
+
+
+def checkpoints(config_path: str, flow_name: str) -> None:
+    """Emit checkpoints (and sync group offsets when enabled) for the flow's source groups."""
+    from airmirror.checkpoints import emit_checkpoints
+
+    with flow_store(config_path, flow_name) as (flow, store):
+        emit_checkpoints(flow, store)

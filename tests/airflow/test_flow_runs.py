@@ -1,0 +1,107 @@
+"""Flow DAG runs with ``dag.test()`` against real local Kafka and real Spark."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.conftest import write_config
+from tests.kafka_helpers import create_topic, produce, records_of, sample_records
+
+pytestmark = pytest.mark.integration
+
+
+def flow_dag(dag_bag_for, config):
+    bag = dag_bag_for(config)
+    assert bag.import_errors == {}
+    return bag.dags["airmirror__a__b"]
+
+
+def task_states(run) -> dict[str, str]:
+    return {ti.task_id: ti.state for ti in run.get_task_instances()}
+
+
+def xcom(run, task_id: str):
+    (ti,) = [ti for ti in run.get_task_instances() if ti.task_id == task_id]
+    return ti.xcom_pull(task_ids=task_id)
+
+
+def test_run_copies_every_topic_of_the_flow(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    create_topic(a, f"{prefix}.orders", 2)
+    for p in range(2):
+        produce(a, f"{prefix}.orders", p, sample_records(40, f"p{p}"))
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+
+    run = flow_dag(dag_bag_for, config).test()
+
+    assert set(task_states(run).values()) == {"success"}
+    for p in range(2):
+        assert records_of(b, f"a.{prefix}.orders", p) == records_of(a, f"{prefix}.orders", p)
+
+
+def test_params_topics_until_and_dry_run_do_what_they_say(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    create_topic(a, f"{prefix}.one")
+    create_topic(a, f"{prefix}.two")
+    early = sample_records(10, "early")
+    late = sample_records(10, "late", base_ts=early[-1].timestamp + 60_000)
+    produce(a, f"{prefix}.one", 0, early + late)
+    produce(a, f"{prefix}.two", 0, early)
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    dag = flow_dag(dag_bag_for, config)
+    target_admin = AdminClient({"bootstrap.servers": b})
+
+    dry = dag.test(run_conf={"dry_run": True})
+    states = task_states(dry)
+    assert states["plan_batch"] == "success" and states["replicate"] == "skipped" and states["record_batch"] == "skipped"
+    assert not {f"a.{prefix}.one", f"a.{prefix}.two"} & set(target_admin.list_topics(timeout=10).topics)
+
+    until = datetime.fromtimestamp(late[0].timestamp / 1000, timezone.utc).isoformat()
+    bounded = dag.test(run_conf={"topics": f"{prefix}\\.one", "until": until})
+    assert task_states(bounded)["record_batch"] == "success"
+    assert records_of(b, f"a.{prefix}.one", 0) == early
+    assert f"a.{prefix}.two" not in target_admin.list_topics(timeout=10).topics
+
+    rest = dag.test()
+    assert task_states(rest)["record_batch"] == "success"
+    assert records_of(b, f"a.{prefix}.one", 0) == early + late
+    assert records_of(b, f"a.{prefix}.two", 0) == early
+
+
+def test_invalid_params_are_rejected_before_any_work(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    create_topic(a, f"{prefix}.guarded")
+    produce(a, f"{prefix}.guarded", 0, sample_records(5))
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    dag = flow_dag(dag_bag_for, config)
+
+    bad_regex = dag.test(run_conf={"topics": "(unclosed"})
+    assert task_states(bad_regex)["sync_topics"] == "failed"
+    assert f"a.{prefix}.guarded" not in AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics
+
+    assert task_states(dag.test())["record_batch"] == "success"
+    produce(a, f"{prefix}.guarded", 0, sample_records(5, "more"))
+    moved = dag.test(run_conf={"start_from": "earliest"})
+    assert task_states(moved)["sync_topics"] == "failed"
+    assert len(records_of(b, f"a.{prefix}.guarded", 0)) == 5
+
+
+def test_failing_replicate_still_emits_heartbeats_and_checkpoints(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    create_topic(a, f"{prefix}.doomed")
+    produce(a, f"{prefix}.doomed", 0, sample_records(5))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0\nairmirror.spark.conn.id = no_such_connection",
+    )
+
+    run = flow_dag(dag_bag_for, config).test()
+
+    states = task_states(run)
+    assert states["replicate"] == "failed" and states["record_batch"] == "upstream_failed"
+    assert states["emit_heartbeats"] == "success" and states["emit_checkpoints"] == "success"
+    assert records_of(b, "heartbeats", 0)
