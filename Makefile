@@ -23,8 +23,7 @@ demo: setup
 	$(PY) -m airmirror.demo
 
 stop: setup
-	$(VENV)/bin/airmirror local-kafka stop demo-a
-	$(VENV)/bin/airmirror local-kafka stop demo-b
+	$(PY) -m airmirror.demo stop
 
 test: setup
 	$(VENV)/bin/pytest -q

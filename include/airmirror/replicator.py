@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
@@ -27,12 +27,13 @@ from airmirror.model import PartitionKey, PlannedRange, RangeResult
 from airmirror.planner import needs_work, plan_range, requested_start
 from airmirror.replication.batch_log import (
     LOG_TOPIC_CONFIG,
+    Anchor,
     anchor_group,
     batch_log_topic,
     read_anchors,
     read_logged_result,
 )
-from airmirror.source_offsets import partition_offsets
+from airmirror.source_offsets import list_offsets, partition_offsets
 from airmirror.store import BatchRecord, MetadataStore
 from airmirror.topic_sync import TopicMapping, TopicSyncReport, ensure_internal_topic, replicated_topics, sync_topics
 
@@ -112,8 +113,9 @@ def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMappi
     unfinished = store.unfinished_batch(flow.name)
     if unfinished is not None:
         log.warning("resuming unfinished batch %s of %s with its original ranges", unfinished.id, flow.name)
-        batch_id = None if options.dry_run else unfinished.id
-        return PlannedBatch(batch_id, list(unfinished.ranges), resumed=True)
+        if options.dry_run:
+            return PlannedBatch(None, list(unfinished.ranges), resumed=True)
+        return PlannedBatch(unfinished.id, replan_expired_ranges(flow, store, unfinished.id, list(unfinished.ranges)), resumed=True)
     ranges = plan_ranges(flow, store, mappings, options)
     if options.dry_run or not ranges:
         return PlannedBatch(None, ranges)
@@ -157,14 +159,43 @@ def run_batch(flow: FlowConfig, planned: PlannedBatch, spark: Any) -> list[dict]
     return run_copy_job(spark, flow, planned.batch_id, planned.ranges)
 
 
+def range_anchors(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[tuple[str, int], Anchor | None]:
+    """The target's anchors for every range that copies records, keyed by remote topic-partition."""
+    copied = [(r.remote_topic, r.partition) for r in ranges if r.size > 0]
+    return read_anchors(flow.target_client("consumer"), anchor_group(flow.source, flow.target), copied)
+
+
+def uncommitted(ranges: list[PlannedRange], anchors: dict[tuple[str, int], Anchor | None], batch_id: int) -> list[PlannedRange]:
+    """Ranges with records to copy whose anchor does not name ``batch_id`` yet."""
+    return [
+        r
+        for r in ranges
+        if r.size > 0 and ((a := anchors[(r.remote_topic, r.partition)]) is None or a.batch_id != batch_id)
+    ]
+
+
+def replan_expired_ranges(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange]) -> list[PlannedRange]:
+    """Resuming: an uncopied range whose start retention has deleted meanwhile starts at the log start
+    instead, the lost offsets becoming a gap.  Without this a resumed batch would fail forever."""
+    pending = uncommitted(ranges, range_anchors(flow, ranges), batch_id)
+    if not pending:
+        return ranges
+    log_starts = list_offsets(admin_client(flow, flow.source), [r.key for r in pending], OffsetSpec.earliest())
+    replanned = {}
+    for r in pending:
+        if r.start < log_starts[r.key]:
+            gap_start = r.start if r.gap_start is None else r.gap_start
+            replanned[r.key] = replace(r, start=min(log_starts[r.key], r.end), gap_start=gap_start)
+            store.replan_range(batch_id, replanned[r.key])
+            log.warning("%s: retention deleted [%d, %d) before it was copied; recorded as a gap", r.key, r.start, log_starts[r.key])
+    return [replanned.get(r.key, r) for r in ranges]
+
+
 def committed_results(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[RangeResult]:
     """Every range's result as committed in the target's batch log; fails if any range is not committed."""
     consumer = flow.target_client("consumer")
-    copied = [r for r in ranges if r.size > 0]
-    anchors = read_anchors(
-        consumer, anchor_group(flow.source, flow.target), [(r.remote_topic, r.partition) for r in copied]
-    )
-    pending = [r for r in copied if (a := anchors[(r.remote_topic, r.partition)]) is None or a.batch_id != batch_id]
+    anchors = range_anchors(flow, ranges)
+    pending = uncommitted(ranges, anchors, batch_id)
     if pending:
         names = ", ".join(f"{r.topic}-{r.partition}" for r in pending)
         raise ReplicationFailure(

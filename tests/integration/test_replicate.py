@@ -10,7 +10,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, ResourceType
 
 from airmirror.config import load_config
-from airmirror.replicator import BatchOptions, replicate_once
+from airmirror.replicator import BatchOptions, plan_batch, replicate_once, sync_flow_topics
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, read_partition, recent_ms, records_of, sample_records
@@ -149,3 +149,27 @@ def test_retention_gap_is_recorded_not_retried(clusters, spark, prefix, tmp_path
     store.dispose()
     assert run(config, spark).planned.ranges == []
     assert records_of(b, f"a.{topic}", 0) == early + late[15:]
+
+
+def test_resumed_batch_whose_start_was_deleted_records_a_gap(clusters, spark, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.expiring"
+    create_topic(a, topic)
+    records = sample_records(30)
+    produce(a, topic, 0, records)
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+    flow = load_config(config).flow("a->b")
+    store = MetadataStore.open(flow.metadata_db_url)
+    topics = sync_flow_topics(flow, store, BatchOptions())
+    planned = plan_batch(flow, store, topics.mappings, BatchOptions())  # the job dies right after planning
+    assert planned.batch_id is not None
+    source_admin = AdminClient({"bootstrap.servers": a})
+    for future in source_admin.delete_records([TopicPartition(topic, 0, 12)]).values():
+        future.result()
+
+    report = run(config, spark)
+
+    assert report.planned.resumed and report.summary.records == 18
+    assert [(g.start, g.end) for g in store.gaps(flow.name)] == [(0, 12)]
+    assert records_of(b, f"a.{topic}", 0) == records[12:]
+    store.dispose()

@@ -1,24 +1,66 @@
-"""Run the demo: ``python -m airmirror.demo`` (what ``make demo`` does)."""
+"""``make demo`` (``python -m airmirror.demo``) and ``make stop`` (``python -m airmirror.demo stop``).
+
+The demo starts two local Kafka clusters, loads sample data, starts a sample producer and Airflow
+standalone with the flow DAGs, unpauses flow ``a->b``, waits for a successful run and prints where to look.
+"""
 
 from __future__ import annotations
 
 import sys
 
-from airmirror.cli import main as cli_main
-from airmirror.demo.environment import prepare_demo
+from pathlib import Path
+
+from airmirror.demo.environment import DEMO_CLUSTERS, demo_airflow, prepare_demo, start_sample_producer, stop_demo
+from airmirror.config import load_config
+from airmirror.local_airflow import ADMIN_USER
+from airmirror.store import MetadataStore
+
+DAG_ID = "airmirror__a__b"
+REMOTE_TOPIC = "a.orders"
 
 
-def main() -> int:
+def copied_orders(config: Path) -> int:
+    """Orders copied to the remote topic so far, from the metadata DB."""
+    flow = load_config(config).flow("a->b")
+    store = MetadataStore.open(flow.metadata_db_url)
+    try:
+        return sum(s.records for key, s in store.partition_stats(flow.name).items() if key.topic == "orders")
+    finally:
+        store.dispose()
+
+
+def run_demo() -> int:
     config = prepare_demo()
-    print(f"\n== replicating one batch: airmirror replicate {config} --flow a->b")
-    code = cli_main(["replicate", str(config), "--flow", "a->b"])
-    if code != 0:
-        return code
-    print(f"\n== airmirror status {config} --flow a->b")
-    code = cli_main(["status", str(config), "--flow", "a->b"])
-    print("\nStop the demo clusters with: make stop")
-    return code
+    start_sample_producer()
+    airflow = demo_airflow()
+    print(f"starting airflow standalone on {airflow.url} (log: {airflow.log_file}) ...")
+    airflow.start(config)
+    api = airflow.client()
+    api.wait_for_dag(DAG_ID)
+    api.unpause(DAG_ID)
+    print(f"unpaused {DAG_ID}; waiting for a successful run ...")
+    api.wait_for_runs(DAG_ID, 1, timeout=600)
+    print(
+        "\n".join(
+            [
+                "",
+                f"Airflow UI:   {airflow.url}/dags/{DAG_ID}",
+                f"Log in:       user '{ADMIN_USER}', password '{airflow.admin_password()}'",
+                f"Target topic: {REMOTE_TOPIC} on cluster b (127.0.0.1:{DEMO_CLUSTERS['b']}), {copied_orders(config)} records copied",
+                f"Status:       .venv/bin/airmirror status {config} --flow 'a->b'",
+                "Stop it all:  make stop",
+            ]
+        )
+    )
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["stop"]:
+        stop_demo()
+        return 0
+    return run_demo()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

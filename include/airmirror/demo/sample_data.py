@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ORDERS_TOPIC = "orders"
 CUSTOMERS_TOPIC = "customers"
+CUSTOMERS = 1000
 
 
 def create_sample_topics(bootstrap: str) -> None:
@@ -25,12 +26,12 @@ def create_sample_topics(bootstrap: str) -> None:
         future.result()
 
 
-def produce_sample_records(bootstrap: str, orders: int, customers: int = 1000) -> None:
-    """Produce ``orders`` order events (with headers) and ``customers`` customer upserts."""
+def produce_orders(bootstrap: str, first: int, count: int) -> None:
+    """Produce orders ``first .. first + count - 1`` (JSON values, customer keys, two headers)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     now = int(time.time() * 1000)
-    for i in range(orders):
-        customer = i % customers
+    for i in range(first, first + count):
+        customer = i % CUSTOMERS
         body = {"order": i, "customer": customer, "amount_cents": (i * 37) % 10_000}
         producer.produce(
             ORDERS_TOPIC,
@@ -41,6 +42,12 @@ def produce_sample_records(bootstrap: str, orders: int, customers: int = 1000) -
         )
         if i % 10_000 == 0:
             producer.poll(0)
-    for c in range(customers):
+    producer.flush(60)
+
+
+def produce_customers(bootstrap: str) -> None:
+    """One upsert per customer into the compacted customers topic."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for c in range(CUSTOMERS):
         producer.produce(CUSTOMERS_TOPIC, json.dumps({"customer": c, "tier": c % 3}).encode(), f"customer-{c}".encode())
     producer.flush(60)

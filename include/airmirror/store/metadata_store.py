@@ -308,6 +308,24 @@ class MetadataStore:
             records = _batch_records(connection, rows)
         return records[0] if records else None
 
+    def replan_range(self, batch_id: int, planned: PlannedRange) -> None:
+        """Replace one range of a RUNNING batch (same partition), e.g. when retention deleted its start
+        before it was copied; the replacement must keep the range's end and record the lost offsets as a gap."""
+        _validate_plan([planned])
+        with self._transaction(f"replan {planned.key} of batch {batch_id}") as connection:
+            _lock_running_batch(connection, batch_id, "replanned")
+            updated = connection.execute(
+                batch_ranges.update()
+                .where(
+                    batch_ranges.c.batch_id == batch_id,
+                    batch_ranges.c.topic == planned.topic,
+                    batch_ranges.c.partition == planned.partition,
+                )
+                .values(start_offset=planned.start, end_offset=planned.end, gap_start=planned.gap_start)
+            )
+            if updated.rowcount != 1:
+                raise ValueError(f"batch {batch_id} has no range for {planned.key}")
+
     def batches(self, flow: str, limit: int = 20) -> list[BatchRecord]:
         """The flow's ``limit`` newest batches, newest first."""
         if limit < 1:
@@ -560,9 +578,9 @@ def _upsert(connection: Connection, table: Table, rows: list[dict[str, Any]]) ->
     connection.execute(statement, rows)
 
 
-def _fields_of(value: Any, *renamed: str) -> dict[str, Any]:
-    """A dataclass's fields as columns; fields named in ``renamed`` are left out."""
-    return {field.name: getattr(value, field.name) for field in fields(value) if field.name not in renamed}
+def _fields_of(value: Any, *left_out: str) -> dict[str, Any]:
+    """A dataclass's fields as columns, except those named in ``left_out``."""
+    return {field.name: getattr(value, field.name) for field in fields(value) if field.name not in left_out}
 
 
 def _checkpoint_row(flow: str, checkpoint: StoredCheckpoint) -> dict[str, Any]:

@@ -1,0 +1,109 @@
+"""End to end: ``airflow standalone`` schedules the flow DAGs; a scheduled run and a backfill replicate.
+
+Slow (it starts Airflow's scheduler, DAG processor, API server and triggerer); CI runs it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+import pytest
+
+from airmirror.local_airflow import LocalAirflow
+from airmirror.local_kafka import start_broker, stop_broker
+from tests.conftest import write_config
+from tests.kafka_helpers import Record, create_topic, free_port, produce, records_of, sample_records
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+YEARS = (2022, 2023, 2024)
+
+
+@pytest.fixture(scope="module")
+def airflow_env(clusters, test_home, tmp_path_factory) -> Iterator[tuple[LocalAirflow, dict, str]]:
+    brokers = {**clusters, "c": start_broker("c", free_port(), home=test_home)}
+    prefix = "e2e"
+    create_topic(brokers["a"].bootstrap, f"{prefix}.live", 2)
+    create_topic(brokers["a"].bootstrap, f"{prefix}.history", 1, {"retention.ms": "-1"})
+    config = write_config(
+        tmp_path_factory.mktemp("standalone") / "mm2.properties",
+        brokers,
+        "\n".join(
+            [
+                "a->b.enabled = true",
+                f"a->b.topics = {prefix}\\.live",
+                "a->c.enabled = true",
+                f"a->c.topics = {prefix}\\.history",
+                "a->c.airmirror.schedule = 0 0 1 1 *",
+                "airmirror.task.retries = 1",
+            ]
+        ),
+    )
+    airflow = LocalAirflow(test_home, free_port())
+    try:
+        airflow.start(config)
+        yield airflow, brokers, prefix
+    finally:
+        airflow.stop()
+        stop_broker("c", home=test_home)
+
+
+def test_scheduled_run_replicates_the_flow(airflow_env):
+    airflow, brokers, prefix = airflow_env
+    for p in range(2):
+        produce(brokers["a"].bootstrap, f"{prefix}.live", p, sample_records(25, f"live{p}"))
+    api = airflow.client()
+    api.wait_for_dag("airmirror__a__b")
+    api.unpause("airmirror__a__b")
+
+    api.wait_for_runs("airmirror__a__b", 1, timeout=400, run_type="scheduled")
+
+    for p in range(2):
+        assert records_of(brokers["b"].bootstrap, f"a.{prefix}.live", p) == records_of(brokers["a"].bootstrap, f"{prefix}.live", p)
+
+
+def test_backfill_replicates_each_interval_in_order_and_a_rerun_is_a_no_op(airflow_env):
+    airflow, brokers, prefix = airflow_env
+    dag_id = "airmirror__a__c"
+    api = airflow.client()
+    api.wait_for_dag(dag_id)
+    api.unpause(dag_id)
+    api.wait_for_runs(dag_id, 1, timeout=400, run_type="scheduled")
+    per_year = {
+        year: [
+            Record(f"{year}-{i}".encode(), f"event {i} of {year}".encode(), (), int(datetime(year, 3, 1 + i, tzinfo=timezone.utc).timestamp() * 1000))
+            for i in range(5)
+        ]
+        for year in YEARS
+    }
+    produce(brokers["a"].bootstrap, f"{prefix}.history", 0, [r for year in YEARS for r in per_year[year]])
+
+    api.call("POST", "/backfills", json={"dag_id": dag_id, "from_date": "2022-01-01T00:00:00Z", "to_date": "2024-12-31T00:00:00Z", "max_active_runs": 1})
+    runs = api.wait_for_runs(dag_id, 3, timeout=600, run_type="backfill")
+
+    runs.sort(key=lambda r: r["logical_date"])
+    assert [r["logical_date"][:4] for r in runs] == [str(y) for y in YEARS]
+    assert [api.xcom(dag_id, r["dag_run_id"], "record_batch")["records"] for r in runs] == [5, 5, 5]
+    assert [r["end_date"] for r in runs] == sorted(r["end_date"] for r in runs)
+    target = records_of(brokers["c"].bootstrap, f"a.{prefix}.history", 0)
+    assert target == [r for year in YEARS for r in per_year[year]]
+
+    rerun = runs[1]
+    api.call("POST", f"/dags/{dag_id}/clearTaskInstances", json={"dag_run_id": rerun["dag_run_id"], "dry_run": False, "only_failed": False, "reset_dag_runs": True})
+    wait_until_rerun(api, dag_id, rerun)
+    assert api.xcom(dag_id, rerun["dag_run_id"], "record_batch")["records"] == 0
+    assert records_of(brokers["c"].bootstrap, f"a.{prefix}.history", 0) == target
+
+
+def wait_until_rerun(api, dag_id: str, run: dict, timeout: float = 300) -> None:
+    """Wait until a cleared run has finished again (a new end date and success)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = api.call("GET", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}")
+        if current["state"] == "success" and current["end_date"] != run["end_date"]:
+            return
+        assert current["state"] != "failed"
+        time.sleep(2)
+    raise AssertionError(f"{run['dag_run_id']} was not re-run within {timeout}s")

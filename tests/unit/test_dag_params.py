@@ -1,0 +1,65 @@
+"""Flow-DAG logic that needs no cluster: schedules, run params, emission intervals."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from airmirror.dag_factory.emission import is_due
+from airmirror.dag_factory.params import batch_options
+from airmirror.dag_factory.schedule import parse_schedule
+from airmirror.errors import ConfigError, InputError
+
+END = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def test_durations_become_fixed_data_intervals():
+    assert parse_schedule("1m").delta == timedelta(minutes=1)
+    assert parse_schedule("90s").delta == timedelta(seconds=90)
+    assert parse_schedule("2h").delta == timedelta(hours=2)
+
+
+def test_crons_become_cron_data_intervals():
+    assert type(parse_schedule("*/5 * * * *")).__name__ == "CronDataIntervalTimetable"
+    assert type(parse_schedule("@hourly")).__name__ == "CronDataIntervalTimetable"
+
+
+@pytest.mark.parametrize("value", ["every minute", "0m", "61 * * * *", ""])
+def test_bad_schedules_name_the_key(value):
+    with pytest.raises(ConfigError, match="airmirror.schedule"):
+        parse_schedule(value, line=3)
+
+
+def test_until_defaults_to_the_data_interval_end():
+    options = batch_options({}, END)
+    assert options.until_ms == int(END.timestamp() * 1000)
+    assert (options.start_from, options.reset_cursor, options.dry_run, options.topics_regex) == ("stored", False, False, None)
+
+
+def test_explicit_params_override():
+    options = batch_options(
+        {"until": "2024-04-01T00:00:00Z", "topics": "orders.*", "start_from": "2024-03-01", "reset_cursor": True,
+         "max_records_per_partition": 10, "dry_run": True},
+        END,
+    )
+    assert options.until_ms == int(datetime(2024, 4, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    assert options.start_from == "timestamp" and options.start_ms == int(datetime(2024, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    assert (options.topics_regex, options.reset_cursor, options.max_records, options.dry_run) == ("orders.*", True, 10, True)
+
+
+@pytest.mark.parametrize(
+    ("params", "name"),
+    [({"topics": "(bad"}, "topics"), ({"until": "soon"}, "until"), ({"start_from": "2024-13-45"}, "start_from"),
+     ({"max_records_per_partition": 0}, "max_records_per_partition")],
+)
+def test_invalid_params_name_the_param(params, name):
+    with pytest.raises(InputError, match=f"'{name}'"):
+        batch_options(params, END)
+
+
+def test_emission_at_most_once_per_interval():
+    minute = (END - timedelta(minutes=1), END)
+    assert is_due(1, *minute) and is_due(60, *minute)
+    assert [is_due(300, END + timedelta(minutes=m - 1), END + timedelta(minutes=m)) for m in range(1, 11)].count(True) == 2
+    assert is_due(300, None, None)
