@@ -13,19 +13,16 @@ from tests.kafka_helpers import create_topic, produce, records_of, sample_record
 pytestmark = pytest.mark.integration
 
 
-def flow_dag(dag_bag_for, config):
+def run_flow(dag_bag_for, config, conf: dict | None = None):
+    """One ``dag.test()`` run of flow a->b, parsed afresh as every Airflow worker does (``dag.test``
+    writes the run's conf into the parsed DAG's params)."""
     bag = dag_bag_for(config)
     assert bag.import_errors == {}
-    return bag.dags["airmirror__a__b"]
+    return bag.dags["airmirror__a__b"].test(run_conf=conf)
 
 
 def task_states(run) -> dict[str, str]:
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
-
-
-def xcom(run, task_id: str):
-    (ti,) = [ti for ti in run.get_task_instances() if ti.task_id == task_id]
-    return ti.xcom_pull(task_ids=task_id)
 
 
 def test_run_copies_every_topic_of_the_flow(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
@@ -35,7 +32,7 @@ def test_run_copies_every_topic_of_the_flow(airflow_db, clusters, prefix, tmp_pa
         produce(a, f"{prefix}.orders", p, sample_records(40, f"p{p}"))
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
 
-    run = flow_dag(dag_bag_for, config).test()
+    run = run_flow(dag_bag_for, config)
 
     assert set(task_states(run).values()) == {"success"}
     for p in range(2):
@@ -51,21 +48,20 @@ def test_params_topics_until_and_dry_run_do_what_they_say(airflow_db, clusters, 
     produce(a, f"{prefix}.one", 0, early + late)
     produce(a, f"{prefix}.two", 0, early)
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
-    dag = flow_dag(dag_bag_for, config)
     target_admin = AdminClient({"bootstrap.servers": b})
 
-    dry = dag.test(run_conf={"dry_run": True})
+    dry = run_flow(dag_bag_for, config, {"dry_run": True})
     states = task_states(dry)
     assert states["plan_batch"] == "success" and states["replicate"] == "skipped" and states["record_batch"] == "skipped"
     assert not {f"a.{prefix}.one", f"a.{prefix}.two"} & set(target_admin.list_topics(timeout=10).topics)
 
     until = datetime.fromtimestamp(late[0].timestamp / 1000, timezone.utc).isoformat()
-    bounded = dag.test(run_conf={"topics": f"{prefix}\\.one", "until": until})
+    bounded = run_flow(dag_bag_for, config, {"topics": f"{prefix}\\.one", "until": until})
     assert task_states(bounded)["record_batch"] == "success"
     assert records_of(b, f"a.{prefix}.one", 0) == early
     assert f"a.{prefix}.two" not in target_admin.list_topics(timeout=10).topics
 
-    rest = dag.test()
+    rest = run_flow(dag_bag_for, config)
     assert task_states(rest)["record_batch"] == "success"
     assert records_of(b, f"a.{prefix}.one", 0) == early + late
     assert records_of(b, f"a.{prefix}.two", 0) == early
@@ -76,15 +72,13 @@ def test_invalid_params_are_rejected_before_any_work(airflow_db, clusters, prefi
     create_topic(a, f"{prefix}.guarded")
     produce(a, f"{prefix}.guarded", 0, sample_records(5))
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
-    dag = flow_dag(dag_bag_for, config)
-
-    bad_regex = dag.test(run_conf={"topics": "(unclosed"})
+    bad_regex = run_flow(dag_bag_for, config, {"topics": "(unclosed"})
     assert task_states(bad_regex)["sync_topics"] == "failed"
     assert f"a.{prefix}.guarded" not in AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics
 
-    assert task_states(dag.test())["record_batch"] == "success"
+    assert task_states(run_flow(dag_bag_for, config))["record_batch"] == "success"
     produce(a, f"{prefix}.guarded", 0, sample_records(5, "more"))
-    moved = dag.test(run_conf={"start_from": "earliest"})
+    moved = run_flow(dag_bag_for, config, {"start_from": "earliest"})
     assert task_states(moved)["sync_topics"] == "failed"
     assert len(records_of(b, f"a.{prefix}.guarded", 0)) == 5
 
@@ -99,7 +93,7 @@ def test_failing_replicate_still_emits_heartbeats_and_checkpoints(airflow_db, cl
         f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0\nairmirror.spark.conn.id = no_such_connection",
     )
 
-    run = flow_dag(dag_bag_for, config).test()
+    run = run_flow(dag_bag_for, config)
 
     states = task_states(run)
     assert states["replicate"] == "failed" and states["record_batch"] == "upstream_failed"
