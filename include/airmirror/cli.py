@@ -9,15 +9,21 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
 
+from airmirror.checkpoints import CheckpointReport, emit_checkpoints
 from airmirror.config import load_config
 from airmirror.errors import AirmirrorError
+from airmirror.flow_store import flow_and_store
+from airmirror.group_inspection import GroupInspection, inspect_group
+from airmirror.heartbeats import emit_heartbeat
 from airmirror.local_kafka import broker_status, start_broker, stop_broker
 from airmirror.replicator import BatchOptions, ReplicateReport, replicate_once
 from airmirror.spark_session import spark_session
 from airmirror.status import flow_status
-from airmirror.store import MetadataStore
+from airmirror.store import GroupSyncOutcome, GroupSyncRecord
 from airmirror.timestamps import parse_timestamp
 
 
@@ -53,7 +59,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_replicate(args: argparse.Namespace) -> int:
-    flow = load_config(args.config).flow(args.flow)
     start_from, start_ms = parse_start_from(args.start_from)
     options = BatchOptions(
         max_records=args.max_records,
@@ -64,13 +69,10 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         start_ms=start_ms,
         reset_cursor=args.reset_cursor,
     )
-    store = MetadataStore.open(flow.metadata_db_url)
-    try:
+    with flow_and_store(args.config, args.flow) as (flow, store):
         report = replicate_once(
             flow, store, options, lambda: spark_session(flow.spark_master, f"airmirror {flow.name}", flow.spark_conf)
         )
-    finally:
-        store.dispose()
     print_replicate_report(report, args.json)
     return 0
 
@@ -110,14 +112,17 @@ def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    flow = load_config(args.config).flow(args.flow)
-    store = MetadataStore.open(flow.metadata_db_url)
-    try:
+    with flow_and_store(args.config, args.flow) as (flow, store):
         status = flow_status(flow, store)
-    finally:
-        store.dispose()
+        emission = store.heartbeat_emission(flow.name)
+        latencies, syncs = store.heartbeat_latencies(flow.name), store.group_syncs(flow.name)
     if args.json:
-        print(json.dumps(status.as_dict(), indent=2))
+        extras = {
+            "heartbeat_emitted": None if emission is None else asdict(emission),
+            "heartbeats": [asdict(latency) for latency in latencies],
+            "group_syncs": [asdict(sync) for sync in syncs],
+        }
+        print(to_json({**status.as_dict(), **extras}))
         return 0
     print(f"flow {status.flow}: total lag {status.total_lag}" + (f", unfinished batch {status.unfinished_batch}" if status.unfinished_batch else ""))
     header = f"{'partition':<32} {'remote':<32} {'start':>10} {'end':>10} {'cursor':>10} {'lag':>10} {'copied':>10} {'gaps':>5} {'lost':>8}"
@@ -128,7 +133,91 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{p.topic + '-' + str(p.partition):<32} {p.remote_topic:<32} {p.source_start:>10} {p.source_end:>10} "
             f"{cursor:>10} {p.lag:>10} {p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
         )
+    if emission is not None:
+        print(f"heartbeat emitted to {emission.topic} at {emission.heartbeat_at.isoformat(timespec='seconds')}")
+    for latency in latencies:
+        print(
+            f"heartbeat {latency.source_alias}->{latency.target_alias}: latency {latency.latency_ms} ms "
+            f"(observed {latency.observed_at.isoformat(timespec='seconds')})"
+        )
+    for sync in syncs:
+        print(describe_sync(sync))
     return 0
+
+
+def describe_sync(sync: GroupSyncRecord) -> str:
+    """One line about a group offset sync; skipped and failed ones start with WARNING."""
+    marker = "WARNING " if sync.outcome in (GroupSyncOutcome.SKIPPED_ACTIVE, GroupSyncOutcome.FAILED) else ""
+    when = sync.synced_at.isoformat(timespec="seconds")
+    return f"{marker}group offset sync of '{sync.group}': {sync.outcome.value}: {sync.detail} ({when})"
+
+
+def to_json(document: Any) -> str:
+    """JSON text of ``document``; datetimes as ISO-8601."""
+    return json.dumps(document, indent=2, default=lambda value: value.isoformat())
+
+
+def cmd_heartbeat(args: argparse.Namespace) -> int:
+    with flow_and_store(args.config, args.flow) as (flow, store):
+        report = emit_heartbeat(flow, store)
+    heartbeat = report.heartbeat
+    if args.json:
+        print(to_json({"flow": report.flow, "topic": report.topic, "heartbeat": None if heartbeat is None else asdict(heartbeat)}))
+    elif heartbeat is None:
+        print(f"flow {report.flow}: emit.heartbeats.enabled is false, no heartbeat written")
+    else:
+        print(f"flow {report.flow}: heartbeat {heartbeat.timestamp} written to {report.topic} on {heartbeat.target_alias}")
+    return 0
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    with flow_and_store(args.config, args.flow) as (flow, store):
+        report = emit_checkpoints(flow, store)
+    print_checkpoint_report(report, args.json)
+    return 0
+
+
+def print_checkpoint_report(report: CheckpointReport, as_json: bool) -> None:
+    if as_json:
+        print(to_json({**asdict(report), "written": report.written, "skipped_groups": report.skipped_groups}))
+        return
+    if not report.enabled:
+        print(f"flow {report.flow}: emit.checkpoints.enabled is false, no checkpoints and no group offset sync")
+        return
+    print(f"flow {report.flow}: {report.written} checkpoints written to {report.topic} for {len(report.groups)} groups")
+    for group in report.groups:
+        sync = "" if group.sync is None else f"; offset sync {group.sync.outcome.value}: {group.sync.detail}"
+        print(
+            f"  {group.group}: {len(group.written)} written, {len(group.unchanged)} unchanged, "
+            f"{len(group.not_yet)} not yet replicated{sync}"
+        )
+    for group in report.skipped_groups:
+        print(f"warning: group '{group}' is active on the target: its offsets were not synced", file=sys.stderr)
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    with flow_and_store(args.config, args.flow) as (flow, store):
+        inspection = inspect_group(flow, store, args.group)
+    print_inspection(inspection, args.json)
+    return 0
+
+
+def print_inspection(inspection: GroupInspection, as_json: bool) -> None:
+    if as_json:
+        print(to_json(asdict(inspection)))
+        return
+    covered = "" if inspection.covered else " (excluded by groups/groups.exclude: no checkpoints are emitted)"
+    print(f"flow {inspection.flow}, group {inspection.group}{covered}")
+    print(f"{'partition':<32} {'target partition':<32} {'committed':>10} {'target':>10} {'unreplicated':>12} {'checkpoint':>10}")
+    for p in inspection.partitions:
+        target = "not yet" if p.target_offset is None else str(p.target_offset)
+        checkpoint = "-" if p.checkpoint_offset is None else str(p.checkpoint_offset)
+        print(
+            f"{p.topic + '-' + str(p.partition):<32} {p.target_topic + '-' + str(p.partition):<32} "
+            f"{p.committed_offset:>10} {target:>10} {p.not_replicated:>12} {checkpoint:>10}"
+        )
+    if inspection.sync is not None:
+        print(describe_sync(inspection.sync))
 
 
 def cmd_local_kafka(args: argparse.Namespace) -> int:
@@ -143,6 +232,18 @@ def cmd_local_kafka(args: argparse.Namespace) -> int:
             state = f"running (pid {status.pid})" if status.running else "stopped"
             print(f"{status.name:<16} {status.bootstrap:<22} {state}")
     return 0
+
+
+def flow_verb(
+    verbs: argparse._SubParsersAction, name: str, help_text: str, run: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    """A verb taking ``CONFIG --flow A->B [--json]``."""
+    verb = verbs.add_parser(name, help=help_text)
+    verb.add_argument("config")
+    verb.add_argument("--flow", required=True, help="source->target")
+    verb.add_argument("--json", action="store_true")
+    verb.set_defaults(run=run)
+    return verb
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -173,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--flow", required=True, help="source->target")
     status.add_argument("--json", action="store_true")
     status.set_defaults(run=cmd_status)
+
+    flow_verb(verbs, "heartbeat", "write one MM2 heartbeat of a flow to its target", cmd_heartbeat)
+    flow_verb(verbs, "checkpoint", "write MM2 checkpoints of the source groups, sync group offsets", cmd_checkpoint)
+    translate = flow_verb(verbs, "translate", "a source group's committed offsets translated to the target", cmd_translate)
+    translate.add_argument("--group", required=True, help="consumer group id on the source")
 
     local_kafka = verbs.add_parser("local-kafka", help="run real single-node KRaft brokers on 127.0.0.1")
     actions = local_kafka.add_subparsers(dest="action", required=True)

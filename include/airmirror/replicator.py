@@ -8,7 +8,8 @@
    :mod:`airmirror.replication.partition_writer` for the exactly-once protocol).
 4. :func:`record_batch` - read every range's committed result from the target's batch log and commit
    cursors, offset-syncs and gaps in ONE metadata-DB transaction.  It refuses to commit a batch with any
-   range not yet committed in Kafka, so the DB never runs ahead of the target.
+   range not yet committed in Kafka, so the DB never runs ahead of the target.  Then it stores the
+   replication latency of copied heartbeats (:func:`airmirror.heartbeats.observe_heartbeats`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
+from airmirror.heartbeats import observe_heartbeats
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
 from airmirror.planner import needs_work, plan_range, requested_start
 from airmirror.replication.batch_log import (
@@ -213,12 +215,14 @@ def committed_results(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange
 
 
 def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch) -> BatchSummary:
-    """Step 4: commit the batch's Kafka-committed results to the metadata DB, then expose source lag."""
+    """Step 4: commit the batch's Kafka-committed results to the metadata DB, then expose source lag and
+    heartbeat latency."""
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be recorded")
     results = committed_results(flow, planned.batch_id, planned.ranges)
     store.commit_batch(planned.batch_id, results)
     commit_source_progress(flow, results)
+    observe_heartbeats(flow, store, planned.ranges, results)
     return BatchSummary(planned.batch_id, results)
 
 

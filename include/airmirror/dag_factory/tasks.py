@@ -10,11 +10,10 @@ committed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from airmirror.config import FlowConfig, load_config
+from airmirror.config import FlowConfig
+from airmirror.flow_store import flow_and_store
 from airmirror.replicator import BatchOptions, PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
 from airmirror.store import MetadataStore
 from airmirror.topic_sync import TopicMapping
@@ -22,20 +21,9 @@ from airmirror.topic_sync import TopicMapping
 log = logging.getLogger(__name__)
 
 
-@contextmanager
-def flow_store(config_path: str, flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
-    """The flow (re-read from the config file) and its metadata store, closed afterwards."""
-    flow = load_config(config_path).flow(flow_name)
-    store = MetadataStore.open(flow.metadata_db_url)
-    try:
-        yield flow, store
-    finally:
-        store.dispose()
-
-
 def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list[dict[str, Any]]:
     """Validate the run against the store, then create/grow/reconfigure remote topics."""
-    with flow_store(config_path, flow_name) as (flow, store):
+    with flow_and_store(config_path, flow_name) as (flow, store):
         report = sync_flow_topics(flow, store, options)
     for name in report.created:
         log.info("created remote topic %s", name)
@@ -47,7 +35,7 @@ def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list
 
 def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], options: BatchOptions) -> dict[str, Any]:
     """Store the run's batch (or resume the unfinished one); a dry run only logs the plan."""
-    with flow_store(config_path, flow_name) as (flow, store):
+    with flow_and_store(config_path, flow_name) as (flow, store):
         planned = plan_batch(flow, store, [TopicMapping(**m) for m in mappings], options)
     for r in planned.ranges:
         log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
@@ -64,7 +52,7 @@ def unfinished(store: MetadataStore, flow: FlowConfig) -> PlannedBatch | None:
 
 def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
-    with flow_store(config_path, flow_name) as (flow, store):
+    with flow_and_store(config_path, flow_name) as (flow, store):
         batch = unfinished(store, flow)
     if batch is None:
         log.info("no unfinished batch: nothing to copy")
@@ -80,7 +68,7 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
 
 def record(config_path: str, flow_name: str) -> dict[str, Any]:
     """Commit the unfinished batch's Kafka-committed results to the metadata DB."""
-    with flow_store(config_path, flow_name) as (flow, store):
+    with flow_and_store(config_path, flow_name) as (flow, store):
         batch = unfinished(store, flow)
         if batch is None:
             log.info("no unfinished batch: nothing to record")
@@ -94,7 +82,7 @@ def heartbeats(config_path: str, flow_name: str) -> None:
     """Emit the flow's heartbeat to the target (MM2 wire format)."""
     from airmirror.heartbeats import emit_heartbeat
 
-    with flow_store(config_path, flow_name) as (flow, store):
+    with flow_and_store(config_path, flow_name) as (flow, store):
         emit_heartbeat(flow, store)
 
 
@@ -102,5 +90,5 @@ def checkpoints(config_path: str, flow_name: str) -> None:
     """Emit checkpoints (and sync group offsets when enabled) for the flow's source groups."""
     from airmirror.checkpoints import emit_checkpoints
 
-    with flow_store(config_path, flow_name) as (flow, store):
+    with flow_and_store(config_path, flow_name) as (flow, store):
         emit_checkpoints(flow, store)

@@ -4,6 +4,7 @@ latency (see :mod:`.metadata_store`)."""
 from airmirror.store.metadata_store import (
     BatchRecord,
     GroupSyncRecord,
+    HeartbeatEmission,
     HeartbeatLatency,
     MetadataStore,
     PartitionStats,
@@ -19,6 +20,7 @@ __all__ = [
     "BatchState",
     "GroupSyncOutcome",
     "GroupSyncRecord",
+    "HeartbeatEmission",
     "HeartbeatLatency",
     "MetadataStore",
     "PartitionStats",

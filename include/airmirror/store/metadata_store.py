@@ -19,7 +19,7 @@ Contracts:
 * **Errors**: an unreachable or failing database raises
   :class:`~airmirror.errors.ReplicationFailure` naming the database URL with its password masked;
   arguments that break these contracts raise ``ValueError``.
-* **Checkpoints, group syncs, heartbeat latency**: the newest value per key is kept (an upsert); each
+* **Checkpoints, group syncs, heartbeats**: the newest value per key is kept (an upsert); each
   carries the time it was emitted or observed.  They describe what was written to the target cluster,
   so callers save them only after the target acknowledged the write.
 * Timestamps are timezone-aware UTC.
@@ -72,6 +72,7 @@ from airmirror.store.schema import (
     cursors,
     gaps,
     group_syncs,
+    heartbeat_emissions,
     heartbeat_latency,
     offset_syncs,
 )
@@ -166,6 +167,14 @@ class HeartbeatLatency:
     heartbeat_at: datetime
     observed_at: datetime
     latency_ms: int
+
+
+@dataclass(frozen=True)
+class HeartbeatEmission:
+    """The newest heartbeat a flow wrote to ``topic`` on its target, with the heartbeat's timestamp."""
+
+    topic: str
+    heartbeat_at: datetime
 
 
 def alembic_config(connection: Connection) -> Config:
@@ -486,6 +495,19 @@ class MetadataStore:
                 HeartbeatLatency(row.source_alias, row.target_alias, row.heartbeat_at, row.observed_at, row.latency_ms)
                 for row in rows
             ]
+
+    def record_heartbeat_emitted(self, flow: str, emission: HeartbeatEmission) -> None:
+        """Make ``emission`` the flow's newest heartbeat written to its target."""
+        with self._transaction(f"record the heartbeat emitted by flow {flow!r}") as connection:
+            _upsert(connection, heartbeat_emissions, [{"flow": flow, **_fields_of(emission)}])
+
+    def heartbeat_emission(self, flow: str) -> HeartbeatEmission | None:
+        """The flow's newest heartbeat written to its target, ``None`` before the first."""
+        with self._transaction(f"read the heartbeat emitted by flow {flow!r}") as connection:
+            row = connection.execute(
+                select(heartbeat_emissions).where(heartbeat_emissions.c.flow == flow)
+            ).one_or_none()
+        return None if row is None else HeartbeatEmission(row.topic, row.heartbeat_at)
 
     def gaps(self, flow: str) -> list[Gap]:
         """Every gap recorded for the flow, by partition then offset."""

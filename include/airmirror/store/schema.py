@@ -25,6 +25,7 @@ Tables and their contracts:
   including groups skipped because they were active there.
 * ``airmirror_heartbeat_latency``: per (flow, heartbeat source alias, heartbeat target alias) the newest
   replication latency observed from a copied heartbeat.
+* ``airmirror_heartbeat_emissions``: per flow the newest heartbeat it wrote to its target.
 
 Migrations in ``migrations/versions`` are frozen snapshots of these definitions; the integration
 tests check that the migrated database matches this module.
@@ -269,4 +270,12 @@ heartbeat_latency = Table(
     Column("heartbeat_at", UTCDateTime(), nullable=False),
     Column("observed_at", UTCDateTime(), nullable=False),
     Column("latency_ms", BigInteger, nullable=False),
+)
+
+heartbeat_emissions = Table(
+    "airmirror_heartbeat_emissions",
+    metadata,
+    _flow(),
+    Column("topic", String(TOPIC_LENGTH), nullable=False),
+    Column("heartbeat_at", UTCDateTime(), nullable=False),
 )

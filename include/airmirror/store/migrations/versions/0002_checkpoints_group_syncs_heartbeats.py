@@ -1,4 +1,4 @@
-"""Checkpoints, group offset sync outcomes, heartbeat latency; downstream index on offset syncs.
+"""Checkpoints, group offset sync outcomes, heartbeat latency and emissions; downstream index on offset syncs.
 
 Revision ID: 0002
 Revises: 0001
@@ -73,8 +73,21 @@ def upgrade() -> None:
         ),
     )
 
+    op.create_table(
+        "airmirror_heartbeat_emissions",
+        sa.Column("flow", sa.String(255), nullable=False),
+        sa.Column("topic", sa.String(249), nullable=False),
+        sa.Column("heartbeat_at", TIMESTAMP, nullable=False),
+        sa.PrimaryKeyConstraint("flow", name="pk_airmirror_heartbeat_emissions"),
+    )
+
 
 def downgrade() -> None:
-    for table in ("airmirror_heartbeat_latency", "airmirror_group_syncs", "airmirror_checkpoints"):
+    for table in (
+        "airmirror_heartbeat_emissions",
+        "airmirror_heartbeat_latency",
+        "airmirror_group_syncs",
+        "airmirror_checkpoints",
+    ):
         op.drop_table(table)
     op.drop_index("ix_airmirror_offset_syncs_downstream", table_name="airmirror_offset_syncs")

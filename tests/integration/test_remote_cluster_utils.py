@@ -1,0 +1,82 @@
+"""MM2's own Java client reads our checkpoints: ``RemoteClusterUtils.translateOffsets`` from the
+``connect-mirror-client`` jar on Maven Central must return the offsets airmirror translated."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from airmirror.local_kafka import KAFKA_VERSION, resolve_maven_artifacts
+from airmirror.model import PartitionKey
+from airmirror.translation import Translator
+from tests.conftest import write_config
+from tests.kafka_helpers import create_topic, produce
+from tests.mirror_helpers import checkpoint, commit_offsets, opened, produce_transactions, replicate, unique_records
+
+pytestmark = pytest.mark.integration
+
+JAVA_SOURCE = Path(__file__).parents[1] / "java" / "TranslateOffsets.java"
+SLF4J_VERSION = "1.7.36"
+"""The slf4j-api version connect-mirror-client depends on; the matching no-op binding keeps the run quiet."""
+
+Translate = Callable[[str, str, str], dict[tuple[str, int], tuple[int, str]]]
+
+
+@pytest.fixture(scope="module")
+def translate_offsets(tmp_path_factory: pytest.TempPathFactory) -> Translate:
+    """``(bootstrap, remote_alias, group) -> {(topic, partition): (offset, metadata)}`` computed by MM2's Java code."""
+    lib = resolve_maven_artifacts(
+        [f"org.apache.kafka:connect-mirror-client:{KAFKA_VERSION}", f"org.slf4j:slf4j-nop:{SLF4J_VERSION}"],
+        "connect-mirror-client",
+    )
+    classes = tmp_path_factory.mktemp("java-classes")
+    classpath = f"{classes}:{lib}/*"
+    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(JAVA_SOURCE)], check=True, timeout=120)
+
+    def translate(bootstrap: str, remote_alias: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+        done = subprocess.run(
+            ["java", "-cp", classpath, "TranslateOffsets", bootstrap, remote_alias, group],
+            capture_output=True, text=True, timeout=120, check=True,
+        )
+        offsets = {}
+        for line in done.stdout.splitlines():
+            topic, partition, offset, metadata = line.split(" ", 3)
+            offsets[(topic, int(partition))] = (int(offset), metadata)
+        return offsets
+
+    return translate
+
+
+def test_remote_cluster_utils_returns_our_translated_offsets(clusters, spark, prefix, tmp_path, translate_offsets):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    plain, transactional, group = f"{prefix}.plain", f"{prefix}.tx", f"{prefix}-java-app"
+    create_topic(a, plain, 2)
+    create_topic(a, transactional)
+    produce(a, plain, 0, unique_records("p0", 30))
+    produce(a, plain, 1, unique_records("p1", 8))
+    produce_transactions(a, transactional, f"{prefix}-tx", [("tx", 10, False), ("aborted", 6, True), ("tx-more", 5, False)])
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+    replicate(config, spark, max_records=12)
+    replicate(config, spark)
+    commit_offsets(a, group, {(plain, 0): 9, (plain, 1): 8}, "first")
+    commit_offsets(a, group, {(transactional, 0): 13}, "in-an-aborted-transaction")
+    checkpoint(config)
+    commit_offsets(a, group, {(plain, 0): 27}, "later")
+    checkpoint(config)  # the topic now holds two checkpoints of plain-0: the last one wins
+
+    committed = {PartitionKey(plain, 0): 27, PartitionKey(plain, 1): 8, PartitionKey(transactional, 0): 13}
+    with opened(config) as (flow, store):
+        ours = Translator(flow, store).translate(committed)
+    expected = {(t.route.target_topic, t.partition): t.downstream_offset for t in ours.values()}
+    # plain-0: 12 records, a commit marker, then the rest; tx: 10 records, marker, 6 aborted + marker upstream
+    assert expected == {(f"a.{plain}", 0): 28, (f"a.{plain}", 1): 8, (f"a.{transactional}", 0): 11}
+    java = translate_offsets(b, "a", group)
+    assert java == {
+        (f"a.{plain}", 0): (28, "later"),
+        (f"a.{plain}", 1): (8, "first"),
+        (f"a.{transactional}", 0): (11, "in-an-aborted-transaction"),
+    }
+

@@ -1,0 +1,159 @@
+"""Exact translation rules, checked against a brute-force model of a replicated partition.
+
+The model: a source partition whose offsets are records, aborted records, transaction markers or compacted
+away, with a retention prefix; copied in batches (one commit marker after each batch's records on the target,
+sometimes an aborted attempt before it).  For every committed offset, a consumer resuming at the translated
+position must read exactly the records it had not consumed: checked record by record.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from airmirror.config import load_config
+from airmirror.model import OffsetRun
+from airmirror.offset_runs import build_runs
+from airmirror.translation import Route, failback_position, forward_position, route
+
+
+@dataclass
+class Replica:
+    """A source partition and what replication made of it on the target."""
+
+    kinds: str
+    log_start: int
+    target_start: int
+    cursor: int
+    runs: list[OffsetRun] = field(default_factory=list)
+    copied: dict[int, int] = field(default_factory=dict)
+
+    def readable(self, offset: int) -> bool:
+        return offset >= self.log_start and self.kinds[offset] == "r"
+
+    def covering_upstream(self, offset: int) -> OffsetRun | None:
+        return next((r for r in self.runs if r.upstream_end > offset), None)
+
+    def covering_downstream(self, offset: int) -> OffsetRun | None:
+        return next((r for r in self.runs if r.downstream_start + r.length > offset), None)
+
+    def forward(self, offset: int) -> int | None:
+        last = self.runs[-1] if self.runs else None
+        return forward_position(offset, self.cursor, self.covering_upstream(offset), last, self.target_start)
+
+    def failback(self, offset: int, in_flight: bool = False) -> int | None:
+        return failback_position(offset, self.cursor, self.covering_downstream(offset), in_flight, self.log_start)
+
+
+def simulate(rng: random.Random) -> Replica:
+    size = rng.randint(0, 40)
+    kinds = "".join(rng.choice("rrrrrramc") for _ in range(size))
+    log_start = rng.randint(0, size)
+    replica = Replica(kinds, log_start, target_start=rng.randint(0, 4), cursor=log_start)
+    downstream = replica.target_start
+    for end in sorted(rng.sample(range(log_start, size + 1), rng.randint(1, size - log_start + 1))):
+        downstream += rng.choice([0, 0, 0, 4])  # an aborted earlier attempt: records and an abort marker
+        upstream = [o for o in range(replica.cursor, end) if replica.readable(o)]
+        downstreams = list(range(downstream, downstream + len(upstream)))
+        replica.runs += build_runs(upstream, downstreams)
+        replica.copied.update(zip(upstream, downstreams))
+        downstream += len(upstream) + (1 if upstream else 0)  # the commit marker
+        replica.cursor = end
+    return replica
+
+
+SCENARIOS = [simulate(random.Random(seed)) for seed in range(200)]
+
+
+@pytest.mark.parametrize("replica", SCENARIOS)
+def test_forward_resumes_exactly_after_what_was_consumed(replica: Replica):
+    for committed in range(len(replica.kinds) + 3):
+        position = replica.forward(committed)
+        if committed > replica.cursor:
+            assert position is None
+            continue
+        assert position is not None
+        unconsumed = {o for o in range(committed, replica.cursor) if replica.readable(o)}
+        read_on_target = {up for up, down in replica.copied.items() if down >= position}
+        assert read_on_target == unconsumed, (replica, committed, position)
+        later = [down for up, down in sorted(replica.copied.items()) if up >= committed]
+        if later:
+            assert position == later[0]
+
+
+@pytest.mark.parametrize("replica", SCENARIOS)
+def test_failback_resumes_exactly_after_what_was_consumed_downstream(replica: Replica):
+    target_end = max(replica.copied.values(), default=replica.target_start) + 6
+    for committed in range(target_end):
+        position = replica.failback(committed)
+        assert position is not None
+        unconsumed = {up for up, down in replica.copied.items() if down >= committed}
+        not_yet_copied = {o for o in range(replica.cursor, len(replica.kinds)) if replica.readable(o)}
+        readable_from_position = {o for o in range(position, len(replica.kinds)) if replica.readable(o)}
+        assert readable_from_position == unconsumed | not_yet_copied, (replica, committed, position)
+
+
+def test_failback_past_known_data_waits_for_an_unfinished_batch():
+    runs = [OffsetRun(0, 10, 0)]
+    assert failback_position(12, 10, None, in_flight=True, target_start=0) is None
+    assert failback_position(12, 10, None, in_flight=False, target_start=0) == 10
+    assert failback_position(5, 10, runs[0], in_flight=True, target_start=0) == 5
+    assert failback_position(3, None, None, in_flight=False, target_start=0) is None
+
+
+def test_forward_without_cursor_is_not_yet():
+    assert forward_position(0, None, None, None, target_start=0) is None
+
+
+def test_empty_partition_translates_to_the_target_log_start():
+    assert forward_position(0, 0, None, None, target_start=0) == 0
+    assert forward_position(25, 25, None, None, target_start=7) == 7
+
+
+def test_compaction_hole_aborted_records_and_markers_map_to_the_next_copied_record():
+    runs = [OffsetRun(0, 3, 0), OffsetRun(8, 10, 4)]  # 3..7 aborted + marker upstream; marker at 3 downstream
+    assert [forward_position(u, 12, next((r for r in runs if r.upstream_end > u), None), runs[-1], 0) for u in range(13)] == [
+        0, 1, 2, 4, 4, 4, 4, 4, 4, 5, 6, 6, 6,
+    ]
+
+
+def test_positions_below_the_target_log_start_are_raised_to_it():
+    run = OffsetRun(0, 100, 0)
+    assert forward_position(10, 100, run, run, target_start=40) == 40
+    assert forward_position(60, 100, run, run, target_start=40) == 60
+    assert failback_position(10, 100, run, in_flight=False, target_start=30) == 30
+
+
+def flow_config(tmp_path: Path, body: str):
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = a, b\na.bootstrap.servers = localhost:1\nb.bootstrap.servers = localhost:2\n"
+        "a->b.enabled = true\nb->a.enabled = true\n" + body
+    )
+    return load_config(path).flow("a->b")
+
+
+def test_routes_forward_and_failback_topics(tmp_path: Path):
+    flow = flow_config(tmp_path, "topics = .*\n")
+    assert route(flow, "orders") == Route("orders", "a.orders", "a->b", "orders", failback=False)
+    assert route(flow, "b.orders") == Route("b.orders", "orders", "b->a", "orders", failback=True)
+    assert route(flow, "b.c.orders") == Route("b.c.orders", "c.orders", "b->a", "c.orders", failback=True)
+    assert route(flow, "c.orders") == Route("c.orders", "a.c.orders", "a->b", "c.orders", failback=False)
+    assert route(flow, "__consumer_offsets") is None
+    assert route(flow, "b.checkpoints.internal") is None
+
+
+def test_routes_follow_the_topic_filter(tmp_path: Path):
+    flow = flow_config(tmp_path, "topics = orders, b\\.orders\ntopics.exclude = .*secret\n")
+    assert route(flow, "payments") is None
+    assert route(flow, "b.payments") is None
+    assert route(flow, "b.orders") is not None
+    assert route(flow, "heartbeats") is not None  # heartbeats are replicated whatever the filter says
+
+
+def test_identity_policy_has_no_failback_routes(tmp_path: Path):
+    flow = flow_config(tmp_path, "replication.policy.class = IdentityReplicationPolicy\n")
+    assert route(flow, "b.orders") == Route("b.orders", "b.orders", "a->b", "b.orders", failback=False)
