@@ -10,12 +10,22 @@ import sys
 
 from pathlib import Path
 
-from airmirror.demo.environment import DEMO_CLUSTERS, demo_airflow, prepare_demo, start_sample_producer, stop_demo
+from airmirror.cli import main as cli_main
+from airmirror.demo.environment import (
+    DEMO_CLUSTERS,
+    demo_airflow,
+    prepare_demo,
+    source_bootstrap,
+    start_sample_producer,
+    stop_demo,
+)
+from airmirror.demo.sample_data import ORDERS_TOPIC, consume_as_group
 from airmirror.config import load_config
 from airmirror.local_airflow import ADMIN_USER
 from airmirror.store import MetadataStore
 
 DAG_ID = "airmirror__a__b"
+DEMO_GROUP = "orders-reader"
 REMOTE_TOPIC = "a.orders"
 
 
@@ -31,6 +41,8 @@ def copied_orders(config: Path) -> int:
 
 def run_demo() -> int:
     config = prepare_demo()
+    consumed = consume_as_group(source_bootstrap(), DEMO_GROUP, ORDERS_TOPIC, 10_000)
+    print(f"consumer group '{DEMO_GROUP}' read {consumed} orders on cluster 'a' and committed")
     start_sample_producer()
     airflow = demo_airflow()
     print(f"starting airflow standalone on {airflow.url} (log: {airflow.log_file}) ...")
@@ -40,6 +52,8 @@ def run_demo() -> int:
     api.unpause(DAG_ID)
     print(f"unpaused {DAG_ID}; waiting for a successful run ...")
     api.wait_for_runs(DAG_ID, 1, timeout=600)
+    print(f"\n== failover view of group '{DEMO_GROUP}': airmirror translate {config} --flow 'a->b' --group {DEMO_GROUP}")
+    cli_main(["translate", str(config), "--flow", "a->b", "--group", DEMO_GROUP])
     print(
         "\n".join(
             [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ORDERS_TOPIC = "orders"
@@ -43,6 +43,26 @@ def produce_orders(bootstrap: str, first: int, count: int) -> None:
         if i % 10_000 == 0:
             producer.poll(0)
     producer.flush(60)
+
+
+def consume_as_group(bootstrap: str, group: str, topic: str, count: int) -> int:
+    """Consume about ``count`` records of ``topic`` as consumer group ``group`` and commit (a demo consumer
+    part-way through the topic, whose offsets the flow translates for failover)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    )
+    consumed = 0
+    try:
+        consumer.subscribe([topic])
+        while consumed < count:
+            messages = consumer.consume(min(1000, count - consumed), 10)
+            if not messages:
+                break
+            consumed += len([m for m in messages if m.error() is None])
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return consumed
 
 
 def produce_customers(bootstrap: str) -> None:
