@@ -31,5 +31,8 @@ test: setup
 unit: setup
 	$(VENV)/bin/pytest -q tests/unit
 
+bench: setup
+	$(PY) benchmarks/bench.py $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .airmirror

@@ -21,7 +21,7 @@ from airmirror.group_inspection import GroupInspection, inspect_group
 from airmirror.heartbeats import emit_heartbeat
 from airmirror.local_kafka import broker_status, start_broker, stop_broker
 from airmirror.replicator import BatchOptions, ReplicateReport, replicate_once
-from airmirror.spark_session import spark_session
+from airmirror.spark_session import BackgroundSession, spark_session
 from airmirror.status import flow_status
 from airmirror.store import GroupSyncOutcome, GroupSyncRecord
 from airmirror.timestamps import parse_timestamp
@@ -70,9 +70,9 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         reset_cursor=args.reset_cursor,
     )
     with flow_and_store(args.config, args.flow) as (flow, store):
-        report = replicate_once(
-            flow, store, options, lambda: spark_session(flow.spark_master, f"airmirror {flow.name}", flow.spark_conf)
-        )
+        session_args = (flow.spark_master, f"airmirror {flow.name}", flow.spark_conf)
+        spark = (lambda: spark_session(*session_args)) if args.dry_run else BackgroundSession(*session_args)
+        report = replicate_once(flow, store, options, spark)
     print_replicate_report(report, args.json)
     return 0
 

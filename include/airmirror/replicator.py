@@ -36,7 +36,7 @@ from airmirror.replication.batch_log import (
     read_logged_result,
 )
 from airmirror.source_offsets import list_offsets, partition_offsets
-from airmirror.store import BatchRecord, MetadataStore
+from airmirror.store import MetadataStore
 from airmirror.topic_sync import TopicMapping, TopicSyncReport, ensure_internal_topic, replicated_topics, sync_topics
 
 log = logging.getLogger(__name__)

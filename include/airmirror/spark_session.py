@@ -4,6 +4,14 @@ Local masters (``local``, ``local[N]``, ``local[*]``) get task retries (``local[
 mid-write is retried inside the same job, and the transactional protocol makes the retry exactly-once.
 On a cluster, ``spark.task.maxFailures`` does the same.  Workers run the driver's Python unless
 ``PYSPARK_PYTHON`` says otherwise.
+
+Start-up is a large part of a micro-batch, so two defaults keep it short (``airmirror.spark.conf.X``
+overrides either):
+
+- Python workers start from :mod:`airmirror.replication.worker_daemon`, so they import byte-compiled
+  packages instead of compiling PySpark's zipped sources in every worker.
+- The driver JVM compiles with the quick C1 JIT only (``-XX:TieredStopAtLevel=1``): in a copy job it only
+  schedules one task per range and collects one summary row per range, and records never pass through it.
 """
 
 from __future__ import annotations
@@ -11,14 +19,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from airmirror.replication.kafka_range_source import KafkaRangeSource
-
 TASK_ATTEMPTS = 4
 LOCAL_MASTER = re.compile(r"local(?:\[(?P<threads>\*|\d+)\])?")
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def with_task_retries(master: str) -> str:
@@ -30,7 +38,7 @@ def with_task_retries(master: str) -> str:
 
 
 def spark_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """Get or create the session, with airmirror's Kafka range source registered."""
+    """Get or create the session for airmirror's copy jobs (defaults: see the module docstring)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -39,11 +47,42 @@ def spark_session(master: str, app_name: str, conf: Mapping[str, str] | None = N
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.task.maxFailures", str(TASK_ATTEMPTS))
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+        .config("spark.python.daemon.module", "airmirror.replication.worker_daemon")
+        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(KafkaRangeSource)
     return session
+
+
+class BackgroundSession:
+    """A Spark session that starts in a daemon thread at once, while the caller prepares the batch.
+
+    Calling the instance waits for the session and returns it, or re-raises what stopped it from starting.
+    A process that never calls it exits without waiting: the Spark JVM exits with its Python parent.
+    """
+
+    def __init__(self, master: str, app_name: str, conf: Mapping[str, str] | None = None) -> None:
+        self._ready = threading.Event()
+        self._session: SparkSession | None = None
+        self._error: BaseException | None = None
+        threading.Thread(
+            target=self._start, args=(master, app_name, conf), name="spark-session-start", daemon=True
+        ).start()
+
+    def _start(self, master: str, app_name: str, conf: Mapping[str, str] | None) -> None:
+        try:
+            self._session = spark_session(master, app_name, conf)
+        except BaseException as error:  # handed to the caller, whatever it is
+            self._error = error
+        finally:
+            self._ready.set()
+
+    def __call__(self) -> SparkSession:
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._session is not None
+        return self._session

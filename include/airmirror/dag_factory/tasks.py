@@ -57,9 +57,6 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     if batch is None:
         log.info("no unfinished batch: nothing to copy")
         return {"batch_id": None, "records": 0}
-    from airmirror.replication.kafka_range_source import KafkaRangeSource
-
-    spark.dataSource.register(KafkaRangeSource)
     rows = run_batch(flow, batch, spark)
     records = sum(row["records"] for row in rows)
     log.info("batch %s copied %d records (%.1f MB)", batch.batch_id, records, sum(r["bytes"] for r in rows) / 1e6)

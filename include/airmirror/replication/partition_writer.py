@@ -27,7 +27,7 @@ Hence every source record of a committed range lands in the target exactly once,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,13 +45,10 @@ from airmirror.replication.batch_log import (
     read_anchors,
     read_logged_result,
 )
+from airmirror.replication.range_reader import RangeReader
 
 TRANSACTION_TIMEOUT_MS = 900_000
 FLUSH_TIMEOUT_S = 300.0
-COPY_SUMMARY_DDL = "topic string, partition int, records long, bytes long"
-COPY_SUMMARY_SCHEMA = pa.schema(
-    [pa.field("topic", pa.string()), pa.field("partition", pa.int32()), pa.field("records", pa.int64()), pa.field("bytes", pa.int64())]
-)
 
 
 @dataclass(frozen=True)
@@ -97,6 +94,7 @@ class DeliveryLog:
 def producer_settings(task: PartitionTask, deliveries: DeliveryLog) -> dict[str, Any]:
     """Transactional producer settings: the flow's target producer settings plus the EOS invariants."""
     settings: dict[str, Any] = {
+        "enable.sparse.connections": False,  # connect to every broker at once: see await_broker_connections
         "linger.ms": 20,
         "batch.size": 1024 * 1024,
         "queue.buffering.max.messages": 1_000_000,
@@ -120,6 +118,7 @@ def copy_partition(task: PartitionTask, batches: Iterable[pa.RecordBatch]) -> Ra
     """Run the protocol of the module docstring for one range; returns the committed result."""
     deliveries = DeliveryLog(task.log_topic)
     producer = Producer(producer_settings(task, deliveries))
+    await_broker_connections(producer, task.remote_topic)
     producer.init_transactions(60)
     anchor = read_anchors(task.target_consumer_config, task.anchor_group, [(task.remote_topic, task.partition)])[
         (task.remote_topic, task.partition)
@@ -158,36 +157,60 @@ def copy_partition(task: PartitionTask, batches: Iterable[pa.RecordBatch]) -> Ra
         raise
 
 
+def await_broker_connections(producer: Producer, topic: str) -> None:
+    """Return once the producer is connected to the brokers by node id, not only by the bootstrap address.
+
+    librdkafka drops its bootstrap connections after the first metadata response.  ``init_transactions()``
+    called before a node connection is up finds no broker to ask for the transaction coordinator and
+    retries 500 ms later.  A second metadata request can only be answered over a node connection, so
+    after it the coordinator lookup goes out at once.
+    """
+    for _ in range(2):
+        producer.list_topics(topic, 30)
+
+
 def produce_records(producer: Producer, task: PartitionTask, batches: Iterable[pa.RecordBatch]) -> tuple[list[int], int]:
-    """Produce every record, in order, to the remote partition; returns source offsets and payload bytes."""
+    """Produce every record, in order, to the remote partition; returns source offsets and payload bytes.
+
+    Key, value and headers go out as they came in; the source timestamp is kept, except that a record
+    without one (-1) gets the produce time (librdkafka's timestamp 0).
+    """
     upstream: list[int] = []
     copied_bytes = 0
-    produce = producer.produce
+    produce, poll = producer.produce, producer.poll
+    topic, partition = task.remote_topic, task.partition
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        columns = batch.to_pydict()
-        upstream.extend(columns["offset"])
+        upstream.extend(batch.column("offset").to_pylist())
         copied_bytes += payload_bytes(batch)
         for key, value, timestamp, headers in zip(
-            columns["key"], columns["value"], columns["timestamp"], columns["headers"]
+            batch.column("key").to_pylist(),
+            batch.column("value").to_pylist(),
+            batch.column("timestamp").to_pylist(),
+            header_lists(batch.column("headers")),
         ):
-            header_list = None if headers is None else [(h["key"], h["value"]) for h in headers]
             while True:
                 try:
-                    produce(
-                        task.remote_topic,
-                        value,
-                        key,
-                        partition=task.partition,
-                        timestamp=max(timestamp, 0),
-                        headers=header_list,
-                    )
+                    produce(topic, value, key, partition=partition, timestamp=max(timestamp, 0), headers=headers)
                     break
                 except BufferError:
-                    producer.poll(0.05)
-        producer.poll(0)
+                    poll(0.05)
+        poll(0)
     return upstream, copied_bytes
+
+
+def header_lists(column: pa.ListArray) -> list[list[tuple[str, bytes | None]] | None]:
+    """The headers column as the producer takes it: per record a list of (name, value) pairs, or None."""
+    if column.null_count == len(column):
+        return [None] * len(column)
+    offsets = column.offsets.to_pylist()
+    entries = column.values
+    pairs = list(zip(entries.field("key").to_pylist(), entries.field("value").to_pylist()))
+    return [
+        pairs[offsets[i] : offsets[i + 1]] if valid else None
+        for i, valid in enumerate(column.is_valid().to_pylist())
+    ]
 
 
 def payload_bytes(batch: pa.RecordBatch) -> int:
@@ -243,10 +266,11 @@ def abort_quietly(producer: Producer) -> None:
         pass
 
 
-def copy_partition_batches(task: PartitionTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` adapter: copy the task's range and yield one summary row."""
-    result = copy_partition(task, batches)
-    yield pa.RecordBatch.from_pylist(
-        [{"topic": result.topic, "partition": result.partition, "records": result.records, "bytes": result.bytes}],
-        schema=COPY_SUMMARY_SCHEMA,
-    )
+def copy_range(task: PartitionTask, source_consumer: Mapping[str, Any]) -> dict[str, Any]:
+    """One Spark task of the copy job: read the task's range from the source and copy it; returns a summary.
+
+    The read is opened first, so source records are already being fetched while the transaction is set up.
+    """
+    with RangeReader(source_consumer, task.topic, task.partition, task.start, task.end) as reader:
+        result = copy_partition(task, reader.record_batches())
+    return {"topic": result.topic, "partition": result.partition, "records": result.records, "bytes": result.bytes}

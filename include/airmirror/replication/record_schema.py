@@ -1,4 +1,4 @@
-"""The one record schema shared by the Spark DataFrame and the Arrow batches that feed it.
+"""The Arrow schema of the record batches a copy task reads from a range and writes to the target.
 
 Columns mirror what a Kafka record carries, so a copy can be byte for byte: ``key``/``value`` are raw
 bytes (null stays null), ``headers`` keeps order, duplicates and null values, and ``timestamp`` is the
@@ -9,15 +9,6 @@ source record's timestamp in epoch milliseconds (``timestamp_type``: 0 none, 1 C
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
 HEADER_ARROW_TYPE = pa.list_(
     pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -33,23 +24,5 @@ RECORD_ARROW_SCHEMA = pa.schema(
         pa.field("timestamp", pa.int64()),
         pa.field("timestamp_type", pa.int32()),
         pa.field("headers", HEADER_ARROW_TYPE),
-    ]
-)
-
-RECORD_SPARK_SCHEMA = StructType(
-    [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", LongType()),
-        StructField("timestamp_type", IntegerType()),
-        StructField(
-            "headers",
-            ArrayType(
-                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-            ),
-        ),
     ]
 )

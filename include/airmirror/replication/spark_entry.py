@@ -18,7 +18,6 @@ from pyspark.sql import SparkSession
 from airmirror.config import load_config
 from airmirror.errors import AirmirrorError, ReplicationFailure
 from airmirror.replication.copy_job import run_copy_job
-from airmirror.replication.kafka_range_source import KafkaRangeSource
 from airmirror.store import MetadataStore
 
 
@@ -32,7 +31,6 @@ def run_pending_batch(config_path: str, flow_name: str, batch_id: int | None, sp
         store.dispose()
     if batch is None or (batch_id is not None and batch.id != batch_id):
         raise ReplicationFailure(f"flow {flow.name} has no unfinished batch {batch_id or ''}".rstrip())
-    spark.dataSource.register(KafkaRangeSource)
     return run_copy_job(spark, flow, batch.id, list(batch.ranges))
 
 

@@ -1,0 +1,513 @@
+"""airmirror vs MirrorMaker 2 vs a raw pipe: the same data, the same brokers, one run.  ``make bench``.
+
+What it does (every number in one run, on one machine: only the ratios between copiers mean anything):
+
+1. Set-up: two local single-node Kafka clusters (``airmirror.local_kafka``, the brokers the tests use) in a
+   fresh temporary home, with their internal topics (consumer offsets, transaction state) created up front
+   as on any cluster in service; a source topic loaded with ``--records`` records of ``--record-size``-byte random
+   values over ``--partitions`` partitions (keys, a null key every 97th record, two headers, one null, on
+   every 10th record, explicit timestamps).
+2. Copies, one after another, each into its own target topic on the second cluster:
+   - ``raw_pipe``: ``raw_pipe.py``, one Python process with a confluent-kafka consumer and producer, no
+     guarantees; the practical ceiling for a librdkafka based copier;
+   - ``mm2_default``: MirrorMaker 2 in dedicated mode (``connect-mirror`` at the brokers' Kafka version,
+     resolved from Maven Central), default settings except replication factor 1 and no checkpoints;
+   - ``mm2_tuned``: the same plus ``tasks.max=2``, producer ``batch.size`` 1 MiB and ``linger.ms`` 20,
+     256 MiB producer buffer, 16 MiB partition / 64 MiB fetches, ``max.poll.records`` 5000;
+   - ``airmirror``: ``airmirror -v replicate CONFIG --flow ...`` of the whole topic: a fresh process, Spark
+     start-up included, exactly-once (one Kafka transaction per partition), read_committed.
+3. Verification: per partition, a digest of every record's key, value, headers and timestamp, in offset
+   order, must equal the source's; any difference fails the bench (exit 1).
+4. Extra airmirror measurements: live latency (1,000 new records produced, then ``airmirror replicate``
+   started at once: time from the first produce to all of them visible to read_committed consumers on the
+   target) and growth of wall time with the record count (x1, x4) and partition count (P, 4P).
+5. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
+
+Numbers per copier:
+- ``wall_s``: process start to every record visible on the target (last stable offsets polled every 0.1 s)
+  and, for copiers that end by themselves, process exit.  Includes JVM / Spark start-up.
+- ``steady_mb_s``: payload (key + value bytes, MB = 10^6 bytes) over the copy itself, start-up excluded:
+  raw_pipe from its first consumed record to its final flush; MM2 from the first record written on the
+  target to the last (high watermarks polled every 0.1 s); airmirror the Spark copy job (every range read,
+  written and committed), as logged by ``airmirror.replication.copy_job``.  ``write_window_s`` is the
+  polled first-to-last-write window for every copier, for a like-for-like view, and ``first_write_s`` when
+  the first record landed (start-up as seen from the target).
+- ``records_per_s``: records / wall_s.  ``peak_rss_mb``: peak of the summed RSS of the copier's process
+  tree (for airmirror: CLI, Spark JVM and Python workers; shared pages count once per process).
+- ``ratios``: airmirror throughput over total wall time divided by the other copier's (higher is better);
+  ``steady_ratios`` the same over ``steady_mb_s``.
+
+The machine should be otherwise idle: on a shared one, run the bench twice and compare (``load_avg_at_start``
+is recorded).  Nothing leaves 127.0.0.1; the brokers' data lives in a temporary directory, removed at the end.
+
+Usage (defaults: 500,000 x 1 KiB x 6 partitions; the whole default run takes 3 to 5 minutes)::
+
+    make bench
+    make bench BENCH_ARGS="--records 100000 --skip-scaling"
+    .venv/bin/python benchmarks/bench.py --copiers airmirror,raw_pipe --skip-latency --skip-scaling
+
+Flags: ``--records N``, ``--record-size S``, ``--partitions P``, ``--copiers LIST`` (any of raw_pipe,
+mm2_default, mm2_tuned, airmirror), ``--spark-master`` (airmirror's default ``local[*]`` otherwise),
+``--skip-latency``, ``--skip-scaling``, ``--results-dir``, ``--keep`` (keep brokers' data and logs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psutil
+from confluent_kafka.admin import AdminClient
+
+from copiers import (
+    CopierRun,
+    airmirror_properties,
+    mm2_command,
+    mm2_properties,
+    run_copier,
+    write_mm2_files,
+)
+from kafka_io import TargetWatch, create_topic, end_offsets, load_topic, topic_digest, warm_up_cluster
+
+from airmirror.local_kafka import KAFKA_VERSION, start_broker, stop_broker
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+COPIERS = ("raw_pipe", "mm2_default", "mm2_tuned", "airmirror")
+LATENCY_RECORDS = 1000
+SETTLE_S = 3.0
+COPY_JOB_LOG = re.compile(
+    r"copy job of batch \d+: (?P<ranges>\d+) ranges, (?P<records>\d+) records, (?P<bytes>\d+) bytes"
+    r" in (?P<seconds>[\d.]+) s"
+)
+
+
+@dataclass
+class Clusters:
+    source: str
+    target: str
+
+
+@dataclass
+class SourceTopic:
+    name: str
+    partitions: int
+    records: int
+    payload_bytes: int
+    digest: list[tuple[int, str]]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def machine_facts() -> dict:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0],
+        "kafka": KAFKA_VERSION,
+        "git_commit": subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
+        "git_dirty": bool(
+            subprocess.run(
+                ["git", "-C", str(REPO), "status", "--porcelain", "--", "include"], capture_output=True, text=True
+            ).stdout.strip()
+        ),
+    }
+
+
+def prepare_source(clusters: Clusters, name: str, partitions: int, records: int, size: int) -> SourceTopic:
+    started = time.monotonic()
+    create_topic(clusters.source, name, partitions)
+    payload = load_topic(clusters.source, name, partitions, records, size)
+    loaded = time.monotonic()
+    digest = topic_digest(clusters.source, name, partitions)
+    log(
+        f"loaded {name}: {records} records, {payload / 1e6:.0f} MB in {loaded - started:.1f} s "
+        f"(digest {time.monotonic() - loaded:.1f} s)"
+    )
+    return SourceTopic(name, partitions, records, payload, digest)
+
+
+def verify(clusters: Clusters, source: SourceTopic, target_topic: str) -> None:
+    copy = topic_digest(clusters.target, target_topic, source.partitions)
+    wrong = [p for p in range(source.partitions) if copy[p] != source.digest[p]]
+    if wrong:
+        details = ", ".join(f"p{p}: {copy[p][0]} records vs {source.digest[p][0]}" for p in wrong)
+        raise SystemExit(f"VERIFICATION FAILED: {target_topic} differs from {source.name} in partitions {details}")
+    log(
+        f"verified {target_topic}: {sum(c for c, _ in copy)} records, "
+        f"digests equal in all {source.partitions} partitions"
+    )
+
+
+def expected_counts(source: SourceTopic) -> list[int]:
+    return [count for count, _ in source.digest]
+
+
+def summarize(run: CopierRun, source: SourceTopic, steady_s: float) -> dict:
+    window = (run.all_written_s or 0) - (run.first_write_s or 0)
+    return {
+        "wall_s": round(run.wall_s, 2),
+        "steady_s": round(steady_s, 2),
+        "steady_mb_s": round(source.payload_bytes / 1e6 / steady_s, 1),
+        "records_per_s": round(source.records / run.wall_s),
+        "peak_rss_mb": round(run.peak_rss_mb),
+        "mb_s_total": round(source.payload_bytes / 1e6 / run.wall_s, 1),
+        "first_write_s": round(run.first_write_s or 0, 2),
+        "write_window_s": round(window, 2),
+        "write_window_mb_s": round(source.payload_bytes / 1e6 / window, 1) if window > 0 else None,
+    }
+
+
+def run_raw_pipe(clusters: Clusters, source: SourceTopic, workdir: Path, timeout: float) -> dict:
+    target_topic = f"raw.{source.name}"
+    create_topic(clusters.target, target_topic, source.partitions)
+    command = [
+        sys.executable,
+        str(HERE / "raw_pipe.py"),
+        clusters.source,
+        source.name,
+        str(source.partitions),
+        clusters.target,
+        target_topic,
+    ]
+    watch = TargetWatch(clusters.target, target_topic, expected_counts(source))
+    run = run_copier("raw_pipe", command, watch, workdir, ends_by_itself=True, timeout=timeout)
+    inner = json.loads(run.stdout.strip().splitlines()[-1])
+    result = summarize(run, source, inner["done_s"] - inner["first_s"])
+    verify(clusters, source, target_topic)
+    return result
+
+
+def run_mm2(clusters: Clusters, source: SourceTopic, workdir: Path, timeout: float, tuned: bool) -> dict:
+    name = "mm2_tuned" if tuned else "mm2_default"
+    source_alias, target_alias = ("mmt", "mmtt") if tuned else ("mmd", "mmdt")
+    target_topic = f"{source_alias}.{source.name}"
+    properties = mm2_properties(source_alias, target_alias, clusters.source, clusters.target, source.name, tuned)
+    config, log_config = write_mm2_files(workdir, name, properties)
+    watch = TargetWatch(clusters.target, target_topic, expected_counts(source))
+    run = run_copier(
+        name, mm2_command(config, log_config, target_alias), watch, workdir, ends_by_itself=False, timeout=timeout
+    )
+    assert run.first_write_s is not None and run.all_written_s is not None
+    result = summarize(run, source, run.all_written_s - run.first_write_s)
+    verify(clusters, source, target_topic)
+    return result
+
+
+def airmirror_command(config: Path, flow: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "airmirror"), "-v", "replicate", str(config), "--flow", flow, "--json"]
+
+
+def copy_job_seconds(stderr: str) -> float:
+    matches = list(COPY_JOB_LOG.finditer(stderr))
+    if not matches:
+        raise RuntimeError("airmirror logged no copy job timing (expected 'copy job of batch ...' at INFO)")
+    return float(matches[-1].group("seconds"))
+
+
+@dataclass
+class AirmirrorFlow:
+    source_alias: str
+    target_alias: str
+    config: Path
+
+    @property
+    def flow(self) -> str:
+        return f"{self.source_alias}->{self.target_alias}"
+
+    def remote_topic(self, topic: str) -> str:
+        return f"{self.source_alias}.{topic}"
+
+
+def airmirror_flow(
+    clusters: Clusters, source: SourceTopic, workdir: Path, alias: str, master: str | None
+) -> AirmirrorFlow:
+    config = workdir / f"{alias}.properties"
+    target_alias = f"{alias}t"
+    config.write_text(
+        airmirror_properties(
+            alias, target_alias, clusters.source, clusters.target, source.name, workdir / f"{alias}.db", master
+        )
+    )
+    return AirmirrorFlow(alias, target_alias, config)
+
+
+def run_airmirror(
+    clusters: Clusters, source: SourceTopic, flow: AirmirrorFlow, workdir: Path, timeout: float, name: str = "airmirror"
+) -> dict:
+    watch = TargetWatch(clusters.target, flow.remote_topic(source.name), expected_counts(source))
+    run = run_copier(
+        name, airmirror_command(flow.config, flow.flow), watch, workdir, ends_by_itself=True, timeout=timeout
+    )
+    report = json.loads(run.stdout)
+    if report["records"] != source.records:
+        raise SystemExit(
+            f"VERIFICATION FAILED: airmirror reports {report['records']} records copied, expected {source.records}"
+        )
+    result = summarize(run, source, copy_job_seconds(run.stderr))
+    verify(clusters, source, flow.remote_topic(source.name))
+    return result
+
+
+def run_latency(
+    clusters: Clusters, source: SourceTopic, flow: AirmirrorFlow, size: int, workdir: Path, timeout: float
+) -> dict:
+    """1,000 new records, then an immediate ``airmirror replicate``: produce-to-visible time on the target."""
+    remote = flow.remote_topic(source.name)
+    admin = AdminClient({"bootstrap.servers": clusters.target})
+    before = end_offsets(admin, remote, source.partitions, committed=True)
+    new_per_partition = [
+        LATENCY_RECORDS // source.partitions + (1 if p < LATENCY_RECORDS % source.partitions else 0)
+        for p in range(source.partitions)
+    ]
+    watch = TargetWatch(
+        clusters.target, remote, [b + n for b, n in zip(before, new_per_partition)], interval=0.05, base=before
+    )
+    produce_started = time.monotonic()
+    load_topic(clusters.source, source.name, source.partitions, LATENCY_RECORDS, size, first=source.records)
+    produced = time.monotonic()
+    run = run_copier(
+        "airmirror_latency",
+        airmirror_command(flow.config, flow.flow),
+        watch,
+        workdir,
+        ends_by_itself=True,
+        timeout=timeout,
+    )
+    assert watch.all_visible is not None
+    grown = SourceTopic(
+        source.name,
+        source.partitions,
+        source.records + LATENCY_RECORDS,
+        0,
+        topic_digest(clusters.source, source.name, source.partitions),
+    )
+    verify(clusters, grown, remote)
+    return {
+        "records": LATENCY_RECORDS,
+        "produce_s": round(produced - produce_started, 2),
+        "produce_to_visible_s": round(watch.all_visible - produce_started, 2),
+        "replicate_wall_s": round(run.wall_s, 2),
+        "copy_job_s": round(copy_job_seconds(run.stderr), 2),
+    }
+
+
+def run_scaling(clusters: Clusters, base: dict, args: argparse.Namespace, workdir: Path) -> dict:
+    """airmirror wall time at x4 records and x4 partitions, against the main run (x1, P partitions)."""
+    out = {
+        "base": {
+            "records": args.records,
+            "partitions": args.partitions,
+            "wall_s": base["wall_s"],
+            "steady_mb_s": base["steady_mb_s"],
+        }
+    }
+    for key, records, partitions in (
+        ("records_x4", args.records * 4, args.partitions),
+        ("partitions_x4", args.records, args.partitions * 4),
+    ):
+        time.sleep(SETTLE_S)
+        source = prepare_source(clusters, f"bench-{key.replace('_', '-')}", partitions, records, args.record_size)
+        flow = airmirror_flow(clusters, source, workdir, f"air{key.replace('_', '')}", args.spark_master)
+        result = run_airmirror(clusters, source, flow, workdir, args.timeout * 4, name=f"airmirror_{key}")
+        log(f"airmirror {key}: {result['wall_s']} s wall, {result['steady_mb_s']} MB/s steady")
+        out[key] = {
+            "records": records,
+            "partitions": partitions,
+            "wall_s": result["wall_s"],
+            "steady_mb_s": result["steady_mb_s"],
+            "peak_rss_mb": result["peak_rss_mb"],
+            "wall_growth": round(result["wall_s"] / base["wall_s"], 2),
+        }
+    return out
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    return round(numerator / denominator, 2)
+
+
+def ratios(copiers: dict) -> tuple[dict, dict]:
+    air = copiers.get("airmirror")
+    if air is None:
+        return {}, {}
+    wall, steady = {}, {}
+    for other in ("mm2_tuned", "mm2_default", "raw_pipe"):
+        if other in copiers:
+            wall[f"airmirror_vs_{other}"] = ratio(copiers[other]["wall_s"], air["wall_s"])
+            steady[f"airmirror_vs_{other}"] = ratio(air["steady_mb_s"], copiers[other]["steady_mb_s"])
+    return wall, steady
+
+
+def table(document: dict) -> str:
+    params, machine = document["params"], document["machine"]
+    lines = [
+        f"{params['records']:,} records x {params['record_size']} B x {params['partitions']} partitions, "
+        f"{machine['nproc']} cores, {machine['ram_gb']} GB RAM, Kafka {machine['kafka']}",
+        "",
+        "| copier | wall s | steady MB/s | records/s | peak RSS MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, c in document["copiers"].items():
+        lines.append(
+            f"| {name} | {c['wall_s']:.1f} | {c['steady_mb_s']:.1f} | {c['records_per_s']:,} | {c['peak_rss_mb']:,} |"
+        )
+    if document["ratios"]:
+        lines += ["", "| ratio (airmirror vs) | wall time | steady |", "|---|---:|---:|"]
+        for key, value in document["ratios"].items():
+            lines.append(
+                f"| {key.removeprefix('airmirror_vs_')} | {value:.2f} | {document['steady_ratios'][key]:.2f} |"
+            )
+    latency = document.get("latency")
+    if latency:
+        lines += [
+            "",
+            f"live latency, {latency['records']:,} new records: "
+            f"{latency['produce_to_visible_s']:.1f} s produce to visible "
+            f"(replicate run {latency['replicate_wall_s']:.1f} s, copy job {latency['copy_job_s']:.1f} s)",
+        ]
+    scaling = document.get("scaling")
+    if scaling:
+        base = scaling["base"]
+        lines += [
+            "",
+            "| airmirror scaling | records | partitions | wall s | growth | steady MB/s |",
+            "|---|---:|---:|---:|---:|---:|",
+            f"| base | {base['records']:,} | {base['partitions']} | {base['wall_s']:.1f} | 1.00 "
+            f"| {base['steady_mb_s']:.1f} |",
+        ]
+        for key in ("records_x4", "partitions_x4"):
+            s = scaling[key]
+            lines.append(
+                f"| {key} | {s['records']:,} | {s['partitions']} | {s['wall_s']:.1f} | {s['wall_growth']:.2f} "
+                f"| {s['steady_mb_s']:.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="airmirror vs MM2 vs a raw pipe (see the module docstring)")
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--record-size", type=int, default=1024)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--copiers", default=",".join(COPIERS), help=f"comma list of {', '.join(COPIERS)}")
+    parser.add_argument("--spark-master", help="airmirror.spark.master for the airmirror runs")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per copier run, seconds")
+    parser.add_argument("--results-dir", type=Path, default=HERE / "results")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary home (broker data, copier logs)")
+    args = parser.parse_args(argv)
+    args.copiers = [c.strip() for c in args.copiers.split(",") if c.strip()]
+    unknown = set(args.copiers) - set(COPIERS)
+    if unknown:
+        parser.error(f"unknown copiers: {', '.join(sorted(unknown))}")
+    if "airmirror" not in args.copiers:
+        args.skip_latency = args.skip_scaling = True
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    document: dict = {
+        "timestamp": stamp,
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine_facts(),
+        "params": {
+            "records": args.records,
+            "record_size": args.record_size,
+            "partitions": args.partitions,
+            "spark_master": args.spark_master or "local[*] (airmirror default)",
+        },
+        "copiers": {},
+    }
+    home = Path(tempfile.mkdtemp(prefix="airmirror-bench-"))
+    workdir = home / "runs"
+    workdir.mkdir()
+    os.environ["AIRMIRROR_HOME"] = str(home)
+    log(f"home {home}")
+    try:
+        brokers = [start_broker(name, free_port(), home=home) for name in ("bench-source", "bench-target")]
+        clusters = Clusters(brokers[0].bootstrap, brokers[1].bootstrap)
+        for bootstrap in (clusters.source, clusters.target):
+            warm_up_cluster(bootstrap)
+        source = prepare_source(clusters, "bench", args.partitions, args.records, args.record_size)
+        document["params"]["payload_mb"] = round(source.payload_bytes / 1e6, 1)
+        flow = None
+        for name in COPIERS:
+            if name not in args.copiers:
+                continue
+            time.sleep(SETTLE_S)
+            log(f"{name} ...")
+            if name == "raw_pipe":
+                result = run_raw_pipe(clusters, source, workdir, args.timeout)
+            elif name.startswith("mm2"):
+                result = run_mm2(clusters, source, workdir, args.timeout, tuned=name == "mm2_tuned")
+            else:
+                flow = airmirror_flow(clusters, source, workdir, "air", args.spark_master)
+                result = run_airmirror(clusters, source, flow, workdir, args.timeout)
+            document["copiers"][name] = result
+            log(
+                f"{name}: {result['wall_s']} s wall, {result['steady_mb_s']} MB/s steady, "
+                f"{result['peak_rss_mb']} MB peak RSS"
+            )
+        document["ratios"], document["steady_ratios"] = ratios(document["copiers"])
+        if not args.skip_latency and flow is not None:
+            time.sleep(SETTLE_S)
+            document["latency"] = run_latency(clusters, source, flow, args.record_size, workdir, args.timeout)
+            log(f"latency: {document['latency']}")
+        if not args.skip_scaling:
+            document["scaling"] = run_scaling(clusters, document["copiers"]["airmirror"], args, workdir)
+    finally:
+        for name in ("bench-source", "bench-target"):
+            stop_broker(name, home=home)
+        if args.keep:
+            log(f"kept {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+    document["bench_s"] = round(time.monotonic() - started, 1)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    path = args.results_dir / f"{stamp}.json"
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    print(table(document))
+    print(f"\nwritten {path.relative_to(REPO) if path.is_relative_to(REPO) else path} ({document['bench_s']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""Run one copier as a child process and measure it: wall time, target progress and peak RSS of its tree."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from kafka_io import TargetWatch
+
+from airmirror.local_kafka import KAFKA_VERSION, resolve_maven_artifacts
+from airmirror.local_kafka.jars import LOG4J_VERSION
+
+MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
+MM2_HEAP = "-Xmx1g"
+MM2_LOG4J = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = FILE
+"""
+
+
+@dataclass
+class CopierRun:
+    """What one copier run measured; times in seconds since the process started."""
+
+    name: str
+    returncode: int | None
+    exit_s: float | None
+    first_write_s: float | None
+    all_written_s: float | None
+    all_visible_s: float | None
+    peak_rss_mb: float
+    stdout: str
+    stderr: str
+
+    @property
+    def wall_s(self) -> float:
+        """Start to every record visible on the target and, for a copier that ends by itself, its exit."""
+        assert self.all_visible_s is not None
+        return max(self.all_visible_s, self.exit_s or 0.0)
+
+
+class TreeRss:
+    """Samples the summed RSS of a process and all its descendants every ``interval`` s; keeps the peak."""
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> int:
+        total = 0
+        try:
+            processes = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return 0
+        for process in processes:
+            try:
+                total += process.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._sample())
+            self._stop.wait(self.interval)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak / 2**20
+
+
+def run_copier(
+    name: str,
+    command: list[str],
+    watch: TargetWatch,
+    workdir: Path,
+    *,
+    ends_by_itself: bool,
+    timeout: float,
+    env: dict[str, str] | None = None,
+) -> CopierRun:
+    """Start ``command`` in its own process group, wait for every record to be visible on the target.
+
+    A copier that ends by itself (raw pipe, airmirror) must exit 0; one that runs forever (MM2) is stopped
+    with SIGTERM (SIGKILL after 30 s) once the target has everything.  Raises ``RuntimeError`` with the tail
+    of the copier's stderr if it fails or times out.
+    """
+    out_path, err_path = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
+    watch.start()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        started = time.monotonic()
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True)
+        rss = TreeRss(process.pid)
+        exit_s = None
+        try:
+            if ends_by_itself:
+                process.wait(timeout)
+                exit_s = time.monotonic() - started
+                if process.returncode == 0:
+                    watch.wait_visible(30)
+            else:
+                watch.wait_visible(timeout, alive=lambda: process.poll() is None)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            peak = rss.stop()
+            watch.stop()
+            stop_process_group(process)
+    stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+    relative = lambda t: None if t is None else t - started  # noqa: E731
+    run = CopierRun(
+        name,
+        process.returncode,
+        exit_s,
+        relative(watch.first_write),
+        relative(watch.all_written),
+        relative(watch.all_visible),
+        peak,
+        stdout,
+        stderr,
+    )
+    if run.all_visible_s is None or (ends_by_itself and run.returncode != 0):
+        tail = "\n".join(stderr.splitlines()[-30:])
+        raise RuntimeError(f"copier {name} failed (exit {run.returncode}, all visible: {run.all_visible_s}):\n{tail}")
+    return run
+
+
+def stop_process_group(process: subprocess.Popen, linger_s: float = 60.0) -> None:
+    """Stop the process group this benchmark started (leader ``process.pid``).
+
+    A leader still running gets SIGTERM (SIGKILL after 30 s).  Processes left in the group after the leader
+    exited (a Spark JVM finishing its own shutdown) get ``linger_s`` to exit by themselves, then SIGKILL.
+    """
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    deadline = time.monotonic() + linger_s
+    try:
+        while time.monotonic() < deadline:
+            os.killpg(process.pid, 0)
+            time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def mm2_classpath() -> str:
+    """MirrorMaker 2 (``connect-mirror`` and its runtime) at the brokers' Kafka version, from Maven Central."""
+    coords = [
+        f"org.apache.kafka:connect-mirror:{KAFKA_VERSION}",
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}",
+    ]
+    return str(resolve_maven_artifacts(coords, f"mm2-{KAFKA_VERSION}") / "*")
+
+
+def flow_lines(source_alias: str, target_alias: str, source: str, target: str, topic: str) -> list[str]:
+    """The MM2 keys of a one-flow, one-topic config on single-broker clusters (MM2 and airmirror alike)."""
+    return [
+        f"clusters = {source_alias}, {target_alias}",
+        f"{source_alias}.bootstrap.servers = {source}",
+        f"{target_alias}.bootstrap.servers = {target}",
+        f"{source_alias}->{target_alias}.enabled = true",
+        f"topics = {topic}",
+        "replication.factor = 1",
+    ]
+
+
+def mm2_properties(source_alias: str, target_alias: str, source: str, target: str, topic: str, tuned: bool) -> str:
+    """A dedicated-mode MM2 config for one flow of ``topic``: defaults, or the tuned settings.
+
+    Only what a single-broker cluster needs differs from MM2's defaults: replication factor 1 for the remote
+    and internal topics.  Checkpoints (no consumer groups to translate here) are off.
+    """
+    lines = flow_lines(source_alias, target_alias, source, target, topic) + [
+        "offset-syncs.topic.replication.factor = 1",
+        "heartbeats.topic.replication.factor = 1",
+        "checkpoints.topic.replication.factor = 1",
+        "offset.storage.replication.factor = 1",
+        "status.storage.replication.factor = 1",
+        "config.storage.replication.factor = 1",
+        "emit.checkpoints.enabled = false",
+    ]
+    if tuned:
+        lines += [
+            "tasks.max = 2",
+            f"{target_alias}.producer.batch.size = {1024 * 1024}",
+            f"{target_alias}.producer.linger.ms = 20",
+            f"{target_alias}.producer.buffer.memory = {256 * 1024 * 1024}",
+            f"{source_alias}.consumer.max.partition.fetch.bytes = {16 * 1024 * 1024}",
+            f"{source_alias}.consumer.fetch.max.bytes = {64 * 1024 * 1024}",
+            f"{source_alias}.consumer.max.poll.records = 5000",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def mm2_command(config: Path, log_config: Path, target_alias: str) -> list[str]:
+    """Dedicated mode, driving only the flows into ``target_alias``."""
+    return [
+        "java",
+        MM2_HEAP,
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log_config}",
+        "-cp",
+        mm2_classpath(),
+        MM2_MAIN,
+        str(config),
+        "--clusters",
+        target_alias,
+    ]
+
+
+def write_mm2_files(workdir: Path, name: str, properties: str) -> tuple[Path, Path]:
+    config, log_config = workdir / f"{name}.properties", workdir / f"{name}-log4j2.properties"
+    config.write_text(properties)
+    log_config.write_text(MM2_LOG4J.format(log=workdir / f"{name}.log"))
+    return config, log_config
+
+
+def airmirror_properties(
+    source_alias: str, target_alias: str, source: str, target: str, topic: str, db: Path, master: str | None
+) -> str:
+    """An MM2-style config for one airmirror flow of ``topic`` with its own metadata DB."""
+    lines = flow_lines(source_alias, target_alias, source, target, topic) + [
+        f"airmirror.metadata.db.url = sqlite:///{db}",
+    ]
+    if master:
+        lines.append(f"airmirror.spark.master = {master}")
+    return "\n".join(lines) + "\n"

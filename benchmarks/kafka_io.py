@@ -1,0 +1,224 @@
+"""Benchmark data on real brokers: load a source topic, watch a target topic's end offsets, digest partitions."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import IsolationLevel
+
+HEADER_EVERY = 10  # every 10th record carries headers (one of them with a null value)
+NULL_KEY_EVERY = 97  # every 97th record has a null key
+_INT = struct.Struct(">q")
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
+
+
+def warm_up_cluster(bootstrap: str) -> None:
+    """Create the broker's internal topics (``__consumer_offsets``, ``__transaction_state``), as on any cluster
+    in service, so that no copier pays for their creation: one transaction with a record and an offset commit."""
+    topic = "bench-warm-up"
+    create_topic(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "bench-warm-up"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(topic, b"warm-up")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-warm-up"})
+    producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], consumer.consumer_group_metadata(), 60)
+    producer.commit_transaction(60)
+    consumer.close()
+
+
+def load_topic(bootstrap: str, topic: str, partitions: int, records: int, size: int, *, first: int = 0) -> int:
+    """Produce ``records`` records of ``size``-byte values round-robin over the partitions; returns payload bytes.
+
+    Values are slices of a random block (incompressible, all different); keys are the record number, except
+    a null key every :data:`NULL_KEY_EVERY` records; every :data:`HEADER_EVERY`-th record has two headers,
+    the second with a null value; timestamps are explicit, increasing and in the recent past (CreateTime).
+    Raises ``RuntimeError`` if the broker rejected any record.
+    """
+    block = os.urandom(size + 65536)
+    errors: list = []
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "on_delivery": lambda error, _: errors.append(error) if error is not None else None,
+            "linger.ms": 20,
+            "batch.size": 1024 * 1024,
+            "queue.buffering.max.kbytes": 512 * 1024,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    base_ts = int(time.time() * 1000) - records - 60_000
+    payload = 0
+    produce = producer.produce
+    for i in range(first, first + records):
+        key = None if i % NULL_KEY_EVERY == 0 else b"%012d" % i
+        start = (i * 7919) % 65536
+        value = block[start : start + size]
+        headers = [("seq", b"%d" % i), ("empty", None)] if i % HEADER_EVERY == 0 else None
+        payload += len(value) + (len(key) if key else 0)
+        while True:
+            try:
+                produce(topic, value, key, partition=i % partitions, timestamp=base_ts + i - first, headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(120) or errors:
+        raise RuntimeError(f"loading {topic}: records undelivered after 120 s or rejected ({errors[:1]})")
+    return payload
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def end_offsets(admin: AdminClient, topic: str, partitions: int, committed: bool) -> list[int]:
+    """Per-partition end offsets: the last stable offset (``committed``) or the high watermark; 0 if missing."""
+    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    try:
+        futures = admin.list_offsets(request, isolation_level=level, request_timeout=5)
+        return [futures[tp].result().offset for tp in request]
+    except KafkaException:
+        return [0] * partitions
+
+
+@dataclass
+class TargetWatch:
+    """Polls a target topic every ``interval`` s in a thread, noting when records first land and all are there.
+
+    ``expected[p]`` is the end offset partition ``p`` must reach, ``base[p]`` (default 0) its end offset before
+    the copy.  ``first_write`` is the first poll that saw any record written (high watermark above ``base``),
+    ``all_written`` the first
+    that saw every partition's high watermark at its expected count, ``all_visible`` the first that saw every
+    last stable offset there (read_committed consumers can read everything).
+    """
+
+    bootstrap: str
+    topic: str
+    expected: list[int]
+    interval: float = 0.1
+    base: list[int] | None = None
+    first_write: float | None = None
+    all_written: float | None = None
+    all_visible: float | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> TargetWatch:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        admin = _admin(self.bootstrap)
+        partitions = len(self.expected)
+        base = self.base or [0] * partitions
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if self.all_written is None:
+                written = end_offsets(admin, self.topic, partitions, committed=False)
+                if self.first_write is None and any(w > b for w, b in zip(written, base)):
+                    self.first_write = now
+                if all(w >= e for w, e in zip(written, self.expected)):
+                    self.all_written = now
+            if self.all_written is not None:
+                visible = end_offsets(admin, self.topic, partitions, committed=True)
+                if all(v >= e for v, e in zip(visible, self.expected)):
+                    self.all_visible = now
+                    return
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - now)))
+
+    def wait_visible(self, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.all_visible is None and time.monotonic() < deadline and alive():
+            time.sleep(0.05)
+        return self.all_visible is not None
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def record_digest(messages: list, hasher) -> None:
+    """Feed key, value, headers and timestamp of each message, length-prefixed (null != empty), to ``hasher``."""
+    update = hasher.update
+    for m in messages:
+        for part in (m.key(), m.value()):
+            if part is None:
+                update(b"\xff")
+            else:
+                update(_INT.pack(len(part)))
+                update(part)
+        headers = m.headers()
+        if headers:
+            for name, value in headers:
+                raw = name.encode()
+                update(b"h" + _INT.pack(len(raw)) + raw)
+                update(b"\xff" if value is None else _INT.pack(len(value)) + value)
+        update(b"t" + _INT.pack(m.timestamp()[1]))
+
+
+def partition_digest(bootstrap: str, topic: str, partition: int) -> tuple[int, str]:
+    """``(record count, digest)`` of every committed record of one partition, in offset order."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "airmirror-bench-verify",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        }
+    )
+    hasher = hashlib.blake2b(digest_size=20)
+    count = 0
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + 30
+        while True:
+            # consume() waits for the whole count or the timeout: keep the timeout short
+            messages = consumer.consume(10000, 0.2)
+            if not messages:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{topic}-{partition}: no end of partition within 30 s")
+                continue
+            deadline = time.monotonic() + 30
+            done = False
+            records = []
+            for m in messages:
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        done = True
+                        break
+                    raise KafkaException(m.error())
+                records.append(m)
+            record_digest(records, hasher)
+            count += len(records)
+            if done:
+                return count, hasher.hexdigest()
+    finally:
+        consumer.close()
+
+
+def topic_digest(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, str]]:
+    """Per-partition ``(count, digest)``, partitions digested in parallel processes."""
+    context = multiprocessing.get_context("spawn")  # no fork of a process running librdkafka threads
+    with ProcessPoolExecutor(max_workers=min(partitions, os.cpu_count() or 1), mp_context=context) as pool:
+        return list(pool.map(partition_digest, [bootstrap] * partitions, [topic] * partitions, range(partitions)))
