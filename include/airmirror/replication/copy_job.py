@@ -16,7 +16,7 @@ the real downstream offsets; read_committed reads that stop exactly at the plann
 ends in aborted records or markers, which Spark's Kafka connector does not promise).  A records DataFrame
 between them carries every byte from Python into the JVM, converts it to rows, back to Arrow and into a
 second Python worker.  Measured on 500,000 x 1 KiB records over 6 partitions on 2 cores
-(``benchmarks/bench.py``), that copy took 13.5 s against 5.4 s here.  The job's own input and output are one
+(``benchmarks/bench.py``), that copy took 13.5 s against 4.5 s here.  The job's own input and output are one
 small value per range, so it is a plain RDD job: a DataFrame ``mapInArrow`` over the same indexes starts
 about 1 s later in a fresh session (Spark's Arrow classes load on first use).
 """
