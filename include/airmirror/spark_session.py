@@ -3,15 +3,7 @@
 Local masters (``local``, ``local[N]``, ``local[*]``) get task retries (``local[N,4]``): a Python worker killed
 mid-write is retried inside the same job, and the transactional protocol makes the retry exactly-once.
 On a cluster, ``spark.task.maxFailures`` does the same.  Workers run the driver's Python unless
-``PYSPARK_PYTHON`` says otherwise.
-
-Start-up is a large part of a micro-batch, so two defaults keep it short (``airmirror.spark.conf.X``
-overrides either):
-
-- Python workers start from :mod:`airmirror.replication.worker_daemon`, so they import byte-compiled
-  packages instead of compiling PySpark's zipped sources in every worker.
-- The driver JVM compiles with the quick C1 JIT only (``-XX:TieredStopAtLevel=1``): in a copy job it only
-  schedules one task per range and collects one summary row per range, and records never pass through it.
+``PYSPARK_PYTHON`` says otherwise.  The other settings are :func:`airmirror.spark_defaults.copy_job_conf`.
 """
 
 from __future__ import annotations
@@ -24,9 +16,9 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-TASK_ATTEMPTS = 4
+from airmirror.spark_defaults import TASK_ATTEMPTS, copy_job_conf
+
 LOCAL_MASTER = re.compile(r"local(?:\[(?P<threads>\*|\d+)\])?")
-DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def with_task_retries(master: str) -> str:
@@ -38,19 +30,12 @@ def with_task_retries(master: str) -> str:
 
 
 def spark_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """Get or create the session for airmirror's copy jobs (defaults: see the module docstring)."""
+    """Get or create the session for airmirror's copy jobs: airmirror's Spark defaults, then ``conf``."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.master(with_task_retries(master))
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.task.maxFailures", str(TASK_ATTEMPTS))
-        .config("spark.python.daemon.module", "airmirror.replication.worker_daemon")
-        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
-    )
-    for key, value in (conf or {}).items():
+    builder = SparkSession.builder.master(with_task_retries(master)).appName(app_name)
+    for key, value in copy_job_conf(conf).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -29,12 +29,12 @@ from airmirror.dag_factory.emission import is_due
 from airmirror.dag_factory.params import batch_options, flow_params
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
+from airmirror.spark_defaults import copy_job_conf
 
 log = logging.getLogger(__name__)
 
 CONFIG_ENV = "AIRMIRROR_CONFIG"
 START_DATE = datetime(2020, 1, 1, tzinfo=timezone.utc)
-SPARK_TASK_CONF = {"spark.ui.enabled": "false", "spark.task.maxFailures": "4"}
 DEFAULT_ARGS: dict[str, Any] = {
     "retry_delay": timedelta(seconds=10),
     "retry_exponential_backoff": True,
@@ -132,12 +132,12 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
             application=str(spark_app),
             application_args=[config_path, "--flow", flow.name],
             conn_id=flow.spark_conn_id,
-            conf=SPARK_TASK_CONF,
+            conf=copy_job_conf(flow.spark_conf),
             name=f"airmirror {flow.name}",
         )
     name = flow.name
 
-    @task.pyspark(task_id="replicate", conn_id=flow.spark_conn_id, config_kwargs=SPARK_TASK_CONF)
+    @task.pyspark(task_id="replicate", conn_id=flow.spark_conn_id, config_kwargs=copy_job_conf(flow.spark_conf))
     def replicate(spark: Any = None, sc: Any = None) -> dict[str, Any]:
         if run_options_or_fail().dry_run:
             raise AirflowSkipException("dry run")

@@ -1,0 +1,20 @@
+"""airmirror's Spark defaults, and a flow's ``airmirror.spark.conf.X`` settings on top of them."""
+
+from __future__ import annotations
+
+from airmirror.spark_defaults import copy_job_conf
+
+
+def test_defaults_retry_tasks_and_start_workers_from_the_daemon() -> None:
+    conf = copy_job_conf()
+    assert conf["spark.task.maxFailures"] == "4"
+    assert conf["spark.python.daemon.module"] == "airmirror.replication.worker_daemon"
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    assert conf["spark.ui.enabled"] == "false"
+
+
+def test_flow_settings_override_the_defaults_and_add_their_own() -> None:
+    conf = copy_job_conf({"spark.driver.extraJavaOptions": "-Xmx2g", "spark.executor.memory": "4g"})
+    assert conf["spark.driver.extraJavaOptions"] == "-Xmx2g"
+    assert conf["spark.executor.memory"] == "4g"
+    assert conf["spark.task.maxFailures"] == "4"
