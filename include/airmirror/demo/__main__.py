@@ -7,6 +7,7 @@ standalone with the flow DAGs, unpauses flow ``a->b``, waits for a successful ru
 from __future__ import annotations
 
 import sys
+import time
 
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from airmirror.demo.environment import (
 )
 from airmirror.demo.sample_data import ORDERS_TOPIC, consume_as_group
 from airmirror.config import load_config
-from airmirror.local_airflow import ADMIN_USER
+from airmirror.local_airflow import ADMIN_USER, AirflowApi
 from airmirror.store import MetadataStore
 
 DAG_ID = "airmirror__a__b"
@@ -39,6 +40,21 @@ def copied_orders(config: Path) -> int:
         store.dispose()
 
 
+def wait_for_copied_orders(api: AirflowApi, config: Path, timeout: float) -> None:
+    """Wait for successful runs until orders have reached cluster b.
+
+    A run copies the records stamped before its data interval's end, so the first run, whose interval may
+    end before the sample data was loaded, can rightly copy nothing.
+    """
+    deadline = time.monotonic() + timeout
+    runs = 1
+    while True:
+        api.wait_for_runs(DAG_ID, runs, timeout=max(deadline - time.monotonic(), 1.0))
+        if copied_orders(config) > 0:
+            return
+        runs += 1
+
+
 def run_demo() -> int:
     config = prepare_demo()
     consumed = consume_as_group(source_bootstrap(), DEMO_GROUP, ORDERS_TOPIC, 10_000)
@@ -50,8 +66,8 @@ def run_demo() -> int:
     api = airflow.client()
     api.wait_for_dag(DAG_ID)
     api.unpause(DAG_ID)
-    print(f"unpaused {DAG_ID}; waiting for a successful run ...")
-    api.wait_for_runs(DAG_ID, 1, timeout=600)
+    print(f"unpaused {DAG_ID}; waiting for a successful run that copies the orders ...")
+    wait_for_copied_orders(api, config, timeout=600)
     print(f"\n== failover view of group '{DEMO_GROUP}': airmirror translate {config} --flow 'a->b' --group {DEMO_GROUP}")
     cli_main(["translate", str(config), "--flow", "a->b", "--group", DEMO_GROUP])
     print(
