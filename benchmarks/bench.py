@@ -59,7 +59,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -81,7 +80,7 @@ from copiers import (
 )
 from kafka_io import TargetWatch, create_topic, end_offsets, load_topic, topic_digest, warm_up_cluster
 
-from airmirror.local_kafka import KAFKA_VERSION, start_broker, stop_broker
+from airmirror.local_kafka import KAFKA_VERSION, free_port, start_broker, stop_broker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -107,12 +106,6 @@ class SourceTopic:
     records: int
     payload_bytes: int
     digest: list[tuple[int, str]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def log(message: str) -> None:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from airmirror.local_kafka import LocalBroker, start_broker, stop_broker
-from tests.kafka_helpers import free_port
+from airmirror.local_kafka import LocalBroker, free_port, start_broker, stop_broker
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 

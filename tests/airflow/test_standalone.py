@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 import pytest
 
 from airmirror.local_airflow import LocalAirflow
-from airmirror.local_kafka import start_broker, stop_broker
+from airmirror.local_kafka import free_port, start_broker, stop_broker
 from tests.conftest import write_config
-from tests.kafka_helpers import Record, create_topic, free_port, produce, records_of, sample_records
+from tests.kafka_helpers import Record, create_topic, produce, records_of, sample_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -15,12 +15,13 @@ from airmirror.local_kafka import (
     LocalBroker,
     airmirror_home,
     broker_status,
+    free_port,
     kill_broker,
     resolve_maven_artifacts,
     start_broker,
     stop_broker,
 )
-from tests.kafka_helpers import Record, create_topic, free_port, produce, read_partition
+from tests.kafka_helpers import Record, create_topic, produce, read_partition
 
 pytestmark = pytest.mark.integration
 

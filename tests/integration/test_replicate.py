@@ -13,7 +13,7 @@ from airmirror.config import load_config
 from airmirror.replicator import BatchOptions, plan_batch, replicate_once, sync_flow_topics
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import Record, create_topic, produce, read_partition, recent_ms, records_of, sample_records
+from tests.kafka_helpers import Record, create_topic, produce, read_partition, records_of, sample_records
 
 pytestmark = pytest.mark.integration
 

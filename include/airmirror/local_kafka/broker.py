@@ -142,7 +142,7 @@ def start_broker(name: str, port: int, *, home: Path | None = None, timeout: flo
             _wait_ready(paths, pid, f"{HOST}:{port}", timeout)
             return LocalBroker(name, port, pid, paths.home)
         if meta is None:
-            meta = _Meta(name=name, port=port, controller_port=_free_port(avoid=port), cluster_id=_new_cluster_id())
+            meta = _Meta(name=name, port=port, controller_port=free_port(avoid=port), cluster_id=_new_cluster_id())
         elif port == meta.controller_port:
             raise InputError(f"port {port} is the controller port of broker '{name}'; choose another port")
         else:
@@ -307,7 +307,8 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def _free_port(avoid: int) -> int:
+def free_port(avoid: int | None = None) -> int:
+    """A port on 127.0.0.1 that nothing listens on now (other than ``avoid``), picked by the kernel."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind((HOST, 0))

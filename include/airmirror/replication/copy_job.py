@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -67,7 +67,9 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
     ]
 
 
-def copy_tasks(tasks: list[PartitionTask], source_consumer: Mapping[str, Any]) -> Any:
+def copy_tasks(
+    tasks: list[PartitionTask], source_consumer: Mapping[str, Any]
+) -> Callable[[Iterator[int]], Iterator[dict[str, Any]]]:
     """The per-partition function: copy the ranges whose indexes arrive (one per Spark partition)."""
 
     def copy(indexes: Iterator[int]) -> Iterator[dict[str, Any]]:

@@ -10,7 +10,7 @@ is redundant when the installed py4j has the zip's version.  This launcher drops
 then import the installed, byte-compiled packages.  Any other layout (a Spark distribution, a cluster's own
 PySpark) keeps the path Spark set up.
 
-Used through ``spark.python.daemon.module`` (see :mod:`airmirror.spark_session`).
+Used through ``spark.python.daemon.module`` (see :mod:`airmirror.spark_defaults`).
 """
 
 from __future__ import annotations
