@@ -114,3 +114,32 @@ def test_until_and_max_records_bound_the_batch_and_status_shows_lag(clusters, pr
     (partition,) = status["partitions"]
     assert (partition["cursor"], partition["source_end"], partition["lag"], partition["records_copied"]) == (20, 30, 10, 20)
     assert status["total_lag"] == 10
+
+
+@pytest.mark.integration
+def test_spark_that_cannot_start_fails_the_run_and_the_batch_resumes(clusters, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.nospark"
+    create_topic(a, topic, 1)
+    records = sample_records(5)
+    produce(a, topic, 0, records)
+    flow_lines = f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]"
+    broken = write_config(
+        tmp_path / "broken.properties",
+        clusters,
+        flow_lines + "\nairmirror.spark.conf.spark.driver.memory = lots",  # the driver JVM refuses -Xmxlots
+    )
+
+    result = airmirror("replicate", str(broken), "--flow", "a->b")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "airmirror: error:" in result.stderr
+    assert records_of(b, f"a.{topic}", 0) == []
+    flow = load_config(broken).flow("a->b")
+    store = MetadataStore.open(flow.metadata_db_url)
+    assert store.unfinished_batch(flow.name) is not None
+    store.dispose()
+
+    healthy = write_config(tmp_path / "mm2.properties", clusters, flow_lines)  # same metadata DB
+    assert airmirror("replicate", str(healthy), "--flow", "a->b").returncode == 0
+    assert records_of(b, f"a.{topic}", 0) == records
