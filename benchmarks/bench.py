@@ -21,7 +21,14 @@ What it does (every number in one run, on one machine: only the ratios between c
 4. Extra airmirror measurements: live latency (1,000 new records produced, then ``airmirror replicate``
    started at once: time from the first produce to all of them visible to read_committed consumers on the
    target) and growth of wall time with the record count (x1, x4) and partition count (P, 4P).
-5. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
+5. Big partition (issue 9): one source partition of ``--big-partition-records`` N x 100-byte records (default
+   10,000,000, stamped with their produce time) and, first, the same at N/10, each copied by one fresh
+   ``airmirror replicate`` with the target producer's ``transaction.timeout.ms`` at 15,000 (so chunk
+   transactions of at most 5 s) and verified like the other copies.  Reported: wall time, records/s, MB/s, the
+   peak RSS of the whole process tree of each run (CLI, Spark JVM, Python workers, also per role) and
+   ``peak_rss_ratio_big_vs_small``, which issue 9 requires to stay within 1.2 (a chunked copy must not grow
+   with the range).  A copy's memory over time (``rss_timeline``, one row a second) is in the JSON.
+6. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
 
 Numbers per copier:
 - ``wall_s``: process start to every record visible on the target (last stable offsets polled every 0.1 s)
@@ -48,7 +55,13 @@ Usage (defaults: 500,000 x 1 KiB x 6 partitions; the whole default run takes 3 t
 
 Flags: ``--records N``, ``--record-size S``, ``--partitions P``, ``--copiers LIST`` (any of raw_pipe,
 mm2_default, mm2_tuned, airmirror), ``--spark-master`` (airmirror's default ``local[*]`` otherwise),
-``--skip-latency``, ``--skip-scaling``, ``--results-dir``, ``--keep`` (keep brokers' data and logs).
+``--skip-latency``, ``--skip-scaling``, ``--big-partition-records N`` (the small run is N/10),
+``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
+``--timeout``, ``--results-dir``, ``--keep`` (keep brokers' data and logs).
+
+The big-partition case alone, at its defaults (loads 11 million records; about 10 to 15 minutes)::
+
+    .venv/bin/python benchmarks/bench.py --big-partition-only
 """
 
 from __future__ import annotations
@@ -72,6 +85,7 @@ from confluent_kafka.admin import AdminClient
 
 from copiers import (
     CopierRun,
+    TreeRss,
     airmirror_properties,
     mm2_command,
     mm2_properties,
@@ -86,6 +100,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 COPIERS = ("raw_pipe", "mm2_default", "mm2_tuned", "airmirror")
 LATENCY_RECORDS = 1000
+BIG_RECORD_SIZE = 100
+BIG_TRANSACTION_TIMEOUT_MS = 15_000
+BIG_RSS_RATIO_LIMIT = 1.2
+BIG_RUN_FIGURES = ("records", "wall_s", "records_per_s", "mb_s", "steady_mb_s", "peak_rss_mb", "peak_rss_by_role_mb")
 SETTLE_S = 3.0
 COPY_JOB_LOG = re.compile(
     r"copy job of batch \d+: (?P<ranges>\d+) ranges, (?P<records>\d+) records, (?P<bytes>\d+) bytes"
@@ -141,10 +159,12 @@ def machine_facts() -> dict:
     }
 
 
-def prepare_source(clusters: Clusters, name: str, partitions: int, records: int, size: int) -> SourceTopic:
+def prepare_source(
+    clusters: Clusters, name: str, partitions: int, records: int, size: int, stamp_now: bool = False
+) -> SourceTopic:
     started = time.monotonic()
     create_topic(clusters.source, name, partitions)
-    payload = load_topic(clusters.source, name, partitions, records, size)
+    payload = load_topic(clusters.source, name, partitions, records, size, stamp_now=stamp_now)
     loaded = time.monotonic()
     digest = topic_digest(clusters.source, name, partitions)
     log(
@@ -247,20 +267,33 @@ class AirmirrorFlow:
 
 
 def airmirror_flow(
-    clusters: Clusters, source: SourceTopic, workdir: Path, alias: str, master: str | None
+    clusters: Clusters,
+    source: SourceTopic,
+    workdir: Path,
+    alias: str,
+    master: str | None,
+    target_producer: dict[str, object] | None = None,
 ) -> AirmirrorFlow:
+    """A one-flow config ``alias->{alias}t``; ``target_producer`` settings go in as ``{target}.producer.KEY``."""
     config = workdir / f"{alias}.properties"
     target_alias = f"{alias}t"
+    extra = [f"{target_alias}.producer.{key} = {value}" for key, value in (target_producer or {}).items()]
     config.write_text(
         airmirror_properties(
-            alias, target_alias, clusters.source, clusters.target, source.name, workdir / f"{alias}.db", master
+            alias, target_alias, clusters.source, clusters.target, source.name, workdir / f"{alias}.db", master, extra
         )
     )
     return AirmirrorFlow(alias, target_alias, config)
 
 
 def run_airmirror(
-    clusters: Clusters, source: SourceTopic, flow: AirmirrorFlow, workdir: Path, timeout: float, name: str = "airmirror"
+    clusters: Clusters,
+    source: SourceTopic,
+    flow: AirmirrorFlow,
+    workdir: Path,
+    timeout: float,
+    name: str = "airmirror",
+    timeline: bool = False,
 ) -> dict:
     watch = TargetWatch(clusters.target, flow.remote_topic(source.name), expected_counts(source))
     run = run_copier(
@@ -272,6 +305,9 @@ def run_airmirror(
             f"VERIFICATION FAILED: airmirror reports {report['records']} records copied, expected {source.records}"
         )
     result = summarize(run, source, copy_job_seconds(run.stderr))
+    result["peak_rss_by_role_mb"] = run.peak_rss_by_role_mb
+    if timeline:
+        result["rss_timeline"] = run.rss_timeline
     verify(clusters, source, flow.remote_topic(source.name))
     return result
 
@@ -349,6 +385,67 @@ def run_scaling(clusters: Clusters, base: dict, args: argparse.Namespace, workdi
     return out
 
 
+def run_big_partition(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
+    """Issue 9: one partition of N x 100 B records and of N/10, each copied by a fresh ``airmirror replicate``.
+
+    The peak RSS of the whole process tree must not grow with the partition: ``peak_rss_ratio_big_vs_small``
+    (N run over N/10 run) is what issue 9 bounds at :data:`BIG_RSS_RATIO_LIMIT`.  The source is loaded just
+    before each copy and deleted from neither cluster (the brokers' home is removed at the end).
+    """
+    runs: dict[str, dict] = {}
+    for label, records in (("small", args.big_partition_records // 10), ("big", args.big_partition_records)):
+        time.sleep(SETTLE_S)
+        source = prepare_source(clusters, f"bench-big-{label}", 1, records, BIG_RECORD_SIZE, stamp_now=True)
+        flow = airmirror_flow(
+            clusters,
+            source,
+            workdir,
+            f"airbig{label}",
+            args.spark_master,
+            {"transaction.timeout.ms": BIG_TRANSACTION_TIMEOUT_MS},
+        )
+        time.sleep(SETTLE_S)
+        log(f"airmirror big partition ({label}, {records:,} records) ...")
+        timeout = args.timeout * max(1.0, records / 1_000_000)
+        result = run_airmirror(clusters, source, flow, workdir, timeout, name=f"airmirror_big_{label}", timeline=True)
+        result["records"] = records
+        result["payload_mb"] = round(source.payload_bytes / 1e6, 1)
+        result["mb_s"] = round(source.payload_bytes / 1e6 / result["wall_s"], 2)
+        runs[label] = result
+        log(
+            f"airmirror big partition ({label}): {result['wall_s']} s wall, {result['records_per_s']:,} records/s, "
+            f"{result['peak_rss_mb']} MB peak RSS {result['peak_rss_by_role_mb']}"
+        )
+    big, small = runs["big"], runs["small"]
+    rss_ratio = ratio(big["peak_rss_mb"], small["peak_rss_mb"])
+    return {
+        "records": big["records"],
+        "small_records": small["records"],
+        "record_size": BIG_RECORD_SIZE,
+        "partitions": 1,
+        "transaction_timeout_ms": BIG_TRANSACTION_TIMEOUT_MS,
+        "payload_mb": big["payload_mb"],
+        "wall_s": big["wall_s"],
+        "records_per_s": big["records_per_s"],
+        "mb_s": big["mb_s"],
+        "steady_mb_s": big["steady_mb_s"],
+        "peak_rss_mb": big["peak_rss_mb"],
+        "peak_rss_by_role_mb": big["peak_rss_by_role_mb"],
+        "small_wall_s": small["wall_s"],
+        "small_records_per_s": small["records_per_s"],
+        "small_mb_s": small["mb_s"],
+        "small_steady_mb_s": small["steady_mb_s"],
+        "small_peak_rss_mb": small["peak_rss_mb"],
+        "small_peak_rss_by_role_mb": small["peak_rss_by_role_mb"],
+        "peak_rss_ratio_big_vs_small": rss_ratio,
+        "peak_rss_ratio_limit": BIG_RSS_RATIO_LIMIT,
+        "peak_rss_within_limit": rss_ratio <= BIG_RSS_RATIO_LIMIT,
+        "rss_timeline_columns": ["s", "total", *TreeRss.ROLES],
+        "rss_timeline": big["rss_timeline"],
+        "small_rss_timeline": small["rss_timeline"],
+    }
+
+
 def ratio(numerator: float, denominator: float) -> float:
     return round(numerator / denominator, 2)
 
@@ -367,13 +464,14 @@ def ratios(copiers: dict) -> tuple[dict, dict]:
 
 def table(document: dict) -> str:
     params, machine = document["params"], document["machine"]
-    lines = [
-        f"{params['records']:,} records x {params['record_size']} B x {params['partitions']} partitions, "
-        f"{machine['nproc']} cores, {machine['ram_gb']} GB RAM, Kafka {machine['kafka']}",
-        "",
-        "| copier | wall s | steady MB/s | records/s | peak RSS MB |",
-        "|---|---:|---:|---:|---:|",
-    ]
+    lines = [f"{machine['nproc']} cores, {machine['ram_gb']} GB RAM, Kafka {machine['kafka']}"]
+    if document["copiers"]:
+        lines += [
+            f"{params['records']:,} records x {params['record_size']} B x {params['partitions']} partitions",
+            "",
+            "| copier | wall s | steady MB/s | records/s | peak RSS MB |",
+            "|---|---:|---:|---:|---:|",
+        ]
     for name, c in document["copiers"].items():
         lines.append(
             f"| {name} | {c['wall_s']:.1f} | {c['steady_mb_s']:.1f} | {c['records_per_s']:,} | {c['peak_rss_mb']:,} |"
@@ -408,6 +506,31 @@ def table(document: dict) -> str:
                 f"| {key} | {s['records']:,} | {s['partitions']} | {s['wall_s']:.1f} | {s['wall_growth']:.2f} "
                 f"| {s['steady_mb_s']:.1f} |"
             )
+    big = document.get("big_partition")
+    if big:
+        lines += [
+            "",
+            f"big partition: 1 partition x {big['record_size']} B records, target producer "
+            f"transaction.timeout.ms {big['transaction_timeout_ms']:,}",
+            "",
+            "| airmirror big partition | records | wall s | records/s | MB/s | steady MB/s | peak RSS MB "
+            "| CLI / JVM / Python MB |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for label, prefix in (("small", "small_"), ("big", "")):
+            run = {key: big[prefix + key] for key in BIG_RUN_FIGURES}
+            roles = run["peak_rss_by_role_mb"]
+            lines.append(
+                f"| {label} | {run['records']:,} | {run['wall_s']:.1f} | {run['records_per_s']:,} "
+                f"| {run['mb_s']:.1f} | {run['steady_mb_s']:.1f} | {run['peak_rss_mb']:,} "
+                f"| {roles.get('cli', 0):,} / {roles.get('jvm', 0):,} / {roles.get('python', 0):,} |"
+            )
+        verdict = "within" if big["peak_rss_within_limit"] else "ABOVE"
+        lines += [
+            "",
+            f"peak_rss_ratio_big_vs_small: {big['peak_rss_ratio_big_vs_small']:.2f} "
+            f"({verdict} issue 9's limit of {big['peak_rss_ratio_limit']})",
+        ]
     return "\n".join(lines)
 
 
@@ -420,6 +543,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--spark-master", help="airmirror.spark.master for the airmirror runs")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument(
+        "--big-partition-records",
+        type=int,
+        default=10_000_000,
+        help="records of the big-partition case (issue 9); its small run has a tenth",
+    )
+    parser.add_argument("--skip-big-partition", action="store_true", help="no big-partition case")
+    parser.add_argument(
+        "--big-partition-only",
+        action="store_true",
+        help="only the big-partition case: no main load, copiers, latency or scaling",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="per copier run, seconds")
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (broker data, copier logs)")
@@ -428,9 +563,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.copiers) - set(COPIERS)
     if unknown:
         parser.error(f"unknown copiers: {', '.join(sorted(unknown))}")
+    if args.big_partition_only:
+        if args.skip_big_partition:
+            parser.error("--big-partition-only and --skip-big-partition exclude each other")
+        args.copiers = []
+    if not args.skip_big_partition and args.big_partition_records < 10:
+        parser.error("--big-partition-records must be at least 10 (the small run has a tenth)")
     if "airmirror" not in args.copiers:
         args.skip_latency = args.skip_scaling = True
     return args
+
+
+def results_json(document: dict) -> str:
+    """Indented JSON, with lists of numbers (the RSS timelines' rows) kept on one line."""
+    text = json.dumps(document, indent=2)
+    numbers = re.compile(r"\[\s*(-?[\d.]+(?:,\s*-?[\d.]+)*)\s*\]")
+    return numbers.sub(lambda m: "[" + ", ".join(x.strip() for x in m[1].split(",")) + "]", text) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -446,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
             "record_size": args.record_size,
             "partitions": args.partitions,
             "spark_master": args.spark_master or "local[*] (airmirror default)",
+            "copiers": args.copiers,
+            "big_partition_records": None if args.skip_big_partition else args.big_partition_records,
         },
         "copiers": {},
     }
@@ -459,9 +609,10 @@ def main(argv: list[str] | None = None) -> int:
         clusters = Clusters(brokers[0].bootstrap, brokers[1].bootstrap)
         for bootstrap in (clusters.source, clusters.target):
             warm_up_cluster(bootstrap)
-        source = prepare_source(clusters, "bench", args.partitions, args.records, args.record_size)
-        document["params"]["payload_mb"] = round(source.payload_bytes / 1e6, 1)
         flow = None
+        if args.copiers:
+            source = prepare_source(clusters, "bench", args.partitions, args.records, args.record_size)
+            document["params"]["payload_mb"] = round(source.payload_bytes / 1e6, 1)
         for name in COPIERS:
             if name not in args.copiers:
                 continue
@@ -486,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
             log(f"latency: {document['latency']}")
         if not args.skip_scaling:
             document["scaling"] = run_scaling(clusters, document["copiers"]["airmirror"], args, workdir)
+        if not args.skip_big_partition:
+            document["big_partition"] = run_big_partition(clusters, args, workdir)
     finally:
         for name in ("bench-source", "bench-target"):
             stop_broker(name, home=home)
@@ -496,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
     document["bench_s"] = round(time.monotonic() - started, 1)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     path = args.results_dir / f"{stamp}.json"
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    path.write_text(results_json(document))
     print(table(document))
     print(f"\nwritten {path.relative_to(REPO) if path.is_relative_to(REPO) else path} ({document['bench_s']} s)")
     return 0

@@ -7,7 +7,8 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -44,6 +45,8 @@ class CopierRun:
     peak_rss_mb: float
     stdout: str
     stderr: str
+    peak_rss_by_role_mb: dict[str, float] = field(default_factory=dict)
+    rss_timeline: list[list[float]] = field(default_factory=list)
 
     @property
     def wall_s(self) -> float:
@@ -53,38 +56,77 @@ class CopierRun:
 
 
 class TreeRss:
-    """Samples the summed RSS of a process and all its descendants every ``interval`` s; keeps the peak."""
+    """Samples the summed RSS of a process and all its descendants every ``interval`` s; keeps the peak.
 
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
+    Also keeps the peak of each role's sum (``cli``: the root process; ``jvm``: Java processes, for airmirror
+    the Spark driver JVM; ``python``: other Python descendants, for airmirror the Spark Python workers and
+    their daemon; ``other``: anything else, such as launcher shells) and, every ``timeline_s`` seconds, a row
+    ``[seconds since start, total, cli, jvm, python, other]`` in MiB: which process grows, and when.
+    """
+
+    ROLES = ("cli", "jvm", "python", "other")
+
+    def __init__(self, pid: int, interval: float = 0.1, timeline_s: float = 1.0) -> None:
         self.root = psutil.Process(pid)
         self.interval = interval
+        self.timeline_s = timeline_s
         self.peak = 0
+        self.role_peaks = dict.fromkeys(self.ROLES, 0)
+        self.timeline: list[list[float]] = []
+        self._roles: dict[int, str] = {}
+        self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _sample(self) -> int:
-        total = 0
+    def _role(self, process: psutil.Process) -> str:
+        role = self._roles.get(process.pid)
+        if role is None:
+            if process.pid == self.root.pid:
+                role = "cli"
+            else:
+                name = process.name().lower()
+                role = "jvm" if name.startswith("java") else "python" if name.startswith("python") else "other"
+            if role != "other":  # a launcher shell may exec java later: classify it again
+                self._roles[process.pid] = role
+        return role
+
+    def _sample(self) -> dict[str, int]:
+        by_role = dict.fromkeys(self.ROLES, 0)
         try:
             processes = [self.root, *self.root.children(recursive=True)]
         except psutil.Error:
-            return 0
+            return by_role
         for process in processes:
             try:
-                total += process.memory_info().rss
+                by_role[self._role(process)] += process.memory_info().rss
             except psutil.Error:
                 pass
-        return total
+        return by_role
 
     def _run(self) -> None:
+        next_row = 0.0
         while not self._stop.is_set():
-            self.peak = max(self.peak, self._sample())
+            by_role = self._sample()
+            total = sum(by_role.values())
+            self.peak = max(self.peak, total)
+            for role, rss in by_role.items():
+                self.role_peaks[role] = max(self.role_peaks[role], rss)
+            elapsed = time.monotonic() - self._started
+            if total and elapsed >= next_row:
+                self.timeline.append(
+                    [round(elapsed, 1), *(round(x / 2**20) for x in (total, *by_role.values()))]
+                )
+                next_row = elapsed + self.timeline_s
             self._stop.wait(self.interval)
 
     def stop(self) -> float:
         self._stop.set()
         self._thread.join()
         return self.peak / 2**20
+
+    def role_peaks_mb(self) -> dict[str, float]:
+        return {role: round(peak / 2**20) for role, peak in self.role_peaks.items() if peak}
 
 
 def run_copier(
@@ -136,6 +178,8 @@ def run_copier(
         peak,
         stdout,
         stderr,
+        rss.role_peaks_mb(),
+        rss.timeline,
     )
     if run.all_visible_s is None or (ends_by_itself and run.returncode != 0):
         tail = "\n".join(stderr.splitlines()[-30:])
@@ -184,6 +228,9 @@ def flow_lines(source_alias: str, target_alias: str, source: str, target: str, t
         f"{source_alias}->{target_alias}.enabled = true",
         f"topics = {topic}",
         "replication.factor = 1",
+        "offset-syncs.topic.replication.factor = 1",
+        "heartbeats.topic.replication.factor = 1",
+        "checkpoints.topic.replication.factor = 1",
     ]
 
 
@@ -194,9 +241,6 @@ def mm2_properties(source_alias: str, target_alias: str, source: str, target: st
     and internal topics.  Checkpoints (no consumer groups to translate here) are off.
     """
     lines = flow_lines(source_alias, target_alias, source, target, topic) + [
-        "offset-syncs.topic.replication.factor = 1",
-        "heartbeats.topic.replication.factor = 1",
-        "checkpoints.topic.replication.factor = 1",
         "offset.storage.replication.factor = 1",
         "status.storage.replication.factor = 1",
         "config.storage.replication.factor = 1",
@@ -240,12 +284,21 @@ def write_mm2_files(workdir: Path, name: str, properties: str) -> tuple[Path, Pa
 
 
 def airmirror_properties(
-    source_alias: str, target_alias: str, source: str, target: str, topic: str, db: Path, master: str | None
+    source_alias: str,
+    target_alias: str,
+    source: str,
+    target: str,
+    topic: str,
+    db: Path,
+    master: str | None,
+    extra: Sequence[str] = (),
 ) -> str:
-    """An MM2-style config for one airmirror flow of ``topic`` with its own metadata DB."""
+    """An MM2-style config for one airmirror flow of ``topic`` with its own metadata DB; ``extra`` lines last."""
     lines = flow_lines(source_alias, target_alias, source, target, topic) + [
+        "airmirror.batch.log.topic.replication.factor = 1",
         f"airmirror.metadata.db.url = sqlite:///{db}",
     ]
     if master:
         lines.append(f"airmirror.spark.master = {master}")
+    lines += extra
     return "\n".join(lines) + "\n"

@@ -41,13 +41,17 @@ def warm_up_cluster(bootstrap: str) -> None:
     consumer.close()
 
 
-def load_topic(bootstrap: str, topic: str, partitions: int, records: int, size: int, *, first: int = 0) -> int:
+def load_topic(
+    bootstrap: str, topic: str, partitions: int, records: int, size: int, *, first: int = 0, stamp_now: bool = False
+) -> int:
     """Produce ``records`` records of ``size``-byte values round-robin over the partitions; returns payload bytes.
 
     Values are slices of a random block (incompressible, all different); keys are the record number, except
     a null key every :data:`NULL_KEY_EVERY` records; every :data:`HEADER_EVERY`-th record has two headers,
-    the second with a null value; timestamps are explicit, increasing and in the recent past (CreateTime).
-    Raises ``RuntimeError`` if the broker rejected any record.
+    the second with a null value; timestamps are explicit, increasing and in the recent past (CreateTime),
+    one millisecond apart, so ``records`` ms before now at the first record.  ``stamp_now`` stamps each record
+    with its produce time instead (librdkafka's timestamp 0), for loads so large that the first timestamps
+    would be hours old.  Raises ``RuntimeError`` if the broker rejected any record.
     """
     block = os.urandom(size + 65536)
     errors: list = []
@@ -72,7 +76,14 @@ def load_topic(bootstrap: str, topic: str, partitions: int, records: int, size: 
         payload += len(value) + (len(key) if key else 0)
         while True:
             try:
-                produce(topic, value, key, partition=i % partitions, timestamp=base_ts + i - first, headers=headers)
+                produce(
+                    topic,
+                    value,
+                    key,
+                    partition=i % partitions,
+                    timestamp=0 if stamp_now else base_ts + i - first,
+                    headers=headers,
+                )
                 break
             except BufferError:
                 producer.poll(0.05)

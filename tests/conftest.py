@@ -49,10 +49,20 @@ def spark(test_home: Path):
     return spark_session("local[2]", "airmirror-tests")
 
 
+SINGLE_BROKER_FACTORS = [
+    "replication.factor = 1",
+    "heartbeats.topic.replication.factor = 1",
+    "checkpoints.topic.replication.factor = 1",
+    "offset-syncs.topic.replication.factor = 1",
+    "airmirror.batch.log.topic.replication.factor = 1",
+]
+
+
 def write_config(path: Path, clusters: dict[str, LocalBroker], body: str) -> Path:
-    """An MM2 properties file for the test clusters plus ``body``."""
+    """An MM2 properties file for the test clusters plus ``body``: every replication factor is 1 (the clusters
+    are single brokers), so ``body`` may override one."""
     lines = [f"clusters = {', '.join(clusters)}"]
     lines += [f"{name}.bootstrap.servers = {broker.bootstrap}" for name, broker in clusters.items()]
-    lines += ["replication.factor = 1", f"airmirror.metadata.db.url = sqlite:///{path.parent / 'metadata.db'}", body]
+    lines += [*SINGLE_BROKER_FACTORS, f"airmirror.metadata.db.url = sqlite:///{path.parent / 'metadata.db'}", body]
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airmirror.checkpoints import CheckpointReport, emit_checkpoints
@@ -19,10 +20,10 @@ from airmirror.errors import AirmirrorError
 from airmirror.flow_store import flow_and_store
 from airmirror.group_inspection import GroupInspection, inspect_group
 from airmirror.heartbeats import emit_heartbeat
-from airmirror.local_kafka import broker_status, start_broker, stop_broker
+from airmirror.local_kafka import BrokerStatus, broker_status, start_broker, stop_broker
 from airmirror.replicator import BatchOptions, ReplicateReport, replicate_once
 from airmirror.spark_session import BackgroundSession, spark_session
-from airmirror.status import flow_status
+from airmirror.status import PartitionStatus, flow_status
 from airmirror.store import GroupSyncOutcome, GroupSyncRecord
 from airmirror.timestamps import parse_timestamp
 
@@ -133,6 +134,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{p.topic + '-' + str(p.partition):<32} {p.remote_topic:<32} {p.source_start:>10} {p.source_end:>10} "
             f"{cursor:>10} {p.lag:>10} {p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
         )
+    for p in status.future_timestamped:
+        print(describe_future_timestamp(p, status.checked_at_ms))
     if emission is not None:
         print(f"heartbeat emitted to {emission.topic} at {emission.heartbeat_at.isoformat(timespec='seconds')}")
     for latency in latencies:
@@ -143,6 +146,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     for sync in syncs:
         print(describe_sync(sync))
     return 0
+
+
+def describe_future_timestamp(partition: PartitionStatus, now_ms: int) -> str:
+    """A WARNING line about a partition whose next record to copy is stamped in the future."""
+    stamped = datetime.fromtimestamp(partition.future_timestamp_ms / 1000, timezone.utc)
+    ahead = timedelta(seconds=round((partition.future_timestamp_ms - now_ms) / 1000))
+    return (
+        f"WARNING {partition.topic}-{partition.partition}: the next record to copy (offset "
+        f"{partition.future_timestamp_offset}) is stamped {stamped.isoformat(timespec='seconds')}, {ahead} in the "
+        "future: backfill runs and runs with an explicit until stop before it until then; scheduled runs and "
+        "manual runs without until copy past it"
+    )
 
 
 def describe_sync(sync: GroupSyncRecord) -> str:
@@ -220,17 +235,33 @@ def print_inspection(inspection: GroupInspection, as_json: bool) -> None:
         print(describe_sync(inspection.sync))
 
 
+def broker_setting(value: str) -> tuple[str, str]:
+    """``--broker-config KEY=VALUE`` -> ``(KEY, VALUE)``; the key is checked by ``start_broker``."""
+    key, separator, setting = value.partition("=")
+    if not separator or not key:
+        raise argparse.ArgumentTypeError(f"'{value}' is not KEY=VALUE")
+    return key, setting
+
+
+def describe_nodes(status: BrokerStatus) -> str:
+    """``running (pid P)`` or ``stopped``; for several nodes, that of each node."""
+    states = [f"running (pid {node.pid})" if node.running else "stopped" for node in status.nodes]
+    if len(states) == 1:
+        return states[0]
+    return ", ".join(f"node {node.node_id} {state}" for node, state in zip(status.nodes, states))
+
+
 def cmd_local_kafka(args: argparse.Namespace) -> int:
     if args.action == "start":
-        broker = start_broker(args.name, args.port)
-        print(f"kafka '{broker.name}' running on {broker.bootstrap} (pid {broker.pid})")
+        broker = start_broker(args.name, args.port, brokers=args.brokers, broker_config=dict(args.broker_config))
+        pids = ", ".join(str(node.pid) for node in broker.status().nodes)
+        print(f"kafka '{broker.name}' running on {broker.bootstrap} (pid{'s' if broker.brokers > 1 else ''} {pids})")
     elif args.action == "stop":
         stopped = stop_broker(args.name)
         print(f"kafka '{args.name}' {'stopped' if stopped else 'was not running'}")
     else:
         for status in broker_status():
-            state = f"running (pid {status.pid})" if status.running else "stopped"
-            print(f"{status.name:<16} {status.bootstrap:<22} {state}")
+            print(f"{status.name:<16} {status.bootstrap:<22} {describe_nodes(status)}")
     return 0
 
 
@@ -280,11 +311,19 @@ def build_parser() -> argparse.ArgumentParser:
     translate = flow_verb(verbs, "translate", "a source group's committed offsets translated to the target", cmd_translate)
     translate.add_argument("--group", required=True, help="consumer group id on the source")
 
-    local_kafka = verbs.add_parser("local-kafka", help="run real single-node KRaft brokers on 127.0.0.1")
+    local_kafka = verbs.add_parser("local-kafka", help="run real KRaft Kafka clusters on 127.0.0.1")
     actions = local_kafka.add_subparsers(dest="action", required=True)
     start = actions.add_parser("start")
     start.add_argument("name")
-    start.add_argument("--port", type=int, required=True)
+    start.add_argument("--port", type=int, required=True, help="client port of node 1")
+    start.add_argument(
+        "--brokers", type=positive_int, default=1, metavar="N",
+        help="number of nodes, on ports PORT to PORT+N-1 (default 1)",
+    )
+    start.add_argument(
+        "--broker-config", type=broker_setting, action="append", default=[], metavar="KEY=VALUE",
+        help="extra setting for every node's server.properties (repeatable)",
+    )
     stop = actions.add_parser("stop")
     stop.add_argument("name")
     actions.add_parser("status")

@@ -2,9 +2,9 @@
 
 Contract:
 - A missing topic is created with one partition and ``cleanup.policy=compact`` (MM2 keeps the newest record
-  per key).  Its replication factor is the flow's ``{kind}.topic.replication.factor`` when that key is set, else
-  the broker default (-1), so a single-broker cluster works without configuration.  A factor the cluster
-  cannot satisfy is an input error naming the key.
+  per key) by :func:`airmirror.topic_sync.ensure_internal_topic`: its replication factor is the flow's
+  ``{kind}.topic.replication.factor`` (MM2's default 3) and ``min.insync.replicas`` follows from it.  A factor
+  the cluster cannot satisfy is an input error naming the key.
 - Records are written to partition 0 and the call returns only once the target acknowledged every one of
   them; otherwise it raises :class:`~airmirror.errors.ReplicationFailure` (callers record nothing then).
 """
@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
-from airmirror.errors import ConfigError, ReplicationFailure
+from airmirror.errors import ReplicationFailure
+from airmirror.topic_sync import ensure_internal_topic
 
-ADMIN_TIMEOUT_S = 30.0
 DELIVERY_TIMEOUT_S = 60.0
 COMPACTED = {"cleanup.policy": "compact"}
 
@@ -34,33 +34,9 @@ class OutgoingRecord:
     timestamp: int
 
 
-def replication_factor(flow: FlowConfig, key: str) -> int:
-    """The value of ``key`` (e.g. ``heartbeats.topic.replication.factor``) when set, else -1 (broker default)."""
-    setting = flow.setting(key)
-    return -1 if setting is None else int(setting.value)
-
-
 def ensure_topic(flow: FlowConfig, name: str, factor_key: str) -> None:
     """Create the compacted single-partition topic ``name`` on the flow's target unless it exists."""
-    admin = AdminClient(flow.target_client("admin"))
-    if name in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
-        return
-    factor = replication_factor(flow, factor_key)
-    future = admin.create_topics([NewTopic(name, 1, factor, config=COMPACTED)], request_timeout=ADMIN_TIMEOUT_S)[name]
-    try:
-        future.result()
-    except KafkaException as error:
-        code = error.args[0].code()
-        if code == KafkaError.TOPIC_ALREADY_EXISTS:
-            return
-        if code == KafkaError.INVALID_REPLICATION_FACTOR:
-            raise ConfigError(
-                f"cannot create '{name}' on cluster '{flow.target}' with replication factor {factor}: "
-                f"{error.args[0].str()}",
-                key=factor_key,
-                line=flow.line_of(factor_key),
-            ) from error
-        raise ReplicationFailure(f"cannot create '{name}' on cluster '{flow.target}': {error}") from error
+    ensure_internal_topic(flow, AdminClient(flow.target_client("admin")), name, COMPACTED, factor_key)
 
 
 def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord]) -> None:

@@ -4,12 +4,13 @@
 2. :func:`plan_batch` - resume the flow's unfinished batch if there is one, otherwise plan a new one from
    the stored cursors and store it (state RUNNING) before anything is copied.  A resumed batch keeps its
    original ranges: a retry never re-plans data that may already be committed in Kafka.
-3. :func:`run_batch` - the Spark job; each range is one Kafka transaction (see
+3. :func:`run_batch` - the Spark job; each range is a sequence of bounded Kafka transactions (see
    :mod:`airmirror.replication.partition_writer` for the exactly-once protocol).
-4. :func:`record_batch` - read every range's committed result from the target's batch log and commit
-   cursors, offset-syncs and gaps in ONE metadata-DB transaction.  It refuses to commit a batch with any
-   range not yet committed in Kafka, so the DB never runs ahead of the target.  Then it stores the
-   replication latency of copied heartbeats (:func:`airmirror.heartbeats.observe_heartbeats`).
+4. :func:`record_batch` - read every range's committed progress and offset-sync runs from the target's
+   batch log and commit cursors, offset-syncs and gaps in ONE metadata-DB transaction.  It refuses to
+   commit a batch with any range not yet done in Kafka, so the DB never runs ahead of the target.  Then
+   it tombstones the batch's runs records (the DB holds them now) and stores the replication latency of
+   copied heartbeats (:func:`airmirror.heartbeats.observe_heartbeats`).
 """
 
 from __future__ import annotations
@@ -22,18 +23,22 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from airmirror import names
 from airmirror.config import FlowConfig
+from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.heartbeats import observe_heartbeats
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.offset_runs import merge_runs
 from airmirror.planner import needs_work, plan_range, requested_start
 from airmirror.replication.batch_log import (
     LOG_TOPIC_CONFIG,
-    Anchor,
-    anchor_group,
-    batch_log_topic,
-    read_anchors,
-    read_logged_result,
+    Progress,
+    RunsRecord,
+    discard_runs,
+    read_progress,
+    read_runs,
+    runs_key,
 )
 from airmirror.source_offsets import list_offsets, partition_offsets
 from airmirror.store import MetadataStore
@@ -106,7 +111,9 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
         plan_ranges(flow, store, mappings, options)
     report = sync_topics(flow, source, target, mappings, dry_run=options.dry_run)
     if not options.dry_run:
-        ensure_internal_topic(target, batch_log_topic(flow.source), LOG_TOPIC_CONFIG)
+        ensure_internal_topic(
+            flow, target, names.batch_log_topic(flow.source), LOG_TOPIC_CONFIG, BATCH_LOG_REPLICATION_FACTOR_KEY
+        )
     return report
 
 
@@ -161,25 +168,35 @@ def run_batch(flow: FlowConfig, planned: PlannedBatch, spark: Any) -> list[dict]
     return run_copy_job(spark, flow, planned.batch_id, planned.ranges)
 
 
-def range_anchors(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[tuple[str, int], Anchor | None]:
-    """The target's anchors for every range that copies records, keyed by remote topic-partition."""
-    copied = [(r.remote_topic, r.partition) for r in ranges if r.size > 0]
-    return read_anchors(flow.target_client("consumer"), anchor_group(flow.source, flow.target), copied)
+def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[PartitionKey, Progress | None]:
+    """The newest committed progress of every range that copies records (see
+    :mod:`airmirror.replication.batch_log`)."""
+    copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
+    found = read_progress(
+        flow.target_client("consumer"),
+        names.anchor_group(flow.source, flow.target),
+        names.batch_log_topic(flow.source),
+        flow.name,
+        copied,
+    )
+    return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
 
 
-def uncommitted(ranges: list[PlannedRange], anchors: dict[tuple[str, int], Anchor | None], batch_id: int) -> list[PlannedRange]:
-    """Ranges with records to copy whose anchor does not name ``batch_id`` yet."""
-    return [
-        r
-        for r in ranges
-        if r.size > 0 and ((a := anchors[(r.remote_topic, r.partition)]) is None or a.batch_id != batch_id)
-    ]
+def untouched(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
+    """Ranges with records to copy of which batch ``batch_id`` has committed nothing yet."""
+    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id)]
+
+
+def unfinished(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
+    """Ranges with records to copy that batch ``batch_id`` has not finished."""
+    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id or not p.done)]
 
 
 def replan_expired_ranges(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange]) -> list[PlannedRange]:
-    """Resuming: an uncopied range whose start retention has deleted meanwhile starts at the log start
-    instead, the lost offsets becoming a gap.  Without this a resumed batch would fail forever."""
-    pending = uncommitted(ranges, range_anchors(flow, ranges), batch_id)
+    """Resuming: a range the batch has not started yet whose start retention has deleted meanwhile starts
+    at the log start instead, the lost offsets becoming a gap.  Without this a resumed batch would fail
+    forever."""
+    pending = untouched(ranges, range_progress(flow, ranges), batch_id)
     if not pending:
         return ranges
     log_starts = list_offsets(admin_client(flow, flow.source), [r.key for r in pending], OffsetSpec.earliest())
@@ -193,49 +210,77 @@ def replan_expired_ranges(flow: FlowConfig, store: MetadataStore, batch_id: int,
     return [replanned.get(r.key, r) for r in ranges]
 
 
-def committed_results(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[RangeResult]:
-    """Every range's result as committed in the target's batch log; fails if any range is not committed."""
-    consumer = flow.target_client("consumer")
-    anchors = range_anchors(flow, ranges)
-    pending = uncommitted(ranges, anchors, batch_id)
+@dataclass(frozen=True)
+class CommittedBatch:
+    """What the target's batch log says a batch copied: per range the result, and the runs records read."""
+
+    results: list[RangeResult]
+    runs: dict[tuple[str, int], list[RunsRecord]]
+
+
+def committed_batch(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> CommittedBatch:
+    """Every range's result as committed in the target's batch log; fails if any range is not done."""
+    progress = range_progress(flow, ranges)
+    pending = unfinished(ranges, progress, batch_id)
     if pending:
-        names = ", ".join(f"{r.topic}-{r.partition}" for r in pending)
+        listed = ", ".join(str(r.key) for r in pending)
         raise ReplicationFailure(
-            f"batch {batch_id} of {flow.name} is not committed in Kafka for {names}; run the batch again to resume it"
+            f"batch {batch_id} of {flow.name} is not committed in Kafka for {listed}; run the batch again to resume it"
         )
-    results = []
-    for r in ranges:
-        if r.size == 0:
-            results.append(RangeResult(r.topic, r.partition, r.start, r.end, 0, 0))
-            continue
-        anchor = anchors[(r.remote_topic, r.partition)]
-        assert anchor is not None
-        results.append(read_logged_result(consumer, batch_log_topic(flow.source), anchor.log_offset)[2])
-    return results
+    done = {(key.topic, key.partition): p for key, p in progress.items() if p is not None}
+    runs = read_runs(flow.target_client("consumer"), names.batch_log_topic(flow.source), flow.name, batch_id, done)
+    return CommittedBatch([range_result(r, done.get((r.topic, r.partition)), runs) for r in ranges], runs)
+
+
+def range_result(planned: PlannedRange, progress: Progress | None, runs: dict[tuple[str, int], list[RunsRecord]]) -> RangeResult:
+    """One range's committed result: an empty range copied nothing; any other has done progress."""
+    if progress is None:
+        return RangeResult(planned.topic, planned.partition, planned.start, planned.end, 0, 0)
+    copied = merge_runs(run for record in runs[(planned.topic, planned.partition)] for run in record.runs)
+    return RangeResult(
+        planned.topic,
+        planned.partition,
+        progress.start,
+        progress.position,
+        progress.records,
+        progress.bytes,
+        tuple(copied),
+        progress.downstream_start,
+        progress.downstream_position if progress.records else None,
+    )
+
+
+def discard_batch_runs(flow: FlowConfig, batch_id: int, runs: dict[tuple[str, int], list[RunsRecord]]) -> None:
+    """Tombstone the batch's runs records once the DB holds them; a failure only leaves them for longer."""
+    keys = [
+        runs_key(flow.name, topic, partition, batch_id, record.chunk, record.part)
+        for (topic, partition), records in runs.items()
+        for record in records
+    ]
+    try:
+        discard_runs(flow.target_client("producer"), names.batch_log_topic(flow.source), keys)
+    except Exception as error:  # noqa: BLE001 - the batch is committed; leftover runs records are harmless
+        log.warning("could not discard the batch-log runs of batch %s of %s: %s", batch_id, flow.name, error)
 
 
 def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch) -> BatchSummary:
-    """Step 4: commit the batch's Kafka-committed results to the metadata DB, then expose source lag and
-    heartbeat latency."""
+    """Step 4: commit the batch's Kafka-committed results to the metadata DB, discard its runs records from
+    the batch log, then expose source lag and heartbeat latency."""
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be recorded")
-    results = committed_results(flow, planned.batch_id, planned.ranges)
-    store.commit_batch(planned.batch_id, results)
-    commit_source_progress(flow, results)
-    observe_heartbeats(flow, store, planned.ranges, results)
-    return BatchSummary(planned.batch_id, results)
-
-
-def source_progress_group(flow: FlowConfig) -> str:
-    """The consumer group on the source whose committed offsets show the flow's lag to any lag tool."""
-    return f"airmirror-{flow.source}-{flow.target}"
+    committed = committed_batch(flow, planned.batch_id, planned.ranges)
+    store.commit_batch(planned.batch_id, committed.results)
+    discard_batch_runs(flow, planned.batch_id, committed.runs)
+    commit_source_progress(flow, committed.results)
+    observe_heartbeats(flow, store, planned.ranges, committed.results)
+    return BatchSummary(planned.batch_id, committed.results)
 
 
 def commit_source_progress(flow: FlowConfig, results: list[RangeResult]) -> None:
     """Commit the new cursors to the source as group offsets (informational: the DB stays authoritative)."""
     if not results:
         return
-    consumer = Consumer({**flow.source_client("consumer"), "group.id": source_progress_group(flow), "enable.auto.commit": False})
+    consumer = Consumer({**flow.source_client("consumer"), "group.id": names.source_progress_group(flow.source, flow.target), "enable.auto.commit": False})
     try:
         consumer.commit(offsets=[TopicPartition(r.topic, r.partition, r.end) for r in results], asynchronous=False)
     except Exception as error:  # noqa: BLE001 - lag display must never fail a committed batch

@@ -3,13 +3,18 @@
 All queries use ``read_committed``: the end offset is the last stable offset, so a plan never reaches into
 an open transaction.  ``until`` is resolved with the broker's offsets-for-times: the first offset whose
 timestamp is at or after the given time, or the end when every record is older.
+
+:func:`next_record_timestamps` reads (with one consumer, never committing) the timestamp of the next record
+at given positions, for ``status``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror.errors import ReplicationFailure
@@ -57,3 +62,55 @@ def offsets_for_time(
         return {}
     found = list_offsets(admin, keys, OffsetSpec.for_timestamp(timestamp_ms))
     return {key: offset if offset >= 0 else ends[key] for key, offset in found.items()}
+
+
+NEXT_RECORD_TIMEOUT_S = 10.0
+
+
+def next_record_timestamps(
+    consumer_config: Mapping[str, Any], positions: Mapping[PartitionKey, int], timeout: float = NEXT_RECORD_TIMEOUT_S
+) -> dict[PartitionKey, tuple[int, int]]:
+    """``(offset, timestamp ms)`` of the first committed record at or after each partition's position.
+
+    One ``read_committed`` consumer is assigned every partition at its position; each partition is paused as
+    soon as its first record (or its end) arrives, and the whole read stops after ``timeout`` seconds.  A
+    partition with no committed record from its position to its end (or none read in time, or no timestamp)
+    is left out.  Read-only: nothing is committed.
+    """
+    if not positions:
+        return {}
+    consumer = Consumer(
+        {
+            **consumer_config,
+            "group.id": consumer_config.get("group.id") or "airmirror-status-reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "max.partition.fetch.bytes": 65536,
+            "queued.max.messages.kbytes": 1024,
+        }
+    )
+    found: dict[PartitionKey, tuple[int, int]] = {}
+    pending = set(positions)
+    deadline = time.monotonic() + timeout
+    try:
+        consumer.assign([TopicPartition(k.topic, k.partition, offset) for k, offset in positions.items()])
+        while pending and (left := deadline - time.monotonic()) > 0:
+            for message in consumer.consume(num_messages=len(pending) + 10, timeout=min(left, 1.0)):
+                key = PartitionKey(message.topic(), message.partition())
+                if key not in pending:
+                    continue
+                error = message.error()
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                    continue
+                if error is None:
+                    kind, timestamp = message.timestamp()
+                    if kind != TIMESTAMP_NOT_AVAILABLE:
+                        found[key] = (message.offset(), timestamp)
+                pending.discard(key)
+                consumer.pause([TopicPartition(key.topic, key.partition)])
+    finally:
+        consumer.close()
+    return found

@@ -3,19 +3,30 @@
 Lag is ``source end - cursor`` where the source end is the last stable offset; a partition with no cursor
 yet counts from where its first batch would start (``auto.offset.reset``).  Gaps are the source ranges that
 retention deleted before they could be copied.
+
+Future timestamps: for every partition with records left to copy, the next record (the first committed one
+at or after the cursor) is read once; when it is stamped more than :data:`FUTURE_TOLERANCE_MS` after now, the
+partition's ``future_timestamp_ms`` / ``future_timestamp_offset`` name it (None otherwise).  Such a record
+pins every time bound before its timestamp at its offset: backfill runs and runs with an explicit ``until``
+stop there until the wall clock passes it; scheduled and manual runs copy to the last stable offset and are
+not held back.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 
 from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
 from airmirror.model import PartitionKey
-from airmirror.source_offsets import partition_offsets
+from airmirror.planner import PartitionOffsets
+from airmirror.source_offsets import next_record_timestamps, partition_offsets
 from airmirror.store import MetadataStore
 from airmirror.topic_sync import replicated_topics
+
+FUTURE_TOLERANCE_MS = 60_000
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,8 @@ class PartitionStatus:
     gap_records: int
     records_copied: int
     bytes_copied: int
+    future_timestamp_ms: int | None = None
+    future_timestamp_offset: int | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -41,33 +54,62 @@ class FlowStatus:
     flow: str
     partitions: list[PartitionStatus]
     unfinished_batch: int | None
+    checked_at_ms: int = 0
+    future_tolerance_ms: int = FUTURE_TOLERANCE_MS
 
     @property
     def total_lag(self) -> int:
         return sum(p.lag for p in self.partitions)
+
+    @property
+    def future_timestamped(self) -> list[PartitionStatus]:
+        """Partitions whose next record to copy is stamped in the future (beyond the tolerance)."""
+        return [p for p in self.partitions if p.future_timestamp_ms is not None]
 
     def as_dict(self) -> dict:
         return {
             "flow": self.flow,
             "total_lag": self.total_lag,
             "unfinished_batch": self.unfinished_batch,
+            "checked_at_ms": self.checked_at_ms,
+            "future_tolerance_ms": self.future_tolerance_ms,
             "partitions": [p.as_dict() for p in self.partitions],
         }
 
 
-def flow_status(flow: FlowConfig, store: MetadataStore) -> FlowStatus:
+def next_to_copy(flow: FlowConfig, cursor: int | None, offsets: PartitionOffsets) -> int:
+    """The next offset a batch would copy: the cursor, or where a new partition starts
+    (``auto.offset.reset``), never below the log start."""
+    start_from = cursor if cursor is not None else (offsets.log_start if flow.auto_offset_reset == "earliest" else offsets.stable_end)
+    return max(start_from, offsets.log_start)
+
+
+def future_timestamps(
+    flow: FlowConfig, positions: dict[PartitionKey, int], now_ms: int, tolerance_ms: int
+) -> dict[PartitionKey, tuple[int, int]]:
+    """``(offset, timestamp)`` of each partition's next record when it is stamped more than ``tolerance_ms``
+    after ``now_ms``."""
+    found = next_record_timestamps(flow.source_client("consumer"), positions)
+    return {key: record for key, record in found.items() if record[1] > now_ms + tolerance_ms}
+
+
+def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) -> FlowStatus:
     """Read-only: queries the source cluster and the metadata DB, changes nothing."""
     mappings = replicated_topics(flow, AdminClient(flow.client_config(flow.source, "admin")))
     keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
     offsets = partition_offsets(AdminClient(flow.client_config(flow.source, "admin")), keys)
     stats = store.partition_stats(flow.name)
     remote = {m.source_topic: m.remote_topic for m in mappings}
+    cursors = {key: stats[key].cursor if key in stats else None for key in keys}
+    nexts = {key: next_to_copy(flow, cursors[key], offsets[key]) for key in keys}
+    now_ms = int(time.time() * 1000)
+    pending = {key: position for key, position in nexts.items() if position < offsets[key].stable_end}
+    future = future_timestamps(flow, pending, now_ms, future_tolerance_ms)
     rows = []
     for key in keys:
         o = offsets[key]
         s = stats.get(key)
-        cursor = s.cursor if s is not None else None
-        start_from = cursor if cursor is not None else (o.log_start if flow.auto_offset_reset == "earliest" else o.stable_end)
+        future_offset, future_ms = future.get(key, (None, None))
         rows.append(
             PartitionStatus(
                 topic=key.topic,
@@ -75,13 +117,15 @@ def flow_status(flow: FlowConfig, store: MetadataStore) -> FlowStatus:
                 remote_topic=remote[key.topic],
                 source_start=o.log_start,
                 source_end=o.stable_end,
-                cursor=cursor,
-                lag=max(0, o.stable_end - max(start_from, o.log_start)),
+                cursor=cursors[key],
+                lag=max(0, o.stable_end - nexts[key]),
                 gaps=s.gap_count if s is not None else 0,
                 gap_records=s.gap_offsets if s is not None else 0,
                 records_copied=s.records if s is not None else 0,
                 bytes_copied=s.bytes if s is not None else 0,
+                future_timestamp_ms=future_ms,
+                future_timestamp_offset=future_offset,
             )
         )
     unfinished = store.unfinished_batch(flow.name)
-    return FlowStatus(flow.name, rows, unfinished.id if unfinished is not None else None)
+    return FlowStatus(flow.name, rows, unfinished.id if unfinished is not None else None, now_ms, future_tolerance_ms)

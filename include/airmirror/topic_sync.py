@@ -8,13 +8,19 @@ Rules (MM2's):
   remote topics are never deleted.
 - With ``sync.topic.configs.enabled`` the non-default source configs are also applied to existing remote
   topics (incremental alter, only values that differ).
-- A creation that fails because of the replication factor is an input error naming the key.
+
+Every topic airmirror creates goes through :func:`create_topics`: remote topics with ``replication.factor``,
+and its internal one-partition topics (:func:`ensure_internal_topic`: the batch log, MM2's heartbeats and
+checkpoints topics) with their own replication-factor key (see :mod:`airmirror.config.mirror_config`).  A
+creation that fails because of the replication factor (e.g. larger than the cluster's broker count) is a
+:class:`~airmirror.errors.ConfigError` naming that key and its line; a topic that already exists is left as
+it is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
@@ -30,6 +36,7 @@ from confluent_kafka.admin import (
 )
 
 from airmirror.config import FlowConfig
+from airmirror.config.mirror_config import BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.errors import ConfigError, ReplicationFailure
 
 ADMIN_TIMEOUT_S = 30.0
@@ -42,6 +49,15 @@ class TopicMapping:
     source_topic: str
     remote_topic: str
     partitions: int
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic to create on a flow's target: its name, partition count and topic configs."""
+
+    name: str
+    partitions: int
+    configs: Mapping[str, str]
 
 
 @dataclass
@@ -94,7 +110,8 @@ def sync_topics(
                 report.reconfigured[m.remote_topic] = changes
     if dry_run:
         return report
-    create_topics(flow, target, [(m, wanted[m.source_topic]) for m in missing])
+    new_topics = [TopicSpec(m.remote_topic, m.partitions, wanted[m.source_topic]) for m in missing]
+    create_topics(flow, target, new_topics, "replication.factor")
     grow_topics(target, report.grown)
     alter_configs(target, report.reconfigured)
     return report
@@ -119,13 +136,16 @@ def replicable_configs(flow: FlowConfig, entries: dict[str, ConfigEntry]) -> dic
     }
 
 
-def create_topics(flow: FlowConfig, target: AdminClient, topics: list[tuple[TopicMapping, dict[str, str]]]) -> None:
+def create_topics(flow: FlowConfig, target: AdminClient, topics: Sequence[TopicSpec], factor_key: str) -> None:
+    """Create ``topics`` on the flow's target with the replication factor ``factor_key`` gives the flow.
+
+    Topics that already exist are left as they are.  A factor the cluster cannot satisfy raises
+    :class:`ConfigError` naming ``factor_key``; any other failure raises :class:`ReplicationFailure`.
+    """
     if not topics:
         return
-    new_topics = [
-        NewTopic(m.remote_topic, num_partitions=m.partitions, replication_factor=flow.replication_factor, config=configs)
-        for m, configs in topics
-    ]
+    factor = flow.topic_replication_factor(factor_key)
+    new_topics = [NewTopic(t.name, t.partitions, factor, config=dict(t.configs)) for t in topics]
     for name, future in target.create_topics(new_topics, request_timeout=ADMIN_TIMEOUT_S).items():
         try:
             future.result()
@@ -135,12 +155,12 @@ def create_topics(flow: FlowConfig, target: AdminClient, topics: list[tuple[Topi
                 continue
             if code == KafkaError.INVALID_REPLICATION_FACTOR:
                 raise ConfigError(
-                    f"cannot create remote topic '{name}' on cluster '{flow.target}' with replication factor "
-                    f"{flow.replication_factor}: {error.args[0].str()}",
-                    key="replication.factor",
-                    line=flow.line_of("replication.factor"),
+                    f"cannot create topic '{name}' on cluster '{flow.target}' with replication factor {factor}: "
+                    f"{error.args[0].str()}",
+                    key=factor_key,
+                    line=flow.line_of(factor_key),
                 ) from error
-            raise ReplicationFailure(f"cannot create remote topic '{name}': {error}") from error
+            raise ReplicationFailure(f"cannot create topic '{name}' on cluster '{flow.target}': {error}") from error
 
 
 def grow_topics(target: AdminClient, grown: dict[str, tuple[int, int]]) -> None:
@@ -174,13 +194,24 @@ def alter_configs(target: AdminClient, changes: dict[str, dict[str, str]]) -> No
             raise ReplicationFailure(f"cannot update configs of remote topic '{resource.name}': {error}") from error
 
 
-def ensure_internal_topic(target: AdminClient, name: str, configs: dict[str, str]) -> None:
-    """Create a one-partition internal topic on the target (broker-default replication) if missing."""
+def ensure_internal_topic(
+    flow: FlowConfig, target: AdminClient, name: str, configs: Mapping[str, str], factor_key: str
+) -> None:
+    """Create the one-partition internal topic ``name`` on the flow's target unless it exists.
+
+    Its replication factor is the one ``factor_key`` gives the flow, and its configs are ``configs`` plus
+    :func:`durability_configs` of that factor (which win over ``configs``).
+    """
     if name in target.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
         return
-    future = target.create_topics([NewTopic(name, num_partitions=1, replication_factor=-1, config=configs)])[name]
-    try:
-        future.result()
-    except KafkaException as error:
-        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise ReplicationFailure(f"cannot create internal topic '{name}': {error}") from error
+    factor = flow.topic_replication_factor(factor_key)
+    create_topics(flow, target, [TopicSpec(name, 1, {**configs, **durability_configs(factor)})], factor_key)
+
+
+def durability_configs(factor: int) -> dict[str, str]:
+    """``min.insync.replicas`` of an internal topic with ``factor`` replicas: ``factor - 1``, at least 1 and at
+    most 2 (1 or 2 replicas -> 1, 3 -> 2, 5 -> 2), so one broker may be down while every acknowledged write
+    is on two brokers.  Nothing for the broker-default factor (-1): the broker's default applies."""
+    if factor == BROKER_DEFAULT_REPLICATION_FACTOR:
+        return {}
+    return {"min.insync.replicas": str(min(2, max(1, factor - 1)))}

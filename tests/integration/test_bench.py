@@ -1,5 +1,7 @@
 """``benchmarks/bench.py`` end to end on a small load: every copier runs, every copy verifies, the report is whole.
 
+The big-partition case (issue 9) runs tiny too (20,000 records and 2,000), so its code path is exercised.
+
 No timing is asserted: the bench only has to run, check its copies and report every figure.
 """
 
@@ -18,12 +20,23 @@ REPO = Path(__file__).resolve().parents[2]
 COPIERS = ("raw_pipe", "mm2_default", "mm2_tuned", "airmirror")
 FIGURES = {"wall_s", "steady_mb_s", "records_per_s", "peak_rss_mb"}
 RATIOS = {"airmirror_vs_mm2_tuned", "airmirror_vs_mm2_default", "airmirror_vs_raw_pipe"}
+BIG_FIGURES = {
+    "wall_s",
+    "records_per_s",
+    "mb_s",
+    "peak_rss_mb",
+    "small_wall_s",
+    "small_records_per_s",
+    "small_mb_s",
+    "small_peak_rss_mb",
+    "peak_rss_ratio_big_vs_small",
+}
 
 
 def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--records", "3000", "--record-size", "512",
-         "--partitions", "3", "--results-dir", str(tmp_path)],
+         "--partitions", "3", "--big-partition-records", "20000", "--results-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -39,5 +52,13 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     assert document["latency"]["records"] == 1000
     assert document["scaling"]["records_x4"]["records"] == 12000
     assert document["scaling"]["partitions_x4"]["partitions"] == 12
+    big = document["big_partition"]
+    assert (big["records"], big["small_records"], big["partitions"]) == (20000, 2000, 1)
+    assert big["transaction_timeout_ms"] == 15000
+    assert all(big[f] > 0 for f in BIG_FIGURES), big
+    assert {"cli", "jvm", "python"} <= set(big["peak_rss_by_role_mb"]), big["peak_rss_by_role_mb"]
+    assert big["rss_timeline"] and big["small_rss_timeline"]
     assert "| airmirror |" in completed.stdout
+    assert "| big | 20,000 |" in completed.stdout
+    assert "peak_rss_ratio_big_vs_small" in completed.stdout
     assert "verified" in completed.stderr

@@ -1,8 +1,12 @@
-"""Exactly-once under real faults: kill -9 of Spark workers and of the job, a broker restart, a DB lock.
+"""Exactly-once under real faults: kill -9 of Spark workers and of the job, a broker restart, a DB lock,
+a deleted or overwritten anchor group.
 
 Each test copies one large batch through the real CLI (a separate process with its own Spark JVM), injects
 the fault while the batch is in flight, lets the next run resume, and then checks that every target
 partition equals its source partition record for record: nothing lost, nothing duplicated, same order.
+Transactions are bounded to a few thousand records, so every range is copied in several chunk
+transactions and a fault mid-range leaves some of them committed: a resume that started the range again
+would duplicate them.
 """
 
 from __future__ import annotations
@@ -13,14 +17,18 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
-from airmirror.config import load_config
-from airmirror.replication.batch_log import anchor_group, read_anchors
+from airmirror import names
+from airmirror.config import FlowConfig, load_config
+from airmirror.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.replication.batch_log import read_anchors
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, recent_ms, records_of
@@ -114,12 +122,31 @@ def python_workers_of(process: subprocess.Popen) -> list[psutil.Process]:
     return workers
 
 
-@pytest.fixture
-def flow_config(clusters, prefix, tmp_path) -> tuple[Path, str]:
+def bulk_flow(clusters: dict[str, LocalBroker], prefix: str, tmp_path: Path) -> tuple[Path, str]:
     topic = f"{prefix}.bulk"
     load_source(clusters["a"].bootstrap, topic)
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\nairmirror.transaction.max.records = 5000",
+    )
     return config, topic
+
+
+@pytest.fixture
+def flow_config(clusters, prefix, tmp_path) -> tuple[Path, str]:
+    return bulk_flow(clusters, prefix, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def expiring_target(test_home) -> Iterator[LocalBroker]:
+    """A target cluster that drops the committed offsets of empty groups one minute after their commit."""
+    name = "b-expiring-offsets"
+    settings = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "1000"}
+    try:
+        yield start_broker(name, free_port(), broker_config=settings, home=test_home)
+    finally:
+        stop_broker(name, home=test_home)
 
 
 def test_spark_worker_killed_mid_write(clusters, flow_config):
@@ -138,8 +165,31 @@ def test_spark_worker_killed_mid_write(clusters, flow_config):
     assert_db_caught_up(config, topic)
 
 
-def test_job_killed_after_kafka_commit_before_db_commit(clusters, flow_config):
-    config, topic = flow_config
+def lose_anchors(flow: FlowConfig, topic: str, how: str) -> None:
+    """Make the anchor group useless the way brokers, operators and other clients do: let its offsets expire,
+    delete it, or commit over it."""
+    group, bootstrap = names.anchor_group("a", "b"), flow.target_client("consumer")["bootstrap.servers"]
+    remote = [(topic, p) for p in range(PARTITIONS)]
+    if how == "expired":
+        wait_until(
+            lambda: all(a is None for a in read_anchors(flow.target_client("consumer"), group, remote).values()),
+            300,
+            "the anchor offsets to expire",
+        )
+    elif how == "deleted":
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=60)
+    elif how == "overwritten":
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, p, 1) for p in range(PARTITIONS)], asynchronous=False)
+        finally:
+            consumer.close()
+
+
+def kill_after_kafka_commit_and_resume(clusters: dict[str, LocalBroker], config: Path, topic: str, anchors: str) -> None:
+    """Kill the job once every range is committed in Kafka but before the DB commit (held locked), do
+    ``anchors`` to the anchor group, then resume until success and compare."""
     flow = load_config(config).flow("a->b")
     db_path = flow.metadata_db_url.removeprefix("sqlite:///")
     process = start_cli(config)
@@ -153,12 +203,16 @@ def test_job_killed_after_kafka_commit_before_db_commit(clusters, flow_config):
         remote = [(f"a.{topic}", p) for p in range(PARTITIONS)]
         consumer_config = flow.target_client("consumer")
         wait_until(
-            lambda: all(a is not None and a.batch_id == batch_id for a in read_anchors(consumer_config, anchor_group("a", "b"), remote).values()),
+            lambda: all(
+                a is not None and a.batch_id == batch_id and a.done
+                for a in read_anchors(consumer_config, names.anchor_group("a", "b"), remote).values()
+            ),
             300,
             "every partition to commit in Kafka",
         )
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(30)
+        lose_anchors(flow, f"a.{topic}", anchors)
     finally:
         lock.execute("ROLLBACK")
         lock.close()
@@ -170,6 +224,22 @@ def test_job_killed_after_kafka_commit_before_db_commit(clusters, flow_config):
 
     assert_exact_copy(clusters, topic)
     assert_db_caught_up(config, topic)
+
+
+@pytest.mark.parametrize("anchors", ["kept", "deleted", "overwritten"])
+def test_job_killed_after_kafka_commit_before_db_commit(clusters, flow_config, anchors):
+    """Resuming after the Kafka commit copies nothing again, even when the anchor group was deleted or
+    another client committed over it: the batch log's progress records are the truth."""
+    config, topic = flow_config
+    kill_after_kafka_commit_and_resume(clusters, config, topic, anchors)
+
+
+def test_resume_after_the_anchors_expired(clusters, expiring_target, prefix, tmp_path):
+    """The target drops the anchor offsets (``offsets.retention.minutes=1``) while the DB commit is
+    blocked; the resumed batch still copies nothing twice."""
+    both = {"a": clusters["a"], "b": expiring_target}
+    config, topic = bulk_flow(both, prefix, tmp_path)
+    kill_after_kafka_commit_and_resume(both, config, topic, "expired")
 
 
 def test_target_broker_restarted_mid_batch(clusters, flow_config):

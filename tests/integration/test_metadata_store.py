@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timezone
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +24,21 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from airmirror.errors import ReplicationFailure
 from airmirror.model import Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
 from airmirror.store import (
+    DEFAULT_LEASE_TTL_SECONDS,
     BatchState,
+    FlowBusyError,
+    FlowLease,
+    FlowLeaseLostError,
     MetadataStore,
     PartitionStats,
     StaleCursorError,
     alembic_config,
     create_store_engine,
+    describe_holder,
 )
+from airmirror.store.flow_lease import acquire_flow
 from airmirror.store.metadata_store import MIGRATIONS_DIR
-from airmirror.store.schema import VERSION_TABLE, batches, cursors, metadata
+from airmirror.store.schema import VERSION_TABLE, batches, cursors, flow_leases, metadata
 from tests.postgres_server import PostgresServer, postgres_server
 
 pytestmark = pytest.mark.integration
@@ -429,3 +439,218 @@ def test_open_of_an_unreachable_database_raises_replication_failure(postgres: Po
     with pytest.raises(ReplicationFailure, match="could not migrate the schema") as raised:
         MetadataStore.open(url)
     assert postgres.password not in str(raised.value)
+
+
+# Flow leases (airmirror.store.flow_lease): at most one run works on a flow at a time.
+
+LEASE_FLOW = "a->b"
+
+
+def holder_name(name: str) -> str:
+    return describe_holder(f"test {name}")
+
+
+def test_a_flow_lease_is_held_for_the_block_and_released_after(store: MetadataStore) -> None:
+    assert store.flow_lease(LEASE_FLOW) is None
+    with store.hold_flow(LEASE_FLOW, holder_name("first")) as lease:
+        held = store.flow_lease(LEASE_FLOW)
+        assert held is not None and held.holder == holder_name("first") == lease.holder
+        assert held.acquired_at.tzinfo is timezone.utc
+        assert held.expires_at - held.acquired_at == timedelta(seconds=DEFAULT_LEASE_TTL_SECONDS)
+        with store.hold_flow("another->flow", holder_name("other flow")):
+            assert store.flow_lease("another->flow") is not None
+        lease.check()
+    assert store.flow_lease(LEASE_FLOW) is None
+    with store.hold_flow(LEASE_FLOW, holder_name("second")):
+        assert store.flow_lease(LEASE_FLOW).holder == holder_name("second")
+    assert store.flow_lease(LEASE_FLOW) is None
+
+
+def test_a_held_flow_is_busy_with_a_plain_message_even_for_the_same_holder(store: MetadataStore) -> None:
+    holder = describe_holder("Airflow dag airmirror__a__b run scheduled__2026 task replicate try 1")
+    with store.hold_flow(LEASE_FLOW, holder) as lease:
+        held = store.flow_lease(LEASE_FLOW)
+        for contender in (holder_name("cli"), holder):
+            with pytest.raises(FlowBusyError) as raised:
+                with store.hold_flow(LEASE_FLOW, contender):
+                    pytest.fail("a held flow was acquired twice")
+            error = raised.value
+            assert isinstance(error, ReplicationFailure) and error.exit_code == 1
+            since = held.acquired_at.isoformat(timespec="seconds").replace("+00:00", "Z")
+            expires = held.expires_at.isoformat(timespec="seconds").replace("+00:00", "Z")
+            assert str(error) == (
+                f"flow 'a->b' is being replicated by another run (holder {holder}, since {since}, "
+                f"lease expires {expires}); nothing was changed; run again once it finishes"
+            )
+            assert error.flow == LEASE_FLOW and error.current == store.flow_lease(LEASE_FLOW)
+        lease.check()
+    assert store.flow_lease(LEASE_FLOW) is None
+
+
+def test_an_exception_in_the_block_releases_the_lease(store: MetadataStore) -> None:
+    with pytest.raises(RuntimeError, match="copy failed"):
+        with store.hold_flow(LEASE_FLOW, holder_name("failing")):
+            raise RuntimeError("copy failed")
+    assert store.flow_lease(LEASE_FLOW) is None
+
+
+def contend(db_url: str, contenders: int, ttl_seconds: float) -> tuple[list[FlowLease], list[FlowBusyError]]:
+    """``contenders`` threads, each with its own engine (as separate processes would have), acquire the lease
+    at the same moment; returns the leases won (not renewed, not released) and the busy errors."""
+    engines = [create_store_engine(db_url) for _ in range(contenders)]
+    start = threading.Barrier(contenders)
+
+    def attempt(index: int) -> FlowLease | FlowBusyError:
+        start.wait()
+        try:
+            return acquire_flow(engines[index], LEASE_FLOW, holder_name(f"contender {index}"), ttl_seconds=ttl_seconds)
+        except FlowBusyError as busy:
+            return busy
+
+    try:
+        with ThreadPoolExecutor(max_workers=contenders) as pool:
+            outcomes = list(pool.map(attempt, range(contenders)))
+    finally:
+        for engine in engines:
+            engine.dispose()
+    return [o for o in outcomes if isinstance(o, FlowLease)], [o for o in outcomes if isinstance(o, FlowBusyError)]
+
+
+def test_exactly_one_of_concurrent_contenders_acquires_a_free_or_expired_lease(store: MetadataStore, db_url: str) -> None:
+    for round_ in range(3):
+        won, busy = contend(db_url, 6, ttl_seconds=0.5)
+        assert len(won) == 1 and len(busy) == 5, f"round {round_}: {len(won)} contenders acquired the lease"
+        assert store.flow_lease(LEASE_FLOW).holder == won[0].holder
+        assert all(error.current is not None and error.current.holder == won[0].holder for error in busy)
+        time.sleep(0.7)  # the winner never renews: the next round takes over its expired lease
+
+
+def test_an_expired_lease_is_taken_over_and_its_old_holder_learns_it(store: MetadataStore, db_url: str) -> None:
+    engine = create_store_engine(db_url)
+    try:
+        old = acquire_flow(engine, LEASE_FLOW, holder_name("stalled"), ttl_seconds=0.5)
+        with pytest.raises(FlowBusyError):
+            acquire_flow(engine, LEASE_FLOW, holder_name("early"), ttl_seconds=5)
+        time.sleep(0.7)
+        assert old.lost is None  # nobody noticed yet: expiry alone loses nothing
+        with store.hold_flow(LEASE_FLOW, holder_name("new")) as new:
+            with pytest.raises(FlowLeaseLostError) as raised:
+                old.check()
+            message = str(raised.value)
+            assert message.startswith(
+                f"flow 'a->b' is being replicated by another run (holder {holder_name('new')}, since "
+            )
+            assert f"this run (holder {holder_name('stalled')}) lost its lease" in message
+            assert "stopping without committing" in message
+            assert old.lost is raised.value
+            assert old.release() is False
+            assert store.flow_lease(LEASE_FLOW).holder == holder_name("new")
+            new.check()
+        assert store.flow_lease(LEASE_FLOW) is None
+    finally:
+        engine.dispose()
+
+
+def test_an_expired_lease_nobody_took_over_is_still_ours(store: MetadataStore, db_url: str) -> None:
+    engine = create_store_engine(db_url)
+    try:
+        lease = acquire_flow(engine, LEASE_FLOW, holder_name("slow"), ttl_seconds=0.3)
+        time.sleep(0.5)
+        lease.check()
+        assert lease.expires_at > lease.acquired_at + timedelta(seconds=0.3)
+        with pytest.raises(FlowBusyError):
+            acquire_flow(engine, LEASE_FLOW, holder_name("late"), ttl_seconds=5)
+        assert lease.release() is True
+    finally:
+        engine.dispose()
+
+
+def test_renewal_keeps_the_lease_past_its_ttl(store: MetadataStore) -> None:
+    with store.hold_flow(LEASE_FLOW, holder_name("long run"), ttl_seconds=1.0) as lease:
+        time.sleep(2.5)
+        with pytest.raises(FlowBusyError):
+            with store.hold_flow(LEASE_FLOW, holder_name("contender")):
+                pass
+        held = store.flow_lease(LEASE_FLOW)
+        assert held.holder == holder_name("long run")
+        assert held.renewed_at - held.acquired_at >= timedelta(seconds=1.5)
+        assert lease.lost is None
+        lease.check()
+    assert store.flow_lease(LEASE_FLOW) is None
+
+
+def test_the_renewal_thread_notices_a_lost_lease(store: MetadataStore, db_url: str) -> None:
+    engine = create_store_engine(db_url)
+    try:
+        with store.hold_flow(LEASE_FLOW, holder_name("paused"), ttl_seconds=0.6) as lease:
+            # What another run does once this one's lease expired: overwrite the row with its own lease.
+            with engine.begin() as connection:
+                connection.execute(
+                    update(flow_leases).where(flow_leases.c.flow == LEASE_FLOW).values(holder="thief", token="0" * 32)
+                )
+            deadline = time.monotonic() + 5
+            while lease.lost is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert lease.lost is not None, "the renewal thread did not notice the lost lease"
+            with pytest.raises(FlowLeaseLostError, match=r"\(holder thief, since .*lost its lease"):
+                lease.check()
+        assert store.flow_lease(LEASE_FLOW).holder == "thief"  # leaving the block left the new lease alone
+    finally:
+        engine.dispose()
+
+
+HOLD_AND_SLEEP = """
+import sys, time
+from airmirror.store import MetadataStore
+with MetadataStore.open(sys.argv[1]) as store, store.hold_flow("a->b", "holder that dies", ttl_seconds=60):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_dead_holder_on_this_machine_is_taken_over_at_once(store: MetadataStore, db_url: str) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_AND_SLEEP, db_url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(FlowBusyError, match=r"\(holder holder that dies, since "):
+            with store.hold_flow(LEASE_FLOW, holder_name("while alive")):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    expires_at = store.flow_lease(LEASE_FLOW).expires_at
+    with store.hold_flow(LEASE_FLOW, holder_name("after the crash")):
+        taken = store.flow_lease(LEASE_FLOW)
+        assert taken.holder == holder_name("after the crash") and taken.acquired_at < expires_at
+
+
+def test_a_holder_on_another_machine_is_waited_for_until_its_lease_expires(store: MetadataStore, db_url: str) -> None:
+    engine = create_store_engine(db_url)
+    try:
+        acquire_flow(engine, LEASE_FLOW, "holder elsewhere", ttl_seconds=1.0)
+        with engine.begin() as connection:  # a pid that is gone, but on another boot: cannot be checked from here
+            connection.execute(update(flow_leases).values(process=f"{uuid.uuid4()}/pid:[1]/999999/1"))
+        with pytest.raises(FlowBusyError, match="holder holder elsewhere"):
+            acquire_flow(engine, LEASE_FLOW, holder_name("too early"))
+        time.sleep(1.2)
+        with store.hold_flow(LEASE_FLOW, holder_name("after expiry")):
+            assert store.flow_lease(LEASE_FLOW).holder == holder_name("after expiry")
+    finally:
+        engine.dispose()
+
+
+def test_a_lease_survives_the_database_being_down_for_a_while(postgres: PostgresServer) -> None:
+    url = postgres.create_database(f"store_{uuid.uuid4().hex}")
+    with MetadataStore.open(url) as store:
+        with store.hold_flow(LEASE_FLOW, holder_name("patient"), ttl_seconds=1.5) as lease:
+            postgres.stop()
+            try:
+                time.sleep(2.0)  # renewals fail meanwhile, and the lease expires
+            finally:
+                postgres.start()
+            lease.check()  # nobody took it over: still ours
+            assert lease.lost is None
+            with pytest.raises(FlowBusyError):
+                with store.hold_flow(LEASE_FLOW, holder_name("contender")):
+                    pass
+        assert store.flow_lease(LEASE_FLOW) is None

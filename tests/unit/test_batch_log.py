@@ -1,25 +1,59 @@
-"""Batch-log record and anchor encodings round-trip exactly."""
+"""Batch-log records and anchors: exact round trips, bounded record sizes, untrusted anchors rejected."""
 
 from __future__ import annotations
 
-from airmirror.model import OffsetRun, RangeResult
-from airmirror.replication.batch_log import Anchor, anchor_group, batch_log_topic, decode_result, encode_result
+from confluent_kafka import TopicPartition
+
+from airmirror.model import OffsetRun
+from airmirror.replication.batch_log import (
+    RUNS_PER_RECORD,
+    Progress,
+    decode_runs,
+    encode_runs,
+    progress_key,
+    runs_key,
+    runs_parts,
+    trusted_anchor,
+)
+
+PROGRESS = Progress(
+    batch_id=3, chunk=2, start=100, end=900, position=700, done=False, records=590, bytes=59_000,
+    downstream_start=40, downstream_position=630, first_runs_offset=12,
+)
 
 
-def test_result_round_trips_with_many_runs():
-    runs = tuple(OffsetRun(i * 3, i * 3 + 2, 1000 + i * 3) for i in range(5000))
-    result = RangeResult("orders", 4, 0, 15000, 10000, 123456, runs, 1000, 16000)
-    value = encode_result("a->b", 17, result)
-    assert len(value) < 200_000
-    assert decode_result(value) == ("a->b", 17, result)
+def test_progress_round_trips_and_rejects_foreign_text():
+    assert Progress.decode(PROGRESS.encode()) == PROGRESS
+    assert Progress.decode(PROGRESS.encode().encode()) == PROGRESS
+    for foreign in (None, "", "x", '{"b": 3}', '{"v": 1, "b": 3, "u": 9, "m": 1}', "[1]"):
+        assert Progress.decode(foreign) is None
 
 
-def test_anchor_metadata_round_trips():
-    anchor = Anchor(batch_id=3, upstream_end=900, downstream_position=950, log_offset=12)
-    assert Anchor.parse(950, anchor.metadata()) == anchor
-    assert Anchor.parse(-1001, None) is None
+def test_anchor_is_trusted_only_when_it_matches_its_offset():
+    assert trusted_anchor(TopicPartition("t", 0, 630, metadata=PROGRESS.encode())) == PROGRESS
+    assert trusted_anchor(TopicPartition("t", 0, 631, metadata=PROGRESS.encode())) is None
+    assert trusted_anchor(TopicPartition("t", 0, 630, metadata="")) is None
+    assert trusted_anchor(TopicPartition("t", 0, -1001)) is None
 
 
-def test_internal_names_are_internal_by_mm2_rules():
-    assert batch_log_topic("a").endswith(".internal")
-    assert anchor_group("a", "b") == "airmirror-eos-a-b"
+def test_runs_split_into_bounded_records_that_round_trip():
+    runs = [OffsetRun(i * 3, i * 3 + 2, 1000 + i * 2) for i in range(RUNS_PER_RECORD * 2 + 5)]
+    parts = runs_parts(7, 4, runs)
+    assert [len(p.runs) for p in parts] == [RUNS_PER_RECORD, RUNS_PER_RECORD, 5]
+    assert [p.part for p in parts] == [0, 1, 2]
+    for part in parts:
+        value = encode_runs(part)
+        assert len(value) < 4 * 1024 * 1024
+        assert decode_runs(value) == part
+    assert runs_parts(7, 4, []) == []
+
+
+def test_keys_never_collide_across_flows_topics_and_chunks():
+    keys = {
+        progress_key("us->dr", "dr-orders", 0),
+        progress_key("us-dr->dr", "orders", 0),
+        runs_key("a->b", "t", 1, 2, 3, 0),
+        runs_key("a->b", "t", 12, 3, 0, 0),
+        runs_key("a->b", "t-1", 2, 3, 0, 0),
+    }
+    assert len(keys) == 5

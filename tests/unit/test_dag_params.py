@@ -1,13 +1,16 @@
-"""Flow-DAG logic that needs no cluster: schedules, run params, emission intervals."""
+"""Flow-DAG logic that needs no cluster: schedules, run params and time bounds per run type, emission intervals."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 
 import pytest
+from airflow.sdk.api.datamodels._generated import DagRunType as SdkDagRunType
+from airflow.utils.types import DagRunType
 
 from airmirror.dag_factory.emission import is_due
-from airmirror.dag_factory.params import batch_options
+from airmirror.dag_factory.params import batch_options, bounds_by_time, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
 
@@ -31,19 +34,63 @@ def test_bad_schedules_name_the_key(value):
         parse_schedule(value, line=3)
 
 
-def test_until_defaults_to_the_data_interval_end():
-    options = batch_options({}, END)
-    assert options.until_ms == int(END.timestamp() * 1000)
+END_MS = int(END.timestamp() * 1000)
+UNTIL = "2024-04-01T00:00:00Z"
+UNTIL_MS = int(datetime(2024, 4, 1, tzinfo=timezone.utc).timestamp() * 1000)
+EVERY_RUN_TYPE = [t.value for t in DagRunType]
+
+
+@pytest.mark.parametrize("run_type", [*EVERY_RUN_TYPE, None])
+@pytest.mark.parametrize("until", [None, "", UNTIL])
+def test_only_backfills_and_an_explicit_until_bound_by_time(run_type, until):
+    expected = bool(until) or run_type == "backfill"
+    assert bounds_by_time(run_type, until) is expected
+
+
+@pytest.mark.parametrize(
+    ("run_type", "params", "until_ms"),
+    [
+        ("scheduled", {}, None),
+        ("asset_triggered", {}, None),
+        ("manual", {}, None),
+        ("manual", {"until": None}, None),
+        ("operator_triggered", {}, None),
+        (None, {}, None),
+        ("backfill", {}, END_MS),
+        ("backfill", {"until": ""}, END_MS),
+        ("backfill", {"until": UNTIL}, UNTIL_MS),
+        ("scheduled", {"until": UNTIL}, UNTIL_MS),
+        ("manual", {"until": UNTIL}, UNTIL_MS),
+    ],
+)
+def test_time_bound_per_run_type_and_until_param(run_type, params, until_ms):
+    options = batch_options(params, END, run_type=run_type)
+    assert options.until_ms == until_ms
     assert (options.start_from, options.reset_cursor, options.dry_run, options.topics_regex) == ("stored", False, False, None)
+
+
+def test_a_backfill_without_data_interval_has_no_time_bound():
+    assert batch_options({}, None, run_type="backfill").until_ms is None
+
+
+@pytest.mark.parametrize("run_type", list(DagRunType) + list(SdkDagRunType))
+def test_run_type_name_reads_airflow_run_types(run_type):
+    assert run_type_name(SimpleNamespace(run_type=run_type)) == run_type.value
+    assert bounds_by_time(run_type_name(SimpleNamespace(run_type=run_type)), None) is (run_type.value == "backfill")
+
+
+def test_run_type_name_without_a_run():
+    assert run_type_name(None) is None
+    assert run_type_name(SimpleNamespace(run_type="scheduled")) == "scheduled"
 
 
 def test_explicit_params_override():
     options = batch_options(
-        {"until": "2024-04-01T00:00:00Z", "topics": "orders.*", "start_from": "2024-03-01", "reset_cursor": True,
+        {"until": UNTIL, "topics": "orders.*", "start_from": "2024-03-01", "reset_cursor": True,
          "max_records_per_partition": 10, "dry_run": True},
         END,
     )
-    assert options.until_ms == int(datetime(2024, 4, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    assert options.until_ms == UNTIL_MS
     assert options.start_from == "timestamp" and options.start_ms == int(datetime(2024, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
     assert (options.topics_regex, options.reset_cursor, options.max_records, options.dry_run) == ("orders.*", True, 10, True)
 

@@ -434,3 +434,76 @@ def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         load_config(tmp_path / "nope.properties", env={})
     assert error.value.exit_code == 2
+
+
+REPLICATION_FACTOR_KEYS = {
+    "replication.factor": 2,
+    "heartbeats.topic.replication.factor": 3,
+    "checkpoints.topic.replication.factor": 3,
+    "offset-syncs.topic.replication.factor": 3,
+    "airmirror.batch.log.topic.replication.factor": 3,
+}
+
+
+@pytest.mark.parametrize(("key", "default"), REPLICATION_FACTOR_KEYS.items())
+def test_replication_factor_defaults_and_overrides(tmp_path: Path, key: str, default: int) -> None:
+    assert flow(tmp_path).topic_replication_factor(key) == default
+    assert flow(tmp_path, f"{key} = 5\n").topic_replication_factor(key) == 5
+    assert flow(tmp_path, f"{key} = 5\na->b.{key} = -1\n").topic_replication_factor(key) == -1
+
+
+@pytest.mark.parametrize("key", REPLICATION_FACTOR_KEYS)
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_replication_factor_must_be_positive_or_broker_default(tmp_path: Path, key: str, value: str) -> None:
+    error = rejection(tmp_path, BASE + f"a->b.{key} = {value}\n")
+    assert (error.key, error.line) == (f"a->b.{key}", 5)
+    assert "positive" in str(error)
+
+
+def test_topic_replication_factor_of_another_key_is_a_programming_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="offset.lag.max"):
+        flow(tmp_path).topic_replication_factor("offset.lag.max")
+
+
+DAG_ID_COLLISIONS = [
+    ("us.east, us_east, b", "us.east->b", "us_east->b", "airmirror__us_east__b"),
+    ("a__b, c, a, b__c", "a__b->c", "a->b__c", "airmirror__a__b__c"),
+    ("x, eu-west.1, eu-west_1", "x->eu-west.1", "x->eu-west_1", "airmirror__x__eu-west_1"),
+]
+
+
+def colliding_config(clusters: str, first: str, second: str) -> str:
+    aliases = [alias.strip() for alias in clusters.split(",")]
+    servers = "".join(f"{alias}.bootstrap.servers = h:1\n" for alias in aliases)
+    return f"clusters = {clusters}\n{servers}{first}.enabled = true\n{second}.enabled = true\n"
+
+
+@pytest.mark.parametrize(("clusters", "first", "second", "dag_id"), DAG_ID_COLLISIONS)
+def test_flows_with_the_same_dag_id_are_rejected(tmp_path: Path, clusters: str, first: str, second: str, dag_id: str) -> None:
+    text = colliding_config(clusters, first, second)
+    error = rejection(tmp_path, text)
+    assert first in str(error) and second in str(error) and dag_id in str(error)
+    assert (error.key, error.line) == (f"{second}.enabled", line_of(text, f"{second}.enabled"))
+
+
+@pytest.mark.parametrize(("clusters", "first", "second", "dag_id"), DAG_ID_COLLISIONS)
+def test_validate_exits_2_naming_both_flows(tmp_path: Path, capsys, clusters: str, first: str, second: str, dag_id: str) -> None:
+    from airmirror.cli import main
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(colliding_config(clusters, first, second))
+    assert main(["validate", str(path)]) == 2
+    stderr = capsys.readouterr().err
+    assert first in stderr and second in stderr and dag_id in stderr
+
+
+@pytest.mark.parametrize(("clusters", "first", "second", "dag_id"), DAG_ID_COLLISIONS)
+def test_one_of_two_colliding_flows_alone_is_accepted(tmp_path: Path, clusters: str, first: str, second: str, dag_id: str) -> None:
+    text = colliding_config(clusters, first, second).replace(f"{second}.enabled = true", f"{second}.enabled = false")
+    assert [f.name for f in load(tmp_path, text).enabled_flows()] == [first]
+
+
+def test_flows_with_distinct_dag_ids_are_accepted(tmp_path: Path) -> None:
+    text = colliding_config("us.east, b, c", "us.east->b", "b->us.east") + "us.east->c.enabled = true\nc->b.enabled = true\n"
+    flows = load(tmp_path, text).enabled_flows()
+    assert [f.name for f in flows] == ["us.east->b", "b->us.east", "us.east->c", "c->b"]

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from airmirror.config.properties import Setting
 from airmirror.errors import ConfigError
+from airmirror.secrets import MaskedConfig
 
 CLIENT_KINDS: tuple[str, ...] = ("consumer", "producer", "admin")
 
@@ -26,9 +27,9 @@ _PRODUCER_ADMIN = frozenset({"producer", "admin"})
 
 
 class Translation(NamedTuple):
-    """librdkafka settings of one client plus the warnings about dropped Java keys."""
+    """librdkafka settings of one client (secrets masked in its repr) plus the warnings about dropped Java keys."""
 
-    config: dict[str, str]
+    config: MaskedConfig
     warnings: list[str]
 
 
@@ -260,7 +261,7 @@ def translate(settings: Mapping[str, Setting], kind: str) -> Translation:
     """Translate the effective Java settings of one client (Java key -> setting) for client ``kind``."""
     if kind not in CLIENT_KINDS:
         raise ValueError(f"unknown client kind {kind!r}")
-    config: dict[str, str] = {}
+    config = MaskedConfig()
     warnings: list[str] = []
     for key, setting in settings.items():
         if key in _COMBINED_KEYS:

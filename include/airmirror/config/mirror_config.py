@@ -15,7 +15,12 @@ Consumers get MM2's defaults ``enable.auto.commit=false`` (forced) and ``auto.of
 
 :func:`load_config` validates everything up front (every enabled flow and every client of every cluster), so
 ``airmirror validate`` reports problems before anything runs; the first problem raises :class:`ConfigError`
-naming key and line.
+naming key and line.  Two enabled flows whose DAG ids (:func:`airmirror.names.dag_id`) would be equal are
+rejected, naming both flows and the DAG id.
+
+Replication factors (``replication.factor``, MM2's ``{heartbeats|checkpoints|offset-syncs}.topic.replication.factor``
+and airmirror's ``airmirror.batch.log.topic.replication.factor``) must be positive, or -1 for the target
+broker's default.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 
+from airmirror import names
 from airmirror.config.client_properties import CLIENT_KINDS, Translation, applies_to, is_client_key, translate
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
 from airmirror.errors import ConfigError
+from airmirror.secrets import MaskedConfig, db_url_secrets, is_secret_key, secret_values
 from airmirror.policy import (
     IdentityReplicationPolicy,
     PatternList,
@@ -43,7 +50,6 @@ _FLOW_ARROW = "->"
 _MM2_DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 _INT_DEFAULTS: dict[str, int] = {
-    "replication.factor": 2,
     "refresh.topics.interval.seconds": 600,
     "refresh.groups.interval.seconds": 600,
     "sync.topic.configs.interval.seconds": 600,
@@ -52,13 +58,19 @@ _INT_DEFAULTS: dict[str, int] = {
     "emit.checkpoints.interval.seconds": 60,
     "sync.group.offsets.interval.seconds": 60,
     "offset.lag.max": 100,
-    "offset-syncs.topic.replication.factor": 3,
-    "checkpoints.topic.replication.factor": 3,
-    "heartbeats.topic.replication.factor": 3,
     "tasks.max": 1,
     "admin.timeout.ms": 60000,
     "consumer.poll.timeout.ms": 1000,
 }
+BATCH_LOG_REPLICATION_FACTOR_KEY = "airmirror.batch.log.topic.replication.factor"
+_REPLICATION_FACTOR_DEFAULTS: dict[str, int] = {
+    "replication.factor": 2,
+    "offset-syncs.topic.replication.factor": 3,
+    "checkpoints.topic.replication.factor": 3,
+    "heartbeats.topic.replication.factor": 3,
+    BATCH_LOG_REPLICATION_FACTOR_KEY: 3,
+}
+BROKER_DEFAULT_REPLICATION_FACTOR = -1
 _BOOL_DEFAULTS: dict[str, bool] = {
     "refresh.topics.enabled": True,
     "refresh.groups.enabled": True,
@@ -106,7 +118,14 @@ _OTHER_MM2_KEYS = frozenset(
     }
 )
 _MM2_KEYS = frozenset(
-    {*_INT_DEFAULTS, *_BOOL_DEFAULTS, *_LIST_DEFAULTS, *_DEFAULT_ONLY_CLASSES, *_OTHER_MM2_KEYS}
+    {
+        *_INT_DEFAULTS,
+        *_REPLICATION_FACTOR_DEFAULTS,
+        *_BOOL_DEFAULTS,
+        *_LIST_DEFAULTS,
+        *_DEFAULT_ONLY_CLASSES,
+        *_OTHER_MM2_KEYS,
+    }
 )
 _AIRMIRROR_PREFIX = "airmirror."
 _SPARK_CONF_PREFIX = "airmirror.spark.conf."
@@ -207,6 +226,7 @@ class MirrorConfig:
             self.bootstrap_servers(alias)
         self._warn_about_ignored_keys()
         self._flows = {flow.name: flow for flow in self._build_flows()}
+        self._check_dag_ids()
         for alias in self.clusters:
             for kind in CLIENT_KINDS:
                 self._client(alias, kind, ())
@@ -270,6 +290,12 @@ class MirrorConfig:
             translation.config.setdefault("auto.offset.reset", "earliest")
         self._warn(*translation.warnings)
         return translation
+
+    def secret_values(self) -> set[str]:
+        """The non-empty values of every secret key of the file (after ``${...}`` resolution)."""
+        layers = [self._top, *self._cluster.values(), *self._flow_settings.values()]
+        settings = (setting for layer in layers for setting in layer.values())
+        return {setting.value for setting in settings if setting.value and is_secret_key(setting.key)}
 
     def _warn(self, *warnings: str) -> None:
         """Record ``warnings`` that are not recorded yet."""
@@ -354,6 +380,21 @@ class MirrorConfig:
             for _, source, target in sorted(enabled)
         ]
 
+    def _check_dag_ids(self) -> None:
+        """Reject two enabled flows that would get the same DAG id (aliases that differ only in characters a
+        DAG id cannot hold, or ``__`` inside aliases), naming both flows, the DAG id and the later flow's line."""
+        seen: dict[str, FlowConfig] = {}
+        for flow in self._flows.values():
+            dag_id = names.dag_id(flow.source, flow.target)
+            other = seen.setdefault(dag_id, flow)
+            if other is not flow:
+                raise ConfigError(
+                    f"flows {other.name} and {flow.name} would both get the Airflow DAG id {dag_id!r}: "
+                    "rename a cluster alias so that they differ",
+                    key=f"{flow.name}.enabled",
+                    line=flow.line_of("enabled"),
+                )
+
     def _warn_about_loops(self) -> None:
         """Warn for every identity-policy flow that is part of a cycle of enabled flows."""
         edges: dict[str, set[str]] = {}
@@ -395,7 +436,10 @@ class FlowConfig:
         self.name = f"{source}{_FLOW_ARROW}{target}"
         ints = {key: self._int(key, default) for key, default in _INT_DEFAULTS.items()}
         flags = {key: self._bool(key, default) for key, default in _BOOL_DEFAULTS.items()}
-        self.replication_factor: int = ints["replication.factor"]
+        self._replication_factors = {
+            key: self._replication_factor_setting(key, default) for key, default in _REPLICATION_FACTOR_DEFAULTS.items()
+        }
+        self.replication_factor: int = self._replication_factors["replication.factor"]
         self.refresh_topics_enabled: bool = flags["refresh.topics.enabled"]
         self.refresh_topics_interval_seconds: int = ints["refresh.topics.interval.seconds"]
         self.refresh_groups_enabled: bool = flags["refresh.groups.enabled"]
@@ -413,9 +457,6 @@ class FlowConfig:
         self.heartbeats_replication_enabled: bool = flags["heartbeats.replication.enabled"]
         self.emit_offset_syncs_enabled: bool = flags["emit.offset-syncs.enabled"]
         self.offset_lag_max: int = ints["offset.lag.max"]
-        self.offset_syncs_topic_replication_factor: int = ints["offset-syncs.topic.replication.factor"]
-        self.checkpoints_topic_replication_factor: int = ints["checkpoints.topic.replication.factor"]
-        self.heartbeats_topic_replication_factor: int = ints["heartbeats.topic.replication.factor"]
         self.offset_syncs_topic_location: str = self._choice("offset-syncs.topic.location", ("source", "target"))
         self.topics = RegexFilter(self._patterns("topics"), self._patterns("topics.exclude"))
         self.groups = RegexFilter(self._patterns("groups"), self._patterns("groups.exclude"))
@@ -424,15 +465,18 @@ class FlowConfig:
         self._check_default_only_classes()
         self.metadata_db_url: str = self.get("airmirror.metadata.db.url") or self._default_db_url()
         self.spark_master: str = self.get("airmirror.spark.master") or "local[*]"
-        self.spark_conf: dict[str, str] = {
-            key[len(_SPARK_CONF_PREFIX) :]: setting.value
+        self.spark_conf = MaskedConfig(
+            (key[len(_SPARK_CONF_PREFIX) :], setting.value)
             for layer in (config._top, settings)
             for key, setting in layer.items()
             if key.startswith(_SPARK_CONF_PREFIX)
-        }
+        )
         self.max_records_per_partition: int | None = self._positive_int(
             "airmirror.batch.max.records.per.partition"
         )
+        self.transaction_max_records: int = self._positive_int("airmirror.transaction.max.records") or 500_000
+        self.transaction_max_bytes: int = self._positive_int("airmirror.transaction.max.bytes") or 256 * 1024 * 1024
+        self.transaction_max_seconds: int = self._positive_int("airmirror.transaction.max.seconds") or 60
         self.schedule: str = self.get("airmirror.schedule") or "1m"
         self.spark_submit: bool = self._bool("airmirror.spark.submit", False)
         self.spark_conn_id: str = self.get("airmirror.spark.conn.id") or "spark_default"
@@ -446,6 +490,17 @@ class FlowConfig:
     def __repr__(self) -> str:
         return f"FlowConfig({self.name!r})"
 
+    def secret_values(self) -> set[str]:
+        """Every secret this flow resolves: the values of the file's secret keys (``${...}`` resolved, see
+        :func:`airmirror.secrets.is_secret_key`), the secret librdkafka settings of the flow's clients (e.g. the
+        password a JAAS login becomes) and the credentials of the metadata DB URL."""
+        clients = (self._client(alias, kind).config for alias in (self.source, self.target) for kind in CLIENT_KINDS)
+        return {
+            *self._config.secret_values(),
+            *(value for config in clients for value in secret_values(config)),
+            *db_url_secrets(self.metadata_db_url),
+        }
+
     def setting(self, key: str) -> Setting | None:
         """The setting that supplies ``key``: ``{source}->{target}.KEY`` if present, else top-level ``KEY``."""
         return self._settings.get(key) or self._config._top.get(key)
@@ -454,6 +509,13 @@ class FlowConfig:
         """Effective value of connector-level ``key`` (flow-level beats top-level), else ``default``."""
         setting = self.setting(key)
         return default if setting is None else setting.value
+
+    def topic_replication_factor(self, key: str) -> int:
+        """The replication factor that ``key`` (one of the replication-factor keys, e.g.
+        ``heartbeats.topic.replication.factor``) gives this flow: positive, or -1 for the broker default."""
+        if key not in self._replication_factors:
+            raise ValueError(f"{key!r} is not a replication-factor key ({', '.join(self._replication_factors)})")
+        return self._replication_factors[key]
 
     def line_of(self, key: str) -> int | None:
         """Line of the key that supplied the effective value of ``key`` (``None`` when defaulted)."""
@@ -508,6 +570,19 @@ class FlowConfig:
     def _bool(self, key: str, default: bool) -> bool:
         setting = self.setting(key)
         return default if setting is None else _parse_bool(setting)
+
+    def _replication_factor_setting(self, key: str, default: int) -> int:
+        setting = self.setting(key)
+        if setting is None:
+            return default
+        value = _parse_int(setting)
+        if value < 1 and value != BROKER_DEFAULT_REPLICATION_FACTOR:
+            raise ConfigError(
+                f"value {value} must be positive, or {BROKER_DEFAULT_REPLICATION_FACTOR} for the broker default",
+                key=setting.key,
+                line=setting.line,
+            )
+        return value
 
     def _positive_int(self, key: str) -> int | None:
         setting = self.setting(key)

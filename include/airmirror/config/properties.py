@@ -24,6 +24,7 @@ from os import PathLike
 from pathlib import Path
 
 from airmirror.errors import ConfigError
+from airmirror.secrets import mask_value
 
 _BLANKS = " \t\f"
 _KEY_TERMINATORS = "=: \t\f"
@@ -42,6 +43,10 @@ class Setting:
     def describe(self) -> str:
         """``key 'k' (line n)``, for messages about this setting."""
         return f"key '{self.key}'" + (f" (line {self.line})" if self.line is not None else "")
+
+    def __repr__(self) -> str:
+        """Like the dataclass repr, with the value masked when the key is a secret one."""
+        return f"Setting(key={self.key!r}, value={mask_value(self.key, self.value)!r}, line={self.line!r})"
 
 
 def load_properties(path: str | PathLike[str]) -> dict[str, Setting]:

@@ -1,20 +1,30 @@
 """One Airflow DAG per enabled replication flow of an MM2 config (``dags/airmirror_flows.py`` calls this).
 
-Import is cheap and side-effect free: it reads the config file and builds DAG objects; Kafka, Spark and
-the metadata DB are only touched when tasks run.  A broken config raises (Airflow shows it as an import
-error naming the key); a config without enabled flows raises too, so a mistake never registers zero DAGs.
+Import is cheap: it reads the config file, builds DAG objects and registers each flow's secrets with
+Airflow's secrets masker (:mod:`airmirror.dag_factory.masking`); Kafka, Spark and the metadata DB are only
+touched when tasks run.  A broken config raises (Airflow shows it as an import error naming the key); a
+config without enabled flows raises too, so a mistake never registers zero DAGs.
+
+No secret appears in a DAG's ``doc_md``, in task logs, XComs or rendered template fields: the ``replicate``
+task's Spark settings (``airmirror.spark.conf.X``) are rendered with their secret values as ``***``, and the
+spark-submit form holds templates in their place (:func:`templated_secrets`), so that the DAG Airflow
+serializes into its database holds no secret either.
 
 Task graph of ``airmirror__{source}__{target}``::
 
     sync_topics -> plan_batch -> replicate -> record_batch -> emit_checkpoints (runs whatever happened)
     emit_heartbeats (independent)
+
+Time bound: scheduled, asset-triggered and manual runs copy up to the last stable offset; only backfill runs
+(up to their data interval end) and runs with an explicit ``until`` param bound the batch by record time, so a
+record stamped in the future never holds back the records after it beyond one schedule interval.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -22,18 +32,22 @@ from typing import Any
 from airflow.sdk import DAG, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.dag_factory import tasks
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.dag_factory.emission import is_due
-from airmirror.dag_factory.params import batch_options, flow_params
+from airmirror.dag_factory.masking import mask_flow_secrets
+from airmirror.dag_factory.params import batch_options, flow_params, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
+from airmirror.secrets import is_secret_key
 from airmirror.spark_defaults import copy_job_conf
 
 log = logging.getLogger(__name__)
 
 CONFIG_ENV = "AIRMIRROR_CONFIG"
+SPARK_CONF_MACRO = "airmirror_spark_conf"
 START_DATE = datetime(2020, 1, 1, tzinfo=timezone.utc)
 DEFAULT_ARGS: dict[str, Any] = {
     "retry_delay": timedelta(seconds=10),
@@ -42,32 +56,28 @@ DEFAULT_ARGS: dict[str, Any] = {
 }
 
 
-def sanitize_alias(alias: str) -> str:
-    """A cluster alias reduced to the characters DAG ids allow: ``[A-Za-z0-9_-]``."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", alias)
-
-
-def dag_id_for(flow: FlowConfig) -> str:
-    """``airmirror__{source}__{target}``."""
-    return f"airmirror__{sanitize_alias(flow.source)}__{sanitize_alias(flow.target)}"
-
-
 def run_options_or_fail():
-    """The running task's BatchOptions; bad params fail the task at once, without retries."""
+    """The running task's BatchOptions; bad params fail the task at once, without retries.
+
+    The run's type (``context["dag_run"].run_type``) decides the time bound: only backfill runs and an
+    explicit ``until`` param bound the batch by time (:func:`airmirror.dag_factory.params.bounds_by_time`)."""
     context = get_current_context()
     try:
-        return batch_options(context["params"], context.get("data_interval_end"))
+        return batch_options(
+            context["params"], context.get("data_interval_end"), run_type=run_type_name(context.get("dag_run"))
+        )
     except InputError as error:
         raise AirflowFailException(str(error)) from error
 
 
 def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = None) -> DAG:
     """The DAG of one flow; tasks refer to the flow by name and re-read the config when they run."""
+    mask_flow_secrets(flow)
     name = flow.name
     timetable = parse_schedule(flow.schedule, line=flow.line_of("airmirror.schedule"))
 
     @dag(
-        dag_id=dag_id_for(flow),
+        dag_id=names.dag_id(flow.source, flow.target),
         schedule=timetable,
         start_date=START_DATE,
         catchup=False,
@@ -76,6 +86,7 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         doc_md=flow_doc(flow),
         params=flow_params(),
         default_args={**DEFAULT_ARGS, "retries": flow.task_retries},
+        user_defined_macros={SPARK_CONF_MACRO: copy_job_conf(flow.spark_conf)},
     )
     def flow_dag() -> None:
         @task
@@ -121,7 +132,11 @@ def run_emission(what: str, enabled: bool, interval_seconds: int, emit: Any, con
 
 
 def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -> Any:
-    """The Spark copy: in the worker via the ``spark_default`` connection, or spark-submit of ``spark_apps/``."""
+    """The Spark copy: in the worker via the ``spark_default`` connection, or spark-submit of ``spark_apps/``.
+
+    Either way the result is the task's output (an XComArg), so that passing it to ``record_batch`` makes
+    ``record_batch`` run after it.
+    """
     if flow.spark_submit:
         from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -132,9 +147,9 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
             application=str(spark_app),
             application_args=[config_path, "--flow", flow.name],
             conn_id=flow.spark_conn_id,
-            conf=copy_job_conf(flow.spark_conf),
+            conf=templated_secrets(copy_job_conf(flow.spark_conf)),
             name=f"airmirror {flow.name}",
-        )
+        ).output
     name = flow.name
 
     @task.pyspark(task_id="replicate", conn_id=flow.spark_conn_id, config_kwargs=copy_job_conf(flow.spark_conf))
@@ -144,6 +159,15 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
         return tasks.replicate(config_path, name, spark)
 
     return replicate()
+
+
+def templated_secrets(spark_conf: Mapping[str, str]) -> dict[str, str]:
+    """``spark_conf`` with each secret value replaced by a template that renders it, when the task runs, from
+    the DAG's ``airmirror_spark_conf`` macro (macros are not serialized)."""
+    return {
+        key: f"{{{{ {SPARK_CONF_MACRO}[{key!r}] }}}}" if is_secret_key(key) else value
+        for key, value in spark_conf.items()
+    }
 
 
 def register_flow_dags(namespace: dict[str, Any], spark_app: Path | None = None) -> list[str]:

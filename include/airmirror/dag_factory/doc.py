@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from airmirror.config import FlowConfig
 from airmirror.policy import PatternList
-
-SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.key\.pem|ssl\.key$|private", re.IGNORECASE)
-MASK = "********"
-
+from airmirror.secrets import masked, masked_db_url
 
 
 def patterns(values: PatternList) -> str:
@@ -34,15 +30,8 @@ EFFECTIVE: dict[str, Callable[[FlowConfig], object]] = {
     "airmirror.spark.master": lambda f: f.spark_master,
     "airmirror.spark.submit": lambda f: f.spark_submit,
     "airmirror.batch.max.records.per.partition": lambda f: f.max_records_per_partition or "no cap",
-    "airmirror.metadata.db.url": lambda f: f.metadata_db_url,
+    "airmirror.metadata.db.url": lambda f: masked_db_url(f.metadata_db_url),
 }
-
-
-def mask(key: str, value: str) -> str:
-    """Hide secret values, and the password inside URLs."""
-    if SECRET_KEY.search(key):
-        return MASK
-    return re.sub(r"(://[^:/@]+:)[^@]+@", rf"\g<1>{MASK}@", value)
 
 
 def flow_doc(flow: FlowConfig) -> str:
@@ -59,8 +48,8 @@ def flow_doc(flow: FlowConfig) -> str:
     ]
     for key, effective in EFFECTIVE.items():
         origin = "" if flow.get(key) is not None else " (default)"
-        lines.append(f"| `{key}` | `{mask(key, str(effective(flow)))}`{origin} |")
+        lines.append(f"| `{key}` | `{effective(flow)}`{origin} |")
     for label, alias, kind in (("source consumer", flow.source, "consumer"), ("target producer", flow.target, "producer")):
-        for key, value in sorted(flow.client_config(alias, kind).items()):
-            lines.append(f"| {label} `{key}` | `{mask(key, str(value))}` |")
+        for key, value in sorted(masked(flow.client_config(alias, kind)).items()):
+            lines.append(f"| {label} `{key}` | `{value}` |")
     return "\n".join(lines) + "\n"

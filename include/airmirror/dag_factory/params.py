@@ -1,9 +1,15 @@
 """The trigger-form params of a flow DAG, and how a run's params and data interval become BatchOptions.
 
 Rules:
-- ``until`` defaults to the run's ``data_interval_end``: a run copies the records whose timestamps are before
-  the end of its interval, so backfills migrate history interval by interval, in order, and re-running a
-  finished interval finds nothing left to copy.
+- Only a backfill run (run type ``backfill``) or an explicit ``until`` param bounds a batch by time
+  (:func:`bounds_by_time`).  A backfill run copies the records whose timestamps are before the end of its
+  data interval, so backfills migrate history interval by interval, in order, and re-running a finished
+  interval finds nothing left to copy.  Every other run (``scheduled``, ``asset_triggered``, ``manual``
+  without ``until``, ...) copies up to the last stable offset: the broker resolves a time bound to the first
+  offset whose timestamp is at or after it, so one record stamped in the future (say a day ahead) would pin
+  that bound at its offset and hold back every record after it until the wall clock passed its timestamp.
+  Without a time bound, a record stamped in the future never holds back the records after it beyond one
+  schedule interval.
 - ``start_from`` other than ``stored`` decides where partitions start; moving a partition's existing cursor
   also needs ``reset_cursor=true`` (checked against the store before any work starts).
 """
@@ -22,6 +28,7 @@ from airmirror.replicator import BatchOptions
 from airmirror.timestamps import parse_timestamp
 
 START_KEYWORDS = ("stored", "earliest", "latest")
+BACKFILL_RUN_TYPE = "backfill"  # DagRunType.BACKFILL_JOB
 
 
 def flow_params() -> dict[str, Param]:
@@ -48,7 +55,8 @@ def flow_params() -> dict[str, Param]:
             None,
             type=["null", "string"],
             title="Until",
-            description="ISO-8601 timestamp: copy records before it. Default: the run's data interval end.",
+            description="ISO-8601 timestamp: copy records stamped before it. Default: no time bound (copy to the "
+            "last stable offset), except in backfill runs, which stop at their data interval end.",
         ),
         "max_records_per_partition": Param(
             None,
@@ -61,8 +69,29 @@ def flow_params() -> dict[str, Param]:
     }
 
 
-def batch_options(params: Mapping[str, Any], data_interval_end: datetime | None) -> BatchOptions:
-    """Validate a run's params (InputError naming the param) and resolve them into BatchOptions."""
+def run_type_name(dag_run: Any) -> str | None:
+    """The run type of an Airflow DagRun (``context["dag_run"]``) as its plain value, e.g. ``"scheduled"``;
+    None when there is no run (or it has no type)."""
+    run_type = getattr(dag_run, "run_type", None)
+    if run_type is None:
+        return None
+    return str(getattr(run_type, "value", run_type))
+
+
+def bounds_by_time(run_type: str | None, until: Any) -> bool:
+    """Whether a run's batch is bounded by time: an explicit ``until`` param always bounds it; otherwise only
+    a backfill run does (by its data interval end).  Scheduled, asset-triggered, manual and every other run
+    type copy to the last stable offset, so a record stamped in the future cannot hold the flow back."""
+    return bool(until) or run_type == BACKFILL_RUN_TYPE
+
+
+def batch_options(
+    params: Mapping[str, Any], data_interval_end: datetime | None, *, run_type: str | None = None
+) -> BatchOptions:
+    """Validate a run's params (InputError naming the param) and resolve them into BatchOptions.
+
+    ``run_type`` is the Airflow run type (:func:`run_type_name`); the time bound follows
+    :func:`bounds_by_time`: the ``until`` param, else a backfill run's ``data_interval_end``, else none."""
     topics = params.get("topics") or None
     if topics is not None:
         try:
@@ -74,7 +103,7 @@ def batch_options(params: Mapping[str, Any], data_interval_end: datetime | None)
     until = params.get("until")
     if until:
         until_ms: int | None = parse_timestamp(until, "param 'until'")
-    elif data_interval_end is not None:
+    elif bounds_by_time(run_type, until) and data_interval_end is not None:
         until_ms = int(data_interval_end.timestamp() * 1000)
     else:
         until_ms = None

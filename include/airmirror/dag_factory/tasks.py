@@ -1,5 +1,6 @@
 """What each task of a flow DAG does.  Every function loads the flow from the config file at run time and
-calls the same library steps as ``airmirror replicate``; the DAG only orders them.
+calls the same library steps as ``airmirror replicate``; the DAG only orders them.  Every function registers
+the flow's secrets with Airflow's secrets masker first (:mod:`airmirror.dag_factory.masking`).
 
 Exactly-once across Airflow retries: ``plan_batch`` stores the batch before anything is copied and
 resumes an unfinished one, ``replicate`` copies the flow's unfinished batch (a retry fences and resumes
@@ -10,9 +11,13 @@ committed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import Any
 
 from airmirror.config import FlowConfig
+from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.flow_store import flow_and_store
 from airmirror.replicator import BatchOptions, PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
 from airmirror.store import MetadataStore
@@ -21,9 +26,18 @@ from airmirror.topic_sync import TopicMapping
 log = logging.getLogger(__name__)
 
 
+@contextmanager
+def masked_flow_and_store(config_path: str, flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
+    """:func:`~airmirror.flow_store.flow_and_store`, with the flow's secrets registered with Airflow's secrets
+    masker before the task uses them."""
+    with flow_and_store(config_path, flow_name) as (flow, store):
+        mask_flow_secrets(flow)
+        yield flow, store
+
+
 def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list[dict[str, Any]]:
     """Validate the run against the store, then create/grow/reconfigure remote topics."""
-    with flow_and_store(config_path, flow_name) as (flow, store):
+    with masked_flow_and_store(config_path, flow_name) as (flow, store):
         report = sync_flow_topics(flow, store, options)
     for name in report.created:
         log.info("created remote topic %s", name)
@@ -35,7 +49,8 @@ def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list
 
 def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], options: BatchOptions) -> dict[str, Any]:
     """Store the run's batch (or resume the unfinished one); a dry run only logs the plan."""
-    with flow_and_store(config_path, flow_name) as (flow, store):
+    log.info("%s", describe_bound(options))
+    with masked_flow_and_store(config_path, flow_name) as (flow, store):
         planned = plan_batch(flow, store, [TopicMapping(**m) for m in mappings], options)
     for r in planned.ranges:
         log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
@@ -45,6 +60,14 @@ def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], optio
     return {"batch_id": planned.batch_id, "partitions": len(planned.ranges), "offsets": records, "resumed": planned.resumed}
 
 
+def describe_bound(options: BatchOptions) -> str:
+    """How this run bounds its batch, for the task log."""
+    if options.until_ms is None:
+        return "bound: the last stable offset (no time bound)"
+    until = datetime.fromtimestamp(options.until_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    return f"bound: the first record stamped at or after {until} (time bound)"
+
+
 def unfinished(store: MetadataStore, flow: FlowConfig) -> PlannedBatch | None:
     batch = store.unfinished_batch(flow.name)
     return None if batch is None else PlannedBatch(batch.id, list(batch.ranges), resumed=True)
@@ -52,7 +75,7 @@ def unfinished(store: MetadataStore, flow: FlowConfig) -> PlannedBatch | None:
 
 def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
-    with flow_and_store(config_path, flow_name) as (flow, store):
+    with masked_flow_and_store(config_path, flow_name) as (flow, store):
         batch = unfinished(store, flow)
     if batch is None:
         log.info("no unfinished batch: nothing to copy")
@@ -65,7 +88,7 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
 
 def record(config_path: str, flow_name: str) -> dict[str, Any]:
     """Commit the unfinished batch's Kafka-committed results to the metadata DB."""
-    with flow_and_store(config_path, flow_name) as (flow, store):
+    with masked_flow_and_store(config_path, flow_name) as (flow, store):
         batch = unfinished(store, flow)
         if batch is None:
             log.info("no unfinished batch: nothing to record")
@@ -79,7 +102,7 @@ def heartbeats(config_path: str, flow_name: str) -> None:
     """Emit the flow's heartbeat to the target (MM2 wire format)."""
     from airmirror.heartbeats import emit_heartbeat
 
-    with flow_and_store(config_path, flow_name) as (flow, store):
+    with masked_flow_and_store(config_path, flow_name) as (flow, store):
         emit_heartbeat(flow, store)
 
 
@@ -87,5 +110,5 @@ def checkpoints(config_path: str, flow_name: str) -> None:
     """Emit checkpoints (and sync group offsets when enabled) for the flow's source groups."""
     from airmirror.checkpoints import emit_checkpoints
 
-    with flow_and_store(config_path, flow_name) as (flow, store):
+    with masked_flow_and_store(config_path, flow_name) as (flow, store):
         emit_checkpoints(flow, store)

@@ -1,21 +1,23 @@
-"""Local Apache Kafka brokers (real KRaft JVMs, jars fetched with Maven) for development and tests."""
+"""Local Apache Kafka clusters (real KRaft JVMs, jars fetched with Maven) for development and tests."""
 
 from airmirror.local_kafka.broker import (
     BrokerStatus,
     LocalBroker,
+    NodeStatus,
     airmirror_home,
     broker_status,
-    free_port,
     kill_broker,
     start_broker,
     stop_broker,
 )
 from airmirror.local_kafka.jars import KAFKA_VERSION, kafka_classpath, resolve_maven_artifacts
+from airmirror.local_kafka.nodes import free_port
 
 __all__ = [
     "KAFKA_VERSION",
     "BrokerStatus",
     "LocalBroker",
+    "NodeStatus",
     "airmirror_home",
     "broker_status",
     "free_port",

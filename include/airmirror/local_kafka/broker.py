@@ -1,49 +1,62 @@
-"""Run named single-node Apache Kafka (KRaft) brokers on this machine: start, stop, kill, status.
+"""Run named local Apache Kafka (KRaft) clusters on this machine: start, stop, kill, status.
 
-Everything about broker ``NAME`` lives in ``{home}/kafka/NAME/``:
+Cluster ``NAME`` has ``N`` nodes (one unless asked otherwise).  Node ``i`` (``1 <= i <= N``) is a combined
+broker and controller with node id ``i``, client port ``PORT + i - 1`` and a controller port of its own; all
+nodes are controller quorum voters, so a cluster of three keeps working when any one node is down.
+Everything about the cluster lives in ``{home}/kafka/NAME/``:
 
-* ``meta.json``          name, client port, controller port and cluster id (fixed at first start)
-* ``server.properties``  broker config, rewritten from ``meta.json`` on every start
+* ``meta.json``          name, first client port, controller ports and cluster id (ports and id fixed at
+                         first start) and the extra broker settings of the last start
 * ``log4j2.properties``  WARN-level logging to stdout
-* ``server.log``         the JVM's stdout and stderr (appended to, one marker line per start)
-* ``broker.pid``         pid of the running JVM, which leads its own process group
-* ``data/``              the KRaft metadata log and topic data, formatted once and kept across restarts
+* per node, in ``node-i/`` (a single node uses ``NAME/`` itself):
 
-A broker counts as running when ``broker.pid`` names a live JVM of this broker (checked through its
-command line, so stale pid files and reused pids are harmless).  Start, stop and kill of one broker
-are serialised across processes by a lock file.
+  * ``server.properties``  the node's config, rewritten from ``meta.json`` whenever the node starts
+  * ``server.log``         the JVM's stdout and stderr (appended to, one marker line per start)
+  * ``broker.pid``         pid of the running JVM, which leads its own process group
+  * ``data/``              the KRaft metadata log and topic data, formatted once and kept across restarts
+
+A node counts as running when its ``broker.pid`` names a live JVM of that node (checked through its
+command line, so stale pid files and reused pids are harmless).  Starting, stopping and killing a cluster
+or one of its nodes are serialised across processes by a lock file.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.local_kafka.jars import exclusive_lock, kafka_classpath
+from airmirror.local_kafka.nodes import (
+    HOST,
+    NodeDir,
+    format_storage,
+    free_port,
+    halt,
+    launch,
+    port_is_free,
+    running_pid,
+    wait_ready,
+)
 
-HOST = "127.0.0.1"
-BROKER_HEAP = "-Xmx768m"
-_NODE_ID = 1
+# Internal topics (consumer offsets, transaction state) get this many replicas, or one per node if fewer.
+_MAX_INTERNAL_REPLICAS = 3
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
-_LOG_TAIL_LINES = 40
-_FORMAT_TIMEOUT_S = 120
-_KILL_WAIT_S = 15
+_CONFIG_KEY = re.compile(r"[A-Za-z0-9._-]+")
+# Settings derived from meta.json for each node, which --broker-config may not override.
+_MANAGED_KEYS = frozenset({
+    "process.roles", "node.id", "broker.id", "controller.quorum.bootstrap.servers", "controller.quorum.voters",
+    "listeners", "advertised.listeners", "controller.listener.names", "inter.broker.listener.name",
+    "listener.security.protocol.map", "log.dirs", "log.dir", "metadata.log.dir",
+})
+_PROPERTIES_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r"})
 _LOG4J2_PROPERTIES = """\
 status = warn
 shutdownHook = disable
@@ -55,11 +68,6 @@ appender.stdout.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
 rootLogger.appenderRef.stdout.ref = STDOUT
 """
-_QUIET_CLIENT_LOG = logging.getLogger("airmirror.local_kafka.probe")
-_QUIET_CLIENT_LOG.addHandler(logging.NullHandler())
-_QUIET_CLIENT_LOG.propagate = False
-# Brokers started by this process, kept so that they are reaped (no zombies) once they exit.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def airmirror_home() -> Path:
@@ -70,180 +78,191 @@ def airmirror_home() -> Path:
 
 
 @dataclass(frozen=True)
-class BrokerStatus:
-    """One broker found under a home; ``pid`` is ``None`` when it is not running."""
+class NodeStatus:
+    """One node of a local cluster; ``pid`` is ``None`` when it is not running."""
 
-    name: str
+    node_id: int
     port: int
+    controller_port: int
     pid: int | None
-    running: bool
-    bootstrap: str
 
-
-@dataclass
-class LocalBroker:
-    """Handle on a running local broker.  ``pid`` is updated by :meth:`restart`."""
-
-    name: str
-    port: int
-    pid: int
-    home: Path
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
 
     @property
     def bootstrap(self) -> str:
-        return f"{HOST}:{self.port}"
+        return _address(self.port)
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """One local cluster found under a home, with its nodes in node id order."""
+
+    name: str
+    nodes: tuple[NodeStatus, ...]
 
     @property
-    def data_dir(self) -> Path:
-        return _BrokerDir.of(self.home, self.name).data_dir
+    def port(self) -> int:
+        """The client port of node 1 (node ``i`` listens on ``port + i - 1``)."""
+        return self.nodes[0].port
 
     @property
-    def log_file(self) -> Path:
-        return _BrokerDir.of(self.home, self.name).log_file
+    def running(self) -> bool:
+        """True when every node runs."""
+        return all(node.running for node in self.nodes)
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's client address, comma-separated."""
+        return ",".join(node.bootstrap for node in self.nodes)
+
+
+@dataclass(frozen=True)
+class LocalBroker:
+    """Handle on local cluster ``name``: node ids ``1..brokers`` on client ports ``port..port+brokers-1``.
+
+    ``broker_config`` holds the extra broker settings it was started with; :meth:`restart` uses them again.
+    """
+
+    name: str
+    port: int
+    home: Path
+    brokers: int = 1
+    broker_config: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def node_ids(self) -> range:
+        return range(1, self.brokers + 1)
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's client address, comma-separated (the only one for a single node)."""
+        return _addresses(range(self.port, self.port + self.brokers))
+
+    def status(self) -> BrokerStatus:
+        """The cluster's current state, node by node.  ``ReplicationFailure`` if its ``meta.json`` is gone."""
+        cluster = _ClusterDir.of(self.home, self.name)
+        return _status(cluster, _require_meta(cluster))
 
     def restart(self, timeout: float = 60) -> LocalBroker:
-        """Stop the broker (if running) and start it again on the same port, keeping its data."""
+        """Stop every node (if running) and start the cluster again with this handle's settings, keeping its data."""
         stop_broker(self.name, home=self.home)
-        self.pid = start_broker(self.name, self.port, home=self.home, timeout=timeout).pid
+        start_broker(
+            self.name, self.port, brokers=self.brokers, broker_config=self.broker_config,
+            home=self.home, timeout=timeout,
+        )
         return self
 
     def stop(self, timeout: float = 30) -> bool:
-        """Same as :func:`stop_broker` for this broker."""
+        """Same as :func:`stop_broker` for this cluster."""
         return stop_broker(self.name, home=self.home, timeout=timeout)
 
     def kill(self) -> None:
-        """Same as :func:`kill_broker` for this broker."""
+        """Same as :func:`kill_broker` for this cluster."""
         kill_broker(self.name, home=self.home)
 
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL node ``node_id`` alone (a crash, for fault injection) and wait for it to die.
 
-def start_broker(name: str, port: int, *, home: Path | None = None, timeout: float = 60) -> LocalBroker:
-    """Start broker ``name`` listening on ``127.0.0.1:port`` and return once it serves requests.
+        Does nothing if it is not running.  ``InputError`` if the cluster has no such node.
+        """
+        cluster = self._cluster_of_node(node_id)
+        with exclusive_lock(cluster.lock_file):
+            _halt_nodes(cluster, _require_meta(cluster), [node_id], None)
 
-    Idempotent: a broker of that name already running on ``port`` is returned as is.  The first start
-    picks a free controller port, formats the storage and records both in ``meta.json``; later starts
-    reuse them and keep all data.  ``timeout`` bounds the wait for the broker to answer a metadata
-    request (downloading the Kafka jars on the very first use is not counted).
+    def start_node(self, node_id: int, timeout: float = 60) -> None:
+        """Start node ``node_id`` again, keeping its data, with the settings recorded in ``meta.json``.
 
-    Raises ``InputError`` for a bad name or port, a port used by another process, or a broker of that
-    name running on another port; ``ReplicationFailure`` (with the tail of ``server.log``) when the
-    broker exits or does not become ready in time, in which case it is killed.
+        Returns once it is an active broker of the cluster again (at once if it is running).  Errors as
+        for :func:`start_broker`; ``InputError`` also if the cluster has no such node.
+        """
+        cluster = self._cluster_of_node(node_id)
+        with exclusive_lock(cluster.lock_file):
+            _start_nodes(cluster, _require_meta(cluster), [node_id], timeout)
+
+    def _cluster_of_node(self, node_id: int) -> _ClusterDir:
+        if node_id not in self.node_ids:
+            raise InputError(f"broker '{self.name}' has no node {node_id!r}; its node ids are 1 to {self.brokers}")
+        return _ClusterDir.of(self.home, self.name)
+
+
+def start_broker(
+    name: str,
+    port: int,
+    *,
+    brokers: int = 1,
+    broker_config: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    timeout: float = 60,
+) -> LocalBroker:
+    """Start cluster ``name`` of ``brokers`` nodes on client ports ``port..port+brokers-1`` of 127.0.0.1.
+
+    Returns once every node serves requests as an active broker.  ``broker_config`` settings go into every
+    node's ``server.properties`` after (so over) airmirror's defaults.  Idempotent: nodes already running
+    are kept, stopped ones are started.  The first start picks free controller ports, formats the storage
+    and records both in ``meta.json``; later starts reuse them and keep all data.  ``timeout`` bounds the
+    wait for the nodes (downloading the Kafka jars on the very first use is not counted).
+
+    Raises ``InputError`` for a bad name, port, node count or setting, a port used by another process, a
+    cluster created with another number of nodes, or one running on another port or with other settings;
+    ``ReplicationFailure`` (with the tail of ``server.log``) when a node exits or does not become ready in
+    time, in which case the nodes started by this call are killed.
     """
     _check_name(name)
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise InputError(f"invalid broker port {port!r}: expected an integer between 1 and 65535")
-    paths = _BrokerDir.of(_resolve_home(home), name)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(paths.lock_file):
-        meta = _load_meta(paths)
-        pid = _running_pid(paths)
-        if pid is not None and meta is not None:
-            if meta.port != port:
-                raise InputError(f"broker '{name}' is already running on port {meta.port}, not {port}; stop it first")
-            _wait_ready(paths, pid, f"{HOST}:{port}", timeout)
-            return LocalBroker(name, port, pid, paths.home)
-        if meta is None:
-            meta = _Meta(name=name, port=port, controller_port=free_port(avoid=port), cluster_id=_new_cluster_id())
-        elif port == meta.controller_port:
-            raise InputError(f"port {port} is the controller port of broker '{name}'; choose another port")
-        else:
-            _require_free(meta.controller_port, f"controller port of broker '{name}'", paths.home)
-            meta = replace(meta, port=port)
-        _require_free(port, "port", paths.home)
-        _save_meta(paths, meta)
-        paths.config_file.write_text(_server_properties(paths, meta))
-        paths.log4j_file.write_text(_LOG4J2_PROPERTIES)
-        classpath = kafka_classpath()
-        if not (paths.data_dir / "meta.properties").exists():
-            _format_storage(paths, meta, classpath)
-        pid = _launch(paths, meta, classpath)
-        try:
-            _wait_ready(paths, pid, f"{HOST}:{port}", timeout)
-        except ReplicationFailure:
-            _signal_and_wait(paths, pid, signal.SIGKILL, _KILL_WAIT_S)
-            raise
-        return LocalBroker(name, port, pid, paths.home)
+    _check_ports(port, brokers)
+    settings = _checked_broker_config(broker_config or {})
+    cluster = _ClusterDir.of(_resolve_home(home), name)
+    cluster.root.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(cluster.lock_file):
+        meta = _meta_for_start(cluster, port, brokers, settings)
+        _start_nodes(cluster, meta, meta.node_ids, timeout)
+    return LocalBroker(name, port, cluster.home, brokers, settings)
 
 
 def stop_broker(name: str, *, home: Path | None = None, timeout: float = 30) -> bool:
-    """Stop broker ``name`` gracefully: SIGTERM its process group, SIGKILL if still alive after ``timeout``.
+    """Stop every node of cluster ``name`` at once: SIGTERM, then SIGKILL to those alive after ``timeout``.
 
-    Returns ``False`` if it was not running (including unknown names).  Removes ``broker.pid``.
-    Raises ``InputError`` for a bad name, ``ReplicationFailure`` if the process survives SIGKILL.
+    Returns ``False`` if no node was running (including unknown names).  Removes the ``broker.pid`` files.
+    Raises ``InputError`` for a bad name, ``ReplicationFailure`` if a process survives SIGKILL.
     """
-    _check_name(name)
-    paths = _BrokerDir.of(_resolve_home(home), name)
-    if not paths.root.is_dir():
-        return False
-    with exclusive_lock(paths.lock_file):
-        pid = _running_pid(paths)
-        if pid is None:
-            paths.pid_file.unlink(missing_ok=True)
-            return False
-        if not _signal_and_wait(paths, pid, signal.SIGTERM, timeout):
-            _signal_and_wait(paths, pid, signal.SIGKILL, _KILL_WAIT_S)
-        return True
+    return _halt_cluster(name, home, timeout)
 
 
 def kill_broker(name: str, *, home: Path | None = None) -> None:
-    """SIGKILL broker ``name``'s process group at once (a crash, for fault injection) and wait for it to die.
+    """SIGKILL every node of cluster ``name`` at once (a crash, for fault injection) and wait for them to die.
 
-    Does nothing if it is not running.  Removes ``broker.pid``.  Raises ``InputError`` for a bad name.
+    Does nothing if none is running.  Removes the ``broker.pid`` files.  Raises ``InputError`` for a bad name.
     """
-    _check_name(name)
-    paths = _BrokerDir.of(_resolve_home(home), name)
-    if not paths.root.is_dir():
-        return
-    with exclusive_lock(paths.lock_file):
-        pid = _running_pid(paths)
-        if pid is not None:
-            _signal_and_wait(paths, pid, signal.SIGKILL, _KILL_WAIT_S)
-        paths.pid_file.unlink(missing_ok=True)
+    _halt_cluster(name, home, None)
 
 
 def broker_status(home: Path | None = None) -> list[BrokerStatus]:
-    """Status of every broker ever started under ``home``, sorted by name."""
+    """Status of every cluster ever started under ``home``, sorted by name."""
     home = _resolve_home(home)
     statuses = []
     for meta_file in sorted((home / "kafka").glob("*/meta.json")):
-        paths = _BrokerDir.of(home, meta_file.parent.name)
-        meta = _load_meta(paths)
-        if meta is None:
-            continue
-        pid = _running_pid(paths)
-        statuses.append(BrokerStatus(meta.name, meta.port, pid, pid is not None, f"{HOST}:{meta.port}"))
+        cluster = _ClusterDir.of(home, meta_file.parent.name)
+        meta = _load_meta(cluster)
+        if meta is not None:
+            statuses.append(_status(cluster, meta))
     return statuses
 
 
 @dataclass(frozen=True)
-class _BrokerDir:
-    """The files of one broker (see the module docstring)."""
+class _ClusterDir:
+    """The files of one cluster (see the module docstring)."""
 
     home: Path
     root: Path
 
     @classmethod
-    def of(cls, home: Path, name: str) -> _BrokerDir:
+    def of(cls, home: Path, name: str) -> _ClusterDir:
         return cls(home, home / "kafka" / name)
 
     @property
-    def data_dir(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def log_file(self) -> Path:
-        return self.root / "server.log"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.root / "broker.pid"
-
-    @property
-    def config_file(self) -> Path:
-        return self.root / "server.properties"
-
-    @property
-    def log4j_file(self) -> Path:
-        return self.root / "log4j2.properties"
+    def name(self) -> str:
+        return self.root.name
 
     @property
     def meta_file(self) -> Path:
@@ -253,15 +272,45 @@ class _BrokerDir:
     def lock_file(self) -> Path:
         return self.root / ".lock"
 
+    @property
+    def log4j_file(self) -> Path:
+        return self.root / "log4j2.properties"
+
+    def node(self, node_id: int, brokers: int) -> NodeDir:
+        """The files of node ``node_id`` of this cluster of ``brokers`` nodes."""
+        if brokers == 1:
+            return NodeDir(self.root, node_id, f"broker '{self.name}'", self.log4j_file)
+        label = f"node {node_id} of broker '{self.name}'"
+        return NodeDir(self.root / f"node-{node_id}", node_id, label, self.log4j_file)
+
 
 @dataclass(frozen=True)
 class _Meta:
-    """Contents of ``meta.json``."""
+    """Contents of ``meta.json``; node ``i`` has client port ``port + i - 1`` and ``controller_ports[i - 1]``."""
 
     name: str
     port: int
-    controller_port: int
+    controller_ports: tuple[int, ...]
     cluster_id: str
+    broker_config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def brokers(self) -> int:
+        return len(self.controller_ports)
+
+    @property
+    def node_ids(self) -> range:
+        return range(1, self.brokers + 1)
+
+    @property
+    def client_ports(self) -> range:
+        return range(self.port, self.port + self.brokers)
+
+    def client_port(self, node_id: int) -> int:
+        return self.port + node_id - 1
+
+    def controller_port(self, node_id: int) -> int:
+        return self.controller_ports[node_id - 1]
 
 
 def _check_name(name: str) -> None:
@@ -269,234 +318,231 @@ def _check_name(name: str) -> None:
         raise InputError(f"invalid broker name {name!r}: use only letters, digits, '_' and '-'")
 
 
+def _check_ports(port: int, brokers: int) -> None:
+    if isinstance(brokers, bool) or not isinstance(brokers, int) or brokers < 1:
+        raise InputError(f"invalid --brokers {brokers!r}: expected a positive integer")
+    last = 65536 - brokers
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port <= last:
+        nodes = f" (its {brokers} nodes use ports PORT to PORT+{brokers - 1})" if brokers > 1 else ""
+        raise InputError(f"invalid broker port {port!r}: expected an integer between 1 and {last}{nodes}")
+
+
+def _checked_broker_config(config: Mapping[str, str]) -> dict[str, str]:
+    """``config`` as plain strings; ``InputError`` naming ``--broker-config`` for a bad or managed key."""
+    settings = {}
+    for key, value in config.items():
+        if not isinstance(key, str) or not _CONFIG_KEY.fullmatch(key):
+            raise InputError(f"invalid --broker-config key {key!r}: use only letters, digits, '.', '_' and '-'")
+        if key in _MANAGED_KEYS:
+            raise InputError(f"--broker-config {key} is not allowed: airmirror sets it for each node")
+        settings[key] = str(value)
+    return settings
+
+
 def _resolve_home(home: Path | None) -> Path:
     return Path(home).absolute() if home is not None else airmirror_home()
 
 
-def _load_meta(paths: _BrokerDir) -> _Meta | None:
+def _meta_for_start(cluster: _ClusterDir, port: int, brokers: int, settings: dict[str, str]) -> _Meta:
+    """The ``meta.json`` to start the cluster with: new, or the recorded one moved to ``port`` with ``settings``.
+
+    ``InputError`` if the recorded cluster has another number of nodes, runs with another port or other
+    settings, or if ``port`` would put a node's client port on one of its controller ports.
+    """
+    recorded = _load_meta(cluster)
+    if recorded is None:
+        controller_ports = _free_ports(brokers, avoid=range(port, port + brokers))
+        return _Meta(cluster.name, port, controller_ports, _new_cluster_id(), settings)
+    if recorded.brokers != brokers:
+        raise InputError(
+            f"broker '{cluster.name}' was created with --brokers {recorded.brokers}, not {brokers}; "
+            f"delete {cluster.root} to create it again"
+        )
+    if any(node.running for node in _status(cluster, recorded).nodes):
+        if port != recorded.port:
+            raise InputError(
+                f"broker '{cluster.name}' is already running on port {recorded.port}, not {port}; stop it first"
+            )
+        if settings != recorded.broker_config:
+            raise InputError(f"broker '{cluster.name}' is running with other --broker-config settings; stop it first")
+    meta = replace(recorded, port=port, broker_config=settings)
+    clash = sorted(set(meta.client_ports) & set(meta.controller_ports))
+    if clash:
+        raise InputError(f"port {clash[0]} is a controller port of broker '{cluster.name}'; choose another port")
+    return meta
+
+
+def _start_nodes(cluster: _ClusterDir, meta: _Meta, node_ids: Iterable[int], timeout: float) -> None:
+    """Save ``meta``, start those of ``node_ids`` not running and wait until all of them are active brokers.
+
+    ``InputError`` (before anything changes) if a port of a node to start is taken; on ``ReplicationFailure``
+    the nodes started here are killed again.
+    """
+    nodes = [cluster.node(node_id, meta.brokers) for node_id in node_ids]
+    pids = {node.node_id: running_pid(node) for node in nodes}
+    stopped = [node for node in nodes if pids[node.node_id] is None]
+    for node in stopped:
+        _require_free(meta.client_port(node.node_id), "port", cluster.home)
+        _require_free(meta.controller_port(node.node_id), f"controller port of broker '{meta.name}'", cluster.home)
+    _save_meta(cluster, meta)
+    if stopped:
+        pids.update(_launch_nodes(cluster, meta, stopped))
+    deadline = time.monotonic() + timeout
     try:
-        return _Meta(**json.loads(paths.meta_file.read_text()))
+        for node in nodes:
+            wait_ready(node, pids[node.node_id], _address(meta.client_port(node.node_id)), deadline, timeout)
+    except ReplicationFailure:
+        _halt_nodes(cluster, meta, [node.node_id for node in stopped], None)
+        raise
+
+
+def _launch_nodes(cluster: _ClusterDir, meta: _Meta, nodes: list[NodeDir]) -> dict[int, int]:
+    """Write the config of ``nodes``, format those never formatted, then launch them all; node id -> pid."""
+    cluster.log4j_file.write_text(_LOG4J2_PROPERTIES)
+    classpath = kafka_classpath()
+    for node in nodes:
+        node.root.mkdir(exist_ok=True)
+        node.config_file.write_text(_server_properties(meta, node))
+        if not (node.data_dir / "meta.properties").exists():
+            format_storage(node, classpath, meta.cluster_id, _initial_controllers(meta))
+    return {node.node_id: launch(node, classpath, _address(meta.client_port(node.node_id))) for node in nodes}
+
+
+def _halt_cluster(name: str, home: Path | None, graceful_timeout: float | None) -> bool:
+    """End every node of cluster ``name`` (see :func:`halt`); False if none was running or the name is unknown."""
+    _check_name(name)
+    cluster = _ClusterDir.of(_resolve_home(home), name)
+    if not cluster.root.is_dir():
+        return False
+    with exclusive_lock(cluster.lock_file):
+        meta = _load_meta(cluster)
+        return meta is not None and _halt_nodes(cluster, meta, meta.node_ids, graceful_timeout)
+
+
+def _halt_nodes(cluster: _ClusterDir, meta: _Meta, node_ids: Iterable[int], graceful_timeout: float | None) -> bool:
+    """End the running ones of ``node_ids`` (see :func:`halt`), remove their pid files; True if one was running."""
+    nodes = [cluster.node(node_id, meta.brokers) for node_id in node_ids]
+    running = [(node, pid) for node in nodes if (pid := running_pid(node)) is not None]
+    halt(running, graceful_timeout)
+    for node in nodes:
+        node.pid_file.unlink(missing_ok=True)
+    return bool(running)
+
+
+def _status(cluster: _ClusterDir, meta: _Meta) -> BrokerStatus:
+    nodes = tuple(
+        NodeStatus(
+            node_id, meta.client_port(node_id), meta.controller_port(node_id),
+            running_pid(cluster.node(node_id, meta.brokers)),
+        )
+        for node_id in meta.node_ids
+    )
+    return BrokerStatus(meta.name, nodes)
+
+
+def _load_meta(cluster: _ClusterDir) -> _Meta | None:
+    try:
+        raw = json.loads(cluster.meta_file.read_text())
+        if "controller_port" in raw:  # written for a single node, before clusters of several nodes
+            raw["controller_ports"] = [raw.pop("controller_port")]
+        return _Meta(**{**raw, "controller_ports": tuple(raw["controller_ports"])})
     except FileNotFoundError:
         return None
-    except (ValueError, TypeError) as exc:
-        raise ReplicationFailure(f"unreadable broker metadata {paths.meta_file}: {exc}") from exc
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ReplicationFailure(f"unreadable broker metadata {cluster.meta_file}: {exc}") from exc
 
 
-def _save_meta(paths: _BrokerDir, meta: _Meta) -> None:
-    staging = paths.meta_file.with_suffix(".json.tmp")
+def _require_meta(cluster: _ClusterDir) -> _Meta:
+    meta = _load_meta(cluster)
+    if meta is None:
+        raise ReplicationFailure(f"broker '{cluster.name}' has no {cluster.meta_file}; start it first")
+    return meta
+
+
+def _save_meta(cluster: _ClusterDir, meta: _Meta) -> None:
+    staging = cluster.meta_file.with_suffix(".json.tmp")
     staging.write_text(json.dumps(asdict(meta), indent=2) + "\n")
-    staging.replace(paths.meta_file)
+    staging.replace(cluster.meta_file)
+
+
+def _uuid_text(value: uuid.UUID) -> str:
+    """Kafka's text form of a UUID (22-char base64url)."""
+    return urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
 def _new_cluster_id() -> str:
-    """A random Kafka cluster id (22-char base64url UUID), never starting with '-' as Kafka's own ids."""
+    """A random Kafka cluster id, never starting with '-' (as Kafka's own ids, so it can follow a flag)."""
     while True:
-        cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = _uuid_text(uuid.uuid4())
         if not cluster_id.startswith("-"):
             return cluster_id
 
 
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # Like the JVM, allow binding over TIME_WAIT leftovers of a broker that just stopped.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return False
-    return True
+def _initial_controllers(meta: _Meta) -> str:
+    """Kafka's ``--initial-controllers`` for every node; directory ids derive from the cluster id and node id."""
+    return ",".join(
+        f"{node_id}@{_address(meta.controller_port(node_id))}:"
+        f"{_uuid_text(uuid.uuid5(uuid.NAMESPACE_URL, f'airmirror:{meta.cluster_id}:{node_id}'))}"
+        for node_id in meta.node_ids
+    )
 
 
-def free_port(avoid: int | None = None) -> int:
-    """A port on 127.0.0.1 that nothing listens on now (other than ``avoid``), picked by the kernel."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((HOST, 0))
-            port = probe.getsockname()[1]
-        if port != avoid:
-            return port
+def _address(port: int) -> str:
+    return f"{HOST}:{port}"
+
+
+def _addresses(ports: Iterable[int]) -> str:
+    return ",".join(_address(port) for port in ports)
+
+
+def _free_ports(count: int, avoid: Collection[int]) -> tuple[int, ...]:
+    """``count`` distinct free ports, none in ``avoid``."""
+    picked: list[int] = []
+    for _ in range(count):
+        picked.append(free_port(avoid={*avoid, *picked}))
+    return tuple(picked)
 
 
 def _require_free(port: int, what: str, home: Path) -> None:
-    if _port_is_free(port):
+    if port_is_free(port):
         return
-    owners = [status.name for status in broker_status(home) if status.running and status.port == port]
+    owners = [
+        status.name
+        for status in broker_status(home)
+        for node in status.nodes
+        if node.running and port in (node.port, node.controller_port)
+    ]
     by = f"airmirror broker '{owners[0]}'" if owners else "another process"
     raise InputError(f"{what} {port} is already in use by {by}")
 
 
-def _server_properties(paths: _BrokerDir, meta: _Meta) -> str:
+def _server_properties(meta: _Meta, node: NodeDir) -> str:
+    """The node's ``server.properties``: airmirror's settings, then ``meta.broker_config`` over them."""
+    client = _address(meta.client_port(node.node_id))
+    controller = _address(meta.controller_port(node.node_id))
+    replicas = min(meta.brokers, _MAX_INTERNAL_REPLICAS)
     settings = {
         "process.roles": "broker,controller",
-        "node.id": _NODE_ID,
-        "controller.quorum.bootstrap.servers": f"{HOST}:{meta.controller_port}",
-        "listeners": f"PLAINTEXT://{HOST}:{meta.port},CONTROLLER://{HOST}:{meta.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{meta.port}",
+        "node.id": node.node_id,
+        "controller.quorum.bootstrap.servers": _addresses(meta.controller_ports),
+        "listeners": f"PLAINTEXT://{client},CONTROLLER://{controller}",
+        "advertised.listeners": f"PLAINTEXT://{client}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": paths.data_dir,
+        "log.dirs": node.data_dir,
         "auto.create.topics.enable": "false",
         "num.partitions": 1,
         "default.replication.factor": 1,
         "min.insync.replicas": 1,
-        "offsets.topic.replication.factor": 1,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": max(1, replicas - 1),
         "group.initial.rebalance.delay.ms": 0,
         "log.cleaner.backoff.ms": 1000,
-        # A broker restarted after a crash may only re-register once its old session expired (default 9 s).
+        # A node restarted after a crash may only re-register once its old session expired (default 9 s).
         "broker.session.timeout.ms": 4000,
         "broker.heartbeat.interval.ms": 500,
+        **meta.broker_config,
     }
-    return "".join(f"{key}={str(value).replace(chr(92), chr(92) * 2)}\n" for key, value in settings.items())
-
-
-def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").is_file():
-        return str(Path(java_home) / "bin" / "java")
-    java = shutil.which("java")
-    if java is None:
-        raise ReplicationFailure("Java ('java') is not on PATH and JAVA_HOME is not set; Kafka needs Java 17+")
-    return java
-
-
-def _jvm_command(paths: _BrokerDir, heap: str, classpath: str, main_class: str, *args: str) -> list[str]:
-    return [
-        _java(), heap, "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={paths.log4j_file}", "-cp", classpath, main_class, *args,
-    ]
-
-
-def _format_storage(paths: _BrokerDir, meta: _Meta, classpath: str) -> None:
-    command = _jvm_command(
-        paths, "-Xmx256m", classpath, "kafka.tools.StorageTool",
-        "format", "-t", meta.cluster_id, "-c", str(paths.config_file), "--standalone",
-    )
-    done = subprocess.run(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=_FORMAT_TIMEOUT_S
-    )
-    if done.returncode != 0:
-        tail = "\n".join(done.stdout.splitlines()[-_LOG_TAIL_LINES:])
-        raise ReplicationFailure(f"formatting the storage of broker '{meta.name}' failed:\n{tail}")
-
-
-def _launch(paths: _BrokerDir, meta: _Meta, classpath: str) -> int:
-    """Start the JVM in its own session (so its pid is its process group id) and record its pid."""
-    command = _jvm_command(paths, BROKER_HEAP, classpath, "kafka.Kafka", str(paths.config_file))
-    with open(paths.log_file, "ab") as log:
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        log.write(f"===== airmirror: starting broker '{meta.name}' on {HOST}:{meta.port} at {stamp} =====\n".encode())
-        log.flush()
-        child = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=paths.root, start_new_session=True,
-        )
-    _CHILDREN[child.pid] = child
-    paths.pid_file.write_text(f"{child.pid}\n")
-    return child.pid
-
-
-def _has_exited(pid: int) -> bool:
-    """True once every thread of ``pid`` is gone, so its sockets are closed (a zombie counts as exited).
-
-    A dying JVM's main thread turns zombie (and its ``cmdline`` empty) while other threads still hold
-    its listening sockets, so this waits for the thread group to be empty, not just for the leader.
-    """
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        if child.poll() is None:
-            return False
-        del _CHILDREN[pid]
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        threads = os.listdir(f"/proc/{pid}/task")
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X") and len(threads) <= 1
-
-
-def _is_broker_process(paths: _BrokerDir, pid: int) -> bool:
-    """True if ``pid`` is this broker's live JVM.
-
-    A JVM started by this process is recognised by its handle until it exits.  Any other pid must have
-    a command line naming this broker's ``server.properties`` (which guards against reused pids); that
-    command line reads empty for an instant while a JVM starts and while it dies.
-    """
-    if pid in _CHILDREN:
-        return not _has_exited(pid)
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return str(paths.config_file).encode() in cmdline.split(b"\0")
-
-
-def _running_pid(paths: _BrokerDir) -> int | None:
-    try:
-        pid = int(paths.pid_file.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-    return pid if _is_broker_process(paths, pid) else None
-
-
-def _signal_and_wait(paths: _BrokerDir, pid: int, sig: signal.Signals, timeout: float) -> bool:
-    """Send ``sig`` to the broker's process group; True once it exited within ``timeout``.
-
-    On exit the pid file is removed.  After SIGKILL, not exiting in time is a ``ReplicationFailure``.
-    """
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + timeout
-    while not _has_exited(pid):
-        if time.monotonic() >= deadline:
-            if sig == signal.SIGKILL:
-                raise ReplicationFailure(f"broker process {pid} did not exit after SIGKILL")
-            return False
-        time.sleep(0.1)
-    paths.pid_file.unlink(missing_ok=True)
-    return True
-
-
-def _wait_ready(paths: _BrokerDir, pid: int, bootstrap: str, timeout: float) -> None:
-    """Return once the broker answers a metadata request; ReplicationFailure if it dies or times out."""
-    admin = AdminClient({
-        "bootstrap.servers": bootstrap,
-        "logger": _QUIET_CLIENT_LOG,
-        "reconnect.backoff.ms": 100,
-        "reconnect.backoff.max.ms": 500,
-    })
-    child = _CHILDREN.get(pid)
-    deadline = time.monotonic() + timeout
-    while True:
-        if not _is_broker_process(paths, pid):
-            code = f" (exit code {child.returncode})" if child is not None else ""
-            raise ReplicationFailure(
-                f"broker '{paths.root.name}' exited while starting{code}; "
-                f"tail of {paths.log_file}:\n{_log_tail(paths)}"
-            )
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ReplicationFailure(
-                f"broker '{paths.root.name}' did not serve {bootstrap} within {timeout:g}s; "
-                f"tail of {paths.log_file}:\n{_log_tail(paths)}"
-            )
-        try:
-            if admin.list_topics(timeout=min(2.0, remaining)).brokers:
-                return
-        except KafkaException:
-            time.sleep(0.2)
-
-
-def _log_tail(paths: _BrokerDir) -> str:
-    try:
-        with open(paths.log_file, "rb") as log:
-            log.seek(max(0, log.seek(0, os.SEEK_END) - 64 * 1024))
-            lines = log.read().decode(errors="replace").splitlines()
-    except FileNotFoundError:
-        return "(no log)"
-    return "\n".join(lines[-_LOG_TAIL_LINES:])
+    return "".join(f"{key}={str(value).translate(_PROPERTIES_ESCAPES)}\n" for key, value in settings.items())

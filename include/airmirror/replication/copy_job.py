@@ -4,9 +4,10 @@ Shape: the indexes of the ranges that have records to copy, parallelized into ex
 per range.  Task ``i`` opens a read_committed read of range ``i``
 (:class:`~airmirror.replication.range_reader.RangeReader`), which yields the range's records as Arrow
 record batches with key, value, headers, timestamp, partition and offset
-(:data:`~airmirror.replication.record_schema.RECORD_ARROW_SCHEMA`), and copies them in source order with
-:func:`~airmirror.replication.partition_writer.copy_range`.  A retried task re-runs the same range under the
-same ``transactional.id``, which is what makes it exactly-once.  The job returns one summary per range; the
+(:data:`~airmirror.replication.record_schema.RECORD_ARROW_SCHEMA`), and copies them in source order, in
+bounded chunk transactions, with :func:`~airmirror.replication.partition_writer.copy_range`.  A retried
+task re-runs the same range under the same ``transactional.id``, fences the older attempt and continues
+after its last committed chunk, which is what makes it exactly-once.  The job returns one summary per range; the
 authoritative results are committed in Kafka's batch log and collected by the driver.
 
 Why the records stay in the task's Python worker, rather than in a DataFrame of records produced by Spark's
@@ -25,28 +26,30 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.model import PlannedRange
-from airmirror.replication.batch_log import anchor_group, batch_log_topic
-from airmirror.replication.partition_writer import PartitionTask, copy_range
+from airmirror.replication.partition_writer import PartitionTask, TransactionBounds, copy_range
 
 log = logging.getLogger(__name__)
 
 
-def transactional_id(flow: FlowConfig, topic: str, partition: int) -> str:
-    """Deterministic per flow and source partition, so every attempt fences the previous one."""
-    return f"airmirror-{flow.source}-{flow.target}-{topic}-{partition}"
+def transaction_bounds(flow: FlowConfig) -> TransactionBounds:
+    """The flow's ``airmirror.transaction.max.*`` settings."""
+    return TransactionBounds(flow.transaction_max_records, flow.transaction_max_bytes, flow.transaction_max_seconds)
 
 
 def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[PartitionTask]:
     """One task per range that has records to copy, in plan order."""
     producer = flow.target_client("producer")
     consumer = flow.target_client("consumer")
+    source_consumer = flow.source_client("consumer")
+    bounds = transaction_bounds(flow)
     return [
         PartitionTask(
             flow=flow.name,
@@ -56,25 +59,25 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
             start=r.start,
             end=r.end,
             remote_topic=r.remote_topic,
-            transactional_id=transactional_id(flow, r.topic, r.partition),
-            anchor_group=anchor_group(flow.source, flow.target),
-            log_topic=batch_log_topic(flow.source),
+            transactional_id=names.transactional_id(flow.source, flow.target, r.topic, r.partition),
+            anchor_group=names.anchor_group(flow.source, flow.target),
+            log_topic=names.batch_log_topic(flow.source),
+            bounds=bounds,
             producer_config=producer,
             target_consumer_config=consumer,
+            source_consumer_config=source_consumer,
         )
         for r in ranges
         if r.size > 0
     ]
 
 
-def copy_tasks(
-    tasks: list[PartitionTask], source_consumer: Mapping[str, Any]
-) -> Callable[[Iterator[int]], Iterator[dict[str, Any]]]:
+def copy_tasks(tasks: list[PartitionTask]) -> Callable[[Iterator[int]], Iterator[dict[str, Any]]]:
     """The per-partition function: copy the ranges whose indexes arrive (one per Spark partition)."""
 
     def copy(indexes: Iterator[int]) -> Iterator[dict[str, Any]]:
         for index in indexes:
-            yield copy_range(tasks[index], source_consumer)
+            yield copy_range(tasks[index])
 
     return copy
 
@@ -86,7 +89,7 @@ def run_copy_job(spark: SparkSession, flow: FlowConfig, batch_id: int, ranges: l
         return []
     started = time.monotonic()
     indexes = spark.sparkContext.parallelize(range(len(tasks)), len(tasks))
-    rows = indexes.mapPartitions(copy_tasks(tasks, flow.source_client("consumer"))).collect()
+    rows = indexes.mapPartitions(copy_tasks(tasks)).collect()
     log.info(
         "copy job of batch %s: %d ranges, %d records, %d bytes in %.3f s",
         batch_id,

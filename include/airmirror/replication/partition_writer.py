@@ -1,50 +1,61 @@
 """Exactly-once copy of one planned range into the remote topic: the transactional write protocol.
 
-Recovery protocol (one planned range = source ``topic``/``partition`` offsets ``[start, end)`` of batch N):
+Recovery protocol (one planned range = source ``topic``/``partition`` offsets ``[start, end)`` of batch N;
+the records it writes are described in :mod:`airmirror.replication.batch_log`):
 
-1. The producer's ``transactional.id`` is ``airmirror-{source}-{target}-{topic}-{partition}``: the same for
-   every attempt at that partition, whichever process, Spark task or Airflow retry runs it.
-   ``init_transactions()`` therefore fences every older attempt (a zombie task can no longer commit) and
-   aborts its open transaction, so none of its records ever becomes visible to read_committed consumers.
-2. After fencing, the partition's anchor (see :mod:`airmirror.replication.batch_log`) is read:
-   - anchor batch == N: this range was already committed by an earlier attempt (the task or the job died
-     after the Kafka commit).  Nothing is written; the logged result is returned.
-   - anchor missing, or its upstream end <= ``start``: the range has not been copied; copy it.
-   - anchor from another batch with upstream end > ``start``: the target is ahead of the metadata DB (for
-     example a DB restored from an old backup).  Writing would duplicate records, so the task fails with
+1. The producer's ``transactional.id`` is ``names.transactional_id(source, target, topic, partition)``: the
+   same for every attempt at that partition, whichever process, Spark task or Airflow retry runs it, and
+   never shared with another flow.  ``init_transactions()`` therefore fences every older attempt (a zombie
+   task can no longer commit) and aborts its open transaction, so none of its records ever becomes visible
+   to read_committed consumers.
+2. After fencing, the partition's newest committed :class:`~airmirror.replication.batch_log.Progress` is
+   read (anchor fast path, batch-log scan otherwise; a missing anchor never means "not copied"):
+   - progress of batch N, done: the range was copied by an earlier attempt; nothing is written.
+   - progress of batch N, not done: an earlier attempt committed part of the range; the copy continues
+     at ``progress.position``, with the next chunk number.
+   - progress of an earlier batch whose position is <= ``start``, or none: the range has not been copied.
+   - progress of an earlier batch beyond ``start``: the target is ahead of the metadata DB (for example a
+     DB restored from an old backup).  Writing would duplicate records, so the task fails with
      :class:`~airmirror.errors.ReplicationFailure` and writes nothing.
-3. The copy is one transaction: the records in source order (same partition, key, value, headers and
-   timestamp as the source), then the batch-log record with the offset-sync runs built from the delivery
-   reports, then the anchor offset commit, then ``commit_transaction()``.  Any failure before the commit
-   aborts the transaction (explicitly, or implicitly at the next attempt's ``init_transactions()``).
-4. The driver commits the metadata DB (cursor = ``end``, offset-syncs, batch state) in one DB transaction
-   only after every range of the batch has an anchor for batch N.  If the driver dies first, the next run
-   resumes batch N: step 2 returns the logged results for committed ranges and copies the rest.
+3. The range is copied as a sequence of *chunk* transactions.  A chunk holds the next records in source
+   order (same partition, key, value, headers and timestamp as the source) until one of the
+   :class:`TransactionBounds` is reached, checked between the reader's record batches: records, payload
+   bytes, or time since the chunk's first record (at most a third of the producer's
+   ``transaction.timeout.ms``).  Offset-sync runs are built from the delivery reports as they arrive,
+   three integers per run (:class:`~airmirror.offset_runs.RunBuilder`); no per-record state is kept, so a
+   task's memory does not grow with its range.  Then, in the same transaction: the chunk's runs records,
+   the new progress record and the anchor offset commit; then ``commit_transaction()``.  Read_committed
+   consumers of the target see the copy advance chunk by chunk.  Any failure before the commit aborts the
+   chunk (explicitly, or at the next attempt's ``init_transactions()``); the committed chunks stay.
+4. The last chunk is the one that reaches the range's end (or the position the read got to when the
+   source log was truncated below the plan, see :mod:`airmirror.replication.range_reader`): its progress
+   says ``done``.  A range with no committed record left to copy still commits one chunk, with no records,
+   so that it is marked done.
+5. The driver commits the metadata DB (cursor = the done position, offset-syncs, batch state) in one DB
+   transaction only after every range of the batch has done progress for batch N.  If the driver dies
+   first, the next run resumes batch N: step 2 skips the finished ranges and continues the others.
 
 Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
-(a Spark task killed mid-write, the job killed between Kafka commit and DB commit, a broker restart).
+(a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
+expired or deleted anchor group).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from airmirror.errors import ReplicationFailure
-from airmirror.model import RangeResult
-from airmirror.offset_runs import build_runs
-from airmirror.replication.batch_log import (
-    Anchor,
-    encode_result,
-    log_key,
-    read_anchors,
-    read_logged_result,
-)
+from airmirror.offset_runs import RunBuilder
+from airmirror.replication.batch_log import Progress, encode_runs, progress_key, read_progress, runs_key, runs_parts
 from airmirror.replication.range_reader import RangeReader
 
 TRANSACTION_TIMEOUT_MS = 900_000
@@ -52,8 +63,20 @@ FLUSH_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
+class TransactionBounds:
+    """When a chunk transaction ends: whichever of these its records reach first (see the module docstring)."""
+
+    max_records: int
+    max_bytes: int
+    max_seconds: float
+
+
+@dataclass(frozen=True)
 class PartitionTask:
-    """Everything a Spark task needs to copy one range; plain data, so it pickles to executors."""
+    """Everything a Spark task needs to copy one range; plain data, so it pickles to executors.
+
+    The client configurations can hold credentials, so they are left out of the repr.
+    """
 
     flow: str
     batch_id: int
@@ -65,33 +88,74 @@ class PartitionTask:
     transactional_id: str
     anchor_group: str
     log_topic: str
-    producer_config: dict[str, Any]
-    target_consumer_config: dict[str, Any]
+    bounds: TransactionBounds
+    producer_config: dict[str, Any] = field(repr=False)
+    target_consumer_config: dict[str, Any] = field(repr=False)
+    source_consumer_config: dict[str, Any] = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
 
 
-class DeliveryLog:
-    """Collects delivery reports: downstream offsets of copied records, the batch-log offset, errors."""
+class DeliveryTracker:
+    """Pairs delivery reports with the source offsets of the records, in produce order, into runs.
 
-    def __init__(self, log_topic: str) -> None:
-        self.log_topic = log_topic
-        self.record_offsets: list[int] = []
-        self.log_offset: int | None = None
-        self.errors: list[KafkaError] = []
+    Per partition, an idempotent producer reports deliveries in produce order, so the n-th report of the
+    remote partition belongs to the n-th record produced.  Pending source offsets are kept as runs of
+    consecutive offsets, never one entry per record.
+    """
+
+    def __init__(self, task: PartitionTask) -> None:
+        self.task = task
+        self.runs = RunBuilder()
+        self.pending: deque[list[int]] = deque()
+        self.log_offsets: list[int] = []
+        self.errors: list[tuple[int, KafkaError, int]] = []
+
+    def sent(self, source_offsets: np.ndarray) -> None:
+        """Note the source offsets of the records about to be produced, in order."""
+        breaks = np.flatnonzero(np.diff(source_offsets) != 1) + 1
+        bounds = np.concatenate(([0], breaks, [len(source_offsets)]))
+        for begin, end in zip(bounds[:-1], bounds[1:]):
+            self.pending.append([int(source_offsets[begin]), int(source_offsets[end - 1]) + 1])
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if message.topic() == self.task.log_topic:
+            if error is not None:
+                self.errors.append((-1, error, 0))
+            else:
+                self.log_offsets.append(message.offset())
+            return
+        head = self.pending[0]
+        upstream = head[0]
+        head[0] += 1
+        if head[0] == head[1]:
+            self.pending.popleft()
         if error is not None:
-            self.errors.append(error)
-        elif message.topic() == self.log_topic:
-            self.log_offset = message.offset()
+            self.errors.append((upstream, error, len(message.key() or b"") + len(message.value() or b"")))
         else:
-            self.record_offsets.append(message.offset())
+            self.runs.add(upstream, message.offset())
 
     def raise_errors(self) -> None:
-        if self.errors:
-            raise KafkaException(self.errors[0])
+        if not self.errors:
+            return
+        upstream, error, size = self.errors[0]
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            raise record_too_large(self.task, upstream, size)
+        raise KafkaException(error)
 
 
-def producer_settings(task: PartitionTask, deliveries: DeliveryLog) -> dict[str, Any]:
+def record_too_large(task: PartitionTask, offset: int, size: int) -> ReplicationFailure:
+    return ReplicationFailure(
+        f"record {task.topic}-{task.partition}@{offset} ({size} bytes of key and value) is larger than the "
+        f"target accepts for {task.remote_topic}: raise max.message.bytes of topic {task.remote_topic} on the "
+        "target (or of the source topic, whose configs are synced), and the producer's max.request.size "
+        "(`{target}.producer.max.request.size`) if it is lower; then run the flow again"
+    )
+
+
+def producer_settings(task: PartitionTask, deliveries: DeliveryTracker) -> dict[str, Any]:
     """Transactional producer settings: the flow's target producer settings plus the EOS invariants."""
     settings: dict[str, Any] = {
         "enable.sparse.connections": False,  # connect to every broker at once: see await_broker_connections
@@ -114,47 +178,163 @@ def producer_settings(task: PartitionTask, deliveries: DeliveryLog) -> dict[str,
     return settings
 
 
-def copy_partition(task: PartitionTask, batches: Iterable[pa.RecordBatch]) -> RangeResult:
-    """Run the protocol of the module docstring for one range; returns the committed result."""
-    deliveries = DeliveryLog(task.log_topic)
-    producer = Producer(producer_settings(task, deliveries))
-    await_broker_connections(producer, task.remote_topic)
-    producer.init_transactions(60)
-    anchor = read_anchors(task.target_consumer_config, task.anchor_group, [(task.remote_topic, task.partition)])[
-        (task.remote_topic, task.partition)
-    ]
-    if anchor is not None and anchor.batch_id == task.batch_id:
-        return read_logged_result(task.target_consumer_config, task.log_topic, anchor.log_offset)[2]
-    if anchor is not None and anchor.upstream_end > task.start:
-        raise ReplicationFailure(
-            f"{task.remote_topic}-{task.partition} on the target already holds source offsets up to "
-            f"{anchor.upstream_end} (batch {anchor.batch_id}), beyond the metadata DB cursor {task.start}; "
-            "refusing to write duplicates"
+def chunk_seconds(task: PartitionTask, settings: Mapping[str, Any]) -> float:
+    """The time bound of a chunk: the configured one, at most a third of the transaction timeout."""
+    return min(task.bounds.max_seconds, int(settings["transaction.timeout.ms"]) / 3000)
+
+
+class RangeCopy:
+    """One attempt at one range: fence, find the progress, copy the rest chunk by chunk."""
+
+    def __init__(self, task: PartitionTask) -> None:
+        self.task = task
+        self.deliveries = DeliveryTracker(task)
+        settings = producer_settings(task, self.deliveries)
+        self.max_seconds = chunk_seconds(task, settings)
+        self.producer = Producer(settings)
+        self.group_metadata = anchor_group_metadata(task)
+
+    def fence(self) -> Progress:
+        """Fence older attempts and return where this range stands (rule 2 of the module docstring)."""
+        task = self.task
+        await_broker_connections(self.producer, task.remote_topic)
+        self.producer.init_transactions(60)
+        remote = (task.remote_topic, task.partition)
+        found = read_progress(task.target_consumer_config, task.anchor_group, task.log_topic, task.flow, {remote: (task.topic, task.partition)})
+        return resume_from(task, found[remote])
+
+    def copy(self, reader: RangeReader, progress: Progress) -> Progress:
+        """Copy ``reader``'s range from ``progress`` on; returns the final (done) progress."""
+        if progress.done:
+            return progress
+        if progress.position != reader.start:
+            reader.seek(progress.position)
+        batches = reader.record_batches()
+        while not progress.done:
+            progress = self.copy_chunk(batches, reader, progress)
+        return progress
+
+    def copy_chunk(self, batches: Iterator[pa.RecordBatch], reader: RangeReader, progress: Progress) -> Progress:
+        """One chunk transaction (rule 3); returns the progress it committed."""
+        producer, bounds = self.producer, self.task.bounds
+        producer.begin_transaction()
+        try:
+            records = copied_bytes = 0
+            first_record_at: float | None = None
+            exhausted = True
+            for batch in batches:
+                if batch.num_rows:
+                    first_record_at = first_record_at or time.monotonic()
+                    copied_bytes += self.produce_batch(batch)
+                    records += batch.num_rows
+                if first_record_at is not None and (
+                    records >= bounds.max_records
+                    or copied_bytes >= bounds.max_bytes
+                    or time.monotonic() - first_record_at >= self.max_seconds
+                ):
+                    exhausted = False
+                    break
+            flush_all(producer)
+            self.deliveries.raise_errors()
+            committed = self.commit_chunk(progress, reader.reached, exhausted, records, copied_bytes)
+        except BaseException:
+            abort_quietly(producer)
+            raise
+        return committed
+
+    def produce_batch(self, batch: pa.RecordBatch) -> int:
+        """Produce a batch's records, in order, to the remote partition; returns their payload bytes.
+
+        Key, value and headers go out as they came in; the source timestamp is kept, except that a record
+        without one (-1) gets the produce time (librdkafka's timestamp 0).
+        """
+        task, producer = self.task, self.producer
+        produce, poll = producer.produce, producer.poll
+        topic, partition = task.remote_topic, task.partition
+        offsets = batch.column("offset").to_numpy()
+        self.deliveries.sent(offsets)
+        for key, value, timestamp, headers, offset in zip(
+            batch.column("key").to_pylist(),
+            batch.column("value").to_pylist(),
+            batch.column("timestamp").to_pylist(),
+            header_lists(batch.column("headers")),
+            offsets.tolist(),
+        ):
+            while True:
+                try:
+                    produce(topic, value, key, partition=partition, timestamp=max(timestamp, 0), headers=headers)
+                    break
+                except BufferError:
+                    poll(0.05)
+                except KafkaException as error:
+                    if error.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                        raise record_too_large(task, offset, len(key or b"") + len(value or b"")) from error
+                    raise
+        poll(0)
+        return payload_bytes(batch)
+
+    def commit_chunk(self, progress: Progress, reached: int, done: bool, records: int, copied_bytes: int) -> Progress:
+        """Write the chunk's runs, its progress and the anchor, and commit the transaction."""
+        task, producer = self.task, self.producer
+        chunk = progress.chunk + 1
+        runs = self.deliveries.runs.take()
+        if sum(run.length for run in runs) != records:
+            raise ReplicationFailure(f"{task.name}: {records} records produced but {sum(r.length for r in runs)} delivered")
+        first_runs_offset = progress.first_runs_offset
+        for part in runs_parts(task.batch_id, chunk, runs):
+            producer.produce(task.log_topic, encode_runs(part), runs_key(task.flow, task.topic, task.partition, task.batch_id, chunk, part.part), partition=0)
+        if runs and first_runs_offset is None:
+            self.deliveries.log_offsets.clear()
+            flush_all(producer)
+            self.deliveries.raise_errors()
+            first_runs_offset = self.deliveries.log_offsets[0]
+        committed = Progress(
+            batch_id=task.batch_id,
+            chunk=chunk,
+            start=progress.start,
+            end=progress.end,
+            position=reached,
+            done=done,
+            records=progress.records + records,
+            bytes=progress.bytes + copied_bytes,
+            downstream_start=progress.downstream_start if progress.downstream_start is not None else (runs[0].downstream_start if runs else None),
+            downstream_position=runs[-1].downstream_start + runs[-1].length if runs else progress.downstream_position,
+            first_runs_offset=first_runs_offset,
         )
-    producer.begin_transaction()
-    try:
-        upstream, copied_bytes = produce_records(producer, task, batches)
-        flush_all(producer)
-        deliveries.raise_errors()
-        result = range_result(task, upstream, deliveries.record_offsets, copied_bytes)
-        producer.produce(
-            task.log_topic, encode_result(task.flow, task.batch_id, result), log_key(task.flow, task.topic, task.partition), partition=0
-        )
-        flush_all(producer)
-        deliveries.raise_errors()
-        assert deliveries.log_offset is not None
-        position = result.downstream_end if result.downstream_end is not None else anchor_position(anchor)
-        new_anchor = Anchor(task.batch_id, task.end, position, deliveries.log_offset)
+        encoded = committed.encode()
+        producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, task.topic, task.partition), partition=0)
         producer.send_offsets_to_transaction(
-            [TopicPartition(task.remote_topic, task.partition, position, metadata=new_anchor.metadata())],
-            anchor_group_metadata(task),
+            [TopicPartition(task.remote_topic, task.partition, committed.downstream_position, metadata=encoded)],
+            self.group_metadata,
             60,
         )
         producer.commit_transaction(120)
-        return result
-    except BaseException:
-        abort_quietly(producer)
-        raise
+        return committed
+
+
+def resume_from(task: PartitionTask, found: Progress | None) -> Progress:
+    """Where this attempt starts, from the partition's newest committed progress (rule 2)."""
+    if found is not None and found.batch_id == task.batch_id:
+        return found
+    if found is not None and found.position > task.start:
+        raise ReplicationFailure(
+            f"{task.remote_topic}-{task.partition} on the target already holds source offsets up to "
+            f"{found.position} (batch {found.batch_id}), beyond the metadata DB cursor {task.start}; "
+            "refusing to write duplicates"
+        )
+    return Progress(
+        batch_id=task.batch_id,
+        chunk=-1,
+        start=task.start,
+        end=task.end,
+        position=task.start,
+        done=False,
+        records=0,
+        bytes=0,
+        downstream_start=None,
+        downstream_position=found.downstream_position if found is not None else 0,
+        first_runs_offset=None,
+    )
 
 
 def await_broker_connections(producer: Producer, topic: str) -> None:
@@ -167,37 +347,6 @@ def await_broker_connections(producer: Producer, topic: str) -> None:
     """
     for _ in range(2):
         producer.list_topics(topic, 30)
-
-
-def produce_records(producer: Producer, task: PartitionTask, batches: Iterable[pa.RecordBatch]) -> tuple[list[int], int]:
-    """Produce every record, in order, to the remote partition; returns source offsets and payload bytes.
-
-    Key, value and headers go out as they came in; the source timestamp is kept, except that a record
-    without one (-1) gets the produce time (librdkafka's timestamp 0).
-    """
-    upstream: list[int] = []
-    copied_bytes = 0
-    produce, poll = producer.produce, producer.poll
-    topic, partition = task.remote_topic, task.partition
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        upstream.extend(batch.column("offset").to_pylist())
-        copied_bytes += payload_bytes(batch)
-        for key, value, timestamp, headers in zip(
-            batch.column("key").to_pylist(),
-            batch.column("value").to_pylist(),
-            batch.column("timestamp").to_pylist(),
-            header_lists(batch.column("headers")),
-        ):
-            while True:
-                try:
-                    produce(topic, value, key, partition=partition, timestamp=max(timestamp, 0), headers=headers)
-                    break
-                except BufferError:
-                    poll(0.05)
-        poll(0)
-    return upstream, copied_bytes
 
 
 def header_lists(column: pa.ListArray) -> list[list[tuple[str, bytes | None]] | None]:
@@ -228,28 +377,6 @@ def flush_all(producer: Producer) -> None:
         raise ReplicationFailure(f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S:.0f}s")
 
 
-def range_result(task: PartitionTask, upstream: list[int], downstream: list[int], copied_bytes: int) -> RangeResult:
-    if len(upstream) != len(downstream):
-        raise ReplicationFailure(f"{len(upstream)} records produced but {len(downstream)} delivered")
-    runs = tuple(build_runs(upstream, downstream))
-    return RangeResult(
-        topic=task.topic,
-        partition=task.partition,
-        start=task.start,
-        end=task.end,
-        records=len(upstream),
-        bytes=copied_bytes,
-        runs=runs,
-        downstream_start=downstream[0] if downstream else None,
-        downstream_end=downstream[-1] + 1 if downstream else None,
-    )
-
-
-def anchor_position(anchor: Anchor | None) -> int:
-    """Anchor offset to commit when a range copied no records: keep the previous position."""
-    return anchor.downstream_position if anchor is not None else 0
-
-
 def anchor_group_metadata(task: PartitionTask) -> Any:
     consumer = Consumer({**task.target_consumer_config, "group.id": task.anchor_group, "enable.auto.commit": False})
     try:
@@ -266,11 +393,12 @@ def abort_quietly(producer: Producer) -> None:
         pass
 
 
-def copy_range(task: PartitionTask, source_consumer: Mapping[str, Any]) -> dict[str, Any]:
+def copy_range(task: PartitionTask) -> dict[str, Any]:
     """One Spark task of the copy job: read the task's range from the source and copy it; returns a summary.
 
-    The read is opened first, so source records are already being fetched while the transaction is set up.
+    The read is opened first, so source records are already being fetched while the producer fences.
     """
-    with RangeReader(source_consumer, task.topic, task.partition, task.start, task.end) as reader:
-        result = copy_partition(task, reader.record_batches())
-    return {"topic": result.topic, "partition": result.partition, "records": result.records, "bytes": result.bytes}
+    with RangeReader(task.source_consumer_config, task.topic, task.partition, task.start, task.end) as reader:
+        attempt = RangeCopy(task)
+        progress = attempt.copy(reader, attempt.fence())
+    return {"topic": task.topic, "partition": task.partition, "records": progress.records, "bytes": progress.bytes}

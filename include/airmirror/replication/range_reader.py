@@ -5,26 +5,40 @@ Contract:
   markers are never returned.  So the records returned are the committed records with
   ``start <= offset < end``, in offset order; there may be fewer than ``end - start``.
 - ``end`` must not exceed the partition's last stable offset when the range was planned.  Reading stops at
-  the record at ``end - 1`` without waiting for more, else at the first record beyond it, or at the
-  partition end (which, under read_committed, is the last stable offset and therefore ``>= end``): the
-  range then ends in aborted records or transaction markers.
+  the record at ``end - 1`` without waiting for more, else at the first record beyond it, or at an
+  end-of-partition at or beyond ``end`` (the range then ends in aborted records or transaction markers).
+- **An end of partition below ``end`` is not the end of the range.**  It happens with a new leader whose
+  high watermark still lags, with follower fetching, or after a truncation.  The read keeps waiting, for up
+  to :data:`EARLY_END_WAIT_S`; then it asks the leader for the partition's end again.  If the log now ends
+  below ``end`` (an unclean leader election truncated it), the range ends where the read got to:
+  :attr:`RangeReader.reached` says where, and the records the new leader will write at those offsets are
+  copied by the next batch.  Otherwise the read fails with a :class:`~airmirror.errors.ReplicationFailure`
+  naming the partition and both offsets.  The read never silently stops short.
 - If retention deleted part of the range after it was planned, the consumer's ``auto.offset.reset`` is
   forced to ``error`` and the read fails loudly: the batch is then re-planned, which records the gap.
   Nothing is ever silently skipped.
+- While no record arrives, the read yields empty batches every :data:`POLL_TIMEOUT_S`, so the caller can
+  keep its own time bounds.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from airmirror.errors import ReplicationFailure
 from airmirror.replication.record_schema import HEADER_ARROW_TYPE, RECORD_ARROW_SCHEMA
 
+log = logging.getLogger(__name__)
 FETCH_BATCH = 10_000
 POLL_TIMEOUT_S = 0.05  # consume() returns after FETCH_BATCH records or this long, so a small tail never waits
+EARLY_END_WAIT_S = 30.0
+EMPTY_BATCH = pa.RecordBatch.from_pylist([], schema=RECORD_ARROW_SCHEMA)
 
 
 def reader_config(consumer_config: Mapping[str, str]) -> dict[str, Any]:
@@ -52,25 +66,38 @@ class RangeReader:
     """An open read of ``topic``/``partition`` offsets ``[start, end)``; use it as a context manager.
 
     The consumer is created and assigned at construction, so librdkafka fetches in the background while
-    the caller gets ready (a writer sets up its transaction meanwhile); :meth:`record_batches` then yields
-    the records.
+    the caller gets ready (a writer sets up its transaction meanwhile); :meth:`seek` moves the start (a
+    resumed range), and :meth:`record_batches` then yields the records.  :attr:`reached` is the source
+    position the read got to: ``end`` once the range was read, less only after a truncation (see the
+    module docstring).
     """
 
     def __init__(self, consumer_config: Mapping[str, str], topic: str, partition: int, start: int, end: int) -> None:
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
+        self.reached = start
         self._consumer: Consumer | None = None
         if start < end:
             self._consumer = Consumer(reader_config(consumer_config))
             self._consumer.assign([TopicPartition(topic, partition, start)])
 
+    def seek(self, position: int) -> None:
+        """Read from ``position`` (``start <= position <= end``) instead of ``start``."""
+        if not self.start <= position <= self.end:
+            raise ValueError(f"{self.topic}-{self.partition}: {position} is outside [{self.start}, {self.end})")
+        self.start = self.reached = position
+        if self._consumer is not None:
+            self._consumer.assign([TopicPartition(self.topic, self.partition, position)])
+
     def record_batches(self) -> Iterator[pa.RecordBatch]:
-        """The committed records with ``start <= offset < end``, in offset order, as Arrow batches."""
+        """The committed records with ``start <= offset < end``, in offset order, as Arrow batches (empty
+        ones while the read waits)."""
         consumer = self._consumer
-        if consumer is None:
+        if consumer is None or self.start >= self.end:
+            self.reached = self.end
             return
-        last = self.end - 1
-        done = False
-        while not done:
+        early_end_since: float | None = None
+        while self.reached < self.end:
+            last = self.end - 1
             messages = consumer.consume(FETCH_BATCH, POLL_TIMEOUT_S)
             records = messages
             for index, message in enumerate(messages):
@@ -78,14 +105,44 @@ class RangeReader:
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(error)
-                    records, done = messages[:index], True
+                    records = messages[:index]
+                    if message.offset() >= self.end:
+                        self.reached = self.end
+                    elif early_end_since is None:
+                        early_end_since = time.monotonic()
                     break
                 offset = message.offset()
                 if offset >= last:
-                    records, done = messages[: index + (offset == last)], True
+                    records = messages[: index + (offset == last)]
+                    self.reached = self.end
                     break
             if records:
+                early_end_since = None
+                if self.reached < self.end:
+                    self.reached = records[-1].offset() + 1
                 yield to_record_batch(records, self.topic, self.partition)
+            else:
+                yield EMPTY_BATCH
+            if early_end_since is not None and time.monotonic() - early_end_since > EARLY_END_WAIT_S:
+                self._lower_end_if_truncated(consumer)
+                early_end_since = None
+
+    def _lower_end_if_truncated(self, consumer: Consumer) -> None:
+        """The read waited at an end of partition below ``end``: lower ``end`` to the log end if the log
+        was truncated below it, else fail (see the module docstring)."""
+        _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=30, cached=False)
+        if high >= self.end:
+            raise ReplicationFailure(
+                f"{self.topic}-{self.partition}: the read stopped at offset {self.reached}, below the planned end "
+                f"{self.end}, for {EARLY_END_WAIT_S:.0f}s although the leader reports the log end at {high}; "
+                "the leader's high watermark is not advancing (check the partition's in-sync replicas)"
+            )
+        log.warning(
+            "%s-%d: the log now ends at %d, below the planned end %d (truncated by an unclean leader election?); "
+            "the range ends there and the next batch copies what the leader writes from that offset on",
+            self.topic, self.partition, high, self.end,
+        )
+        self.end = max(self.reached, high)
 
     def close(self) -> None:
         if self._consumer is not None:

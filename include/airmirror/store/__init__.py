@@ -1,6 +1,14 @@
 """Persistent replication state: cursors, batches, offset syncs, gaps, checkpoints, group syncs and heartbeat
-latency (see :mod:`.metadata_store`)."""
+latency (see :mod:`.metadata_store`), and flow leases (see :mod:`.flow_lease`)."""
 
+from airmirror.store.flow_lease import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    FlowBusyError,
+    FlowLease,
+    FlowLeaseLostError,
+    FlowLeaseRecord,
+    describe_holder,
+)
 from airmirror.store.metadata_store import (
     BatchRecord,
     GroupSyncRecord,
@@ -18,6 +26,11 @@ from airmirror.store.schema import BatchState, GroupSyncOutcome
 __all__ = [
     "BatchRecord",
     "BatchState",
+    "DEFAULT_LEASE_TTL_SECONDS",
+    "FlowBusyError",
+    "FlowLease",
+    "FlowLeaseLostError",
+    "FlowLeaseRecord",
     "GroupSyncOutcome",
     "GroupSyncRecord",
     "HeartbeatEmission",
@@ -28,4 +41,5 @@ __all__ = [
     "StoredCheckpoint",
     "alembic_config",
     "create_store_engine",
+    "describe_holder",
 ]

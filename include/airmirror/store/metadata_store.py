@@ -17,11 +17,14 @@ Contracts:
   copied records (:class:`~airmirror.model.OffsetRun`), so upstream offset ``u`` inside a run maps
   to ``downstream_start + (u - upstream_start)`` with no approximation.
 * **Errors**: an unreachable or failing database raises
-  :class:`~airmirror.errors.ReplicationFailure` naming the database URL with its password masked;
+  :class:`~airmirror.errors.ReplicationFailure` naming the database URL with its password and secret
+  query parameters masked (:func:`airmirror.secrets.masked_db_url`), as the store's repr does;
   arguments that break these contracts raise ``ValueError``.
 * **Checkpoints, group syncs, heartbeats**: the newest value per key is kept (an upsert); each
   carries the time it was emitted or observed.  They describe what was written to the target cluster,
   so callers save them only after the target acknowledged the write.
+* **Flow leases**: :meth:`MetadataStore.hold_flow` lets one run at a time work on a flow
+  (:mod:`airmirror.store.flow_lease`).
 * Timestamps are timezone-aware UTC.
 """
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,6 +65,8 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from airmirror.errors import ReplicationFailure
 from airmirror.model import Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
+from airmirror.secrets import masked_db_url
+from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
 from airmirror.store.schema import (
     VERSION_TABLE,
     BatchState,
@@ -221,7 +226,10 @@ class MetadataStore:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._where = engine.url.render_as_string(hide_password=True)
+        self._where = masked_db_url(engine.url)
+
+    def __repr__(self) -> str:
+        return f"MetadataStore({self._where!r})"
 
     @classmethod
     def open(cls, url: str | URL) -> MetadataStore:
@@ -267,6 +275,17 @@ class MetadataStore:
                 raise ReplicationFailure(
                     f"metadata store {self._where}: could not migrate the schema: {exc}"
                 ) from exc
+
+    def hold_flow(
+        self, flow: str, holder: str, *, ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS
+    ) -> AbstractContextManager[FlowLease]:
+        """Hold ``flow``'s lease for a ``with`` block; :class:`~airmirror.store.flow_lease.FlowBusyError` if
+        another run holds it (see :mod:`airmirror.store.flow_lease`)."""
+        return hold_flow(self._engine, flow, holder, ttl_seconds=ttl_seconds)
+
+    def flow_lease(self, flow: str) -> FlowLeaseRecord | None:
+        """The flow's lease as stored, expired or not; ``None`` when no run holds it."""
+        return current_lease(self._engine, flow)
 
     def schema_version(self) -> str:
         """The Alembic revision the database is at."""

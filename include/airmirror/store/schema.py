@@ -26,6 +26,9 @@ Tables and their contracts:
 * ``airmirror_heartbeat_latency``: per (flow, heartbeat source alias, heartbeat target alias) the newest
   replication latency observed from a copied heartbeat.
 * ``airmirror_heartbeat_emissions``: per flow the newest heartbeat it wrote to its target.
+* ``airmirror_flow_leases``: per flow the run that holds it (at most one), until ``expires_at``; see
+  :mod:`airmirror.store.flow_lease`.  ``token`` identifies one acquisition, ``process`` the holder's
+  process on its machine (so that a run on the same machine can take over at once from a dead holder).
 
 Migrations in ``migrations/versions`` are frozen snapshots of these definitions; the integration
 tests check that the migrated database matches this module.
@@ -61,6 +64,9 @@ TOPIC_LENGTH = 249
 FLOW_LENGTH = 255
 GROUP_LENGTH = 255
 """Longest consumer group id the store keeps."""
+LEASE_TOKEN_LENGTH = 32
+"""A lease token is a UUID4 in hex."""
+PROCESS_LENGTH = 255
 
 
 class BatchState(str, enum.Enum):
@@ -278,4 +284,16 @@ heartbeat_emissions = Table(
     _flow(),
     Column("topic", String(TOPIC_LENGTH), nullable=False),
     Column("heartbeat_at", UTCDateTime(), nullable=False),
+)
+
+flow_leases = Table(
+    "airmirror_flow_leases",
+    metadata,
+    _flow(),
+    Column("holder", Text, nullable=False),
+    Column("token", String(LEASE_TOKEN_LENGTH), nullable=False),
+    Column("process", String(PROCESS_LENGTH)),
+    Column("acquired_at", UTCDateTime(), nullable=False),
+    Column("renewed_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
 )

@@ -1,0 +1,117 @@
+"""Topic creation on a real (single-broker) target: internal topics get their configured replication factor and
+``min.insync.replicas``; a factor larger than the cluster is an input error naming the key, for internal and
+remote topics alike (one creation path).
+
+Internal topics here get prefixed names, so they stay away from the ``heartbeats`` and checkpoints topics other
+tests use on the shared clusters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+
+from airmirror.config import FlowConfig, load_config
+from airmirror.errors import ConfigError
+from airmirror.mm2_topics import ensure_topic
+from airmirror.topic_sync import ensure_internal_topic, replicated_topics, sync_topics
+from tests.conftest import write_config
+from tests.kafka_helpers import create_topic
+
+pytestmark = pytest.mark.integration
+
+INTERNAL_FACTOR_KEYS = [
+    "heartbeats.topic.replication.factor",
+    "checkpoints.topic.replication.factor",
+    "airmirror.batch.log.topic.replication.factor",
+]
+
+
+def flow_of(tmp_path: Path, clusters, prefix: str, extra: str = "") -> FlowConfig:
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\n{extra}")
+    return load_config(config).flow("a->b")
+
+
+def target_admin(flow: FlowConfig) -> AdminClient:
+    return AdminClient(flow.target_client("admin"))
+
+
+def topic_configs(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    return admin.describe_configs([resource], request_timeout=30)[resource].result()
+
+
+def replica_counts(admin: AdminClient, topic: str) -> list[int]:
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    return [len(partition.replicas) for partition in partitions.values()]
+
+
+def line_of(config: Path, key: str) -> int:
+    lines = config.read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if line.split(" = ")[0] == key)
+
+
+@pytest.mark.parametrize("key", INTERNAL_FACTOR_KEYS)
+def test_internal_topic_gets_the_factor_and_min_insync_replicas(clusters, prefix, tmp_path, key):
+    flow = flow_of(tmp_path, clusters, prefix)
+    admin = target_admin(flow)
+    name = f"{prefix}-internal.internal"
+    ensure_internal_topic(flow, admin, name, {"cleanup.policy": "delete", "retention.ms": "3600000"}, key)
+    assert replica_counts(admin, name) == [1]
+    configs = topic_configs(admin, name)
+    assert configs["min.insync.replicas"].value == "1"
+    assert ConfigSource(configs["min.insync.replicas"].source) == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert (configs["cleanup.policy"].value, configs["retention.ms"].value) == ("delete", "3600000")
+
+
+def test_mm2_topics_are_compacted_internal_topics(clusters, prefix, tmp_path):
+    flow = flow_of(tmp_path, clusters, prefix)
+    name = f"{prefix}-heartbeats"
+    ensure_topic(flow, name, "heartbeats.topic.replication.factor")
+    admin = target_admin(flow)
+    assert replica_counts(admin, name) == [1]
+    configs = topic_configs(admin, name)
+    assert (configs["cleanup.policy"].value, configs["min.insync.replicas"].value) == ("compact", "1")
+
+
+def test_broker_default_factor_keeps_broker_defaults(clusters, prefix, tmp_path):
+    flow = flow_of(tmp_path, clusters, prefix, "a->b.heartbeats.topic.replication.factor = -1")
+    admin = target_admin(flow)
+    name = f"{prefix}-default.internal"
+    ensure_internal_topic(flow, admin, name, {}, "heartbeats.topic.replication.factor")
+    assert replica_counts(admin, name) == [1]
+    assert ConfigSource(topic_configs(admin, name)["min.insync.replicas"].source) != ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
+@pytest.mark.parametrize("key", INTERNAL_FACTOR_KEYS)
+def test_too_large_internal_factor_names_the_key(clusters, prefix, tmp_path, key):
+    flow = flow_of(tmp_path, clusters, prefix, f"a->b.{key} = 3")
+    admin = target_admin(flow)
+    name = f"{prefix}-durable.internal"
+    with pytest.raises(ConfigError) as error:
+        ensure_internal_topic(flow, admin, name, {}, key)
+    assert error.value.exit_code == 2
+    assert (error.value.key, error.value.line) == (key, line_of(flow.config_path, f"a->b.{key}"))
+    assert "replication factor 3" in str(error.value) and name in str(error.value)
+    assert name not in admin.list_topics(timeout=30).topics
+
+
+def test_too_large_remote_factor_gives_the_same_error(clusters, prefix, tmp_path):
+    create_topic(clusters["a"].bootstrap, f"{prefix}.orders")
+    flow = flow_of(tmp_path, clusters, prefix, "a->b.replication.factor = 3")
+    source = AdminClient(flow.source_client("admin"))
+    with pytest.raises(ConfigError) as error:
+        sync_topics(flow, source, target_admin(flow), replicated_topics(flow, source))
+    assert (error.value.key, error.value.line) == ("replication.factor", line_of(flow.config_path, "a->b.replication.factor"))
+    assert "replication factor 3" in str(error.value) and f"a.{prefix}.orders" in str(error.value)
+
+
+def test_existing_internal_topic_is_left_as_it_is(clusters, prefix, tmp_path):
+    key = "airmirror.batch.log.topic.replication.factor"
+    name = f"{prefix}-existing.internal"
+    single = flow_of(tmp_path, clusters, prefix)
+    ensure_internal_topic(single, target_admin(single), name, {}, key)
+    durable = flow_of(tmp_path, clusters, prefix, f"a->b.{key} = 3")
+    ensure_internal_topic(durable, target_admin(durable), name, {}, key)
+    assert replica_counts(target_admin(durable), name) == [1]
