@@ -20,11 +20,12 @@ from airmirror.errors import AirmirrorError
 from airmirror.flow_store import flow_and_store
 from airmirror.group_inspection import GroupInspection, inspect_group
 from airmirror.heartbeats import emit_heartbeat
+from airmirror.incarnations import reset_topic
 from airmirror.local_kafka import BrokerStatus, broker_status, start_broker, stop_broker
 from airmirror.replicator import BatchOptions, ReplicateReport, replicate_once
 from airmirror.spark_session import BackgroundSession, spark_session
 from airmirror.status import PartitionStatus, flow_status
-from airmirror.store import GroupSyncOutcome, GroupSyncRecord
+from airmirror.store import GroupSyncOutcome, GroupSyncRecord, describe_holder
 from airmirror.timestamps import parse_timestamp
 
 
@@ -136,6 +137,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     for p in status.future_timestamped:
         print(describe_future_timestamp(p, status.checked_at_ms))
+    for p in status.partitions:
+        if p.source_reset is not None:
+            print(f"WARNING {p.topic}-{p.partition}: source topic {p.source_reset}; the next run starts it again (cursor {p.cursor})")
+    for stop in status.stops:
+        print(f"STOPPED since {stop.stopped_at.isoformat(timespec='seconds')}: {stop.reason}")
+    for reset in status.source_resets:
+        print(
+            f"source reset of {reset.topic}-{reset.partition} at {reset.reset_at.isoformat(timespec='seconds')} "
+            f"(batch {reset.batch_id}): cursor {reset.old_cursor} of topic id {reset.old_topic_id} abandoned, "
+            f"copied again from {reset.new_start} of topic id {reset.new_topic_id}"
+        )
     if emission is not None:
         print(f"heartbeat emitted to {emission.topic} at {emission.heartbeat_at.isoformat(timespec='seconds')}")
     for latency in latencies:
@@ -265,6 +277,19 @@ def cmd_local_kafka(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reset(args: argparse.Namespace) -> int:
+    with flow_and_store(args.config, args.flow) as (flow, store):
+        done = reset_topic(flow, store, args.topic, describe_holder("airmirror reset"))
+    if args.json:
+        print(to_json(asdict(done)))
+    else:
+        print(
+            f"flow {done.flow}: {done.topic} reset ({len(done.partitions)} cursors removed, offset-syncs retired); "
+            f"the next run copies it from its start into {done.remote_topic}"
+        )
+    return 0
+
+
 def flow_verb(
     verbs: argparse._SubParsersAction, name: str, help_text: str, run: Callable[[argparse.Namespace], int]
 ) -> argparse.ArgumentParser:
@@ -310,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     flow_verb(verbs, "checkpoint", "write MM2 checkpoints of the source groups, sync group offsets", cmd_checkpoint)
     translate = flow_verb(verbs, "translate", "a source group's committed offsets translated to the target", cmd_translate)
     translate.add_argument("--group", required=True, help="consumer group id on the source")
+    reset = flow_verb(verbs, "reset", "re-seed a topic stopped by a deleted or recreated topic", cmd_reset)
+    reset.add_argument("--topic", required=True, help="source topic to copy again from its start")
 
     local_kafka = verbs.add_parser("local-kafka", help="run real KRaft Kafka clusters on 127.0.0.1")
     actions = local_kafka.add_subparsers(dest="action", required=True)

@@ -57,6 +57,11 @@ class PlannedRange:
 
     ``moved_from`` is set when the user explicitly moved an existing cursor (``start_from`` with
     ``reset_cursor``): it is the stored cursor the range replaces, and the move commits with the batch.
+
+    ``source_topic_id`` is the source topic's id at planning time (``None`` when the broker gave none).
+    ``reset_from`` is set when the stored cursor belonged to an earlier incarnation of the source topic, or
+    pointed above a truncated log (see :mod:`airmirror.planner`): the range starts afresh, and the batch's
+    commit records a source reset and starts a new generation of offset-sync runs for the partition.
     """
 
     topic: str
@@ -66,6 +71,8 @@ class PlannedRange:
     remote_topic: str
     gap_start: int | None = None
     moved_from: int | None = None
+    source_topic_id: str | None = None
+    reset_from: int | None = None
 
     @property
     def key(self) -> PartitionKey:

@@ -9,6 +9,14 @@ to copy).  For each source partition:
   copied: the range starts at the log start and carries ``gap_start`` so the gap is recorded, once.
 - A requested start (``start_from``: earliest, latest or a timestamp) replaces the cursor; when it moves an
   existing cursor the range carries ``moved_from`` (the caller must have the user's ``reset_cursor``).
+- **Source incarnations.**  A cursor remembers the source topic id it was taken on.  When the topic now
+  has another id (deleted and recreated), or when no id is known and the cursor is above the log end, the
+  old offsets mean nothing any more: like MM2's consumer under ``auto.offset.reset``, the range starts at
+  the new incarnation's log start (``earliest``) or end (``latest``).  When the id is the same and the
+  cursor is above the log end, the log was truncated (an unclean leader election): everything below the
+  cursor was copied already, so the range starts at the new log end and the leader's new records there
+  are copied next.  Either way the range carries ``reset_from`` (the abandoned cursor) and
+  :func:`source_reset` names the case, so the caller can apply ``airmirror.source.reset.policy``.
 - ``end`` is the last stable offset (the read_committed end: open transactions are never crossed), lowered
   to the ``--until`` offset (the first offset whose timestamp is at or after the until time) and capped at
   ``start + max_records``.  It never goes below ``start``.
@@ -29,6 +37,23 @@ class PartitionOffsets:
     stable_end: int
     until_offset: int | None = None
     start_offset: int | None = None
+    topic_id: str | None = None
+
+
+RECREATED = "recreated"
+TRUNCATED = "truncated"
+
+
+def source_reset(cursor: int | None, stored_topic_id: str | None, offsets: PartitionOffsets) -> str | None:
+    """Why a stored cursor no longer applies to the partition (:data:`RECREATED`, :data:`TRUNCATED`), or
+    ``None`` when it still does (see the module docstring)."""
+    if cursor is None:
+        return None
+    if stored_topic_id is not None and offsets.topic_id is not None and stored_topic_id != offsets.topic_id:
+        return RECREATED
+    if cursor > offsets.stable_end:
+        return TRUNCATED if stored_topic_id is not None and stored_topic_id == offsets.topic_id else RECREATED
+    return None
 
 
 def requested_start(start_from: str, offsets: PartitionOffsets) -> int | None:
@@ -54,15 +79,21 @@ def plan_range(
     auto_offset_reset: str = "earliest",
     max_records: int | None = None,
     start_at: int | None = None,
+    stored_topic_id: str | None = None,
 ) -> PlannedRange:
     """Plan one partition's range (see the module docstring for the rules)."""
     gap_start: int | None = None
     moved_from: int | None = None
+    reset_from: int | None = None
+    reset = source_reset(cursor, stored_topic_id, offsets)
     if start_at is not None:
         moved_from = cursor if cursor is not None and cursor != start_at else None
         start = start_at
-    elif cursor is None:
+    elif cursor is None or reset == RECREATED:
         start = offsets.log_start if auto_offset_reset == "earliest" else offsets.stable_end
+        reset_from = cursor
+    elif reset == TRUNCATED:
+        start, reset_from = offsets.stable_end, cursor
     elif cursor < offsets.log_start:
         start, gap_start = offsets.log_start, cursor
     else:
@@ -72,9 +103,17 @@ def plan_range(
         end = min(end, offsets.until_offset)
     if max_records is not None:
         end = min(end, start + max_records)
-    return PlannedRange(topic, partition, start, max(start, end), remote_topic, gap_start, moved_from)
+    return PlannedRange(
+        topic, partition, start, max(start, end), remote_topic, gap_start, moved_from, offsets.topic_id, reset_from
+    )
 
 
 def needs_work(planned: PlannedRange, cursor: int | None) -> bool:
-    """A range belongs in a batch when it copies records, records a gap, or sets or moves a cursor."""
-    return planned.size > 0 or planned.gap() is not None or cursor is None or planned.moved_from is not None
+    """A range belongs in a batch when it copies records, records a gap, or sets, moves or resets a cursor."""
+    return (
+        planned.size > 0
+        or planned.gap() is not None
+        or cursor is None
+        or planned.moved_from is not None
+        or planned.reset_from is not None
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,8 +42,17 @@ from airmirror.replication.batch_log import (
     runs_key,
 )
 from airmirror.source_offsets import list_offsets, partition_offsets
-from airmirror.store import MetadataStore
-from airmirror.topic_sync import TopicMapping, TopicSyncReport, ensure_internal_topic, replicated_topics, sync_topics
+from airmirror.store import FlowLease, MetadataStore, describe_holder
+from airmirror.incarnations import raise_for_stops, record_remote_topics, refuse_source_resets, writable_mappings
+from airmirror.replication.partition_writer import fence_attempts
+from airmirror.topic_sync import (
+    TopicMapping,
+    TopicSyncReport,
+    ensure_internal_topic,
+    replicated_topics,
+    sync_topics,
+    topic_ids,
+)
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +113,16 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     """Step 1: select topics and sync them to the target (nothing changes in a dry run).
 
     A ``start_from`` that would move existing cursors without ``reset_cursor`` is rejected first, before
-    anything changes.
+    anything changes.  Remote topics deleted or recreated under the flow are stopped, never recreated
+    (:mod:`airmirror.incarnations`); the report's mappings leave them out.
     """
     source, target = admin_client(flow, flow.source), admin_client(flow, flow.target)
-    mappings = replicated_topics(flow, source, options.topics_regex)
+    mappings = writable_mappings(flow, store, target, replicated_topics(flow, source, options.topics_regex), dry_run=options.dry_run)
     if options.start_from != "stored" and not options.reset_cursor:
-        plan_ranges(flow, store, mappings, options)
+        plan_ranges(flow, store, mappings, replace(options, dry_run=True))
     report = sync_topics(flow, source, target, mappings, dry_run=options.dry_run)
     if not options.dry_run:
+        record_remote_topics(flow, store, target, mappings)
         ensure_internal_topic(
             flow, target, names.batch_log_topic(flow.source), LOG_TOPIC_CONFIG, BATCH_LOG_REPLICATION_FACTOR_KEY
         )
@@ -119,12 +131,13 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
 
 def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions) -> PlannedBatch:
     """Step 2: resume the unfinished batch, or plan and store a new one (see the module docstring)."""
-    unfinished = store.unfinished_batch(flow.name)
-    if unfinished is not None:
-        log.warning("resuming unfinished batch %s of %s with its original ranges", unfinished.id, flow.name)
+    unfinished_batch = store.unfinished_batch(flow.name)
+    if unfinished_batch is not None:
+        log.warning("resuming unfinished batch %s of %s", unfinished_batch.id, flow.name)
         if options.dry_run:
-            return PlannedBatch(None, list(unfinished.ranges), resumed=True)
-        return PlannedBatch(unfinished.id, replan_expired_ranges(flow, store, unfinished.id, list(unfinished.ranges)), resumed=True)
+            return PlannedBatch(None, list(unfinished_batch.ranges), resumed=True)
+        ranges = revise_resumed_ranges(flow, store, unfinished_batch.id, list(unfinished_batch.ranges), mappings)
+        return PlannedBatch(unfinished_batch.id, ranges, resumed=True)
     ranges = plan_ranges(flow, store, mappings, options)
     if options.dry_run or not ranges:
         return PlannedBatch(None, ranges)
@@ -132,31 +145,39 @@ def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMappi
 
 
 def plan_ranges(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions) -> list[PlannedRange]:
+    """One range per partition that needs work (see :mod:`airmirror.planner`); under
+    ``airmirror.source.reset.policy = fail`` partitions whose source incarnation changed are stopped instead."""
     remote = {m.source_topic: m.remote_topic for m in mappings}
     keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
-    offsets = partition_offsets(admin_client(flow, flow.source), keys, options.until_ms, options.start_ms)
-    cursors = store.cursors(flow.name)
+    source = admin_client(flow, flow.source)
+    offsets = partition_offsets(source, keys, options.until_ms, options.start_ms)
+    ids = topic_ids(source, remote)
+    cursors = store.cursor_states(flow.name)
     max_records = options.max_records if options.max_records is not None else flow.max_records_per_partition
     ranges = []
     for key in keys:
-        cursor = cursors.get(key)
+        stored = cursors.get(key)
+        cursor = stored.next_offset if stored is not None else None
+        partition_offsets_now = replace(offsets[key], topic_id=ids[key.topic])
         planned = plan_range(
             key.topic,
             key.partition,
             remote[key.topic],
             cursor,
-            offsets[key],
+            partition_offsets_now,
             auto_offset_reset=flow.auto_offset_reset,
             max_records=max_records,
-            start_at=requested_start(options.start_from, offsets[key]),
+            start_at=requested_start(options.start_from, partition_offsets_now),
+            stored_topic_id=stored.source_topic_id if stored is not None else None,
         )
         if needs_work(planned, cursor):
             ranges.append(planned)
     moved = [r for r in ranges if r.moved_from is not None]
     if moved and not options.reset_cursor:
-        names = ", ".join(f"{r.topic}-{r.partition} ({r.moved_from} -> {r.start})" for r in moved)
-        raise InputError(f"start_from '{options.start_from}' would move existing cursors: {names}; set reset_cursor to allow it")
-    return ranges
+        listed = ", ".join(f"{r.topic}-{r.partition} ({r.moved_from} -> {r.start})" for r in moved)
+        raise InputError(f"start_from '{options.start_from}' would move existing cursors: {listed}; set reset_cursor to allow it")
+    stored_ids = {key: state.source_topic_id for key, state in cursors.items()}
+    return refuse_source_resets(flow, store, ranges, stored_ids, dry_run=options.dry_run)
 
 
 def run_batch(flow: FlowConfig, planned: PlannedBatch, spark: Any) -> list[dict]:
@@ -192,11 +213,42 @@ def unfinished(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress
     return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id or not p.done)]
 
 
-def replan_expired_ranges(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange]) -> list[PlannedRange]:
-    """Resuming: a range the batch has not started yet whose start retention has deleted meanwhile starts
-    at the log start instead, the lost offsets becoming a gap.  Without this a resumed batch would fail
-    forever."""
-    pending = untouched(ranges, range_progress(flow, ranges), batch_id)
+def revise_resumed_ranges(
+    flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], mappings: list[TopicMapping]
+) -> list[PlannedRange]:
+    """Resuming: after fencing every attempt still at work on them, drop the unfinished ranges that can no
+    longer be finished (:mod:`airmirror.incarnations`), and start a range the batch has not started yet at
+    the log start when retention deleted its start meanwhile (the lost offsets become a gap).  Without this a
+    resumed batch would fail forever."""
+    pending = [r for r in ranges if r.size > 0]
+    if not pending:
+        return ranges
+    fence_attempts(flow.target_client("producer"), [names.transactional_id(flow.source, flow.target, r.topic, r.partition) for r in pending])
+    progress = range_progress(flow, ranges)
+    dropped = unfinishable(flow, unfinished(ranges, progress, batch_id), mappings)
+    if dropped:
+        store.drop_ranges(batch_id, dropped)
+        log.warning("batch %s of %s drops %s: see the errors above", batch_id, flow.name, ", ".join(map(str, dropped)))
+    kept = [r for r in ranges if r.key not in dropped]
+    return replan_expired(flow, store, batch_id, kept, untouched(kept, progress, batch_id))
+
+
+def unfinishable(flow: FlowConfig, pending: list[PlannedRange], mappings: list[TopicMapping]) -> set[PartitionKey]:
+    """Unfinished ranges whose topic the flow no longer writes (stopped, deselected) or whose source topic is
+    gone or another incarnation."""
+    writable = {m.source_topic for m in mappings}
+    ids = topic_ids(admin_client(flow, flow.source), {r.topic for r in pending})
+    dropped = set()
+    for r in pending:
+        current = ids[r.topic]
+        if r.topic not in writable or current is None or (r.source_topic_id is not None and current != r.source_topic_id):
+            log.error("%s: planned on source topic id %s, now %s; the range drops out of the batch", r.key, r.source_topic_id, current)
+            dropped.add(r.key)
+    return dropped
+
+
+def replan_expired(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], pending: list[PlannedRange]) -> list[PlannedRange]:
+    """Start each of the not yet started ``pending`` ranges at the log start when retention deleted its start."""
     if not pending:
         return ranges
     log_starts = list_offsets(admin_client(flow, flow.source), [r.key for r in pending], OffsetSpec.earliest())
@@ -263,12 +315,15 @@ def discard_batch_runs(flow: FlowConfig, batch_id: int, runs: dict[tuple[str, in
         log.warning("could not discard the batch-log runs of batch %s of %s: %s", batch_id, flow.name, error)
 
 
-def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch) -> BatchSummary:
+def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, lease: FlowLease | None = None) -> BatchSummary:
     """Step 4: commit the batch's Kafka-committed results to the metadata DB, discard its runs records from
-    the batch log, then expose source lag and heartbeat latency."""
+    the batch log, then expose source lag and heartbeat latency.  With a ``lease``, nothing is committed
+    unless it still holds the flow."""
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be recorded")
     committed = committed_batch(flow, planned.batch_id, planned.ranges)
+    if lease is not None:
+        lease.check()
     store.commit_batch(planned.batch_id, committed.results)
     discard_batch_runs(flow, planned.batch_id, committed.runs)
     commit_source_progress(flow, committed.results)
@@ -299,14 +354,24 @@ class ReplicateReport:
     seconds: float
 
 
-def replicate_once(flow: FlowConfig, store: MetadataStore, options: BatchOptions, spark_factory: Any) -> ReplicateReport:
-    """All four steps in one process (the CLI); ``spark_factory()`` returns a SparkSession when needed."""
+def replicate_once(
+    flow: FlowConfig, store: MetadataStore, options: BatchOptions, spark_factory: Any, holder: str | None = None
+) -> ReplicateReport:
+    """All four steps in one process (the CLI); ``spark_factory()`` returns a SparkSession when needed.
+
+    Unless it is a dry run, the run holds the flow's lease (:mod:`airmirror.store.flow_lease`) from before
+    step 1 to the end: a second run of the flow fails at once, having changed nothing, and says which run
+    holds the flow.  Stopped topics or partitions fail the run after everything else was copied."""
     started = time.monotonic()
-    topics = sync_flow_topics(flow, store, options)
-    planned = plan_batch(flow, store, topics.mappings, options)
-    if planned.batch_id is None:
-        return ReplicateReport(topics, planned, None, time.monotonic() - started)
-    if any(r.size > 0 for r in planned.ranges):
-        run_batch(flow, planned, spark_factory())
-    summary = record_batch(flow, store, planned)
+    holding = nullcontext() if options.dry_run else store.hold_flow(flow.name, holder or describe_holder("airmirror replicate"))
+    with holding as lease:
+        topics = sync_flow_topics(flow, store, options)
+        planned = plan_batch(flow, store, topics.mappings, options)
+        summary = None
+        if planned.batch_id is not None:
+            if any(r.size > 0 for r in planned.ranges):
+                run_batch(flow, planned, spark_factory())
+            summary = record_batch(flow, store, planned, lease)
+    if not options.dry_run:
+        raise_for_stops(flow, store)
     return ReplicateReport(topics, planned, summary, time.monotonic() - started)

@@ -1,8 +1,11 @@
 """Per-partition status of a flow: source offsets (live from the broker) joined with the metadata DB.
 
-Lag is ``source end - cursor`` where the source end is the last stable offset; a partition with no cursor
-yet counts from where its first batch would start (``auto.offset.reset``).  Gaps are the source ranges that
-retention deleted before they could be copied.
+Lag is ``source end - next offset to copy`` where the source end is the last stable offset and the next offset
+is where the planner would start the partition's next range (:func:`airmirror.planner.plan_range`: the
+cursor, where a new partition starts per ``auto.offset.reset``, or the new start after a source reset).  Gaps
+are the source ranges that retention deleted before they could be copied.  ``source_reset`` names a reset the
+next run will make (the topic was recreated, or its log ends below the cursor); the flow's past source resets
+and its stopped topics and partitions (:mod:`airmirror.incarnations`) are listed with it.
 
 Future timestamps: for every partition with records left to copy, the next record (the first committed one
 at or after the cursor) is read once; when it is stamped more than :data:`FUTURE_TOLERANCE_MS` after now, the
@@ -15,16 +18,17 @@ not held back.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
 from airmirror.model import PartitionKey
-from airmirror.planner import PartitionOffsets
+from airmirror.planner import plan_range, source_reset
 from airmirror.source_offsets import next_record_timestamps, partition_offsets
 from airmirror.store import MetadataStore
-from airmirror.topic_sync import replicated_topics
+from airmirror.store.incarnations import SourceReset, Stop
+from airmirror.topic_sync import replicated_topics, topic_ids
 
 FUTURE_TOLERANCE_MS = 60_000
 
@@ -44,6 +48,7 @@ class PartitionStatus:
     bytes_copied: int
     future_timestamp_ms: int | None = None
     future_timestamp_offset: int | None = None
+    source_reset: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -56,6 +61,8 @@ class FlowStatus:
     unfinished_batch: int | None
     checked_at_ms: int = 0
     future_tolerance_ms: int = FUTURE_TOLERANCE_MS
+    stops: list[Stop] = field(default_factory=list)
+    source_resets: list[SourceReset] = field(default_factory=list)
 
     @property
     def total_lag(self) -> int:
@@ -74,14 +81,9 @@ class FlowStatus:
             "checked_at_ms": self.checked_at_ms,
             "future_tolerance_ms": self.future_tolerance_ms,
             "partitions": [p.as_dict() for p in self.partitions],
+            "stops": [asdict(stop) for stop in self.stops],
+            "source_resets": [asdict(reset) for reset in self.source_resets],
         }
-
-
-def next_to_copy(flow: FlowConfig, cursor: int | None, offsets: PartitionOffsets) -> int:
-    """The next offset a batch would copy: the cursor, or where a new partition starts
-    (``auto.offset.reset``), never below the log start."""
-    start_from = cursor if cursor is not None else (offsets.log_start if flow.auto_offset_reset == "earliest" else offsets.stable_end)
-    return max(start_from, offsets.log_start)
 
 
 def future_timestamps(
@@ -95,13 +97,23 @@ def future_timestamps(
 
 def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) -> FlowStatus:
     """Read-only: queries the source cluster and the metadata DB, changes nothing."""
-    mappings = replicated_topics(flow, AdminClient(flow.client_config(flow.source, "admin")))
+    source = AdminClient(flow.client_config(flow.source, "admin"))
+    mappings = replicated_topics(flow, source)
     keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
-    offsets = partition_offsets(AdminClient(flow.client_config(flow.source, "admin")), keys)
+    ids = topic_ids(source, {m.source_topic for m in mappings})
+    offsets = {key: replace(o, topic_id=ids[key.topic]) for key, o in partition_offsets(source, keys).items()}
     stats = store.partition_stats(flow.name)
+    states = store.cursor_states(flow.name)
     remote = {m.source_topic: m.remote_topic for m in mappings}
-    cursors = {key: stats[key].cursor if key in stats else None for key in keys}
-    nexts = {key: next_to_copy(flow, cursors[key], offsets[key]) for key in keys}
+    cursors = {key: states[key].next_offset if key in states else None for key in keys}
+    stored_ids = {key: states[key].source_topic_id if key in states else None for key in keys}
+    nexts = {
+        key: plan_range(
+            key.topic, key.partition, remote[key.topic], cursors[key], offsets[key],
+            auto_offset_reset=flow.auto_offset_reset, stored_topic_id=stored_ids[key],
+        ).start
+        for key in keys
+    }
     now_ms = int(time.time() * 1000)
     pending = {key: position for key, position in nexts.items() if position < offsets[key].stable_end}
     future = future_timestamps(flow, pending, now_ms, future_tolerance_ms)
@@ -125,7 +137,16 @@ def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: 
                 bytes_copied=s.bytes if s is not None else 0,
                 future_timestamp_ms=future_ms,
                 future_timestamp_offset=future_offset,
+                source_reset=source_reset(cursors[key], stored_ids[key], o),
             )
         )
     unfinished = store.unfinished_batch(flow.name)
-    return FlowStatus(flow.name, rows, unfinished.id if unfinished is not None else None, now_ms, future_tolerance_ms)
+    return FlowStatus(
+        flow.name,
+        rows,
+        unfinished.id if unfinished is not None else None,
+        now_ms,
+        future_tolerance_ms,
+        store.stops(flow.name),
+        store.source_resets(flow.name),
+    )

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -82,6 +82,24 @@ def replicated_topics(flow: FlowConfig, source: AdminClient, topics_regex: str |
             continue
         mappings.append(TopicMapping(name, flow.remote_topic(name), len(topic.partitions)))
     return mappings
+
+
+def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, str | None]:
+    """Each topic's id (Kafka's base64 form, as ``kafka-topics --describe`` prints it); ``None`` for a
+    topic that does not exist."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=ADMIN_TIMEOUT_S)
+    ids: dict[str, str | None] = {}
+    for name, future in futures.items():
+        try:
+            ids[name] = str(future.result().topic_id)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise ReplicationFailure(f"cannot describe topic {name}: {error}") from error
+            ids[name] = None
+    return ids
 
 
 def sync_topics(

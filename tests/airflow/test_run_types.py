@@ -21,6 +21,8 @@ from tests.kafka_helpers import Record, create_topic, produce, records_of, sampl
 pytestmark = pytest.mark.integration
 
 DAY_MS = 86_400_000
+# Kafka 4 rejects records stamped more than an hour ahead by default; these topics accept a week.
+ACCEPTS_FUTURE = {"message.timestamp.after.max.ms": str(7 * DAY_MS)}
 
 
 def run_of_type(monkeypatch, run_type: str) -> None:
@@ -80,9 +82,10 @@ def flow_config(tmp_path, clusters, prefix):
 def test_scheduled_and_manual_runs_copy_past_a_record_stamped_in_the_future(airflow_db, clusters, prefix, tmp_path, dag_bag_for, monkeypatch):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.ahead"
-    create_topic(a, topic)
+    create_topic(a, topic, config=ACCEPTS_FUTURE)
     before, after = sample_records(10, "before"), sample_records(10, "after")
     produce(a, topic, 0, [*before, future_record("first"), *after])
+    assert len(records_of(a, topic, 0)) == 21
     config = flow_config(tmp_path, clusters, prefix)
 
     with monkeypatch.context() as patched:
@@ -95,6 +98,7 @@ def test_scheduled_and_manual_runs_copy_past_a_record_stamped_in_the_future(airf
 
     more = sample_records(5, "more")
     produce(a, topic, 0, [future_record("second"), *more])
+    assert len(records_of(a, topic, 0)) == 27
     manual = run_flow(dag_bag_for, config)
     assert run_type_of(manual) == "manual"
     assert task_states(manual)["record_batch"] == "success"
@@ -105,9 +109,10 @@ def test_scheduled_and_manual_runs_copy_past_a_record_stamped_in_the_future(airf
 def test_a_backfill_run_stops_at_a_record_stamped_after_its_interval(airflow_db, clusters, prefix, tmp_path, dag_bag_for, monkeypatch):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.pinned"
-    create_topic(a, topic)
+    create_topic(a, topic, config=ACCEPTS_FUTURE)
     before, after = sample_records(10, "before"), sample_records(10, "after")
     produce(a, topic, 0, [*before, future_record("pin"), *after])
+    assert len(records_of(a, topic, 0)) == 21
     config = flow_config(tmp_path, clusters, prefix)
 
     with monkeypatch.context() as patched:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airmirror.planner import PartitionOffsets, needs_work, plan_range
+from airmirror.planner import RECREATED, TRUNCATED, PartitionOffsets, needs_work, plan_range, source_reset
 
 
 def plan(cursor, log_start=0, stable_end=100, until=None, reset="earliest", cap=None):
@@ -41,3 +41,46 @@ def test_until_and_cap_lower_the_bound_but_never_below_start():
 def test_idle_partition_needs_no_work():
     r = plan(100)
     assert r.size == 0 and not needs_work(r, 100)
+
+
+def incarnation_plan(cursor, stored_id, topic_id, log_start=0, stable_end=100, reset="earliest"):
+    offsets = PartitionOffsets(log_start, stable_end, topic_id=topic_id)
+    return plan_range("t", 0, "a.t", cursor, offsets, auto_offset_reset=reset, stored_topic_id=stored_id)
+
+
+def test_same_incarnation_keeps_the_cursor():
+    assert source_reset(42, "id1", PartitionOffsets(0, 100, topic_id="id1")) is None
+    r = incarnation_plan(42, "id1", "id1")
+    assert (r.start, r.reset_from, r.source_topic_id) == (42, None, "id1")
+
+
+def test_recreated_topic_starts_the_new_incarnation_per_auto_offset_reset():
+    assert source_reset(5000, "old", PartitionOffsets(0, 3000, topic_id="new")) == RECREATED
+    r = incarnation_plan(5000, "old", "new", stable_end=3000)
+    assert (r.start, r.end, r.reset_from, r.source_topic_id) == (0, 3000, 5000, "new")
+    assert needs_work(r, 5000)
+    latest = incarnation_plan(5000, "old", "new", stable_end=3000, reset="latest")
+    assert (latest.start, latest.reset_from) == (3000, 5000)
+
+
+def test_recreated_topic_is_detected_even_below_the_old_cursor():
+    r = incarnation_plan(10, "old", "new", stable_end=3000)
+    assert (r.start, r.end, r.reset_from) == (0, 3000, 10)
+
+
+def test_cursor_above_the_log_end_without_a_known_id_is_a_new_incarnation():
+    assert source_reset(5000, None, PartitionOffsets(0, 3000)) == RECREATED
+    r = incarnation_plan(5000, None, None, stable_end=3000)
+    assert (r.start, r.reset_from) == (0, 5000)
+
+
+def test_cursor_above_the_log_end_of_the_same_topic_is_a_truncation():
+    assert source_reset(5000, "id1", PartitionOffsets(0, 4900, topic_id="id1")) == TRUNCATED
+    r = incarnation_plan(5000, "id1", "id1", stable_end=4900)
+    assert (r.start, r.end, r.reset_from) == (4900, 4900, 5000)
+    assert needs_work(r, 5000)
+
+
+def test_legacy_cursor_without_id_adopts_the_topic_id():
+    r = incarnation_plan(42, None, "id1")
+    assert (r.start, r.reset_from, r.source_topic_id) == (42, None, "id1")

@@ -47,6 +47,9 @@ from airmirror.policy import (
 )
 
 _FLOW_ARROW = "->"
+SOURCE_RESET_POLICIES = ("reset", "fail")
+"""``airmirror.source.reset.policy``: what a flow does when a source topic was recreated or truncated
+(see :mod:`airmirror.incarnations`); the first is the default."""
 _MM2_DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 _INT_DEFAULTS: dict[str, int] = {
@@ -477,6 +480,7 @@ class FlowConfig:
         self.transaction_max_records: int = self._positive_int("airmirror.transaction.max.records") or 500_000
         self.transaction_max_bytes: int = self._positive_int("airmirror.transaction.max.bytes") or 256 * 1024 * 1024
         self.transaction_max_seconds: int = self._positive_int("airmirror.transaction.max.seconds") or 60
+        self.source_reset_policy: str = self._choice("airmirror.source.reset.policy", SOURCE_RESET_POLICIES)
         self.schedule: str = self.get("airmirror.schedule") or "1m"
         self.spark_submit: bool = self._bool("airmirror.spark.submit", False)
         self.spark_conn_id: str = self.get("airmirror.spark.conn.id") or "spark_default"

@@ -69,7 +69,8 @@ class Progress:
     the source log was truncated below the plan).  ``chunk`` is the number of the newest committed chunk,
     ``records``/``bytes`` total the range so far, ``downstream_start``/``downstream_position`` bound the
     copied records on the target, and ``first_runs_offset`` is the batch-log offset of the range's first
-    runs record (``None`` while nothing was copied).
+    runs record (``None`` while nothing was copied).  ``source_topic_id`` and ``remote_topic_id`` name the
+    incarnations of both topics: progress of other incarnations says nothing about this copy.
     """
 
     batch_id: int
@@ -83,6 +84,8 @@ class Progress:
     downstream_start: int | None
     downstream_position: int
     first_runs_offset: int | None
+    source_topic_id: str | None = None
+    remote_topic_id: str | None = None
 
     def encode(self) -> str:
         return json.dumps({"v": LOG_FORMAT_VERSION, **asdict(self)}, separators=(",", ":"))

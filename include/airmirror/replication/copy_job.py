@@ -29,12 +29,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from airmirror import names
 from airmirror.config import FlowConfig
+from airmirror.errors import ReplicationFailure
 from airmirror.model import PlannedRange
 from airmirror.replication.partition_writer import PartitionTask, TransactionBounds, copy_range
+from airmirror.topic_sync import topic_ids
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +47,26 @@ def transaction_bounds(flow: FlowConfig) -> TransactionBounds:
     return TransactionBounds(flow.transaction_max_records, flow.transaction_max_bytes, flow.transaction_max_seconds)
 
 
+def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str]:
+    """The ids of the remote topics the job writes; a missing one fails the job before anything is written
+    (a producer could otherwise create it with broker defaults)."""
+    ids = topic_ids(AdminClient(flow.target_client("admin")), remote_topics)
+    missing = sorted(name for name, topic_id in ids.items() if topic_id is None)
+    if missing:
+        raise ReplicationFailure(
+            f"remote topics {', '.join(missing)} do not exist on cluster {flow.target}; the next run's topic sync "
+            "stops them (see `airmirror status`)"
+        )
+    return {name: topic_id for name, topic_id in ids.items() if topic_id is not None}
+
+
 def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[PartitionTask]:
     """One task per range that has records to copy, in plan order."""
     producer = flow.target_client("producer")
     consumer = flow.target_client("consumer")
     source_consumer = flow.source_client("consumer")
     bounds = transaction_bounds(flow)
+    remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges if r.size > 0})
     return [
         PartitionTask(
             flow=flow.name,
@@ -63,6 +80,9 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
             anchor_group=names.anchor_group(flow.source, flow.target),
             log_topic=names.batch_log_topic(flow.source),
             bounds=bounds,
+            source_topic_id=r.source_topic_id,
+            remote_topic_id=remote_ids[r.remote_topic],
+            resets=r.reset_from is not None,
             producer_config=producer,
             target_consumer_config=consumer,
             source_consumer_config=source_consumer,

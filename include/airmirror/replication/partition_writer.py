@@ -10,13 +10,16 @@ the records it writes are described in :mod:`airmirror.replication.batch_log`):
    to read_committed consumers.
 2. After fencing, the partition's newest committed :class:`~airmirror.replication.batch_log.Progress` is
    read (anchor fast path, batch-log scan otherwise; a missing anchor never means "not copied"):
+   Progress recorded for other incarnations of the source or the remote topic (see
+   :mod:`airmirror.incarnations`) is ignored: the range starts afresh.
    - progress of batch N, done: the range was copied by an earlier attempt; nothing is written.
    - progress of batch N, not done: an earlier attempt committed part of the range; the copy continues
      at ``progress.position``, with the next chunk number.
    - progress of an earlier batch whose position is <= ``start``, or none: the range has not been copied.
-   - progress of an earlier batch beyond ``start``: the target is ahead of the metadata DB (for example a
-     DB restored from an old backup).  Writing would duplicate records, so the task fails with
-     :class:`~airmirror.errors.ReplicationFailure` and writes nothing.
+   - progress of an earlier batch beyond ``start``, and the range does not reset its source cursor: the
+     target is ahead of the metadata DB (for example a DB restored from an old backup).  Writing would
+     duplicate records, so the task fails with :class:`~airmirror.errors.ReplicationFailure` and writes
+     nothing.
 3. The range is copied as a sequence of *chunk* transactions.  A chunk holds the next records in source
    order (same partition, key, value, headers and timestamp as the source) until one of the
    :class:`TransactionBounds` is reached, checked between the reader's record batches: records, payload
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +92,9 @@ class PartitionTask:
     anchor_group: str
     log_topic: str
     bounds: TransactionBounds
+    source_topic_id: str | None
+    remote_topic_id: str | None
+    resets: bool
     producer_config: dict[str, Any] = field(repr=False)
     target_consumer_config: dict[str, Any] = field(repr=False)
     source_consumer_config: dict[str, Any] = field(repr=False)
@@ -300,6 +306,8 @@ class RangeCopy:
             downstream_start=progress.downstream_start if progress.downstream_start is not None else (runs[0].downstream_start if runs else None),
             downstream_position=runs[-1].downstream_start + runs[-1].length if runs else progress.downstream_position,
             first_runs_offset=first_runs_offset,
+            source_topic_id=progress.source_topic_id,
+            remote_topic_id=progress.remote_topic_id,
         )
         encoded = committed.encode()
         producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, task.topic, task.partition), partition=0)
@@ -314,9 +322,12 @@ class RangeCopy:
 
 def resume_from(task: PartitionTask, found: Progress | None) -> Progress:
     """Where this attempt starts, from the partition's newest committed progress (rule 2)."""
-    if found is not None and found.batch_id == task.batch_id:
+    same_incarnation = (
+        found is not None and found.source_topic_id == task.source_topic_id and found.remote_topic_id == task.remote_topic_id
+    )
+    if found is not None and same_incarnation and found.batch_id == task.batch_id:
         return found
-    if found is not None and found.position > task.start:
+    if found is not None and same_incarnation and not task.resets and found.position > task.start:
         raise ReplicationFailure(
             f"{task.remote_topic}-{task.partition} on the target already holds source offsets up to "
             f"{found.position} (batch {found.batch_id}), beyond the metadata DB cursor {task.start}; "
@@ -332,12 +343,23 @@ def resume_from(task: PartitionTask, found: Progress | None) -> Progress:
         records=0,
         bytes=0,
         downstream_start=None,
-        downstream_position=found.downstream_position if found is not None else 0,
+        downstream_position=found.downstream_position if found is not None and found.remote_topic_id == task.remote_topic_id else 0,
         first_runs_offset=None,
+        source_topic_id=task.source_topic_id,
+        remote_topic_id=task.remote_topic_id,
     )
 
 
-def await_broker_connections(producer: Producer, topic: str) -> None:
+def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterable[str]) -> None:
+    """Fence every attempt still at work under these transactional ids: its open transaction is aborted and
+    it can never commit again.  Used before a resumed batch changes ranges such an attempt may be copying."""
+    for transactional_id in transactional_ids:
+        producer = Producer({**producer_config, "transactional.id": transactional_id, "enable.sparse.connections": False})
+        await_broker_connections(producer, None)
+        producer.init_transactions(60)
+
+
+def await_broker_connections(producer: Producer, topic: str | None) -> None:
     """Return once the producer is connected to the brokers by node id, not only by the bootstrap address.
 
     librdkafka drops its bootstrap connections after the first metadata response.  ``init_transactions()``

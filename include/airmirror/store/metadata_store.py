@@ -31,7 +31,7 @@ Contracts:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
@@ -64,6 +64,8 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from airmirror.errors import ReplicationFailure
+from airmirror.store import incarnations
+from airmirror.store.incarnations import CursorState, SourceReset, Stop
 from airmirror.model import Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
 from airmirror.secrets import masked_db_url
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
@@ -354,6 +356,53 @@ class MetadataStore:
             if updated.rowcount != 1:
                 raise ValueError(f"batch {batch_id} has no range for {planned.key}")
 
+    def cursor_states(self, flow: str) -> dict[PartitionKey, CursorState]:
+        """Every cursor of the flow with the source topic id it belongs to."""
+        with self._transaction(f"read the cursors of flow {flow!r}") as connection:
+            return incarnations.cursor_states(connection, flow)
+
+    def remote_topic_ids(self, flow: str) -> dict[str, str]:
+        """The topic id recorded for each remote topic of the flow."""
+        with self._transaction(f"read the remote topic ids of flow {flow!r}") as connection:
+            return incarnations.remote_topic_ids(connection, flow)
+
+    def record_remote_topic_ids(self, flow: str, ids: Mapping[str, str]) -> None:
+        """Record the ids of remote topics seen for the first time (recorded ids are never replaced)."""
+        with self._transaction(f"record remote topic ids of flow {flow!r}") as connection:
+            incarnations.record_remote_topic_ids(connection, flow, ids, _utcnow())
+
+    def stops(self, flow: str) -> list[Stop]:
+        """The flow's stopped topics and partitions."""
+        with self._transaction(f"read the stops of flow {flow!r}") as connection:
+            return incarnations.stop_list(connection, flow)
+
+    def stop_partition(self, flow: str, key: PartitionKey, reason: str) -> None:
+        """Stop one source partition (replacing an earlier stop of it)."""
+        with self._transaction(f"stop {key} in flow {flow!r}") as connection:
+            incarnations.add_stop(connection, flow, key.topic, key.partition, reason, _utcnow())
+
+    def stop_remote_topic(self, flow: str, topic: str, remote_topic: str, reason: str) -> None:
+        """Stop source ``topic`` because its remote topic changed, and retire its offset-syncs and checkpoints."""
+        with self._transaction(f"stop {topic} in flow {flow!r}") as connection:
+            incarnations.stop_remote_topic(connection, flow, topic, remote_topic, reason, _utcnow())
+
+    def source_resets(self, flow: str) -> list[SourceReset]:
+        """Every source reset of the flow, oldest first."""
+        with self._transaction(f"read the source resets of flow {flow!r}") as connection:
+            return incarnations.source_reset_list(connection, flow)
+
+    def drop_ranges(self, batch_id: int, keys: Iterable[PartitionKey]) -> None:
+        """Remove ranges from a RUNNING batch; their cursors stay where they are."""
+        with self._transaction(f"drop ranges of batch {batch_id}") as connection:
+            _lock_running_batch(connection, batch_id, "changed")
+            incarnations.drop_ranges(connection, batch_id, keys)
+
+    def reset_topic(self, flow: str, topic: str, remote_topic: str) -> list[PartitionKey]:
+        """Forget everything about source ``topic`` so the next run copies it from its start
+        (:func:`airmirror.store.incarnations.reset_topic`); returns the partitions whose cursors went."""
+        with self._transaction(f"reset {topic} in flow {flow!r}") as connection:
+            return incarnations.reset_topic(connection, flow, topic, remote_topic)
+
     def batches(self, flow: str, limit: int = 20) -> list[BatchRecord]:
         """The flow's ``limit`` newest batches, newest first."""
         if limit < 1:
@@ -380,6 +429,8 @@ class MetadataStore:
             pairs = _pair_results(batch_id, planned, results)
             stored = _check_cursors(connection, flow, batch_id, planned)
             now = _utcnow()
+            stored_ids = {key: state.source_topic_id for key, state in incarnations.cursor_states(connection, flow).items()}
+            incarnations.commit_resets(connection, flow, batch_id, planned, stored_ids, now)
             _advance_cursors(connection, flow, batch_id, pairs, stored, now)
             _store_outcomes(connection, batch_id, pairs)
             _insert_many(
@@ -656,6 +707,8 @@ def _range_row(batch_id: int, planned: PlannedRange) -> dict[str, Any]:
         "remote_topic": planned.remote_topic,
         "gap_start": planned.gap_start,
         "moved_from": planned.moved_from,
+        "source_topic_id": planned.source_topic_id,
+        "reset_from": planned.reset_from,
     }
 
 
@@ -668,6 +721,8 @@ def _planned_range(row: Row[Any]) -> PlannedRange:
         remote_topic=row.remote_topic,
         gap_start=row.gap_start,
         moved_from=row.moved_from,
+        source_topic_id=row.source_topic_id,
+        reset_from=row.reset_from,
     )
 
 
@@ -760,6 +815,8 @@ def _expected_cursor(plan: PlannedRange) -> int:
     """The cursor the range was planned from: the moved cursor, else below the gap when one was detected."""
     if plan.moved_from is not None:
         return plan.moved_from
+    if plan.reset_from is not None:
+        return plan.reset_from
     return plan.start if plan.gap_start is None else plan.gap_start
 
 
@@ -802,6 +859,7 @@ def _advance_cursors(
             "next_offset": result.end,
             "batch_id": batch_id,
             "updated_at": now,
+            "source_topic_id": plan.source_topic_id,
         }
         for plan, result in pairs
     }

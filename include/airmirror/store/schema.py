@@ -26,6 +26,13 @@ Tables and their contracts:
 * ``airmirror_heartbeat_latency``: per (flow, heartbeat source alias, heartbeat target alias) the newest
   replication latency observed from a copied heartbeat.
 * ``airmirror_heartbeat_emissions``: per flow the newest heartbeat it wrote to its target.
+* ``airmirror_remote_topics``: per (flow, remote topic) the topic id airmirror first wrote to; a remote topic
+  with another id (or gone) is stopped (see :mod:`airmirror.incarnations`).
+* ``airmirror_stops``: per (flow, source topic, partition) why replication of it is stopped; partition
+  ``-1`` (:data:`WHOLE_TOPIC`) stops every partition of the topic.  ``airmirror reset`` clears them.
+* ``airmirror_source_resets``: every time a source partition started again in a new incarnation (recreated
+  or truncated topic), with the abandoned cursor and both topic ids.  ``airmirror_cursors.source_topic_id``
+  and ``airmirror_batch_ranges.source_topic_id`` say which incarnation a cursor or a planned range belongs to.
 * ``airmirror_flow_leases``: per flow the run that holds it (at most one), until ``expires_at``; see
   :mod:`airmirror.store.flow_lease`.  ``token`` identifies one acquisition, ``process`` the holder's
   process on its machine (so that a run on the same machine can take over at once from a dead holder).
@@ -64,6 +71,10 @@ TOPIC_LENGTH = 249
 FLOW_LENGTH = 255
 GROUP_LENGTH = 255
 """Longest consumer group id the store keeps."""
+TOPIC_ID_LENGTH = 32
+"""A Kafka topic id in its base64 form (22 characters)."""
+WHOLE_TOPIC = -1
+"""The partition number of a stop that applies to every partition of a topic."""
 LEASE_TOKEN_LENGTH = 32
 """A lease token is a UUID4 in hex."""
 PROCESS_LENGTH = 255
@@ -181,6 +192,8 @@ batch_ranges = Table(
     Column("remote_topic", String(TOPIC_LENGTH), nullable=False),
     Column("gap_start", BigInteger),
     Column("moved_from", BigInteger),
+    Column("source_topic_id", String(TOPIC_ID_LENGTH)),
+    Column("reset_from", BigInteger),
     Column("records", BigInteger),
     Column("bytes", BigInteger),
     Column("downstream_start", BigInteger),
@@ -196,6 +209,7 @@ cursors = Table(
     Column("next_offset", BigInteger, nullable=False),
     _batch_ref(),
     Column("updated_at", UTCDateTime(), nullable=False),
+    Column("source_topic_id", String(TOPIC_ID_LENGTH)),
 )
 
 offset_syncs = Table(
@@ -297,3 +311,38 @@ flow_leases = Table(
     Column("renewed_at", UTCDateTime(), nullable=False),
     Column("expires_at", UTCDateTime(), nullable=False),
 )
+
+remote_topics = Table(
+    "airmirror_remote_topics",
+    metadata,
+    _flow(),
+    _topic(),
+    Column("topic_id", String(TOPIC_ID_LENGTH), nullable=False),
+    Column("recorded_at", UTCDateTime(), nullable=False),
+)
+
+stops = Table(
+    "airmirror_stops",
+    metadata,
+    _flow(),
+    _topic(),
+    _partition(),
+    Column("reason", Text, nullable=False),
+    Column("stopped_at", UTCDateTime(), nullable=False),
+)
+
+source_resets = Table(
+    "airmirror_source_resets",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("flow", String(FLOW_LENGTH), nullable=False),
+    Column("topic", String(TOPIC_LENGTH), nullable=False),
+    Column("partition", Integer, nullable=False),
+    _batch_ref(),
+    Column("old_topic_id", String(TOPIC_ID_LENGTH)),
+    Column("new_topic_id", String(TOPIC_ID_LENGTH)),
+    Column("old_cursor", BigInteger, nullable=False),
+    Column("new_start", BigInteger, nullable=False),
+    Column("reset_at", UTCDateTime(), nullable=False),
+)
+Index("ix_airmirror_source_resets_flow_id", source_resets.c.flow, source_resets.c.id)
