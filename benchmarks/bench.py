@@ -47,7 +47,7 @@ Numbers per copier:
 The machine should be otherwise idle: on a shared one, run the bench twice and compare (``load_avg_at_start``
 is recorded).  Nothing leaves 127.0.0.1; the brokers' data lives in a temporary directory, removed at the end.
 
-Usage (defaults: 500,000 x 1 KiB x 6 partitions; the whole default run takes 3 to 5 minutes)::
+Usage (defaults: 500,000 x 1 KiB x 6 partitions, then the big partition; the whole default run takes 10 minutes)::
 
     make bench
     make bench BENCH_ARGS="--records 100000 --skip-scaling"
@@ -59,7 +59,7 @@ mm2_default, mm2_tuned, airmirror), ``--spark-master`` (airmirror's default ``lo
 ``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
 ``--timeout``, ``--results-dir``, ``--keep`` (keep brokers' data and logs).
 
-The big-partition case alone, at its defaults (loads 11 million records; about 10 to 15 minutes)::
+The big-partition case alone, at its defaults (loads and digests 11 million records; about 6 minutes on 2 cores)::
 
     .venv/bin/python benchmarks/bench.py --big-partition-only
 """

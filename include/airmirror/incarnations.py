@@ -111,11 +111,16 @@ def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[Pl
     return kept
 
 
+class TopicsStopped(ReplicationFailure):
+    """Some of the flow's topics or partitions are stopped; retrying does not help until they are reset."""
+
+
 def raise_for_stops(flow: FlowConfig, store: MetadataStore) -> None:
-    """Fail the run (exit 1) when any of the flow's topics or partitions is stopped, naming each."""
+    """Fail the run (:class:`TopicsStopped`, exit 1) when any of the flow's topics or partitions is stopped,
+    naming each."""
     stops: list[Stop] = store.stops(flow.name)
     if stops:
-        raise ReplicationFailure(f"flow {flow.name}: " + "; ".join(stop.reason for stop in stops))
+        raise TopicsStopped(f"flow {flow.name}: " + "; ".join(stop.reason for stop in stops))
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ from airmirror.replication.partition_writer import fence_attempts
 from airmirror.topic_sync import (
     TopicMapping,
     TopicSyncReport,
+    alter_configs,
+    describe_topic_configs,
     ensure_internal_topic,
     replicated_topics,
     sync_topics,
@@ -123,10 +125,20 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     report = sync_topics(flow, source, target, mappings, dry_run=options.dry_run)
     if not options.dry_run:
         record_remote_topics(flow, store, target, mappings)
-        ensure_internal_topic(
-            flow, target, names.batch_log_topic(flow.source), LOG_TOPIC_CONFIG, BATCH_LOG_REPLICATION_FACTOR_KEY
-        )
+        ensure_batch_log(flow, target)
     return report
+
+
+def ensure_batch_log(flow: FlowConfig, target: AdminClient) -> None:
+    """Create the flow's batch-log topic, or give an existing one the batch log's configs (a topic created by
+    an earlier airmirror was not compacted, so it would one day delete progress records)."""
+    name = names.batch_log_topic(flow.source)
+    ensure_internal_topic(flow, target, name, LOG_TOPIC_CONFIG, BATCH_LOG_REPLICATION_FACTOR_KEY)
+    current = describe_topic_configs(target, [name])[name]
+    stale = {key: value for key, value in LOG_TOPIC_CONFIG.items() if key not in current or current[key].value != value}
+    if stale:
+        log.warning("%s: setting %s", name, stale)
+        alter_configs(target, {name: stale})
 
 
 def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions) -> PlannedBatch:

@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
+from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.errors import ConfigError
 from airmirror.mm2_topics import ensure_topic
-from airmirror.topic_sync import ensure_internal_topic, replicated_topics, sync_topics
+from airmirror.replication.batch_log import LOG_TOPIC_CONFIG
+from airmirror.replicator import ensure_batch_log
+from airmirror.topic_sync import alter_configs, ensure_internal_topic, replicated_topics, sync_topics
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic
 
@@ -115,3 +118,17 @@ def test_existing_internal_topic_is_left_as_it_is(clusters, prefix, tmp_path):
     durable = flow_of(tmp_path, clusters, prefix, f"a->b.{key} = 3")
     ensure_internal_topic(durable, target_admin(durable), name, {}, key)
     assert replica_counts(target_admin(durable), name) == [1]
+
+
+def test_batch_log_created_by_an_earlier_version_becomes_compacted(clusters, prefix, tmp_path):
+    """Earlier versions created the batch log with ``cleanup.policy=delete``, which would one day delete
+    progress records; topic sync gives an existing batch log the compacted configs."""
+    flow = flow_of(tmp_path, clusters, prefix)
+    admin = target_admin(flow)
+    name = names.batch_log_topic(flow.source)
+    ensure_batch_log(flow, admin)
+    alter_configs(admin, {name: {"cleanup.policy": "delete", "retention.ms": "1209600000"}})
+    assert topic_configs(admin, name)["cleanup.policy"].value == "delete"
+    ensure_batch_log(flow, admin)
+    configs = topic_configs(admin, name)
+    assert {key: configs[key].value for key in LOG_TOPIC_CONFIG} == LOG_TOPIC_CONFIG

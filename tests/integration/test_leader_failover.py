@@ -200,6 +200,7 @@ def test_source_leader_killed_mid_batch(source3, clusters, prefix, tmp_path):
         source3.kill_node(killed)
         at_kill = uncommitted_end(b, remote, 0)
         print(f"killed node {killed}, the leader of partition 0, with {at_kill} records written to {remote}-0")
+        assert at_kill < BACKLOG // PARTITIONS, "partition 0 was copied before its leader was killed"
         wait_until(lambda: partition_state(a, topic)[0][0] not in (killed, -1), 60, "a new leader of partition 0")
 
         code, _, err = finish(process)

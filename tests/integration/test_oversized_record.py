@@ -16,6 +16,8 @@ record, nothing duplicated.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -35,6 +37,7 @@ SMALL_BEFORE = 12_000  # more than one read of the range returns (10,000), so ea
 SMALL_AFTER = 2_000
 BIG_KEY = b"big"
 BIG_VALUE = bytes(range(256)) * (2 * MIB // 256)  # 2 MiB
+FAILING_RUN_TIMEOUT_S = 300
 MM2_DEFAULT_CONFIG_EXCLUDES = (
     r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
     r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
@@ -80,11 +83,17 @@ def max_message_bytes(bootstrap: str, topic: str) -> int:
     return int(admin.describe_configs([resource])[resource].result()["max.message.bytes"].value)
 
 
-def replicate_cli(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b"],
-        capture_output=True, text=True, timeout=600,
-    )
+def replicate_cli(config: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``airmirror replicate`` in its own process group; killed (with its Spark JVM) after ``timeout``."""
+    args = [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b"]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"replicate did not finish within {timeout:.0f}s; last output:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
 def test_oversized_record_fails_clearly_then_resumes_without_duplicates(clusters, prefix, tmp_path):
@@ -102,7 +111,8 @@ def test_oversized_record_fails_clearly_then_resumes_without_duplicates(clusters
     source = records_of(a, topic, 0)
     assert len(source) == SMALL_BEFORE + 1 + SMALL_AFTER and source[big_offset].key == BIG_KEY
 
-    failed = replicate_cli(config)
+    # Spark start, then up to 4 task attempts that each fail fast: well under FAILING_RUN_TIMEOUT_S.
+    failed = replicate_cli(config, FAILING_RUN_TIMEOUT_S)
     output = failed.stdout + failed.stderr
     assert failed.returncode == 1, output
     assert "airmirror: error:" in failed.stderr, output
@@ -115,7 +125,7 @@ def test_oversized_record_fails_clearly_then_resumes_without_duplicates(clusters
     assert partial == source[: len(partial)]
 
     set_max_message_bytes(b, remote, 3 * MIB)
-    resumed = replicate_cli(config)
+    resumed = replicate_cli(config, 600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 
     target = records_of(b, remote, 0)

@@ -41,6 +41,7 @@ from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.params import batch_options, flow_params, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
+from airmirror.incarnations import TopicsStopped
 from airmirror.secrets import is_secret_key
 from airmirror.spark_defaults import copy_job_conf
 
@@ -101,7 +102,10 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         def record_batch(_: Any) -> dict[str, Any]:
             if run_options_or_fail().dry_run:
                 raise AirflowSkipException("dry run")
-            return tasks.record(config_path, name)
+            try:
+                return tasks.record(config_path, name)
+            except TopicsStopped as error:
+                raise AirflowFailException(str(error)) from error
 
         @task
         def emit_heartbeats() -> None:
@@ -145,7 +149,13 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
         return SparkSubmitOperator(
             task_id="replicate",
             application=str(spark_app),
-            application_args=[config_path, "--flow", flow.name],
+            application_args=[
+                config_path,
+                "--flow",
+                flow.name,
+                "--holder",
+                "Airflow dag {{ ti.dag_id }} run {{ run_id }} task {{ ti.task_id }} try {{ ti.try_number }}",
+            ],
             conn_id=flow.spark_conn_id,
             conf=templated_secrets(copy_job_conf(flow.spark_conf)),
             name=f"airmirror {flow.name}",

@@ -6,13 +6,18 @@ Exactly-once across Airflow retries: ``plan_batch`` stores the batch before anyt
 resumes an unfinished one, ``replicate`` copies the flow's unfinished batch (a retry fences and resumes
 it, see :mod:`airmirror.replication.partition_writer`), and ``record_batch`` commits only what Kafka
 committed.
+
+One run at a time: every task that changes the flow's state holds the flow's lease while it works
+(:mod:`airmirror.store.flow_lease`), so a CLI run or another DAG run (a backfill beside a scheduled run)
+fails plainly instead of interleaving; a batch left between two tasks is resumed or recorded by whichever
+run holds the lease next.  ``record_batch`` commits only while it holds the lease.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,10 +25,27 @@ from airmirror.config import FlowConfig
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.flow_store import flow_and_store
 from airmirror.replicator import BatchOptions, PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
-from airmirror.store import MetadataStore
+from airmirror.incarnations import raise_for_stops
+from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.topic_sync import TopicMapping
 
 log = logging.getLogger(__name__)
+
+
+def task_holder() -> str:
+    """Who holds the flow's lease: the running task instance, on this host and pid."""
+    from airflow.sdk import get_current_context
+
+    ti = get_current_context()["ti"]
+    return describe_holder(f"Airflow dag {ti.dag_id} run {ti.run_id} task {ti.task_id} try {ti.try_number}")
+
+
+@contextmanager
+def held_flow(config_path: str, flow_name: str, *, hold: bool = True) -> Iterator[tuple[FlowConfig, MetadataStore, FlowLease | None]]:
+    """:func:`masked_flow_and_store`, holding the flow's lease while the block runs (unless ``hold`` is false)."""
+    with masked_flow_and_store(config_path, flow_name) as (flow, store):
+        with store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease:
+            yield flow, store, lease
 
 
 @contextmanager
@@ -37,7 +59,7 @@ def masked_flow_and_store(config_path: str, flow_name: str) -> Iterator[tuple[Fl
 
 def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list[dict[str, Any]]:
     """Validate the run against the store, then create/grow/reconfigure remote topics."""
-    with masked_flow_and_store(config_path, flow_name) as (flow, store):
+    with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
         report = sync_flow_topics(flow, store, options)
     for name in report.created:
         log.info("created remote topic %s", name)
@@ -50,7 +72,7 @@ def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list
 def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], options: BatchOptions) -> dict[str, Any]:
     """Store the run's batch (or resume the unfinished one); a dry run only logs the plan."""
     log.info("%s", describe_bound(options))
-    with masked_flow_and_store(config_path, flow_name) as (flow, store):
+    with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
         planned = plan_batch(flow, store, [TopicMapping(**m) for m in mappings], options)
     for r in planned.ranges:
         log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
@@ -75,27 +97,31 @@ def unfinished(store: MetadataStore, flow: FlowConfig) -> PlannedBatch | None:
 
 def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
-    with masked_flow_and_store(config_path, flow_name) as (flow, store):
+    with held_flow(config_path, flow_name) as (flow, store, _):
         batch = unfinished(store, flow)
-    if batch is None:
-        log.info("no unfinished batch: nothing to copy")
-        return {"batch_id": None, "records": 0}
-    rows = run_batch(flow, batch, spark)
+        if batch is None:
+            log.info("no unfinished batch: nothing to copy")
+            return {"batch_id": None, "records": 0}
+        rows = run_batch(flow, batch, spark)
     records = sum(row["records"] for row in rows)
     log.info("batch %s copied %d records (%.1f MB)", batch.batch_id, records, sum(r["bytes"] for r in rows) / 1e6)
     return {"batch_id": batch.batch_id, "records": records}
 
 
 def record(config_path: str, flow_name: str) -> dict[str, Any]:
-    """Commit the unfinished batch's Kafka-committed results to the metadata DB."""
-    with masked_flow_and_store(config_path, flow_name) as (flow, store):
+    """Commit the unfinished batch's Kafka-committed results to the metadata DB; then fail
+    (:class:`~airmirror.incarnations.TopicsStopped`) if any topic or partition of the flow is stopped."""
+    with held_flow(config_path, flow_name) as (flow, store, lease):
         batch = unfinished(store, flow)
         if batch is None:
             log.info("no unfinished batch: nothing to record")
-            return {"batch_id": None, "records": 0, "bytes": 0}
-        summary = record_batch(flow, store, batch)
-    log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
-    return {"batch_id": summary.batch_id, "records": summary.records, "bytes": summary.bytes}
+            result = {"batch_id": None, "records": 0, "bytes": 0}
+        else:
+            summary = record_batch(flow, store, batch, lease)
+            log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
+            result = {"batch_id": summary.batch_id, "records": summary.records, "bytes": summary.bytes}
+        raise_for_stops(flow, store)
+    return result
 
 
 def heartbeats(config_path: str, flow_name: str) -> None:

@@ -25,6 +25,7 @@ about 1 s later in a fresh session (Spark's Arrow classes load on first use).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -102,6 +103,16 @@ def copy_tasks(tasks: list[PartitionTask]) -> Callable[[Iterator[int]], Iterator
     return copy
 
 
+AIRMIRROR_ERROR = re.compile(r"^airmirror\.errors\.\w+: (.+)$", re.MULTILINE)
+
+
+def task_failure(error: Exception) -> Exception:
+    """What to raise when the Spark job failed: the airmirror error a copy task raised (Spark wraps it in
+    a Python worker traceback, repeated per attempt), else Spark's own error."""
+    messages = AIRMIRROR_ERROR.findall(str(error))
+    return ReplicationFailure(messages[-1]) if messages else error
+
+
 def run_copy_job(spark: SparkSession, flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[dict]:
     """Copy every non-empty range of the batch; returns ``{topic, partition, records, bytes}`` per range."""
     tasks = partition_tasks(flow, batch_id, ranges)
@@ -109,7 +120,10 @@ def run_copy_job(spark: SparkSession, flow: FlowConfig, batch_id: int, ranges: l
         return []
     started = time.monotonic()
     indexes = spark.sparkContext.parallelize(range(len(tasks)), len(tasks))
-    rows = indexes.mapPartitions(copy_tasks(tasks)).collect()
+    try:
+        rows = indexes.mapPartitions(copy_tasks(tasks)).collect()
+    except Exception as error:
+        raise task_failure(error) from error
     log.info(
         "copy job of batch %s: %d ranges, %d records, %d bytes in %.3f s",
         batch_id,

@@ -63,6 +63,7 @@ from airmirror.replication.range_reader import RangeReader
 
 TRANSACTION_TIMEOUT_MS = 900_000
 FLUSH_TIMEOUT_S = 300.0
+FLUSH_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -153,11 +154,12 @@ class DeliveryTracker:
 
 
 def record_too_large(task: PartitionTask, offset: int, size: int) -> ReplicationFailure:
+    target = task.flow.rsplit("->", 1)[-1]
     return ReplicationFailure(
         f"record {task.topic}-{task.partition}@{offset} ({size} bytes of key and value) is larger than the "
-        f"target accepts for {task.remote_topic}: raise max.message.bytes of topic {task.remote_topic} on the "
-        "target (or of the source topic, whose configs are synced), and the producer's max.request.size "
-        "(`{target}.producer.max.request.size`) if it is lower; then run the flow again"
+        f"target accepts for {task.remote_topic}: raise max.message.bytes of topic {task.remote_topic} on cluster "
+        f"{target} (or of the source topic, when sync.topic.configs.enabled copies it), and "
+        f"`{target}.producer.max.request.size` if it is lower; then run the flow again"
     )
 
 
@@ -240,8 +242,7 @@ class RangeCopy:
                 ):
                     exhausted = False
                     break
-            flush_all(producer)
-            self.deliveries.raise_errors()
+            flush_all(producer, self.deliveries)
             committed = self.commit_chunk(progress, reader.reached, exhausted, records, copied_bytes)
         except BaseException:
             abort_quietly(producer)
@@ -291,8 +292,7 @@ class RangeCopy:
             producer.produce(task.log_topic, encode_runs(part), runs_key(task.flow, task.topic, task.partition, task.batch_id, chunk, part.part), partition=0)
         if runs and first_runs_offset is None:
             self.deliveries.log_offsets.clear()
-            flush_all(producer)
-            self.deliveries.raise_errors()
+            flush_all(producer, self.deliveries)
             first_runs_offset = self.deliveries.log_offsets[0]
         committed = Progress(
             batch_id=task.batch_id,
@@ -393,10 +393,17 @@ def payload_bytes(batch: pa.RecordBatch) -> int:
     return total
 
 
-def flush_all(producer: Producer) -> None:
-    remaining = producer.flush(FLUSH_TIMEOUT_S)
-    if remaining:
-        raise ReplicationFailure(f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S:.0f}s")
+def flush_all(producer: Producer, deliveries: DeliveryTracker) -> None:
+    """Wait until every produced record is delivered; stop at the first failed delivery and raise it.
+
+    A failed delivery makes the transaction abortable, and librdkafka then keeps the records queued behind
+    it until the abort: waiting for them would only time out."""
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while remaining := producer.flush(FLUSH_POLL_S):
+        deliveries.raise_errors()
+        if time.monotonic() > deadline:
+            raise ReplicationFailure(f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S:.0f}s")
+    deliveries.raise_errors()
 
 
 def anchor_group_metadata(task: PartitionTask) -> Any:
