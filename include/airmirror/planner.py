@@ -10,13 +10,13 @@ to copy).  For each source partition:
 - A requested start (``start_from``: earliest, latest or a timestamp) replaces the cursor; when it moves an
   existing cursor the range carries ``moved_from`` (the caller must have the user's ``reset_cursor``).
 - **Source incarnations.**  A cursor remembers the source topic id it was taken on.  When the topic now
-  has another id (deleted and recreated), or when no id is known and the cursor is above the log end, the
-  old offsets mean nothing any more: like MM2's consumer under ``auto.offset.reset``, the range starts at
-  the new incarnation's log start (``earliest``) or end (``latest``).  When the id is the same and the
-  cursor is above the log end, the log was truncated (an unclean leader election): everything below the
-  cursor was copied already, so the range starts at the new log end and the leader's new records there
-  are copied next.  Either way the range carries ``reset_from`` (the abandoned cursor) and
-  :func:`source_reset` names the case, so the caller can apply ``airmirror.source.reset.policy``.
+  has another id (deleted and recreated) or the cursor is above the log end (a recreated topic whose id is
+  unknown, or a log truncated by an unclean leader election), the stored offsets mean nothing any more:
+  like MM2's consumer under ``auto.offset.reset``, the range starts at the log start (``earliest``) or end
+  (``latest``).  After a truncation that re-copies records below the old cursor, but it never skips a
+  record the new leader wrote after the truncation (without leader epochs the point where the logs diverged
+  is unknown).  The range carries ``reset_from`` (the abandoned cursor) and :func:`source_reset` names the
+  case, so the caller can apply ``airmirror.source.reset.policy`` and record it.
 - ``end`` is the last stable offset (the read_committed end: open transactions are never crossed), lowered
   to the ``--until`` offset (the first offset whose timestamp is at or after the until time) and capped at
   ``start + max_records``.  It never goes below ``start``.
@@ -89,11 +89,9 @@ def plan_range(
     if start_at is not None:
         moved_from = cursor if cursor is not None and cursor != start_at else None
         start = start_at
-    elif cursor is None or reset == RECREATED:
+    elif cursor is None or reset is not None:
         start = offsets.log_start if auto_offset_reset == "earliest" else offsets.stable_end
         reset_from = cursor
-    elif reset == TRUNCATED:
-        start, reset_from = offsets.stable_end, cursor
     elif cursor < offsets.log_start:
         start, gap_start = offsets.log_start, cursor
     else:

@@ -37,10 +37,10 @@ from airmirror.replication.batch_log import (
     Progress,
     RunsRecord,
     discard_runs,
-    read_progress,
     read_runs,
     runs_key,
 )
+from airmirror.replication.progress import range_progress, unfinished, untouched
 from airmirror.source_offsets import list_offsets, partition_offsets
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.incarnations import raise_for_stops, record_remote_topics, refuse_source_resets, writable_mappings
@@ -148,7 +148,7 @@ def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMappi
         log.warning("resuming unfinished batch %s of %s", unfinished_batch.id, flow.name)
         if options.dry_run:
             return PlannedBatch(None, list(unfinished_batch.ranges), resumed=True)
-        ranges = revise_resumed_ranges(flow, store, unfinished_batch.id, list(unfinished_batch.ranges), mappings)
+        ranges = revise_resumed_ranges(flow, store, unfinished_batch.id, list(unfinished_batch.ranges), mappings, record_cap(flow, options))
         return PlannedBatch(unfinished_batch.id, ranges, resumed=True)
     ranges = plan_ranges(flow, store, mappings, options)
     if options.dry_run or not ranges:
@@ -165,7 +165,7 @@ def plan_ranges(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapp
     offsets = partition_offsets(source, keys, options.until_ms, options.start_ms)
     ids = topic_ids(source, remote)
     cursors = store.cursor_states(flow.name)
-    max_records = options.max_records if options.max_records is not None else flow.max_records_per_partition
+    max_records = record_cap(flow, options)
     ranges = []
     for key in keys:
         stored = cursors.get(key)
@@ -201,37 +201,23 @@ def run_batch(flow: FlowConfig, planned: PlannedBatch, spark: Any) -> list[dict]
     return run_copy_job(spark, flow, planned.batch_id, planned.ranges)
 
 
-def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[PartitionKey, Progress | None]:
-    """The newest committed progress of every range that copies records (see
-    :mod:`airmirror.replication.batch_log`)."""
-    copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
-    found = read_progress(
-        flow.target_client("consumer"),
-        names.anchor_group(flow.source, flow.target),
-        names.batch_log_topic(flow.source),
-        flow.name,
-        copied,
-    )
-    return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
-
-
-def untouched(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
-    """Ranges with records to copy of which batch ``batch_id`` has committed nothing yet."""
-    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id)]
-
-
-def unfinished(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
-    """Ranges with records to copy that batch ``batch_id`` has not finished."""
-    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id or not p.done)]
+def record_cap(flow: FlowConfig, options: BatchOptions) -> int | None:
+    """Records per partition a batch may copy: ``--max-records``, else the flow's cap, else none."""
+    return options.max_records if options.max_records is not None else flow.max_records_per_partition
 
 
 def revise_resumed_ranges(
-    flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], mappings: list[TopicMapping]
+    flow: FlowConfig,
+    store: MetadataStore,
+    batch_id: int,
+    ranges: list[PlannedRange],
+    mappings: list[TopicMapping],
+    cap: int | None,
 ) -> list[PlannedRange]:
     """Resuming: after fencing every attempt still at work on them, drop the unfinished ranges that can no
-    longer be finished (:mod:`airmirror.incarnations`), and start a range the batch has not started yet at
-    the log start when retention deleted its start meanwhile (the lost offsets become a gap).  Without this a
-    resumed batch would fail forever."""
+    longer be finished (:mod:`airmirror.incarnations`), and re-plan the ranges the batch has not started yet
+    (:func:`replan_untouched`).  So a batch that cannot finish as planned never blocks the flow: changing the
+    topic filter or the cap, or deleting a source topic, takes effect on the next run."""
     pending = [r for r in ranges if r.size > 0]
     if not pending:
         return ranges
@@ -242,7 +228,7 @@ def revise_resumed_ranges(
         store.drop_ranges(batch_id, dropped)
         log.warning("batch %s of %s drops %s: see the errors above", batch_id, flow.name, ", ".join(map(str, dropped)))
     kept = [r for r in ranges if r.key not in dropped]
-    return replan_expired(flow, store, batch_id, kept, untouched(kept, progress, batch_id))
+    return replan_untouched(flow, store, batch_id, kept, untouched(kept, progress, batch_id), cap)
 
 
 def unfinishable(flow: FlowConfig, pending: list[PlannedRange], mappings: list[TopicMapping]) -> set[PartitionKey]:
@@ -259,18 +245,26 @@ def unfinishable(flow: FlowConfig, pending: list[PlannedRange], mappings: list[T
     return dropped
 
 
-def replan_expired(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], pending: list[PlannedRange]) -> list[PlannedRange]:
-    """Start each of the not yet started ``pending`` ranges at the log start when retention deleted its start."""
+def replan_untouched(
+    flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], pending: list[PlannedRange], cap: int | None
+) -> list[PlannedRange]:
+    """Re-plan the not yet started ``pending`` ranges: one whose start retention deleted meanwhile starts at the
+    log start (the lost offsets become a gap), and none is longer than ``cap``."""
     if not pending:
         return ranges
     log_starts = list_offsets(admin_client(flow, flow.source), [r.key for r in pending], OffsetSpec.earliest())
     replanned = {}
     for r in pending:
+        revised = r
         if r.start < log_starts[r.key]:
             gap_start = r.start if r.gap_start is None else r.gap_start
-            replanned[r.key] = replace(r, start=min(log_starts[r.key], r.end), gap_start=gap_start)
-            store.replan_range(batch_id, replanned[r.key])
+            revised = replace(r, start=min(log_starts[r.key], r.end), gap_start=gap_start)
             log.warning("%s: retention deleted [%d, %d) before it was copied; recorded as a gap", r.key, r.start, log_starts[r.key])
+        if cap is not None and revised.size > cap:
+            revised = replace(revised, end=revised.start + cap)
+        if revised != r:
+            store.replan_range(batch_id, revised)
+            replanned[r.key] = revised
     return [replanned.get(r.key, r) for r in ranges]
 
 

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from airmirror.errors import ReplicationFailure
 from airmirror.group_inspection import inspect_group
 from airmirror.model import PartitionKey
+from airmirror.replicator import BatchOptions, plan_batch, sync_flow_topics
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, read_partition, records_of
 from tests.mirror_helpers import commit_offsets, opened, replicate, unique_records
@@ -151,3 +152,27 @@ def test_deleted_target_topic_stops_the_topic_until_reset(clusters, spark, prefi
     with opened(config) as (flow, store):
         assert store.stops(flow.name) == []
         assert store.offset_runs(flow.name, PartitionKey(topic, 0))[0].downstream_start == 0
+
+
+def test_resumed_batch_drops_a_deleted_topic_and_applies_a_new_cap(clusters, spark, prefix, tmp_path):
+    """A planned batch that can no longer finish as planned never blocks the flow."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    gone, kept = f"{prefix}.gone", f"{prefix}.kept"
+    for topic in (gone, kept):
+        create_topic(a, topic)
+        produce(a, topic, 0, unique_records(topic, 1000))
+    config = flow_config(clusters, tmp_path, prefix)
+    with opened(config) as (flow, store):
+        options = BatchOptions()
+        planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
+        assert sorted(r.topic for r in planned.ranges) == [gone, kept]
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.delete_topics([gone], operation_timeout=30)[gone].result()
+    delete_topic_and_wait(admin, gone)
+
+    resumed = replicate(config, spark, max_records=300)
+    assert resumed.planned.batch_id == planned.batch_id
+    assert [(r.topic, r.start, r.end) for r in resumed.planned.ranges] == [(kept, 0, 300)]
+    assert resumed.summary.records == 300
+    assert replicate(config, spark).summary.records == 700
+    assert records_of(b, f"a.{kept}", 0) == records_of(a, kept, 0)

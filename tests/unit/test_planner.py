@@ -74,10 +74,10 @@ def test_cursor_above_the_log_end_without_a_known_id_is_a_new_incarnation():
     assert (r.start, r.reset_from) == (0, 5000)
 
 
-def test_cursor_above_the_log_end_of_the_same_topic_is_a_truncation():
+def test_cursor_above_the_log_end_of_the_same_topic_is_a_truncation_and_starts_again():
     assert source_reset(5000, "id1", PartitionOffsets(0, 4900, topic_id="id1")) == TRUNCATED
-    r = incarnation_plan(5000, "id1", "id1", stable_end=4900)
-    assert (r.start, r.end, r.reset_from) == (4900, 4900, 5000)
+    r = incarnation_plan(5000, "id1", "id1", log_start=10, stable_end=4900)
+    assert (r.start, r.end, r.reset_from) == (10, 4900, 5000)
     assert needs_work(r, 5000)
 
 

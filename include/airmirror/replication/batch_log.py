@@ -37,7 +37,7 @@ import json
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -203,16 +203,20 @@ def read_progress(
     log_topic: str,
     flow: str,
     partitions: Mapping[tuple[str, int], tuple[str, int]],
+    before_scan: Callable[[], None] | None = None,
 ) -> dict[tuple[str, int], Progress | None]:
     """The newest committed progress of every partition, keyed like ``partitions``.
 
     ``partitions`` maps each remote ``(topic, partition)`` to its source ``(topic, partition)``.  Trusted
-    anchors answer first; every partition without one is looked up by scanning the batch log.
+    anchors answer first; every partition without one is looked up by scanning the batch log, after
+    ``before_scan()`` (which may fence the attempts whose open transactions would hold the scan up).
     """
     anchors = read_anchors(consumer_config, anchor_group, list(partitions))
     missing = {progress_key(flow, *partitions[remote]): remote for remote, anchor in anchors.items() if anchor is None}
     if not missing:
         return anchors
+    if before_scan is not None:
+        before_scan()
     found: dict[tuple[str, int], Progress | None] = dict(anchors)
     for key, value, _ in scan_log(consumer_config, log_topic, 0):
         if key in missing:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
+from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from airmirror import names
@@ -38,6 +39,7 @@ from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PlannedRange
 from airmirror.replication.partition_writer import PartitionTask, TransactionBounds, copy_range
+from airmirror.replication.progress import range_progress
 from airmirror.topic_sync import topic_ids
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,10 @@ def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str
 
 
 def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[PartitionTask]:
-    """One task per range that has records to copy, in plan order."""
+    """One task per range that has records to copy and is not done in Kafka yet, in plan order; each carries
+    the progress the driver found for it (see :mod:`airmirror.replication.progress`)."""
+    progress = range_progress(flow, ranges)
+    ranges = [r for r in ranges if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)]
     producer = flow.target_client("producer")
     consumer = flow.target_client("consumer")
     source_consumer = flow.source_client("consumer")
@@ -84,12 +89,12 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
             source_topic_id=r.source_topic_id,
             remote_topic_id=remote_ids[r.remote_topic],
             resets=r.reset_from is not None,
+            known=progress[r.key],
             producer_config=producer,
             target_consumer_config=consumer,
             source_consumer_config=source_consumer,
         )
         for r in ranges
-        if r.size > 0
     ]
 
 
@@ -97,8 +102,10 @@ def copy_tasks(tasks: list[PartitionTask]) -> Callable[[Iterator[int]], Iterator
     """The per-partition function: copy the ranges whose indexes arrive (one per Spark partition)."""
 
     def copy(indexes: Iterator[int]) -> Iterator[dict[str, Any]]:
+        context = TaskContext.get()
+        first_attempt = context is not None and context.attemptNumber() == 0
         for index in indexes:
-            yield copy_range(tasks[index])
+            yield copy_range(tasks[index], first_attempt)
 
     return copy
 

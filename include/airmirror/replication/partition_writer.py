@@ -9,7 +9,9 @@ the records it writes are described in :mod:`airmirror.replication.batch_log`):
    task can no longer commit) and aborts its open transaction, so none of its records ever becomes visible
    to read_committed consumers.
 2. After fencing, the partition's newest committed :class:`~airmirror.replication.batch_log.Progress` is
-   read (anchor fast path, batch-log scan otherwise; a missing anchor never means "not copied"):
+   read: a trusted anchor; else, on a task's first attempt, what the driver found just before the job
+   (:mod:`airmirror.replication.progress`: it fenced every attempt first, so nothing but this task can have
+   committed since); else, on a retry, a scan of the batch log.  A missing anchor never means "not copied":
    Progress recorded for other incarnations of the source or the remote topic (see
    :mod:`airmirror.incarnations`) is ignored: the range starts afresh.
    - progress of batch N, done: the range was copied by an earlier attempt; nothing is written.
@@ -45,8 +47,12 @@ expired or deleted anchor group).
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,10 +64,20 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from airmirror.errors import ReplicationFailure
 from airmirror.offset_runs import RunBuilder
-from airmirror.replication.batch_log import Progress, encode_runs, progress_key, read_progress, runs_key, runs_parts
+from airmirror.replication.batch_log import (
+    Progress,
+    encode_runs,
+    progress_key,
+    read_anchors,
+    read_progress,
+    runs_key,
+    runs_parts,
+)
 from airmirror.replication.range_reader import RangeReader
 
 TRANSACTION_TIMEOUT_MS = 900_000
+TRANSACTION_CALL_S = 30.0
+HARD_DEADLINE_GRACE_S = 30.0
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
 
@@ -96,6 +112,7 @@ class PartitionTask:
     source_topic_id: str | None
     remote_topic_id: str | None
     resets: bool
+    known: Progress | None
     producer_config: dict[str, Any] = field(repr=False)
     target_consumer_config: dict[str, Any] = field(repr=False)
     source_consumer_config: dict[str, Any] = field(repr=False)
@@ -202,12 +219,16 @@ class RangeCopy:
         self.producer = Producer(settings)
         self.group_metadata = anchor_group_metadata(task)
 
-    def fence(self) -> Progress:
+    def fence(self, first_attempt: bool) -> Progress:
         """Fence older attempts and return where this range stands (rule 2 of the module docstring)."""
         task = self.task
         await_broker_connections(self.producer, task.remote_topic)
-        self.producer.init_transactions(60)
+        with hard_deadline(TRANSACTION_CALL_S, f"init_transactions of {task.name}"):
+            self.producer.init_transactions(TRANSACTION_CALL_S)
         remote = (task.remote_topic, task.partition)
+        if first_attempt:
+            anchor = read_anchors(task.target_consumer_config, task.anchor_group, [remote])[remote]
+            return resume_from(task, anchor if anchor is not None else task.known)
         found = read_progress(task.target_consumer_config, task.anchor_group, task.log_topic, task.flow, {remote: (task.topic, task.partition)})
         return resume_from(task, found[remote])
 
@@ -311,12 +332,13 @@ class RangeCopy:
         )
         encoded = committed.encode()
         producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, task.topic, task.partition), partition=0)
-        producer.send_offsets_to_transaction(
-            [TopicPartition(task.remote_topic, task.partition, committed.downstream_position, metadata=encoded)],
-            self.group_metadata,
-            60,
-        )
-        producer.commit_transaction(120)
+        with hard_deadline(2 * TRANSACTION_CALL_S, f"commit of chunk {chunk} of {task.name}"):
+            producer.send_offsets_to_transaction(
+                [TopicPartition(task.remote_topic, task.partition, committed.downstream_position, metadata=encoded)],
+                self.group_metadata,
+                TRANSACTION_CALL_S,
+            )
+            producer.commit_transaction(TRANSACTION_CALL_S)
         return committed
 
 
@@ -348,6 +370,29 @@ def resume_from(task: PartitionTask, found: Progress | None) -> Progress:
         source_topic_id=task.source_topic_id,
         remote_topic_id=task.remote_topic_id,
     )
+
+
+@contextmanager
+def hard_deadline(seconds: float, what: str) -> Iterator[None]:
+    """End this process if the block is still running ``HARD_DEADLINE_GRACE_S`` after ``seconds``.
+
+    After a transaction coordinator restarts, librdkafka's transactional calls have been seen to block far past
+    their own timeout, and Spark never times a task out, so one stuck call would hold the batch forever.  Exiting
+    the Python worker fails the Spark task; its retry's ``init_transactions()`` fences the stuck producer and
+    continues after the last committed chunk (the module docstring's rules), as after any killed worker.
+    Used only inside copy tasks."""
+
+    def expire() -> None:
+        print(f"airmirror: {what} is stuck after {seconds + HARD_DEADLINE_GRACE_S:.0f}s; ending the worker", file=sys.stderr, flush=True)
+        os._exit(70)
+
+    timer = threading.Timer(seconds + HARD_DEADLINE_GRACE_S, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterable[str]) -> None:
@@ -422,12 +467,12 @@ def abort_quietly(producer: Producer) -> None:
         pass
 
 
-def copy_range(task: PartitionTask) -> dict[str, Any]:
+def copy_range(task: PartitionTask, first_attempt: bool) -> dict[str, Any]:
     """One Spark task of the copy job: read the task's range from the source and copy it; returns a summary.
 
     The read is opened first, so source records are already being fetched while the producer fences.
     """
     with RangeReader(task.source_consumer_config, task.topic, task.partition, task.start, task.end) as reader:
         attempt = RangeCopy(task)
-        progress = attempt.copy(reader, attempt.fence())
+        progress = attempt.copy(reader, attempt.fence(first_attempt))
     return {"topic": task.topic, "partition": task.partition, "records": progress.records, "bytes": progress.bytes}

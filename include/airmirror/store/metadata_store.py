@@ -339,8 +339,8 @@ class MetadataStore:
         return records[0] if records else None
 
     def replan_range(self, batch_id: int, planned: PlannedRange) -> None:
-        """Replace one range of a RUNNING batch (same partition), e.g. when retention deleted its start
-        before it was copied; the replacement must keep the range's end and record the lost offsets as a gap."""
+        """Replace one range of a RUNNING batch (same partition) that nothing was copied of yet: when
+        retention deleted its start (the lost offsets recorded as a gap), or to apply a new cap."""
         _validate_plan([planned])
         with self._transaction(f"replan {planned.key} of batch {batch_id}") as connection:
             _lock_running_batch(connection, batch_id, "replanned")

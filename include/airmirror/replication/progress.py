@@ -1,0 +1,42 @@
+"""Where every range of a batch stands in Kafka, as the driver sees it (before and after the copy job).
+
+The newest committed :class:`~airmirror.replication.batch_log.Progress` of each partition comes from its
+anchor when that is trusted, else from a scan of the batch log.  A read_committed scan cannot pass an open
+transaction of another partition, and such a transaction can belong to an attempt that died (its own retry
+would abort it, but may be waiting for a Spark slot held by the scan).  So before scanning, the driver
+fences every attempt at the batch's partitions: their open transactions are aborted and the scan never waits
+on them.  The driver only reads progress while no copy job of the flow runs (the flow's lease guarantees it).
+"""
+
+from __future__ import annotations
+
+from airmirror import names
+from airmirror.config import FlowConfig
+from airmirror.model import PartitionKey, PlannedRange
+from airmirror.replication.batch_log import Progress, read_progress
+from airmirror.replication.partition_writer import fence_attempts
+
+
+def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[PartitionKey, Progress | None]:
+    """The newest committed progress of every range that copies records."""
+    copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
+    transactional_ids = [names.transactional_id(flow.source, flow.target, topic, partition) for topic, partition in copied.values()]
+    found = read_progress(
+        flow.target_client("consumer"),
+        names.anchor_group(flow.source, flow.target),
+        names.batch_log_topic(flow.source),
+        flow.name,
+        copied,
+        before_scan=lambda: fence_attempts(flow.target_client("producer"), transactional_ids),
+    )
+    return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
+
+
+def untouched(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
+    """Ranges with records to copy of which batch ``batch_id`` has committed nothing yet."""
+    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id)]
+
+
+def unfinished(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
+    """Ranges with records to copy that batch ``batch_id`` has not finished."""
+    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id or not p.done)]
