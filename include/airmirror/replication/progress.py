@@ -3,12 +3,15 @@
 The newest committed :class:`~airmirror.replication.batch_log.Progress` of each partition comes from its
 anchor when that is trusted, else from a scan of the batch log.  A read_committed scan cannot pass an open
 transaction of another partition, and such a transaction can belong to an attempt that died (its own retry
-would abort it, but may be waiting for a Spark slot held by the scan).  So before scanning, the driver
-fences every attempt at the batch's partitions: their open transactions are aborted and the scan never waits
-on them.  The driver only reads progress while no copy job of the flow runs (the flow's lease guarantees it).
+would abort it, but may be waiting for a Spark slot held by the scan).  So before scanning a batch log that
+holds an open transaction (its last stable offset is below its high watermark), the driver fences every
+attempt at the batch's partitions: their open transactions are aborted and the scan never waits on them.  The driver only reads progress while no copy job of the flow runs (the flow's lease guarantees it).
 """
 
 from __future__ import annotations
+
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror import names
 from airmirror.config import FlowConfig
@@ -27,9 +30,21 @@ def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[Partiti
         names.batch_log_topic(flow.source),
         flow.name,
         copied,
-        before_scan=lambda: fence_attempts(flow.target_client("producer"), transactional_ids),
+        before_scan=lambda: fence_if_open(flow, transactional_ids),
     )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
+
+
+def fence_if_open(flow: FlowConfig, transactional_ids: list[str]) -> None:
+    """Fence the attempts under ``transactional_ids`` when the flow's batch log holds an open transaction."""
+    log = TopicPartition(names.batch_log_topic(flow.source), 0)
+    admin = AdminClient(flow.target_client("admin"))
+    ends = {
+        level: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=30)[log].result().offset
+        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
+    }
+    if ends[IsolationLevel.READ_COMMITTED] < ends[IsolationLevel.READ_UNCOMMITTED]:
+        fence_attempts(flow.target_client("producer"), transactional_ids)
 
 
 def untouched(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
