@@ -133,7 +133,8 @@ def ensure_batch_log(flow: FlowConfig, target: AdminClient) -> None:
     """Create the flow's batch-log topic, or give an existing one the batch log's configs (a topic created by
     an earlier airmirror was not compacted, so it would one day delete progress records)."""
     name = names.batch_log_topic(flow.source)
-    ensure_internal_topic(flow, target, name, LOG_TOPIC_CONFIG, BATCH_LOG_REPLICATION_FACTOR_KEY)
+    if ensure_internal_topic(flow, target, name, LOG_TOPIC_CONFIG, BATCH_LOG_REPLICATION_FACTOR_KEY):
+        return
     current = describe_topic_configs(target, [name])[name]
     stale = {key: value for key, value in LOG_TOPIC_CONFIG.items() if key not in current or current[key].value != value}
     if stale:

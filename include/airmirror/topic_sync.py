@@ -214,16 +214,18 @@ def alter_configs(target: AdminClient, changes: dict[str, dict[str, str]]) -> No
 
 def ensure_internal_topic(
     flow: FlowConfig, target: AdminClient, name: str, configs: Mapping[str, str], factor_key: str
-) -> None:
-    """Create the one-partition internal topic ``name`` on the flow's target unless it exists.
+) -> bool:
+    """Create the one-partition internal topic ``name`` on the flow's target unless it exists; True when it
+    was created.
 
     Its replication factor is the one ``factor_key`` gives the flow, and its configs are ``configs`` plus
     :func:`durability_configs` of that factor (which win over ``configs``).
     """
     if name in target.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
-        return
+        return False
     factor = flow.topic_replication_factor(factor_key)
     create_topics(flow, target, [TopicSpec(name, 1, {**configs, **durability_configs(factor)})], factor_key)
+    return True
 
 
 def durability_configs(factor: int) -> dict[str, str]:

@@ -43,6 +43,7 @@ from airmirror.replication.progress import range_progress
 from airmirror.topic_sync import topic_ids
 
 log = logging.getLogger(__name__)
+NEW_TOPIC_WAIT_S = 10.0
 
 
 def transaction_bounds(flow: FlowConfig) -> TransactionBounds:
@@ -51,10 +52,15 @@ def transaction_bounds(flow: FlowConfig) -> TransactionBounds:
 
 
 def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str]:
-    """The ids of the remote topics the job writes; a missing one fails the job before anything is written
-    (a producer could otherwise create it with broker defaults)."""
-    ids = topic_ids(AdminClient(flow.target_client("admin")), remote_topics)
-    missing = sorted(name for name, topic_id in ids.items() if topic_id is None)
+    """The ids of the remote topics the job writes; one still missing after :data:`NEW_TOPIC_WAIT_S` (a topic
+    created a moment ago may not be known to every broker yet) fails the job before anything is written (a
+    producer could otherwise create it with broker defaults)."""
+    admin = AdminClient(flow.target_client("admin"))
+    ids = topic_ids(admin, remote_topics)
+    deadline = time.monotonic() + NEW_TOPIC_WAIT_S
+    while (missing := sorted(name for name, topic_id in ids.items() if topic_id is None)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        ids.update(topic_ids(admin, missing))
     if missing:
         raise ReplicationFailure(
             f"remote topics {', '.join(missing)} do not exist on cluster {flow.target}; the next run's topic sync "

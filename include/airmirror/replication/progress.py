@@ -10,7 +10,7 @@ attempt at the batch's partitions: their open transactions are aborted and the s
 
 from __future__ import annotations
 
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror import names
@@ -36,15 +36,24 @@ def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[Partiti
 
 
 def fence_if_open(flow: FlowConfig, transactional_ids: list[str]) -> None:
-    """Fence the attempts under ``transactional_ids`` when the flow's batch log holds an open transaction."""
+    """Fence the attempts under ``transactional_ids`` when the flow's batch log holds an open transaction, or
+    when the broker cannot say yet (a batch log created a moment ago): fencing is always safe."""
+    if log_may_hold_open_transactions(flow):
+        fence_attempts(flow.target_client("producer"), transactional_ids)
+
+
+def log_may_hold_open_transactions(flow: FlowConfig) -> bool:
+    """False only when the batch log's last stable offset equals its high watermark."""
     log = TopicPartition(names.batch_log_topic(flow.source), 0)
     admin = AdminClient(flow.target_client("admin"))
-    ends = {
-        level: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=30)[log].result().offset
-        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
-    }
-    if ends[IsolationLevel.READ_COMMITTED] < ends[IsolationLevel.READ_UNCOMMITTED]:
-        fence_attempts(flow.target_client("producer"), transactional_ids)
+    try:
+        ends = {
+            level: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=30)[log].result().offset
+            for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
+        }
+    except KafkaException:
+        return True
+    return ends[IsolationLevel.READ_COMMITTED] < ends[IsolationLevel.READ_UNCOMMITTED]
 
 
 def untouched(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
