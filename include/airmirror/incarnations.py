@@ -31,12 +31,11 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
 
-from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.store import MetadataStore
-from airmirror.replication.partition_writer import fence_attempts
+from airmirror.replication.progress import fence_partitions
 from airmirror.store.incarnations import Stop
 from airmirror.topic_sync import TopicMapping, topic_ids
 
@@ -143,8 +142,7 @@ def reset_topic(flow: FlowConfig, store: MetadataStore, topic: str, holder: str)
     if not flow.should_replicate(topic):
         raise InputError(f"--topic: flow {flow.name} does not replicate topic '{topic}' (give the source topic's name)")
     with store.hold_flow(flow.name, holder):
-        known = sorted(key.partition for key in store.cursor_states(flow.name) if key.topic == topic)
-        fence_attempts(flow.target_client("producer"), [names.transactional_id(flow.source, flow.target, topic, p) for p in known])
+        fence_partitions(flow, [key for key in store.cursor_states(flow.name) if key.topic == topic])
         removed = store.reset_topic(flow.name, topic, flow.remote_topic(topic))
     log.warning("flow %s: %s reset; the next run copies it from its start", flow.name, topic)
     return TopicReset(flow.name, topic, flow.remote_topic(topic), sorted(key.partition for key in removed))

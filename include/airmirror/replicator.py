@@ -40,11 +40,10 @@ from airmirror.replication.batch_log import (
     read_runs,
     runs_key,
 )
-from airmirror.replication.progress import range_progress, unfinished, untouched
+from airmirror.replication.progress import fence_partitions, range_progress, unfinished, untouched
 from airmirror.source_offsets import list_offsets, partition_offsets
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.incarnations import raise_for_stops, record_remote_topics, refuse_source_resets, writable_mappings
-from airmirror.replication.partition_writer import fence_attempts
 from airmirror.topic_sync import (
     TopicMapping,
     TopicSyncReport,
@@ -222,7 +221,7 @@ def revise_resumed_ranges(
     pending = [r for r in ranges if r.size > 0]
     if not pending:
         return ranges
-    fence_attempts(flow.target_client("producer"), [names.transactional_id(flow.source, flow.target, r.topic, r.partition) for r in pending])
+    fence_partitions(flow, [r.key for r in pending])
     progress = range_progress(flow, ranges)
     dropped = unfinishable(flow, unfinished(ranges, progress, batch_id), mappings)
     if dropped:

@@ -10,6 +10,8 @@ attempt at the batch's partitions: their open transactions are aborted and the s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -23,23 +25,30 @@ from airmirror.replication.partition_writer import fence_attempts
 def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[PartitionKey, Progress | None]:
     """The newest committed progress of every range that copies records."""
     copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
-    transactional_ids = [names.transactional_id(flow.source, flow.target, topic, partition) for topic, partition in copied.values()]
+    keys = [PartitionKey(topic, partition) for topic, partition in copied.values()]
     found = read_progress(
         flow.target_client("consumer"),
         names.anchor_group(flow.source, flow.target),
         names.batch_log_topic(flow.source),
         flow.name,
         copied,
-        before_scan=lambda: fence_if_open(flow, transactional_ids),
+        before_scan=lambda: fence_if_open(flow, keys),
     )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
 
 
-def fence_if_open(flow: FlowConfig, transactional_ids: list[str]) -> None:
-    """Fence the attempts under ``transactional_ids`` when the flow's batch log holds an open transaction, or
-    when the broker cannot say yet (a batch log created a moment ago): fencing is always safe."""
+def fence_partitions(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
+    """Fence every copy attempt of the flow at these source partitions (see
+    :func:`~airmirror.replication.partition_writer.fence_attempts`)."""
+    transactional_ids = [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
+    fence_attempts(flow.target_client("producer"), transactional_ids)
+
+
+def fence_if_open(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
+    """Fence the attempts at ``keys`` when the flow's batch log holds an open transaction, or when the broker
+    cannot say yet (a batch log created a moment ago): fencing is always safe."""
     if log_may_hold_open_transactions(flow):
-        fence_attempts(flow.target_client("producer"), transactional_ids)
+        fence_partitions(flow, keys)
 
 
 def log_may_hold_open_transactions(flow: FlowConfig) -> bool:
