@@ -8,6 +8,8 @@ Source topics (the planner detects it, see :func:`airmirror.planner.source_reset
   partition starts again in its new incarnation.  The batch's commit records a *source reset* (time, old and
   new topic id, abandoned cursor, new start; ``status`` shows it) and retires the partition's offset-sync
   runs, so the next runs are a new generation.
+  After a truncation that leader epochs located (:func:`diverged_cursors`), only the runs from the divergence
+  point on are retired, and the partition continues from there.
 * ``fail``: only the affected partitions stop: they are recorded as stopped (``status`` shows them), left out
   of every plan, and every run fails after copying everything else, with an error that names the
   topic-partition, the old and new ids or offsets, and ``airmirror reset``, which resolves it.
@@ -26,7 +28,7 @@ or has another id, or their remote topic is stopped, or the flow no longer selec
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
@@ -35,8 +37,10 @@ from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.store import MetadataStore
-from airmirror.replication.progress import fence_partitions
-from airmirror.store.incarnations import Stop
+from airmirror.replication.progress import fence_partitions, forget_progress
+from airmirror.planner import PartitionOffsets, needs_validation
+from airmirror.source_offsets import divergence_points
+from airmirror.store.incarnations import CursorState, Stop
 from airmirror.topic_sync import TopicMapping, topic_ids
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,23 @@ log = logging.getLogger(__name__)
 
 def reset_command(flow: FlowConfig, topic: str) -> str:
     return f"airmirror reset {flow.config_path} --flow {flow.name} --topic {topic}"
+
+
+def diverged_cursors(
+    flow: FlowConfig, cursors: Mapping[PartitionKey, CursorState], offsets: Mapping[PartitionKey, PartitionOffsets]
+) -> dict[PartitionKey, int]:
+    """Per stored cursor whose source log diverged below it, the offset where it diverged: cursors of the
+    same incarnation whose leader epoch changed since are validated with the leader (see
+    :mod:`airmirror.planner`).  Read-only."""
+    suspects = {
+        key: (state.next_offset, state.leader_epoch)
+        for key, state in cursors.items()
+        if key in offsets
+        and state.leader_epoch is not None
+        and state.source_topic_id == offsets[key].topic_id
+        and needs_validation(state.next_offset, state.leader_epoch, offsets[key])
+    }
+    return divergence_points(flow.source_client("consumer"), suspects)
 
 
 def writable_mappings(
@@ -95,11 +116,12 @@ def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[Pl
             kept.append(r)
             continue
         old_id = stored_ids.get(r.key)
-        change = (
-            f"was recreated (topic id {old_id} -> {r.source_topic_id})"
-            if old_id is not None and old_id != r.source_topic_id
-            else f"now ends below the stored cursor {r.reset_from}"
-        )
+        if old_id is not None and old_id != r.source_topic_id:
+            change = f"was recreated (topic id {old_id} -> {r.source_topic_id})"
+        elif r.truncated_at is not None:
+            change = f"was truncated: its log diverged at offset {r.truncated_at}, below the stored cursor {r.reset_from}"
+        else:
+            change = f"now ends below the stored cursor {r.reset_from}"
         reason = (
             f"source partition {r.key} {change}; airmirror.source.reset.policy = fail stopped it at cursor "
             f"{r.reset_from}; run `{reset_command(flow, r.topic)}` to copy the topic again from its start"
@@ -108,6 +130,12 @@ def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[Pl
         if not dry_run:
             store.stop_partition(flow.name, r.key, reason)
     return kept
+
+
+def source_partition_count(flow: FlowConfig, topic: str) -> int:
+    """How many partitions the source topic has now (0 when it is gone)."""
+    metadata = AdminClient(flow.source_client("admin")).list_topics(topic, timeout=30).topics.get(topic)
+    return len(metadata.partitions) if metadata is not None and metadata.error is None else 0
 
 
 class TopicsStopped(ReplicationFailure):
@@ -136,13 +164,19 @@ def reset_topic(flow: FlowConfig, store: MetadataStore, topic: str, holder: str)
     """``airmirror reset``: re-seed source ``topic`` so the next run copies it from its start (per
     ``auto.offset.reset``) into its remote topic, creating that topic if it is missing.
 
-    Holding the flow's lease, it fences every copy attempt of the topic, then in one DB transaction removes
-    the topic's cursors, offset-syncs, checkpoints, stops and recorded remote topic id, and drops its ranges
-    from the unfinished batch.  A topic the flow does not replicate is an :class:`InputError` (exit 2)."""
+    Holding the flow's lease, it fences every copy attempt of the topic and makes the batch log forget the
+    topic's progress (:func:`~airmirror.replication.progress.forget_progress`; the target may hold the same
+    source offsets already, as after a truncation), then in one DB transaction removes the topic's cursors,
+    offset-syncs, checkpoints, stops and recorded remote topic id, and drops its ranges from the unfinished
+    batch.  Kafka forgets first: if the DB step fails, the old cursors stay and the next run continues from
+    them, or the reset is run again.  A topic the flow does not replicate is an :class:`InputError` (exit 2)."""
     if not flow.should_replicate(topic):
         raise InputError(f"--topic: flow {flow.name} does not replicate topic '{topic}' (give the source topic's name)")
     with store.hold_flow(flow.name, holder):
-        fence_partitions(flow, [key for key in store.cursor_states(flow.name) if key.topic == topic])
+        partitions = {key.partition for key in store.cursor_states(flow.name) if key.topic == topic}
+        partitions.update(range(source_partition_count(flow, topic)))
+        fence_partitions(flow, [PartitionKey(topic, p) for p in partitions])
+        forget_progress(flow, topic, flow.remote_topic(topic), partitions)
         removed = store.reset_topic(flow.name, topic, flow.remote_topic(topic))
     log.warning("flow %s: %s reset; the next run copies it from its start", flow.name, topic)
     return TopicReset(flow.name, topic, flow.remote_topic(topic), sorted(key.partition for key in removed))

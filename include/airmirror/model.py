@@ -62,6 +62,12 @@ class PlannedRange:
     ``reset_from`` is set when the stored cursor belonged to an earlier incarnation of the source topic, or
     pointed above a truncated log (see :mod:`airmirror.planner`): the range starts afresh, and the batch's
     commit records a source reset and starts a new generation of offset-sync runs for the partition.
+
+    ``start_epoch`` is the source leader epoch of the record just before ``start`` (the stored cursor's), when
+    known: the range read validates its start against it (KIP-320), so a log truncated below ``start`` is
+    never read past.  ``truncated_at`` is set when leader epochs showed that the source log diverged at that
+    offset, below the stored cursor (an unclean leader election): the range starts there, and the reset keeps
+    the offset-sync runs below it.
     """
 
     topic: str
@@ -73,6 +79,8 @@ class PlannedRange:
     moved_from: int | None = None
     source_topic_id: str | None = None
     reset_from: int | None = None
+    start_epoch: int | None = None
+    truncated_at: int | None = None
 
     @property
     def key(self) -> PartitionKey:
@@ -94,7 +102,8 @@ class RangeResult:
 
     ``records``/``bytes`` count what was written; ``runs`` map every copied upstream offset to its
     downstream offset.  ``downstream_end`` is the target offset after the last copied record
-    (``None`` when nothing was copied).
+    (``None`` when nothing was copied).  ``end_epoch`` is the source leader epoch of the record at ``end - 1``
+    when known: it goes with the cursor, for the next range's start validation.
     """
 
     topic: str
@@ -106,3 +115,4 @@ class RangeResult:
     runs: tuple[OffsetRun, ...] = field(default_factory=tuple)
     downstream_start: int | None = None
     downstream_end: int | None = None
+    end_epoch: int | None = None

@@ -36,14 +36,14 @@ from airmirror.replication.batch_log import (
     LOG_TOPIC_CONFIG,
     Progress,
     RunsRecord,
-    discard_runs,
+    tombstone,
     read_runs,
     runs_key,
 )
 from airmirror.replication.progress import fence_partitions, range_progress, unfinished, untouched
-from airmirror.source_offsets import list_offsets, partition_offsets
+from airmirror.source_offsets import divergence_points, list_offsets, partition_offsets
 from airmirror.store import FlowLease, MetadataStore, describe_holder
-from airmirror.incarnations import raise_for_stops, record_remote_topics, refuse_source_resets, writable_mappings
+from airmirror.incarnations import diverged_cursors, raise_for_stops, record_remote_topics, refuse_source_resets, writable_mappings
 from airmirror.topic_sync import (
     TopicMapping,
     TopicSyncReport,
@@ -162,25 +162,27 @@ def plan_ranges(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapp
     remote = {m.source_topic: m.remote_topic for m in mappings}
     keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
     source = admin_client(flow, flow.source)
-    offsets = partition_offsets(source, keys, options.until_ms, options.start_ms)
     ids = topic_ids(source, remote)
+    offsets = {key: replace(o, topic_id=ids[key.topic]) for key, o in partition_offsets(source, keys, options.until_ms, options.start_ms).items()}
     cursors = store.cursor_states(flow.name)
+    diverged = diverged_cursors(flow, cursors, offsets)
     max_records = record_cap(flow, options)
     ranges = []
     for key in keys:
         stored = cursors.get(key)
         cursor = stored.next_offset if stored is not None else None
-        partition_offsets_now = replace(offsets[key], topic_id=ids[key.topic])
         planned = plan_range(
             key.topic,
             key.partition,
             remote[key.topic],
             cursor,
-            partition_offsets_now,
+            offsets[key],
             auto_offset_reset=flow.auto_offset_reset,
             max_records=max_records,
-            start_at=requested_start(options.start_from, partition_offsets_now),
+            start_at=requested_start(options.start_from, offsets[key]),
             stored_topic_id=stored.source_topic_id if stored is not None else None,
+            stored_epoch=stored.leader_epoch if stored is not None else None,
+            diverged_at=diverged.get(key),
         )
         if needs_work(planned, cursor):
             ranges.append(planned)
@@ -215,9 +217,11 @@ def revise_resumed_ranges(
     cap: int | None,
 ) -> list[PlannedRange]:
     """Resuming: after fencing every attempt still at work on them, drop the unfinished ranges that can no
-    longer be finished (:mod:`airmirror.incarnations`), and re-plan the ranges the batch has not started yet
+    longer be finished (:mod:`airmirror.incarnations`), end the ranges whose source log diverged below where
+    they stand (:func:`end_diverged_ranges`), and re-plan the ranges the batch has not started yet
     (:func:`replan_untouched`).  So a batch that cannot finish as planned never blocks the flow: changing the
-    topic filter or the cap, or deleting a source topic, takes effect on the next run."""
+    topic filter or the cap, deleting a source topic, or an unclean leader election takes effect on the next
+    run."""
     pending = [r for r in ranges if r.size > 0]
     if not pending:
         return ranges
@@ -227,8 +231,30 @@ def revise_resumed_ranges(
     if dropped:
         store.drop_ranges(batch_id, dropped)
         log.warning("batch %s of %s drops %s: see the errors above", batch_id, flow.name, ", ".join(map(str, dropped)))
-    kept = [r for r in ranges if r.key not in dropped]
+    kept = end_diverged_ranges(flow, store, batch_id, [r for r in ranges if r.key not in dropped], progress)
     return replan_untouched(flow, store, batch_id, kept, untouched(kept, progress, batch_id), cap)
+
+
+def end_diverged_ranges(
+    flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None]
+) -> list[PlannedRange]:
+    """End each unfinished range whose source log diverged below where it stands (its committed progress in
+    this batch, else its start) at that position: the batch can then commit what it copied, and the next plan
+    starts the partition again at the divergence point (:mod:`airmirror.planner`)."""
+    positions = {}
+    for r in unfinished(ranges, progress, batch_id):
+        p = progress[r.key]
+        position, epoch = (p.position, p.leader_epoch) if p is not None and p.batch_id == batch_id else (r.start, r.start_epoch)
+        if epoch is not None:
+            positions[r.key] = (position, epoch)
+    diverged = divergence_points(flow.source_client("consumer"), positions)
+    ended = {}
+    for r in ranges:
+        if r.key in diverged:
+            ended[r.key] = replace(r, end=positions[r.key][0])
+            store.replan_range(batch_id, ended[r.key])
+            log.warning("%s: the source log diverged at %d, below %d; the range ends there", r.key, diverged[r.key], positions[r.key][0])
+    return [ended.get(r.key, r) for r in ranges]
 
 
 def unfinishable(flow: FlowConfig, pending: list[PlannedRange], mappings: list[TopicMapping]) -> set[PartitionKey]:
@@ -293,7 +319,7 @@ def committed_batch(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
 def range_result(planned: PlannedRange, progress: Progress | None, runs: dict[tuple[str, int], list[RunsRecord]]) -> RangeResult:
     """One range's committed result: an empty range copied nothing; any other has done progress."""
     if progress is None:
-        return RangeResult(planned.topic, planned.partition, planned.start, planned.end, 0, 0)
+        return RangeResult(planned.topic, planned.partition, planned.start, planned.end, 0, 0, end_epoch=planned.start_epoch)
     copied = merge_runs(run for record in runs[(planned.topic, planned.partition)] for run in record.runs)
     return RangeResult(
         planned.topic,
@@ -305,6 +331,7 @@ def range_result(planned: PlannedRange, progress: Progress | None, runs: dict[tu
         tuple(copied),
         progress.downstream_start,
         progress.downstream_position if progress.records else None,
+        progress.leader_epoch,
     )
 
 
@@ -316,7 +343,7 @@ def discard_batch_runs(flow: FlowConfig, batch_id: int, runs: dict[tuple[str, in
         for record in records
     ]
     try:
-        discard_runs(flow.target_client("producer"), names.batch_log_topic(flow.source), keys)
+        tombstone(flow.target_client("producer"), names.batch_log_topic(flow.source), keys)
     except Exception as error:  # noqa: BLE001 - the batch is committed; leftover runs records are harmless
         log.warning("could not discard the batch-log runs of batch %s of %s: %s", batch_id, flow.name, error)
 

@@ -5,7 +5,7 @@ an open transaction.  ``until`` is resolved with the broker's offsets-for-times:
 timestamp is at or after the given time, or the end when every record is older.
 
 :func:`next_record_timestamps` reads (with one consumer, never committing) the timestamp of the next record
-at given positions, for ``status``.
+at given positions, for ``status``; :func:`divergence_points` validates cursors against the leader's epochs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror.errors import ReplicationFailure
@@ -26,32 +26,47 @@ REQUEST_TIMEOUT_S = 30.0
 
 def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, int]:
     """One ListOffsets round for every partition with the same spec."""
+    return {key: info.offset for key, info in list_offsets_info(admin, keys, spec).items()}
+
+
+def list_offsets_info(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, Any]:
+    """One ListOffsets round for every partition with the same spec: offset, timestamp and leader epoch."""
     requests = {TopicPartition(k.topic, k.partition): spec for k in keys}
     if not requests:
         return {}
     futures = admin.list_offsets(
         requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=REQUEST_TIMEOUT_S
     )
-    offsets: dict[PartitionKey, int] = {}
+    found: dict[PartitionKey, Any] = {}
     for tp, future in futures.items():
         try:
-            offsets[PartitionKey(tp.topic, tp.partition)] = future.result().offset
+            found[PartitionKey(tp.topic, tp.partition)] = future.result()
         except KafkaException as error:
             raise ReplicationFailure(f"cannot list offsets of {tp.topic}-{tp.partition}: {error}") from error
-    return offsets
+    return found
 
 
 def partition_offsets(
     admin: AdminClient, keys: list[PartitionKey], until_ms: int | None = None, start_ms: int | None = None
 ) -> dict[PartitionKey, PartitionOffsets]:
-    """Log start, last stable offset and, when asked, the offsets of ``until_ms`` and ``start_ms``."""
+    """Log start, last stable offset, the leader's current epoch and, when asked, the offsets of ``until_ms``
+    and ``start_ms``."""
     starts = list_offsets(admin, keys, OffsetSpec.earliest())
-    ends = list_offsets(admin, keys, OffsetSpec.latest())
+    latest = list_offsets_info(admin, keys, OffsetSpec.latest())
+    ends = {key: info.offset for key, info in latest.items()}
     untils = offsets_for_time(admin, keys, until_ms, ends)
     start_points = offsets_for_time(admin, keys, start_ms, ends)
     return {
-        key: PartitionOffsets(starts[key], ends[key], untils.get(key), start_points.get(key)) for key in keys
+        key: PartitionOffsets(
+            starts[key], ends[key], untils.get(key), start_points.get(key), leader_epoch=known_epoch(latest[key].leader_epoch)
+        )
+        for key in keys
     }
+
+
+def known_epoch(epoch: int | None) -> int | None:
+    """A leader epoch as the client reports it, ``None`` when unknown (the client says -1 or nothing)."""
+    return epoch if epoch is not None and epoch >= 0 else None
 
 
 def offsets_for_time(
@@ -72,10 +87,45 @@ def next_record_timestamps(
 ) -> dict[PartitionKey, tuple[int, int]]:
     """``(offset, timestamp ms)`` of the first committed record at or after each partition's position.
 
+    A partition with no committed record from its position to its end (or none read in time, or no
+    timestamp) is left out.  Read-only: nothing is committed.
+    """
+    firsts = first_messages(consumer_config, {key: (offset, None) for key, offset in positions.items()}, timeout)
+    found = {}
+    for key, message in firsts.items():
+        if message.error() is None:
+            kind, timestamp = message.timestamp()
+            if kind != TIMESTAMP_NOT_AVAILABLE:
+                found[key] = (message.offset(), timestamp)
+    return found
+
+
+def divergence_points(
+    consumer_config: Mapping[str, Any], cursors: Mapping[PartitionKey, tuple[int, int]], timeout: float = NEXT_RECORD_TIMEOUT_S
+) -> dict[PartitionKey, int]:
+    """Where the source log diverged below a cursor: for each ``(cursor, leader epoch of the record before
+    it)``, the offset at which the current leader's log stops matching, when that is below the cursor.
+
+    The consumer is assigned each cursor with its epoch, so librdkafka validates the position with the
+    leader (KIP-320 OffsetForLeaderEpoch) before fetching.  When the leader's log ends that epoch below the
+    cursor, librdkafka moves the position to that end offset (``auto.offset.reset`` is not ``error``), and the
+    first record or end-of-partition it reports is there: that offset is the divergence point.  A position
+    reported at or above the cursor validated.  A partition that reports nothing in time is left out: its
+    range read validates again, and fails rather than read past a truncation.  Read-only.
+    """
+    assignments = {key: (cursor, epoch) for key, (cursor, epoch) in cursors.items()}
+    firsts = first_messages(consumer_config, assignments, timeout)
+    return {key: message.offset() for key, message in firsts.items() if message.offset() < cursors[key][0]}
+
+
+def first_messages(
+    consumer_config: Mapping[str, Any], positions: Mapping[PartitionKey, tuple[int, int | None]], timeout: float
+) -> dict[PartitionKey, Message]:
+    """The first committed record, or the end-of-partition event, at or after each ``(offset, leader epoch)``.
+
     One ``read_committed`` consumer is assigned every partition at its position; each partition is paused as
     soon as its first record (or its end) arrives, and the whole read stops after ``timeout`` seconds.  A
-    partition with no committed record from its position to its end (or none read in time, or no timestamp)
-    is left out.  Read-only: nothing is committed.
+    partition that reports neither in time is left out.  Never commits.
     """
     if not positions:
         return {}
@@ -92,24 +142,22 @@ def next_record_timestamps(
             "queued.max.messages.kbytes": 1024,
         }
     )
-    found: dict[PartitionKey, tuple[int, int]] = {}
-    pending = set(positions)
+    found: dict[PartitionKey, Message] = {}
     deadline = time.monotonic() + timeout
     try:
-        consumer.assign([TopicPartition(k.topic, k.partition, offset) for k, offset in positions.items()])
-        while pending and (left := deadline - time.monotonic()) > 0:
-            for message in consumer.consume(num_messages=len(pending) + 10, timeout=min(left, 1.0)):
+        consumer.assign(
+            [
+                TopicPartition(k.topic, k.partition, offset, leader_epoch=epoch) if epoch is not None else TopicPartition(k.topic, k.partition, offset)
+                for k, (offset, epoch) in positions.items()
+            ]
+        )
+        while len(found) < len(positions) and (left := deadline - time.monotonic()) > 0:
+            for message in consumer.consume(num_messages=len(positions) + 10, timeout=min(left, 1.0)):
                 key = PartitionKey(message.topic(), message.partition())
-                if key not in pending:
-                    continue
                 error = message.error()
-                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                if key not in positions or key in found or (error is not None and error.code() != KafkaError._PARTITION_EOF):
                     continue
-                if error is None:
-                    kind, timestamp = message.timestamp()
-                    if kind != TIMESTAMP_NOT_AVAILABLE:
-                        found[key] = (message.offset(), timestamp)
-                pending.discard(key)
+                found[key] = message
                 consumer.pause([TopicPartition(key.topic, key.partition)])
     finally:
         consumer.close()

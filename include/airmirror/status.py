@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
+from airmirror.incarnations import diverged_cursors
 from airmirror.model import PartitionKey
 from airmirror.planner import plan_range, source_reset
 from airmirror.source_offsets import next_record_timestamps, partition_offsets
@@ -107,10 +108,11 @@ def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: 
     remote = {m.source_topic: m.remote_topic for m in mappings}
     cursors = {key: states[key].next_offset if key in states else None for key in keys}
     stored_ids = {key: states[key].source_topic_id if key in states else None for key in keys}
+    diverged = diverged_cursors(flow, states, offsets)
     nexts = {
         key: plan_range(
             key.topic, key.partition, remote[key.topic], cursors[key], offsets[key],
-            auto_offset_reset=flow.auto_offset_reset, stored_topic_id=stored_ids[key],
+            auto_offset_reset=flow.auto_offset_reset, stored_topic_id=stored_ids[key], diverged_at=diverged.get(key),
         ).start
         for key in keys
     }
@@ -137,7 +139,7 @@ def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: 
                 bytes_copied=s.bytes if s is not None else 0,
                 future_timestamp_ms=future_ms,
                 future_timestamp_offset=future_offset,
-                source_reset=source_reset(cursors[key], stored_ids[key], o),
+                source_reset=source_reset(cursors[key], stored_ids[key], o, diverged.get(key)),
             )
         )
     unfinished = store.unfinished_batch(flow.name)

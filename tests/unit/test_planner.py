@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airmirror.planner import RECREATED, TRUNCATED, PartitionOffsets, needs_work, plan_range, source_reset
+from airmirror.planner import RECREATED, TRUNCATED, PartitionOffsets, needs_validation, needs_work, plan_range, source_reset
 
 
 def plan(cursor, log_start=0, stable_end=100, until=None, reset="earliest", cap=None):
@@ -84,3 +84,41 @@ def test_cursor_above_the_log_end_of_the_same_topic_is_a_truncation_and_starts_a
 def test_legacy_cursor_without_id_adopts_the_topic_id():
     r = incarnation_plan(42, None, "id1")
     assert (r.start, r.reset_from, r.source_topic_id) == (42, None, "id1")
+
+
+def test_cursor_is_validated_only_when_the_leader_epoch_changed_since():
+    offsets = PartitionOffsets(0, 500, topic_id="id1", leader_epoch=3)
+    assert not needs_validation(400, 3, offsets)
+    assert needs_validation(400, 2, offsets)
+    assert not needs_validation(400, None, offsets)
+    assert not needs_validation(None, 2, offsets)
+    assert not needs_validation(400, 2, PartitionOffsets(0, 500, topic_id="id1"))
+    assert not needs_validation(400, 2, PartitionOffsets(400, 500, topic_id="id1", leader_epoch=3))
+
+
+def test_continuing_range_carries_the_cursor_epoch_and_a_moved_start_does_not():
+    offsets = PartitionOffsets(100, 500, topic_id="id1", leader_epoch=3)
+    assert plan_range("t", 0, "a.t", 400, offsets, stored_topic_id="id1", stored_epoch=2).start_epoch == 2
+    assert plan_range("t", 0, "a.t", 50, offsets, stored_topic_id="id1", stored_epoch=2).start_epoch is None
+    assert plan_range("t", 0, "a.t", 400, offsets, stored_topic_id="id1", stored_epoch=2, start_at=100).start_epoch is None
+    assert plan_range("t", 0, "a.t", 400, offsets, stored_topic_id="old", stored_epoch=2).start_epoch is None
+
+
+def test_diverged_log_restarts_exactly_at_the_divergence_even_when_it_grew_past_the_cursor():
+    offsets = PartitionOffsets(0, 600, topic_id="id1", leader_epoch=4)
+    assert source_reset(500, "id1", offsets, diverged_at=420) == TRUNCATED
+    planned = plan_range("t", 0, "a.t", 500, offsets, stored_topic_id="id1", stored_epoch=2, diverged_at=420)
+    assert (planned.start, planned.end, planned.reset_from, planned.truncated_at) == (420, 600, 500, 420)
+    assert planned.start_epoch is None and needs_work(planned, 500)
+
+
+def test_diverged_log_ignores_auto_offset_reset_and_respects_the_log_start():
+    offsets = PartitionOffsets(450, 480, topic_id="id1", leader_epoch=4)
+    latest = plan_range("t", 0, "a.t", 500, offsets, auto_offset_reset="latest", stored_topic_id="id1", diverged_at=420)
+    assert (latest.start, latest.end, latest.truncated_at) == (450, 480, 420)
+
+
+def test_divergence_at_or_above_the_cursor_is_no_reset():
+    offsets = PartitionOffsets(0, 600, topic_id="id1", leader_epoch=4)
+    assert source_reset(500, "id1", offsets, diverged_at=500) is None
+    assert plan_range("t", 0, "a.t", 500, offsets, stored_topic_id="id1", diverged_at=500).start == 500

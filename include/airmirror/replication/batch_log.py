@@ -26,7 +26,7 @@ which source records of which batch are in the target.  Rules:
 * Progress is read only after ``init_transactions()`` fenced any older producer of the partition, and a
   scan waits until the committed end of the log reaches the high watermark seen when it began, so no
   committed progress record can be missed behind another partition's open transaction.
-* Runs records are kept until the metadata DB has committed their batch; :func:`discard_runs` then writes
+* Runs records are kept until the metadata DB has committed their batch; :func:`tombstone` then writes
   tombstones for them, so compaction removes them.
 """
 
@@ -71,6 +71,8 @@ class Progress:
     copied records on the target, and ``first_runs_offset`` is the batch-log offset of the range's first
     runs record (``None`` while nothing was copied).  ``source_topic_id`` and ``remote_topic_id`` name the
     incarnations of both topics: progress of other incarnations says nothing about this copy.
+    ``leader_epoch`` is the source leader epoch of the record at ``position - 1`` when known, so that a resumed
+    read validates its position against the leader.
     """
 
     batch_id: int
@@ -86,6 +88,7 @@ class Progress:
     first_runs_offset: int | None
     source_topic_id: str | None = None
     remote_topic_id: str | None = None
+    leader_epoch: int | None = None
 
     def encode(self) -> str:
         return json.dumps({"v": LOG_FORMAT_VERSION, **asdict(self)}, separators=(",", ":"))
@@ -287,8 +290,9 @@ def read_runs(
     return found
 
 
-def discard_runs(producer_config: Mapping[str, Any], log_topic: str, keys: Iterable[bytes]) -> None:
-    """Tombstone runs records whose batch the metadata DB has committed, so compaction removes them."""
+def tombstone(producer_config: Mapping[str, Any], log_topic: str, keys: Iterable[bytes]) -> None:
+    """Tombstone batch-log records, so compaction removes them: runs records whose batch the metadata DB has
+    committed, or the progress records of partitions ``airmirror reset`` re-seeds."""
     producer = Producer(dict(producer_config))
     for key in keys:
         producer.produce(log_topic, None, key, partition=0)

@@ -95,6 +95,7 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
             source_topic_id=r.source_topic_id,
             remote_topic_id=remote_ids[r.remote_topic],
             resets=r.reset_from is not None,
+            start_epoch=r.start_epoch,
             known=progress[r.key],
             producer_config=producer,
             target_consumer_config=consumer,

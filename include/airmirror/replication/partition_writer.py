@@ -16,7 +16,8 @@ the records it writes are described in :mod:`airmirror.replication.batch_log`):
    :mod:`airmirror.incarnations`) is ignored: the range starts afresh.
    - progress of batch N, done: the range was copied by an earlier attempt; nothing is written.
    - progress of batch N, not done: an earlier attempt committed part of the range; the copy continues
-     at ``progress.position``, with the next chunk number.
+     at ``progress.position``, with the next chunk number, and the read validates that position against the
+     progress's source leader epoch (see :mod:`airmirror.replication.range_reader`).
    - progress of an earlier batch whose position is <= ``start``, or none: the range has not been copied.
    - progress of an earlier batch beyond ``start``, and the range does not reset its source cursor: the
      target is ahead of the metadata DB (for example a DB restored from an old backup).  Writing would
@@ -112,6 +113,7 @@ class PartitionTask:
     source_topic_id: str | None
     remote_topic_id: str | None
     resets: bool
+    start_epoch: int | None
     known: Progress | None
     producer_config: dict[str, Any] = field(repr=False)
     target_consumer_config: dict[str, Any] = field(repr=False)
@@ -237,7 +239,7 @@ class RangeCopy:
         if progress.done:
             return progress
         if progress.position != reader.start:
-            reader.seek(progress.position)
+            reader.seek(progress.position, progress.leader_epoch)
         batches = reader.record_batches()
         while not progress.done:
             progress = self.copy_chunk(batches, reader, progress)
@@ -264,7 +266,7 @@ class RangeCopy:
                     exhausted = False
                     break
             flush_all(producer, self.deliveries)
-            committed = self.commit_chunk(progress, reader.reached, exhausted, records, copied_bytes)
+            committed = self.commit_chunk(progress, reader.reached, reader.reached_epoch, exhausted, records, copied_bytes)
         except BaseException:
             abort_quietly(producer)
             raise
@@ -301,7 +303,9 @@ class RangeCopy:
         poll(0)
         return payload_bytes(batch)
 
-    def commit_chunk(self, progress: Progress, reached: int, done: bool, records: int, copied_bytes: int) -> Progress:
+    def commit_chunk(
+        self, progress: Progress, reached: int, reached_epoch: int | None, done: bool, records: int, copied_bytes: int
+    ) -> Progress:
         """Write the chunk's runs, its progress and the anchor, and commit the transaction."""
         task, producer = self.task, self.producer
         chunk = progress.chunk + 1
@@ -329,6 +333,7 @@ class RangeCopy:
             first_runs_offset=first_runs_offset,
             source_topic_id=progress.source_topic_id,
             remote_topic_id=progress.remote_topic_id,
+            leader_epoch=reached_epoch if records else progress.leader_epoch,
         )
         encoded = committed.encode()
         producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, task.topic, task.partition), partition=0)
@@ -369,6 +374,7 @@ def resume_from(task: PartitionTask, found: Progress | None) -> Progress:
         first_runs_offset=None,
         source_topic_id=task.source_topic_id,
         remote_topic_id=task.remote_topic_id,
+        leader_epoch=task.start_epoch,
     )
 
 
@@ -472,7 +478,7 @@ def copy_range(task: PartitionTask, first_attempt: bool) -> dict[str, Any]:
 
     The read is opened first, so source records are already being fetched while the producer fences.
     """
-    with RangeReader(task.source_consumer_config, task.topic, task.partition, task.start, task.end) as reader:
+    with RangeReader(task.source_consumer_config, task.topic, task.partition, task.start, task.end, task.start_epoch) as reader:
         attempt = RangeCopy(task)
         progress = attempt.copy(reader, attempt.fence(first_attempt))
     return {"topic": task.topic, "partition": task.partition, "records": progress.records, "bytes": progress.bytes}

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.model import PartitionKey, PlannedRange
-from airmirror.replication.batch_log import Progress, read_progress
+from airmirror.replication.batch_log import Progress, progress_key, read_progress, tombstone
 from airmirror.replication.partition_writer import fence_attempts
 
 
@@ -42,6 +42,26 @@ def fence_partitions(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
     :func:`~airmirror.replication.partition_writer.fence_attempts`)."""
     transactional_ids = [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
     fence_attempts(flow.target_client("producer"), transactional_ids)
+
+
+def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions: Iterable[int]) -> None:
+    """``airmirror reset``: forget what the batch log says was copied of these partitions of ``topic``.  Their
+    progress records are tombstoned and their anchors overwritten with an offset that carries no progress (so
+    no anchor is trusted).  The next copy of the re-seeded topic then starts afresh instead of being refused
+    as a target ahead of the metadata DB.  Call only after fencing every attempt at the partitions
+    (:func:`fence_partitions`).  A remote topic that no longer exists has no anchors to overwrite."""
+    numbers = sorted(set(partitions))
+    if not numbers:
+        return
+    tombstone(flow.target_client("producer"), names.batch_log_topic(flow.source), [progress_key(flow.name, topic, p) for p in numbers])
+    group = names.anchor_group(flow.source, flow.target)
+    admin = AdminClient(flow.target_client("admin"))
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(remote_topic, p, 0) for p in numbers])
+    try:
+        admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise
 
 
 def fence_if_open(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:

@@ -14,6 +14,14 @@ Contract:
   :attr:`RangeReader.reached` says where, and the records the new leader will write at those offsets are
   copied by the next batch.  Otherwise the read fails with a :class:`~airmirror.errors.ReplicationFailure`
   naming the partition and both offsets.  The read never silently stops short.
+- **Leader epochs.**  A range that starts with a known ``start_epoch`` (the source leader epoch of the
+  record before ``start``) is assigned with it, so librdkafka validates the start with the leader before
+  fetching (KIP-320).  When librdkafka reports a truncation (:func:`reports_truncation`), the position is checked again the planner's
+  way (:func:`~airmirror.source_offsets.divergence_points`: the epoch may only have ended on a transaction
+  marker at the position).  If the leader's log really diverged below it (an unclean leader election after
+  the range was planned), the read fails with a :class:`~airmirror.errors.ReplicationFailure` naming the
+  partition; the next run ends the range there and then re-plans the partition from the divergence point
+  (see :mod:`airmirror.planner`); otherwise the read goes on from the same position.  :attr:`RangeReader.reached_epoch` is the epoch of the last record read.
 - If retention deleted part of the range after it was planned, the consumer's ``auto.offset.reset`` is
   forced to ``error`` and the read fails loudly: the batch is then re-planned, which records the gap.
   Nothing is ever silently skipped.
@@ -32,7 +40,9 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from airmirror.errors import ReplicationFailure
+from airmirror.model import PartitionKey
 from airmirror.replication.record_schema import HEADER_ARROW_TYPE, RECORD_ARROW_SCHEMA
+from airmirror.source_offsets import divergence_points
 
 log = logging.getLogger(__name__)
 FETCH_BATCH = 10_000
@@ -72,21 +82,32 @@ class RangeReader:
     module docstring).
     """
 
-    def __init__(self, consumer_config: Mapping[str, str], topic: str, partition: int, start: int, end: int) -> None:
+    def __init__(
+        self, consumer_config: Mapping[str, str], topic: str, partition: int, start: int, end: int, start_epoch: int | None = None
+    ) -> None:
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
-        self.reached = start
+        self.reached, self.reached_epoch = start, start_epoch
+        self._consumer_config = consumer_config
         self._consumer: Consumer | None = None
         if start < end:
             self._consumer = Consumer(reader_config(consumer_config))
-            self._consumer.assign([TopicPartition(topic, partition, start)])
+            self._consumer.assign([self._position()])
 
-    def seek(self, position: int) -> None:
-        """Read from ``position`` (``start <= position <= end``) instead of ``start``."""
+    def seek(self, position: int, epoch: int | None) -> None:
+        """Read from ``position`` (``start <= position <= end``; ``epoch`` is the leader epoch of the record
+        before it, when known) instead of ``start``."""
         if not self.start <= position <= self.end:
             raise ValueError(f"{self.topic}-{self.partition}: {position} is outside [{self.start}, {self.end})")
         self.start = self.reached = position
+        self.reached_epoch = epoch
         if self._consumer is not None:
-            self._consumer.assign([TopicPartition(self.topic, self.partition, position)])
+            self._consumer.assign([self._position()])
+
+    def _position(self) -> TopicPartition:
+        """Where the read stands, with the epoch to validate it against when known."""
+        if self.reached_epoch is None:
+            return TopicPartition(self.topic, self.partition, self.reached)
+        return TopicPartition(self.topic, self.partition, self.reached, leader_epoch=self.reached_epoch)
 
     def record_batches(self) -> Iterator[pa.RecordBatch]:
         """The committed records with ``start <= offset < end``, in offset order, as Arrow batches (empty
@@ -100,9 +121,13 @@ class RangeReader:
             last = self.end - 1
             messages = consumer.consume(FETCH_BATCH, POLL_TIMEOUT_S)
             records = messages
+            truncation: KafkaError | None = None
             for index, message in enumerate(messages):
                 error = message.error()
                 if error is not None:
+                    if reports_truncation(error):
+                        truncation, records = error, messages[:index]
+                        break
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(error)
                     records = messages[:index]
@@ -120,12 +145,31 @@ class RangeReader:
                 early_end_since = None
                 if self.reached < self.end:
                     self.reached = records[-1].offset() + 1
+                self.reached_epoch = records[-1].leader_epoch()
                 yield to_record_batch(records, self.topic, self.partition)
             else:
                 yield EMPTY_BATCH
+            if truncation is not None:
+                self._check_truncation(consumer, truncation)
             if early_end_since is not None and time.monotonic() - early_end_since > EARLY_END_WAIT_S:
                 self._lower_end_if_truncated(consumer)
                 early_end_since = None
+
+    def _check_truncation(self, consumer: Consumer, error: KafkaError) -> None:
+        """librdkafka reported a truncation at the read position: fail if the logs really diverged below it,
+        else read on from the same position without epoch validation (see the module docstring)."""
+        key = PartitionKey(self.topic, self.partition)
+        diverged = divergence_points(self._consumer_config, {key: (self.reached, self.reached_epoch)})
+        if key in diverged:
+            raise ReplicationFailure(
+                f"{self.topic}-{self.partition}: the source log diverged at offset {diverged[key]}, below offset "
+                f"{self.reached} (leader epoch {self.reached_epoch}) where this read stands: an unclean leader "
+                f"election truncated it ({error.str()}); the next run ends this range at {self.reached} and then "
+                f"copies the partition again from offset {diverged[key]}"
+            )
+        log.info("%s-%d: leader epoch %s ended at a transaction marker below %d; reading on", self.topic, self.partition, self.reached_epoch, self.reached)
+        self.reached_epoch = None
+        consumer.assign([self._position()])
 
     def _lower_end_if_truncated(self, consumer: Consumer) -> None:
         """The read waited at an end of partition below ``end``: lower ``end`` to the log end if the log
@@ -154,6 +198,13 @@ class RangeReader:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def reports_truncation(error: KafkaError) -> bool:
+    """Whether a consumer error is librdkafka's failed leader-epoch validation.  Under
+    ``auto.offset.reset=error`` it comes as ``_AUTO_OFFSET_RESET``, like an offset out of range, and only its
+    text tells the two apart; an error not recognised this way still fails the read."""
+    return error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError._LOG_TRUNCATION) and "log truncation" in error.str().lower()
 
 
 def to_record_batch(messages: list[Message], topic: str, partition: int) -> pa.RecordBatch:

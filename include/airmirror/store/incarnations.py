@@ -6,7 +6,9 @@ Contracts:
 * A cursor row carries the source topic id it was taken on (``None`` for cursors from before ids were kept).
 * :func:`commit_resets` runs inside a batch commit: for every range that reset its source cursor it deletes the
   partition's offset-sync runs and checkpoints (the new runs of the same commit are the new generation),
-  records a :class:`SourceReset`, and clears the partition's stop.
+  records a :class:`SourceReset`, and clears the partition's stop.  After a truncation whose divergence point
+  leader epochs gave (``truncated_at``), only the runs and checkpoints at or above that offset go: below it
+  the source log is the one that was copied.  A run across the divergence point is cut there.
 * :func:`stop_remote_topic` stops a source topic whose remote topic changed and deletes its offset-sync runs
   and checkpoints in the same transaction, so nothing is ever translated through them again.
 * :func:`reset_topic` (``airmirror reset``) deletes, in one transaction, the topic's cursors, offset-sync
@@ -39,10 +41,12 @@ from airmirror.store.schema import (
 
 @dataclass(frozen=True)
 class CursorState:
-    """A stored cursor and the source topic id (incarnation) it belongs to."""
+    """A stored cursor, the source topic id (incarnation) it belongs to and the source leader epoch of the
+    record before it (``None`` when unknown)."""
 
     next_offset: int
     source_topic_id: str | None
+    leader_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,9 +75,11 @@ class SourceReset:
 
 def cursor_states(connection: Connection, flow: str) -> dict[PartitionKey, CursorState]:
     rows = connection.execute(
-        select(cursors.c.topic, cursors.c.partition, cursors.c.next_offset, cursors.c.source_topic_id).where(cursors.c.flow == flow)
+        select(cursors.c.topic, cursors.c.partition, cursors.c.next_offset, cursors.c.source_topic_id, cursors.c.leader_epoch).where(
+            cursors.c.flow == flow
+        )
     )
-    return {PartitionKey(row.topic, row.partition): CursorState(row.next_offset, row.source_topic_id) for row in rows}
+    return {PartitionKey(row.topic, row.partition): CursorState(row.next_offset, row.source_topic_id, row.leader_epoch) for row in rows}
 
 
 def remote_topic_ids(connection: Connection, flow: str) -> dict[str, str]:
@@ -108,6 +114,22 @@ def retire_translation(connection: Connection, flow: str, topic: str, partitions
         connection.execute(delete(table).where(*condition))
 
 
+def retire_translation_from(connection: Connection, flow: str, key: PartitionKey, offset: int) -> None:
+    """Delete a partition's offset-sync runs and checkpoints from source ``offset`` on, cutting the run that
+    spans it."""
+    where = [offset_syncs.c.flow == flow, offset_syncs.c.topic == key.topic, offset_syncs.c.partition == key.partition]
+    connection.execute(delete(offset_syncs).where(*where, offset_syncs.c.upstream_start >= offset))
+    connection.execute(offset_syncs.update().where(*where, offset_syncs.c.upstream_end > offset).values(upstream_end=offset))
+    connection.execute(
+        delete(checkpoints).where(
+            checkpoints.c.flow == flow,
+            checkpoints.c.topic == key.topic,
+            checkpoints.c.partition == key.partition,
+            checkpoints.c.upstream_offset > offset,
+        )
+    )
+
+
 def stop_remote_topic(connection: Connection, flow: str, topic: str, remote_topic: str, reason: str, now: datetime) -> None:
     retire_translation(connection, flow, topic)
     add_stop(connection, flow, topic, None, reason, now)
@@ -118,7 +140,10 @@ def commit_resets(connection: Connection, flow: str, batch_id: int, planned: Seq
     for plan in planned:
         if plan.reset_from is None:
             continue
-        retire_translation(connection, flow, plan.topic, [plan.partition])
+        if plan.truncated_at is None:
+            retire_translation(connection, flow, plan.topic, [plan.partition])
+        else:
+            retire_translation_from(connection, flow, PartitionKey(plan.topic, plan.partition), plan.truncated_at)
         connection.execute(delete(stops).where(stops.c.flow == flow, stops.c.topic == plan.topic, stops.c.partition == plan.partition))
         connection.execute(
             source_resets.insert().values(

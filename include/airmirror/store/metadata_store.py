@@ -339,8 +339,9 @@ class MetadataStore:
         return records[0] if records else None
 
     def replan_range(self, batch_id: int, planned: PlannedRange) -> None:
-        """Replace one range of a RUNNING batch (same partition) that nothing was copied of yet: when
-        retention deleted its start (the lost offsets recorded as a gap), or to apply a new cap."""
+        """Replace one range of a RUNNING batch (same partition): one that nothing was copied of yet, when
+        retention deleted its start (the lost offsets recorded as a gap) or to apply a new cap; or any, to end
+        it where its copy got to when the source log diverged below its end."""
         _validate_plan([planned])
         with self._transaction(f"replan {planned.key} of batch {batch_id}") as connection:
             _lock_running_batch(connection, batch_id, "replanned")
@@ -351,7 +352,7 @@ class MetadataStore:
                     batch_ranges.c.topic == planned.topic,
                     batch_ranges.c.partition == planned.partition,
                 )
-                .values(start_offset=planned.start, end_offset=planned.end, gap_start=planned.gap_start)
+                .values(start_offset=planned.start, end_offset=planned.end, gap_start=planned.gap_start, start_epoch=planned.start_epoch)
             )
             if updated.rowcount != 1:
                 raise ValueError(f"batch {batch_id} has no range for {planned.key}")
@@ -709,6 +710,8 @@ def _range_row(batch_id: int, planned: PlannedRange) -> dict[str, Any]:
         "moved_from": planned.moved_from,
         "source_topic_id": planned.source_topic_id,
         "reset_from": planned.reset_from,
+        "start_epoch": planned.start_epoch,
+        "truncated_at": planned.truncated_at,
     }
 
 
@@ -723,6 +726,8 @@ def _planned_range(row: Row[Any]) -> PlannedRange:
         moved_from=row.moved_from,
         source_topic_id=row.source_topic_id,
         reset_from=row.reset_from,
+        start_epoch=row.start_epoch,
+        truncated_at=row.truncated_at,
     )
 
 
@@ -860,6 +865,7 @@ def _advance_cursors(
             "batch_id": batch_id,
             "updated_at": now,
             "source_topic_id": plan.source_topic_id,
+            "leader_epoch": result.end_epoch,
         }
         for plan, result in pairs
     }
@@ -884,6 +890,7 @@ def _store_outcomes(
                 "bytes": result.bytes,
                 "downstream_start": result.downstream_start,
                 "downstream_end": result.downstream_end,
+                "end_epoch": result.end_epoch,
             }
             for plan, result in pairs
         ],

@@ -33,6 +33,9 @@ Tables and their contracts:
 * ``airmirror_source_resets``: every time a source partition started again in a new incarnation (recreated
   or truncated topic), with the abandoned cursor and both topic ids.  ``airmirror_cursors.source_topic_id``
   and ``airmirror_batch_ranges.source_topic_id`` say which incarnation a cursor or a planned range belongs to.
+  ``airmirror_cursors.leader_epoch`` is the source leader epoch of the record before the cursor, used to
+  validate it (see :mod:`airmirror.planner`); ``airmirror_batch_ranges.start_epoch``/``end_epoch`` are the
+  epochs at a range's two ends and ``truncated_at`` the offset where the source log diverged below the cursor.
 * ``airmirror_flow_leases``: per flow the run that holds it (at most one), until ``expires_at``; see
   :mod:`airmirror.store.flow_lease`.  ``token`` identifies one acquisition, ``process`` the holder's
   process on its machine (so that a run on the same machine can take over at once from a dead holder).
@@ -198,6 +201,9 @@ batch_ranges = Table(
     Column("bytes", BigInteger),
     Column("downstream_start", BigInteger),
     Column("downstream_end", BigInteger),
+    Column("start_epoch", Integer),
+    Column("truncated_at", BigInteger),
+    Column("end_epoch", Integer),
 )
 
 cursors = Table(
@@ -210,6 +216,7 @@ cursors = Table(
     _batch_ref(),
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("source_topic_id", String(TOPIC_ID_LENGTH)),
+    Column("leader_epoch", Integer),
 )
 
 offset_syncs = Table(
