@@ -60,7 +60,6 @@ def diverged_cursors(
         key: (state.next_offset, state.leader_epoch)
         for key, state in cursors.items()
         if key in offsets
-        and state.leader_epoch is not None
         and state.source_topic_id == offsets[key].topic_id
         and needs_validation(state.next_offset, state.leader_epoch, offsets[key])
     }

@@ -58,15 +58,10 @@ def partition_offsets(
     start_points = offsets_for_time(admin, keys, start_ms, ends)
     return {
         key: PartitionOffsets(
-            starts[key], ends[key], untils.get(key), start_points.get(key), leader_epoch=known_epoch(latest[key].leader_epoch)
+            starts[key], ends[key], untils.get(key), start_points.get(key), leader_epoch=latest[key].leader_epoch
         )
         for key in keys
     }
-
-
-def known_epoch(epoch: int | None) -> int | None:
-    """A leader epoch as the client reports it, ``None`` when unknown (the client says -1 or nothing)."""
-    return epoch if epoch is not None and epoch >= 0 else None
 
 
 def offsets_for_time(
@@ -113,9 +108,16 @@ def divergence_points(
     reported at or above the cursor validated.  A partition that reports nothing in time is left out: its
     range read validates again, and fails rather than read past a truncation.  Read-only.
     """
-    assignments = {key: (cursor, epoch) for key, (cursor, epoch) in cursors.items()}
-    firsts = first_messages(consumer_config, assignments, timeout)
+    firsts = first_messages(consumer_config, cursors, timeout)
     return {key: message.offset() for key, message in firsts.items() if message.offset() < cursors[key][0]}
+
+
+def epoch_position(topic: str, partition: int, offset: int, epoch: int | None) -> TopicPartition:
+    """A position to assign, carrying the leader epoch of the record before it when known, so that librdkafka
+    validates it with the leader (KIP-320) before fetching."""
+    if epoch is None:
+        return TopicPartition(topic, partition, offset)
+    return TopicPartition(topic, partition, offset, leader_epoch=epoch)
 
 
 def first_messages(
@@ -145,12 +147,7 @@ def first_messages(
     found: dict[PartitionKey, Message] = {}
     deadline = time.monotonic() + timeout
     try:
-        consumer.assign(
-            [
-                TopicPartition(k.topic, k.partition, offset, leader_epoch=epoch) if epoch is not None else TopicPartition(k.topic, k.partition, offset)
-                for k, (offset, epoch) in positions.items()
-            ]
-        )
+        consumer.assign([epoch_position(k.topic, k.partition, offset, epoch) for k, (offset, epoch) in positions.items()])
         while len(found) < len(positions) and (left := deadline - time.monotonic()) > 0:
             for message in consumer.consume(num_messages=len(positions) + 10, timeout=min(left, 1.0)):
                 key = PartitionKey(message.topic(), message.partition())

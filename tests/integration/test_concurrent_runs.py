@@ -62,6 +62,15 @@ def produce_more(bootstrap: str, topic: str, label: str) -> None:
         produce(bootstrap, topic, p, sample_records(RECORDS_PER_PARTITION, prefix=f"{label}-{p}"))
 
 
+def assert_next_run_copies_what_follows(clusters, config, topic: str) -> None:
+    """After the race: more records are produced, and the next run succeeds and copies them exactly."""
+    produce_more(clusters["a"].bootstrap, topic, "second")
+    code, stdout, stderr = run_cli(config)
+    assert code == 0, f"{stdout}\n{stderr}"
+    assert_all_batches_committed(config)
+    assert_target_equals_source(clusters, topic)
+
+
 def assert_target_equals_source(clusters, topic: str) -> None:
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     for p in range(PARTITIONS):
@@ -115,11 +124,7 @@ def test_two_concurrent_runs_one_wins_the_other_says_so(clusters, flow_config):
     assert_all_batches_committed(config)
     assert_target_equals_source(clusters, topic)
 
-    produce_more(clusters["a"].bootstrap, topic, "second")
-    code, stdout, stderr = run_cli(config)
-    assert code == 0, f"{stdout}\n{stderr}"
-    assert_all_batches_committed(config)
-    assert_target_equals_source(clusters, topic)
+    assert_next_run_copies_what_follows(clusters, config, topic)
 
 
 def test_two_concurrent_runs_resume_an_unfinished_batch_once(clusters, flow_config):
@@ -138,11 +143,7 @@ def test_two_concurrent_runs_resume_an_unfinished_batch_once(clusters, flow_conf
     assert planned.batch_id in assert_all_batches_committed(config)
     assert_target_equals_source(clusters, topic)
 
-    produce_more(clusters["a"].bootstrap, topic, "second")
-    code, stdout, stderr = run_cli(config)
-    assert code == 0, f"{stdout}\n{stderr}"
-    assert_all_batches_committed(config)
-    assert_target_equals_source(clusters, topic)
+    assert_next_run_copies_what_follows(clusters, config, topic)
 
 
 def test_a_run_beside_a_dag_task_holding_the_flow_changes_nothing(clusters, flow_config):

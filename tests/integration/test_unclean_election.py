@@ -13,8 +13,6 @@ offset below the divergence point still translates exactly.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,7 @@ from airmirror.local_kafka import LocalBroker, start_broker
 from airmirror.model import PartitionKey
 from airmirror.replication.range_reader import RangeReader
 from tests.conftest import write_config
+from tests.integration.test_incarnations import cli
 from tests.integration.test_leader_failover import consecutive_free_ports, partition_state, wait_until
 from tests.kafka_helpers import Record, produce, read_partition, records_of
 from tests.mirror_helpers import commit_offsets, opened, replicate, unique_records
@@ -126,7 +125,9 @@ def test_unclean_election_is_followed_from_the_divergence_point(source3, cluster
     config = flow_config(source3, clusters, tmp_path, topic)
     d = diverge(source3, topic, config, spark)
 
-    status = json.loads(cli("status", str(config), "--flow", "a->b", "--json").stdout)
+    listed = cli("status", str(config), "--flow", "a->b", "--json")
+    assert listed.returncode == 0, listed.stderr
+    status = json.loads(listed.stdout)
     row = next(p for p in status["partitions"] if p["topic"] == topic)
     assert (row["cursor"], row["lag"], row["source_reset"]) == (150, 80, "truncated")
 
@@ -167,20 +168,15 @@ def test_fail_policy_stops_the_truncated_partition_until_reset(source3, clusters
                 with pytest.raises(ReplicationFailure, match="diverged at offset 100, below offset 150"):
                     list(reader.record_batches())
 
-        run = subprocess.run([sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b"], capture_output=True, text=True, timeout=600)
+        run = cli("replicate", str(config), "--flow", "a->b")
         assert run.returncode == 1
         for expected in (f"{topic}-0", "diverged at offset 100, below the stored cursor 150", f"airmirror reset {config} --flow a->b --topic {topic}"):
             assert expected in run.stderr
         assert records_of(b, remote, 0) == d.first + d.divergent
 
-        cli("reset", str(config), "--flow", "a->b", "--topic", topic)
-        cli("replicate", str(config), "--flow", "a->b")
+        for args in (("reset", str(config), "--flow", "a->b", "--topic", topic), ("replicate", str(config), "--flow", "a->b")):
+            done = cli(*args)
+            assert done.returncode == 0, done.stderr
         assert records_of(b, remote, 0)[150:] == d.first + d.new
     finally:
         rejoin(source3, topic, d.leader)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
-    return result

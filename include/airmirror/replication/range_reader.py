@@ -16,12 +16,13 @@ Contract:
   naming the partition and both offsets.  The read never silently stops short.
 - **Leader epochs.**  A range that starts with a known ``start_epoch`` (the source leader epoch of the
   record before ``start``) is assigned with it, so librdkafka validates the start with the leader before
-  fetching (KIP-320).  When librdkafka reports a truncation (:func:`reports_truncation`), the position is checked again the planner's
-  way (:func:`~airmirror.source_offsets.divergence_points`: the epoch may only have ended on a transaction
-  marker at the position).  If the leader's log really diverged below it (an unclean leader election after
-  the range was planned), the read fails with a :class:`~airmirror.errors.ReplicationFailure` naming the
-  partition; the next run ends the range there and then re-plans the partition from the divergence point
-  (see :mod:`airmirror.planner`); otherwise the read goes on from the same position.  :attr:`RangeReader.reached_epoch` is the epoch of the last record read.
+  fetching (KIP-320).  When librdkafka reports a truncation (:func:`reports_truncation`), the position is
+  checked again the planner's way (:func:`~airmirror.source_offsets.divergence_points`: the epoch may only
+  have ended on a transaction marker at the position).  If the leader's log really diverged below it (an
+  unclean leader election after the range was planned), the read fails with a
+  :class:`~airmirror.errors.ReplicationFailure` naming the partition; the next run ends the range there and
+  then re-plans the partition from the divergence point (see :mod:`airmirror.planner`); otherwise the read
+  goes on from the same position.  :attr:`RangeReader.reached_epoch` is the epoch of the last record read.
 - If retention deleted part of the range after it was planned, the consumer's ``auto.offset.reset`` is
   forced to ``error`` and the read fails loudly: the batch is then re-planned, which records the gap.
   Nothing is ever silently skipped.
@@ -42,7 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
 from airmirror.replication.record_schema import HEADER_ARROW_TYPE, RECORD_ARROW_SCHEMA
-from airmirror.source_offsets import divergence_points
+from airmirror.source_offsets import divergence_points, epoch_position
 
 log = logging.getLogger(__name__)
 FETCH_BATCH = 10_000
@@ -105,9 +106,7 @@ class RangeReader:
 
     def _position(self) -> TopicPartition:
         """Where the read stands, with the epoch to validate it against when known."""
-        if self.reached_epoch is None:
-            return TopicPartition(self.topic, self.partition, self.reached)
-        return TopicPartition(self.topic, self.partition, self.reached, leader_epoch=self.reached_epoch)
+        return epoch_position(self.topic, self.partition, self.reached, self.reached_epoch)
 
     def record_batches(self) -> Iterator[pa.RecordBatch]:
         """The committed records with ``start <= offset < end``, in offset order, as Arrow batches (empty
@@ -167,7 +166,10 @@ class RangeReader:
                 f"election truncated it ({error.str()}); the next run ends this range at {self.reached} and then "
                 f"copies the partition again from offset {diverged[key]}"
             )
-        log.info("%s-%d: leader epoch %s ended at a transaction marker below %d; reading on", self.topic, self.partition, self.reached_epoch, self.reached)
+        log.info(
+            "%s-%d: librdkafka reported a truncation below %d (leader epoch %s), but the leader's log has not diverged "
+            "there; reading on", self.topic, self.partition, self.reached, self.reached_epoch,
+        )
         self.reached_epoch = None
         consumer.assign([self._position()])
 
