@@ -525,6 +525,28 @@ def test_exactly_one_of_concurrent_contenders_acquires_a_free_or_expired_lease(s
         time.sleep(0.7)  # the winner never renews: the next round takes over its expired lease
 
 
+def test_a_lease_taken_over_after_waiting_for_a_lock_is_not_born_expired(store: MetadataStore, db_url: str) -> None:
+    """A contender whose take-over waits longer than the TTL for another transaction's lock on the lease row
+    must stamp its lease from when it got the lock: a third contender right after it finds the flow busy."""
+    engines = [create_store_engine(db_url) for _ in range(3)]
+    try:
+        acquire_flow(engines[0], LEASE_FLOW, holder_name("expired"), ttl_seconds=0.3)
+        time.sleep(0.5)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            with engines[1].begin() as blocker:
+                blocker.execute(select(flow_leases).where(flow_leases.c.flow == LEASE_FLOW).with_for_update())
+                waiting = pool.submit(acquire_flow, engines[2], LEASE_FLOW, holder_name("waiting"), ttl_seconds=1.0)
+                time.sleep(1.5)
+            lease = waiting.result(timeout=30)
+        assert store.flow_lease(LEASE_FLOW).holder == lease.holder
+        with pytest.raises(FlowBusyError):
+            acquire_flow(engines[1], LEASE_FLOW, holder_name("right after"), ttl_seconds=1.0)
+        assert lease.release() is True
+    finally:
+        for engine in engines:
+            engine.dispose()
+
+
 def test_an_expired_lease_is_taken_over_and_its_old_holder_learns_it(store: MetadataStore, db_url: str) -> None:
     engine = create_store_engine(db_url)
     try:
