@@ -7,6 +7,7 @@ tests use on the shared clusters."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,17 @@ def target_admin(flow: FlowConfig) -> AdminClient:
 def topic_configs(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
     resource = ConfigResource(ResourceType.TOPIC, topic)
     return admin.describe_configs([resource], request_timeout=30)[resource].result()
+
+
+def settled_configs(admin: AdminClient, topic: str, expected: dict[str, str], timeout: float = 30) -> dict[str, ConfigEntry]:
+    """The topic's configs once they show ``expected`` (or at ``timeout``): a broker answers describe_configs
+    from its metadata cache, which applies an accepted config change a moment later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        configs = topic_configs(admin, topic)
+        if all(key in configs and configs[key].value == value for key, value in expected.items()) or time.monotonic() > deadline:
+            return configs
+        time.sleep(0.2)
 
 
 def replica_counts(admin: AdminClient, topic: str) -> list[int]:
@@ -128,7 +140,7 @@ def test_batch_log_created_by_an_earlier_version_becomes_compacted(clusters, pre
     name = names.batch_log_topic(flow.source)
     ensure_batch_log(flow, admin)
     alter_configs(admin, {name: {"cleanup.policy": "delete", "retention.ms": "1209600000"}})
-    assert topic_configs(admin, name)["cleanup.policy"].value == "delete"
+    assert settled_configs(admin, name, {"cleanup.policy": "delete"})["cleanup.policy"].value == "delete"
     ensure_batch_log(flow, admin)
-    configs = topic_configs(admin, name)
+    configs = settled_configs(admin, name, LOG_TOPIC_CONFIG)
     assert {key: configs[key].value for key in LOG_TOPIC_CONFIG} == LOG_TOPIC_CONFIG
