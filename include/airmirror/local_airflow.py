@@ -137,6 +137,9 @@ class LocalAirflow:
         return AirflowApi(httpx.Client(base_url=f"{self.url}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30))
 
 
+BUSY_RETRY_S = 60.0
+
+
 @dataclass
 class AirflowApi:
     """The few REST calls airmirror's demo and tests make."""
@@ -144,7 +147,14 @@ class AirflowApi:
     http: httpx.Client
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One REST call; its JSON answer.  The local Airflow keeps its metadata in SQLite, whose write lock the
+        scheduler holds at times: Airflow then answers 503 (e.g. "Database is locked" for a backfill), and the
+        call is retried for up to :data:`BUSY_RETRY_S`.  Any other error status raises at once."""
+        deadline = time.monotonic() + BUSY_RETRY_S
         response = self.http.request(method, path, **kwargs)
+        while response.status_code == 503 and time.monotonic() < deadline:
+            time.sleep(1)
+            response = self.http.request(method, path, **kwargs)
         if response.status_code >= 400:
             raise ReplicationFailure(f"Airflow API {method} {path}: {response.status_code} {response.text}")
         return response.json() if response.content else None
