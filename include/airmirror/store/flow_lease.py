@@ -21,8 +21,8 @@ Contract:
   holder string; every acquisition gets its own ``token``.
 * **Time is the database's.**  ``acquired_at``, ``renewed_at`` and ``expires_at`` come from the database
   clock, never the caller's, so clock skew between hosts cannot shorten another run's lease.  An acquisition
-  reads that clock once it holds the row's lock, never before waiting for another contender (see
-  ``_insert_or_take_over_expired``), so a lease is never born expired.
+  first locks the flow's lease row, then reads that clock, so a lease is never stamped with a time from
+  before waiting for another contender (it would be born expired, and taken over at once).
 * **Renewal.**  While the ``with`` block runs, a daemon thread renews the lease every ``ttl_seconds / 3``
   (``expires_at = now + ttl_seconds``).  A renewal that fails because the database is unreachable is logged
   and retried at the next tick; the lease survives as long as no other run took it over meanwhile (the row
@@ -55,7 +55,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, DateTime, Engine, delete, func, select, update
+from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import InterfaceError, OperationalError
 
@@ -156,6 +156,7 @@ def acquire_flow(
     current: _StoredLease | None = None
     for _ in range(_ACQUIRE_ATTEMPTS):
         with _transaction(engine, f"acquire the lease of flow {flow!r}") as connection:
+            previous = _stored_lease(connection, flow, lock=True)
             now = _database_now(connection)
             row = {
                 "flow": flow,
@@ -166,15 +167,13 @@ def acquire_flow(
                 "renewed_at": now,
                 "expires_at": now + timedelta(seconds=ttl_seconds),
             }
-            previous = _stored_lease(connection, flow)
-            acquired = _insert_or_take_over_expired(connection, row, now, ttl_seconds)
-            if acquired is not None:
+            if _insert_or_take_over_expired(connection, row, now):
                 if previous is not None:
                     log.warning(
                         "flow %r: took over the lease of %s, which expired at %s",
                         flow, previous.record.holder, _when(previous.record.expires_at),
                     )
-                return FlowLease(engine, acquired, ttl_seconds)
+                return FlowLease(engine, row, ttl_seconds)
             current = _stored_lease(connection, flow)
             if current is None:
                 continue  # released between our two statements: try again
@@ -305,53 +304,36 @@ def _transaction(engine: Engine, action: str) -> Iterator[Connection]:
 
 
 def _database_now(connection: Connection) -> datetime:
-    """The database server's clock (UTC); SQLite's to the millisecond."""
+    """The database server's clock (UTC) at this moment; SQLite's to the millisecond.  On PostgreSQL that is
+    ``clock_timestamp()``: ``now()`` is the transaction's start, before any lock wait."""
     if connection.dialect.name == "sqlite":
         value = connection.execute(select(func.strftime("%Y-%m-%d %H:%M:%f", "now"))).scalar_one()
         return datetime.fromisoformat(value).replace(tzinfo=timezone.utc)
-    moment: datetime = connection.execute(select(func.now())).scalar_one()
+    moment: datetime = connection.execute(select(func.clock_timestamp())).scalar_one()
     return moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def _stored_lease(connection: Connection, flow: str) -> _StoredLease | None:
-    row = connection.execute(select(flow_leases).where(flow_leases.c.flow == flow)).one_or_none()
+def _stored_lease(connection: Connection, flow: str, *, lock: bool = False) -> _StoredLease | None:
+    """The flow's lease row; with ``lock``, locked until the transaction ends (PostgreSQL ``FOR UPDATE``; a
+    SQLite transaction holds the write lock from its start)."""
+    query = select(flow_leases).where(flow_leases.c.flow == flow)
+    row = connection.execute(query.with_for_update() if lock else query).one_or_none()
     if row is None:
         return None
     record = FlowLeaseRecord(row.flow, row.holder, row.acquired_at, row.renewed_at, row.expires_at)
     return _StoredLease(record, row.token, row.process)
 
 
-def _insert_or_take_over_expired(
-    connection: Connection, row: dict[str, Any], now: datetime, ttl_seconds: float
-) -> dict[str, Any] | None:
-    """Insert the lease, or overwrite the flow's row if its lease has expired: one atomic statement.  Returns
-    the lease as stored, or None when another run's lease is live.
-
-    Expiry is judged, and the new lease stamped, by the database clock at the moment the row is locked.  On
-    SQLite the transaction holds the write lock from its start, so that is ``now``.  On PostgreSQL the
-    statement may first wait for another contender's row lock, and ``now()`` is the transaction's start: a
-    lease stamped with it could be born already expired and taken over at once.  So there the times come from
-    ``clock_timestamp()``, evaluated in the ``SET`` and ``WHERE`` after the wait (never from ``EXCLUDED``,
-    which is computed before it)."""
-    if connection.dialect.name == "postgresql":
-        clock = func.clock_timestamp(type_=DateTime(timezone=True))
-        times: dict[str, Any] = {"acquired_at": clock, "renewed_at": clock, "expires_at": clock + timedelta(seconds=ttl_seconds)}
-        expired = flow_leases.c.expires_at <= clock
-        statement = postgresql.insert(flow_leases)
-    else:
-        times = {name: row[name] for name in ("acquired_at", "renewed_at", "expires_at")}
-        expired = flow_leases.c.expires_at <= now
-        statement = sqlite.insert(flow_leases)
-    statement = statement.values(**{**row, **times})
+def _insert_or_take_over_expired(connection: Connection, row: dict[str, Any], now: datetime) -> bool:
+    """Insert the lease, or overwrite the flow's row if its lease expired by ``now``: one atomic statement."""
+    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    statement = dialect_insert(flow_leases).values(**row)
     statement = statement.on_conflict_do_update(
         index_elements=[flow_leases.c.flow],
-        set_={**{name: statement.excluded[name] for name in ("holder", "token", "process")}, **times},
-        where=expired,
-    ).returning(flow_leases.c.token, flow_leases.c.acquired_at, flow_leases.c.renewed_at, flow_leases.c.expires_at)
-    stored = connection.execute(statement).one_or_none()
-    if stored is None or stored.token != row["token"]:
-        return None
-    return {**row, "acquired_at": stored.acquired_at, "renewed_at": stored.renewed_at, "expires_at": stored.expires_at}
+        set_={name: statement.excluded[name] for name in row if name != "flow"},
+        where=flow_leases.c.expires_at <= now,
+    ).returning(flow_leases.c.token)
+    return connection.execute(statement).scalar_one_or_none() == row["token"]
 
 
 def _take_over(connection: Connection, old_token: str, row: dict[str, Any]) -> bool:
