@@ -16,14 +16,14 @@ $(STAMP): requirements.txt pyproject.toml
 	# the Spark provider's pyspark-client overwrites pyspark's Python files with an older copy: restore them
 	$(PY) -m pip install -q --force-reinstall --no-deps pyspark==4.3.0
 	$(PY) -m pip install -q --no-deps -e .
-	$(PY) -c "from airmirror.local_kafka.jars import kafka_classpath; kafka_classpath()"
+	$(PY) -c "from airmirror.devtools.local_kafka.jars import kafka_classpath; kafka_classpath()"
 	touch $(STAMP)
 
 demo: setup
-	$(PY) -m airmirror.demo
+	$(PY) -m airmirror.devtools.demo
 
 stop: setup
-	$(PY) -m airmirror.demo stop
+	$(PY) -m airmirror.devtools.demo stop
 
 test: setup
 	$(VENV)/bin/pytest -q

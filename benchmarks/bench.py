@@ -2,7 +2,7 @@
 
 What it does (every number in one run, on one machine: only the ratios between copiers mean anything):
 
-1. Set-up: two local single-node Kafka clusters (``airmirror.local_kafka``, the brokers the tests use) in a
+1. Set-up: two local single-node Kafka clusters (``airmirror.devtools.local_kafka``, the brokers the tests use) in a
    fresh temporary home, with their internal topics (consumer offsets, transaction state) created up front
    as on any cluster in service; a source topic loaded with ``--records`` records of ``--record-size``-byte random
    values over ``--partitions`` partitions (keys, a null key every 97th record, two headers, one null, on
@@ -36,7 +36,7 @@ Numbers per copier:
 - ``steady_mb_s``: payload (key + value bytes, MB = 10^6 bytes) over the copy itself, start-up excluded:
   raw_pipe from its first consumed record to its final flush; MM2 from the first record written on the
   target to the last (high watermarks polled every 0.1 s); airmirror the Spark copy job (every range read,
-  written and committed), as logged by ``airmirror.replication.copy_job``.  ``write_window_s`` is the
+  written and committed), as logged by ``airmirror.replication.spark.copy_job``.  ``write_window_s`` is the
   polled first-to-last-write window for every copier, for a like-for-like view, and ``first_write_s`` when
   the first record landed (start-up as seen from the target).
 - ``records_per_s``: records / wall_s.  ``peak_rss_mb``: peak of the summed RSS of the copier's process
@@ -94,7 +94,7 @@ from copiers import (
 )
 from kafka_io import TargetWatch, create_topic, end_offsets, load_topic, topic_digest, warm_up_cluster
 
-from airmirror.local_kafka import KAFKA_VERSION, free_port, start_broker, stop_broker
+from airmirror.devtools.local_kafka import KAFKA_VERSION, free_port, start_broker, stop_broker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

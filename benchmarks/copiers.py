@@ -15,8 +15,8 @@ import psutil
 
 from kafka_io import TargetWatch
 
-from airmirror.local_kafka import KAFKA_VERSION, resolve_maven_artifacts
-from airmirror.local_kafka.jars import LOG4J_VERSION
+from airmirror.devtools.local_kafka import KAFKA_VERSION, resolve_maven_artifacts
+from airmirror.devtools.local_kafka.jars import LOG4J_VERSION
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 MM2_HEAP = "-Xmx1g"

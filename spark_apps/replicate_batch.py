@@ -8,7 +8,7 @@ with ``--py-files``).
 
 import sys
 
-from airmirror.replication.spark_entry import main
+from airmirror.replication.spark.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

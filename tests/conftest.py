@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from airmirror.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -44,7 +44,7 @@ def prefix() -> str:
 @pytest.fixture
 def spark(test_home: Path):
     """The active local Spark session (created on first use, and again if an Airflow task stopped it)."""
-    from airmirror.spark_session import spark_session
+    from airmirror.replication.spark.session import spark_session
 
     return spark_session("local[2]", "airmirror-tests")
 

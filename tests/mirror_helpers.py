@@ -11,12 +11,12 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from airmirror.admin_retry import retry_transient
-from airmirror.checkpoints import CheckpointReport, emit_checkpoints
+from airmirror.kafka.admin_retry import retry_transient
+from airmirror.checkpoints.emission import CheckpointReport, emit_checkpoints
 from airmirror.config import FlowConfig
-from airmirror.flow_store import flow_and_store
-from airmirror.kafka_retry import is_transient
-from airmirror.replicator import BatchOptions, ReplicateReport, replicate_once
+from airmirror.store.opening import flow_and_store
+from airmirror.kafka.retry import is_transient
+from airmirror.replication.pipeline import BatchOptions, ReplicateReport, replicate_once
 from airmirror.store import MetadataStore
 from tests.kafka_helpers import Record, create_topic, produce, read_partition
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from sqlalchemy import URL
 
-from airmirror.local_kafka import free_port
+from airmirror.devtools.local_kafka import free_port
 
 SERVER_USER = "postgres"
 """The OS user that runs the server when the tests run as root."""

@@ -14,19 +14,19 @@ from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airmirror.checkpoints import CheckpointReport, emit_checkpoints
+from airmirror.checkpoints.emission import CheckpointReport, emit_checkpoints
 from airmirror.config import load_config
 from airmirror.errors import AirmirrorError
-from airmirror.flow_store import flow_and_store
-from airmirror.group_inspection import GroupInspection, inspect_group
-from airmirror.heartbeats import emit_heartbeat
-from airmirror.incarnations import reset_topic
-from airmirror.local_kafka import BrokerStatus, broker_status, start_broker, stop_broker
-from airmirror.replicator import BatchOptions, ReplicateReport, replicate_once
-from airmirror.spark_session import BackgroundSession, spark_session
-from airmirror.status import PartitionStatus, flow_status
+from airmirror.store.opening import flow_and_store
+from airmirror.checkpoints.inspection import GroupInspection, inspect_group
+from airmirror.heartbeats.emission import emit_heartbeat
+from airmirror.replication.incarnations import reset_topic
+from airmirror.devtools.local_kafka import BrokerStatus, broker_status, start_broker, stop_broker
+from airmirror.replication.pipeline import BatchOptions, ReplicateReport, replicate_once
+from airmirror.replication.spark.session import BackgroundSession, spark_session
+from airmirror.replication.status import PartitionStatus, flow_status
 from airmirror.store import GroupSyncOutcome, GroupSyncRecord, describe_holder
-from airmirror.timestamps import parse_timestamp
+from airmirror.replication.options import parse_timestamp
 
 
 def parse_until(value: str | None) -> int | None:

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airmirror.local_airflow import LocalAirflow
-from airmirror.local_kafka import free_port, start_broker, stop_broker
+from airmirror.devtools.local_airflow import LocalAirflow
+from airmirror.devtools.local_kafka import free_port, start_broker, stop_broker
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, records_of, sample_records
 

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Re
 
 from airmirror.model import PartitionKey
 from airmirror.store import GroupSyncOutcome
-from airmirror.wire_formats import Checkpoint
+from airmirror.mm2.wire_formats import Checkpoint
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, read_partition
 from tests.mirror_helpers import (
@@ -174,7 +174,7 @@ def test_active_target_group_is_skipped_visibly_and_sync_only_moves_forward(clus
     while not active.assignment():
         active.poll(0.5)
     try:
-        with caplog.at_level(logging.WARNING, logger="airmirror.group_sync"):
+        with caplog.at_level(logging.WARNING, logger="airmirror.checkpoints.group_sync"):
             report = checkpoint(config)
         assert report.skipped_groups == [group]
         assert f"skipped for group '{group}'" in caplog.text

@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from airmirror.config import load_config
-from airmirror.flow_store import flow_and_store
-from airmirror.replicator import BatchOptions, plan_batch, sync_flow_topics
+from airmirror.store.opening import flow_and_store
+from airmirror.replication.pipeline import BatchOptions, plan_batch, sync_flow_topics
 from airmirror.store import BatchState, MetadataStore, describe_holder
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records

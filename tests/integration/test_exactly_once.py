@@ -25,10 +25,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from airmirror import names
+from airmirror.kafka import names
 from airmirror.config import FlowConfig, load_config
-from airmirror.local_kafka import LocalBroker, free_port, start_broker, stop_broker
-from airmirror.replication.batch_log import read_anchors
+from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, recent_ms, records_of

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
-from airmirror import names
+from airmirror.kafka import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.errors import ConfigError
-from airmirror.mm2_topics import ensure_topic
-from airmirror.replication.batch_log import LOG_TOPIC_CONFIG
-from airmirror.replicator import ensure_batch_log
-from airmirror.topic_sync import alter_configs, ensure_internal_topic, replicated_topics, sync_topics
+from airmirror.kafka.records import ensure_topic
+from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
+from airmirror.replication.pipeline import ensure_batch_log
+from airmirror.kafka.topics import alter_configs, ensure_internal_topic, replicated_topics, sync_topics
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic
 

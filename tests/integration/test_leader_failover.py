@@ -4,7 +4,7 @@ The source is a cluster of three nodes; the topic has three replicas on each par
 ``min.insync.replicas=1``.  Producers with ``acks=1`` keep writing unique records the whole time.  A large
 backlog is copied through the real CLI in bounded transactions, and while the batch is in flight the
 leader of partition 0 is killed with SIGKILL: the range reads of the partitions it led must follow the new
-leader (whose high watermark may lag for a moment, see :mod:`airmirror.replication.range_reader`).  The
+leader (whose high watermark may lag for a moment, see :mod:`airmirror.replication.spark.range_reader`).  The
 run is retried until it succeeds, the node is restarted, the producers stop, and replicate runs until a
 run copies nothing.  Then every target partition must equal its source partition record for record (key,
 value, headers, timestamp), in order: no hole, no duplicate.
@@ -28,8 +28,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airmirror.local_kafka import LocalBroker, free_port, start_broker
-from airmirror.local_kafka.nodes import port_is_free
+from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker
+from airmirror.devtools.local_kafka.nodes import port_is_free
 from tests.conftest import write_config
 from tests.kafka_helpers import records_of
 

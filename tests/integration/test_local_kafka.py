@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from airmirror.errors import InputError, ReplicationFailure
-from airmirror.local_kafka import (
+from airmirror.devtools.local_kafka import (
     BrokerStatus,
     LocalBroker,
     airmirror_home,
@@ -26,7 +26,7 @@ from airmirror.local_kafka import (
     start_broker,
     stop_broker,
 )
-from airmirror.local_kafka.nodes import port_is_free
+from airmirror.devtools.local_kafka.nodes import port_is_free
 from tests.kafka_helpers import Record, create_topic, produce, read_partition
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from airmirror.replication import range_reader
-from airmirror.replication.range_reader import RangeReader
+from airmirror.replication.spark.range_reader import RangeReader
 from tests.kafka_helpers import create_topic, produce, sample_records
 
 pytestmark = pytest.mark.integration

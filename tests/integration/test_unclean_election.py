@@ -22,10 +22,10 @@ from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airmirror.errors import ReplicationFailure
-from airmirror.group_inspection import inspect_group
-from airmirror.local_kafka import LocalBroker, start_broker
+from airmirror.checkpoints.inspection import inspect_group
+from airmirror.devtools.local_kafka import LocalBroker, start_broker
 from airmirror.model import PartitionKey
-from airmirror.replication.range_reader import RangeReader
+from airmirror.replication.spark.range_reader import RangeReader
 from tests.conftest import write_config
 from tests.integration.test_incarnations import cli
 from tests.integration.test_leader_failover import consecutive_free_ports, partition_state, wait_until

@@ -5,7 +5,7 @@ from __future__ import annotations
 from confluent_kafka import TopicPartition
 
 from airmirror.model import OffsetRun
-from airmirror.replication.batch_log import (
+from airmirror.replication.spark.batch_log import (
     RUNS_PER_RECORD,
     Progress,
     decode_runs,

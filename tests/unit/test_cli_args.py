@@ -6,7 +6,7 @@ import pytest
 
 from airmirror.cli import main, parse_until
 from airmirror.errors import InputError
-from airmirror.spark_session import with_task_retries
+from airmirror.replication.spark.session import with_task_retries
 
 
 def test_until_accepts_iso_and_now():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airmirror.topic_sync import durability_configs
+from airmirror.kafka.topics import durability_configs
 
 
 @pytest.mark.parametrize(("factor", "min_insync"), [(1, "1"), (2, "1"), (3, "2"), (4, "2"), (5, "2")])

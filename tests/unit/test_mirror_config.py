@@ -9,7 +9,7 @@ import pytest
 
 from airmirror.config import FlowConfig, MirrorConfig, load_config
 from airmirror.errors import ConfigError
-from airmirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from airmirror.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 THREE_CLUSTERS = "clusters = a, b, c\na.bootstrap.servers = a\nb.bootstrap.servers = b\nc.bootstrap.servers = c\n"
 BASE = """\
@@ -313,7 +313,7 @@ def test_identity_on_one_leg_of_a_loop_warns(tmp_path: Path) -> None:
 
 
 def test_custom_python_policy(tmp_path: Path) -> None:
-    f = flow(tmp_path, "replication.policy.class = airmirror.policy:DefaultReplicationPolicy\n"
+    f = flow(tmp_path, "replication.policy.class = airmirror.mm2.policy:DefaultReplicationPolicy\n"
                        "replication.policy.separator = -\n")
     assert f.remote_topic("orders") == "a-orders"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airmirror.model import OffsetRun
-from airmirror.offset_runs import RunBuilder, build_runs, merge_runs
+from airmirror.replication.offset_runs import RunBuilder, build_runs, merge_runs
 
 
 def test_contiguous_copy_is_one_run():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airmirror.errors import ConfigError
-from airmirror.policy import (
+from airmirror.mm2.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     PatternList,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airmirror.replication.partition_writer import header_lists
-from airmirror.replication.range_reader import headers_array
-from airmirror.replication.record_schema import HEADER_ARROW_TYPE
+from airmirror.replication.spark.partition_writer import header_lists
+from airmirror.replication.spark.range_reader import headers_array
+from airmirror.replication.spark.record_schema import HEADER_ARROW_TYPE
 
 CASES = [
     pytest.param([None, None, None], id="no-headers"),

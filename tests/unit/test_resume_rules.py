@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from airmirror.errors import ReplicationFailure
-from airmirror.replication.batch_log import Progress
-from airmirror.replication.partition_writer import PartitionTask, TransactionBounds, resume_from
+from airmirror.replication.spark.batch_log import Progress
+from airmirror.replication.spark.partition_writer import PartitionTask, TransactionBounds, resume_from
 
 TASK = PartitionTask(
     flow="a->b", batch_id=7, topic="orders", partition=0, start=100, end=900, remote_topic="a.orders",

@@ -16,8 +16,8 @@ from airmirror.config.client_properties import translate
 from airmirror.config.properties import Setting
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.errors import ReplicationFailure
-from airmirror.local_kafka import free_port
-from airmirror.secrets import MASK, MaskedConfig, db_url_secrets, is_secret_key, masked_db_url
+from airmirror.devtools.local_kafka import free_port
+from airmirror.config.secrets import MASK, MaskedConfig, db_url_secrets, is_secret_key, masked_db_url
 from airmirror.store import MetadataStore
 from airmirror.store.metadata_store import create_store_engine
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from airmirror.spark_defaults import copy_job_conf
+from airmirror.replication.spark.defaults import copy_job_conf
 
 
 def test_defaults_retry_tasks_and_start_workers_from_the_daemon() -> None:
     conf = copy_job_conf()
     assert conf["spark.task.maxFailures"] == "4"
-    assert conf["spark.python.daemon.module"] == "airmirror.replication.worker_daemon"
+    assert conf["spark.python.daemon.module"] == "airmirror.replication.spark.worker_daemon"
     assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
     assert conf["spark.ui.enabled"] == "false"
 

@@ -16,8 +16,8 @@ import pytest
 
 from airmirror.config import load_config
 from airmirror.model import OffsetRun
-from airmirror.offset_runs import build_runs
-from airmirror.translation import Route, failback_position, forward_position, route
+from airmirror.replication.offset_runs import build_runs
+from airmirror.checkpoints.translation import Route, failback_position, forward_position, route
 
 
 @dataclass

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from airmirror.wire_formats import Checkpoint, Heartbeat, OffsetSync, WireFormatError
+from airmirror.mm2.wire_formats import Checkpoint, Heartbeat, OffsetSync, WireFormatError
 from tests.mirror_helpers import kafka_string
 
 

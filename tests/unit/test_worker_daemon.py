@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.metadata import version
 from pathlib import Path
 
-from airmirror.replication.worker_daemon import is_redundant_zip
+from airmirror.replication.spark.worker_daemon import is_redundant_zip
 
 
 def spark_home(root: Path, installed_package: bool) -> Path:

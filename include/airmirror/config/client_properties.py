@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from airmirror.config.properties import Setting
 from airmirror.errors import ConfigError
-from airmirror.secrets import MaskedConfig
+from airmirror.config.secrets import MaskedConfig
 
 CLIENT_KINDS: tuple[str, ...] = ("consumer", "producer", "admin")
 

@@ -15,7 +15,7 @@ Consumers get MM2's defaults ``enable.auto.commit=false`` (forced) and ``auto.of
 
 :func:`load_config` validates everything up front (every enabled flow and every client of every cluster), so
 ``airmirror validate`` reports problems before anything runs; the first problem raises :class:`ConfigError`
-naming key and line.  Two enabled flows whose DAG ids (:func:`airmirror.names.dag_id`) would be equal are
+naming key and line.  Two enabled flows whose DAG ids (:func:`airmirror.kafka.names.dag_id`) would be equal are
 rejected, naming both flows and the DAG id.
 
 Replication factors (``replication.factor``, MM2's ``{heartbeats|checkpoints|offset-syncs}.topic.replication.factor``
@@ -31,13 +31,13 @@ from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 
-from airmirror import names
+from airmirror.kafka import names
 from airmirror.config.client_properties import CLIENT_KINDS, Translation, applies_to, is_client_key, translate
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
 from airmirror.errors import ConfigError
-from airmirror.secrets import MaskedConfig, db_url_secrets, is_secret_key, secret_values
-from airmirror.policy import (
+from airmirror.config.secrets import MaskedConfig, db_url_secrets, is_secret_key, secret_values
+from airmirror.mm2.policy import (
     IdentityReplicationPolicy,
     PatternList,
     RegexFilter,
@@ -49,7 +49,7 @@ from airmirror.policy import (
 _FLOW_ARROW = "->"
 SOURCE_RESET_POLICIES = ("reset", "fail")
 """``airmirror.source.reset.policy``: what a flow does when a source topic was recreated or truncated
-(see :mod:`airmirror.incarnations`); the first is the default."""
+(see :mod:`airmirror.replication.incarnations`); the first is the default."""
 _MM2_DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 _INT_DEFAULTS: dict[str, int] = {
@@ -496,7 +496,7 @@ class FlowConfig:
 
     def secret_values(self) -> set[str]:
         """Every secret this flow resolves: the values of the file's secret keys (``${...}`` resolved, see
-        :func:`airmirror.secrets.is_secret_key`), the secret librdkafka settings of the flow's clients (e.g. the
+        :func:`airmirror.config.secrets.is_secret_key`), the secret librdkafka settings of the flow's clients (e.g. the
         password a JAAS login becomes) and the credentials of the metadata DB URL."""
         clients = (self._client(alias, kind).config for alias in (self.source, self.target) for kind in CLIENT_KINDS)
         return {

@@ -24,7 +24,7 @@ from os import PathLike
 from pathlib import Path
 
 from airmirror.errors import ConfigError
-from airmirror.secrets import mask_value
+from airmirror.config.secrets import mask_value
 
 _BLANKS = " \t\f"
 _KEY_TERMINATORS = "=: \t\f"

@@ -32,7 +32,7 @@ from typing import Any
 from airflow.sdk import DAG, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from airmirror import names
+from airmirror.kafka import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.dag_factory import tasks
 from airmirror.dag_factory.doc import flow_doc
@@ -41,9 +41,9 @@ from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.params import batch_options, flow_params, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
-from airmirror.incarnations import TopicsStopped
-from airmirror.secrets import is_secret_key
-from airmirror.spark_defaults import copy_job_conf
+from airmirror.replication.incarnations import TopicsStopped
+from airmirror.config.secrets import is_secret_key
+from airmirror.replication.spark.defaults import copy_job_conf
 
 log = logging.getLogger(__name__)
 

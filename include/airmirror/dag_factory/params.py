@@ -24,8 +24,8 @@ from typing import Any
 from airflow.sdk import Param
 
 from airmirror.errors import InputError
-from airmirror.replicator import BatchOptions
-from airmirror.timestamps import parse_timestamp
+from airmirror.replication.pipeline import BatchOptions
+from airmirror.replication.options import parse_timestamp
 
 START_KEYWORDS = ("stored", "earliest", "latest")
 BACKFILL_RUN_TYPE = "backfill"  # DagRunType.BACKFILL_JOB

@@ -4,7 +4,7 @@ the flow's secrets with Airflow's secrets masker first (:mod:`airmirror.dag_fact
 
 Exactly-once across Airflow retries: ``plan_batch`` stores the batch before anything is copied and
 resumes an unfinished one, ``replicate`` copies the flow's unfinished batch (a retry fences and resumes
-it, see :mod:`airmirror.replication.partition_writer`), and ``record_batch`` commits only what Kafka
+it, see :mod:`airmirror.replication.spark.partition_writer`), and ``record_batch`` commits only what Kafka
 committed.
 
 One run at a time: every task that changes the flow's state holds the flow's lease while it works
@@ -23,11 +23,11 @@ from typing import Any
 
 from airmirror.config import FlowConfig
 from airmirror.dag_factory.masking import mask_flow_secrets
-from airmirror.flow_store import flow_and_store
-from airmirror.replicator import BatchOptions, PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
-from airmirror.incarnations import raise_for_stops
+from airmirror.store.opening import flow_and_store
+from airmirror.replication.pipeline import BatchOptions, PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
+from airmirror.replication.incarnations import raise_for_stops
 from airmirror.store import FlowLease, MetadataStore, describe_holder
-from airmirror.topic_sync import TopicMapping
+from airmirror.kafka.topics import TopicMapping
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def held_flow(config_path: str, flow_name: str, *, hold: bool = True) -> Iterato
 
 @contextmanager
 def masked_flow_and_store(config_path: str, flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
-    """:func:`~airmirror.flow_store.flow_and_store`, with the flow's secrets registered with Airflow's secrets
+    """:func:`~airmirror.store.opening.flow_and_store`, with the flow's secrets registered with Airflow's secrets
     masker before the task uses them."""
     with flow_and_store(config_path, flow_name) as (flow, store):
         mask_flow_secrets(flow)
@@ -110,7 +110,7 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
 
 def record(config_path: str, flow_name: str) -> dict[str, Any]:
     """Commit the unfinished batch's Kafka-committed results to the metadata DB; then fail
-    (:class:`~airmirror.incarnations.TopicsStopped`) if any topic or partition of the flow is stopped."""
+    (:class:`~airmirror.replication.incarnations.TopicsStopped`) if any topic or partition of the flow is stopped."""
     with held_flow(config_path, flow_name) as (flow, store, lease):
         batch = unfinished(store, flow)
         if batch is None:
@@ -126,7 +126,7 @@ def record(config_path: str, flow_name: str) -> dict[str, Any]:
 
 def heartbeats(config_path: str, flow_name: str) -> None:
     """Emit the flow's heartbeat to the target (MM2 wire format)."""
-    from airmirror.heartbeats import emit_heartbeat
+    from airmirror.heartbeats.emission import emit_heartbeat
 
     with masked_flow_and_store(config_path, flow_name) as (flow, store):
         emit_heartbeat(flow, store)
@@ -134,7 +134,7 @@ def heartbeats(config_path: str, flow_name: str) -> None:
 
 def checkpoints(config_path: str, flow_name: str) -> None:
     """Emit checkpoints (and sync group offsets when enabled) for the flow's source groups."""
-    from airmirror.checkpoints import emit_checkpoints
+    from airmirror.checkpoints.emission import emit_checkpoints
 
     with masked_flow_and_store(config_path, flow_name) as (flow, store):
         emit_checkpoints(flow, store)

@@ -60,7 +60,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from airmirror.errors import ReplicationFailure
-from airmirror.secrets import masked_db_url
+from airmirror.config.secrets import masked_db_url
 from airmirror.store.schema import flow_leases
 
 log = logging.getLogger(__name__)

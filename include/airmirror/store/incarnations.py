@@ -1,4 +1,4 @@
-"""SQL side of topic incarnations (see :mod:`airmirror.incarnations` for the rules): cursor incarnations,
+"""SQL side of topic incarnations (see :mod:`airmirror.replication.incarnations` for the rules): cursor incarnations,
 remote topic ids, stops, source resets, and what a reset or a retired remote topic removes.
 
 Contracts:

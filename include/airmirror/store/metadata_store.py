@@ -18,7 +18,7 @@ Contracts:
   to ``downstream_start + (u - upstream_start)`` with no approximation.
 * **Errors**: an unreachable or failing database raises
   :class:`~airmirror.errors.ReplicationFailure` naming the database URL with its password and secret
-  query parameters masked (:func:`airmirror.secrets.masked_db_url`), as the store's repr does;
+  query parameters masked (:func:`airmirror.config.secrets.masked_db_url`), as the store's repr does;
   arguments that break these contracts raise ``ValueError``.
 * **Checkpoints, group syncs, heartbeats**: the newest value per key is kept (an upsert); each
   carries the time it was emitted or observed.  They describe what was written to the target cluster,
@@ -67,7 +67,7 @@ from airmirror.errors import ReplicationFailure
 from airmirror.store import incarnations
 from airmirror.store.incarnations import CursorState, SourceReset, Stop
 from airmirror.model import Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
-from airmirror.secrets import masked_db_url
+from airmirror.config.secrets import masked_db_url
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
 from airmirror.store.schema import (
     VERSION_TABLE,

@@ -27,14 +27,14 @@ Tables and their contracts:
   replication latency observed from a copied heartbeat.
 * ``airmirror_heartbeat_emissions``: per flow the newest heartbeat it wrote to its target.
 * ``airmirror_remote_topics``: per (flow, remote topic) the topic id airmirror first wrote to; a remote topic
-  with another id (or gone) is stopped (see :mod:`airmirror.incarnations`).
+  with another id (or gone) is stopped (see :mod:`airmirror.replication.incarnations`).
 * ``airmirror_stops``: per (flow, source topic, partition) why replication of it is stopped; partition
   ``-1`` (:data:`WHOLE_TOPIC`) stops every partition of the topic.  ``airmirror reset`` clears them.
 * ``airmirror_source_resets``: every time a source partition started again in a new incarnation (recreated
   or truncated topic), with the abandoned cursor and both topic ids.  ``airmirror_cursors.source_topic_id``
   and ``airmirror_batch_ranges.source_topic_id`` say which incarnation a cursor or a planned range belongs to.
   ``airmirror_cursors.leader_epoch`` is the source leader epoch of the record before the cursor, used to
-  validate it (see :mod:`airmirror.planner`); ``airmirror_batch_ranges.start_epoch``/``end_epoch`` are the
+  validate it (see :mod:`airmirror.replication.planner`); ``airmirror_batch_ranges.start_epoch``/``end_epoch`` are the
   epochs at a range's two ends and ``truncated_at`` the offset where the source log diverged below the cursor.
 * ``airmirror_flow_leases``: per flow the run that holds it (at most one), until ``expires_at``; see
   :mod:`airmirror.store.flow_lease`.  ``token`` identifies one acquisition, ``process`` the holder's

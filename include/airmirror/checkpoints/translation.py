@@ -1,0 +1,175 @@
+"""Exact offset translation: where a consumer group of the flow's source resumes on the flow's target.
+
+A consumer resuming at the translated position reads exactly the records it had not consumed on the
+source: no duplicate, no gap.  Translation reads the metadata store only (offset-sync runs and cursors, see
+:class:`~airmirror.model.OffsetRun`) plus the log start offsets of the target partitions.
+
+**Forward** (a topic the flow replicates; runs of this flow map upstream -> downstream).  For a committed
+upstream offset ``u`` of source partition ``P`` with cursor ``c`` (every offset below ``c`` was copied or holds
+no readable record: aborted, transaction marker, compacted away, lost to retention):
+
+1. ``u > c``, or ``P`` has no cursor yet: **not yet** (``None``).  Never a position past replicated data.
+2. a run contains ``u``: its downstream offset for ``u``;
+3. else the first run after ``u`` (``u`` points into a compaction hole, an aborted transaction, a marker or a
+   retention gap): that run's ``downstream_start``, the first replicated record at or after ``u``;
+4. else (``u <= c`` and nothing was copied at or after ``u``): just after the last copied record of ``P``, or,
+   if ``P`` never copied a record, the target partition's log start offset.
+
+**Failback** (a topic that originated on the target, e.g. ``b.orders`` on ``a`` in flow ``a->b``: a cycle the
+flow never copies).  As MM2 does, the checkpoint names the upstream topic on the target (``orders``).  The runs
+of the reverse flow (``b->a``, same metadata database) map ``orders`` (upstream) to ``b.orders`` (downstream),
+so the group's committed offset ``d`` of ``b.orders`` is translated backwards:
+
+1. a reverse run contains ``d``: its upstream offset for ``d``;
+2. else the first reverse run after ``d`` (``d`` points at markers between copies): its ``upstream_start``;
+3. else (``d`` is at or past the last copied record): the reverse flow's cursor, unless that flow has an
+   unfinished batch for the partition (its records may be visible on ``a`` already) or no cursor: not yet.
+
+Deliberate difference from MM2: a multi-hop topic (``b.c.orders`` on ``a``) maps to its upstream name on the
+target (``c.orders``, where the reverse flow copied it from), not to MM2's ``originalTopic`` (``orders``).
+
+Every position is raised to the target partition's log start offset: records below it are gone there, and a
+committed offset below the log start would make a consumer reset by ``auto.offset.reset``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from airmirror.config import FlowConfig
+from airmirror.model import OffsetRun, PartitionKey
+from airmirror.kafka.offsets import list_offsets
+from airmirror.store import MetadataStore
+
+
+def forward_position(
+    upstream_offset: int, cursor: int | None, covering: OffsetRun | None, last: OffsetRun | None, target_start: int
+) -> int | None:
+    """Forward rules 1-4.  ``covering``: the run containing or following ``upstream_offset``;
+    ``last``: the partition's last run (only used when ``covering`` is ``None``)."""
+    if cursor is None or upstream_offset > cursor:
+        return None
+    if covering is not None:
+        position = covering.downstream_start + max(0, upstream_offset - covering.upstream_start)
+    elif last is not None:
+        position = last.downstream_start + last.length
+    else:
+        position = target_start
+    return max(position, target_start)
+
+
+def failback_position(
+    downstream_offset: int, cursor: int | None, covering: OffsetRun | None, in_flight: bool, target_start: int
+) -> int | None:
+    """Failback rules 1-3.  ``covering``: the reverse flow's run containing or following ``downstream_offset``
+    in downstream offsets; ``in_flight``: the reverse flow has an unfinished batch for the partition."""
+    if covering is not None:
+        position = covering.upstream_start + max(0, downstream_offset - covering.downstream_start)
+    elif cursor is None or in_flight:
+        return None
+    else:
+        position = cursor
+    return max(position, target_start)
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a source topic's offsets reach the target.
+
+    ``topic``: name on the flow's source; ``target_topic``: name on the target (the checkpoint's topic);
+    ``runs_flow``/``runs_topic``: the flow whose runs translate it and the source topic those runs are keyed by;
+    ``failback``: the runs are the reverse flow's and are read backwards.
+    """
+
+    topic: str
+    target_topic: str
+    runs_flow: str
+    runs_topic: str
+    failback: bool
+
+
+def route(flow: FlowConfig, topic: str) -> Route | None:
+    """The route of ``topic``, ``None`` when the flow neither replicates it nor can fail it back.
+
+    Failback topics are those whose source (per the replication policy) is the flow's target, that pass
+    ``topics``/``topics.exclude`` (MM2's checkpoint topic filter) and are not internal.
+    """
+    if flow.should_replicate(topic):
+        return Route(topic, flow.remote_topic(topic), flow.name, topic, failback=False)
+    policy = flow.policy
+    upstream = policy.upstream_topic(topic)
+    if (
+        upstream is not None
+        and policy.topic_source(topic) == flow.target
+        and flow.topics.matches(topic)
+        and not policy.is_internal_topic(topic)
+    ):
+        return Route(topic, upstream, f"{flow.target}->{flow.source}", upstream, failback=True)
+    return None
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Committed ``upstream_offset`` of ``route.topic``-``partition``; ``downstream_offset`` is the position
+    in ``route.target_topic``-``partition`` on the target, ``None`` when not yet translatable."""
+
+    route: Route
+    partition: int
+    upstream_offset: int
+    downstream_offset: int | None
+
+
+class Translator:
+    """Translates committed offsets of one flow (read-only: the metadata store and the target's log starts)."""
+
+    def __init__(self, flow: FlowConfig, store: MetadataStore) -> None:
+        self._flow = flow
+        self._store = store
+
+    def translate(self, offsets: Mapping[PartitionKey, int]) -> dict[PartitionKey, Translation]:
+        """Translate every committed offset whose topic has a :func:`route`; other partitions are left out."""
+        routes = {key: found for key in offsets if (found := route(self._flow, key.topic)) is not None}
+        flows = {r.runs_flow for r in routes.values()}
+        in_flight = {name: self._unfinished(name) for name in flows if name != self._flow.name}
+        cursors = {name: self._store.cursors(name) for name in flows}
+        known = [
+            PartitionKey(r.target_topic, key.partition)
+            for key, r in routes.items()
+            if PartitionKey(r.runs_topic, key.partition) in cursors[r.runs_flow]
+        ]
+        starts = list_offsets(AdminClient(self._flow.target_client("admin")), set(known), OffsetSpec.earliest())
+        translations = {}
+        for key, r in routes.items():
+            runs_key = PartitionKey(r.runs_topic, key.partition)
+            cursor = cursors[r.runs_flow].get(runs_key)
+            position = None
+            if cursor is not None:
+                start = starts[PartitionKey(r.target_topic, key.partition)]
+                if r.failback:
+                    position = self._failback(r.runs_flow, runs_key, offsets[key], cursor, start, in_flight[r.runs_flow])
+                else:
+                    position = self._forward(runs_key, offsets[key], cursor, start)
+            translations[key] = Translation(r, key.partition, offsets[key], position)
+        return translations
+
+    def _forward(self, key: PartitionKey, upstream_offset: int, cursor: int, target_start: int) -> int | None:
+        if upstream_offset > cursor:
+            return None
+        covering = self._store.find_offset_run(self._flow.name, key, upstream_offset)
+        last = None if covering is not None else self._store.last_offset_run(self._flow.name, key)
+        return forward_position(upstream_offset, cursor, covering, last, target_start)
+
+    def _failback(
+        self, flow_name: str, key: PartitionKey, offset: int, cursor: int, target_start: int, in_flight: set[PartitionKey]
+    ) -> int | None:
+        covering = self._store.find_offset_run_downstream(flow_name, key, offset)
+        return failback_position(offset, cursor, covering, key in in_flight, target_start)
+
+    def _unfinished(self, flow_name: str) -> set[PartitionKey]:
+        """Partitions of ``flow_name``'s unfinished batch.  Read BEFORE its cursors and runs: a batch that
+        commits in between is then either seen as unfinished or fully present in the runs."""
+        batch = self._store.unfinished_batch(flow_name)
+        return set() if batch is None else {r.key for r in batch.ranges}

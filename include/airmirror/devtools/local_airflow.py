@@ -1,0 +1,193 @@
+"""A local ``airflow standalone`` (SQLite, LocalExecutor) running airmirror's DAGs, and a REST client for it.
+
+Used by ``make demo`` and the end-to-end tests.  The process runs in its own process group (``setsid``) so
+that stopping it stops the scheduler, DAG processor, API server and triggerer it spawned.  Its state
+(AIRFLOW_HOME, log, pid file) lives under ``{home}/airflow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from airmirror.errors import ReplicationFailure
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+ADMIN_USER = "admin"
+
+
+@dataclass(frozen=True)
+class LocalAirflow:
+    """Where a local standalone Airflow lives and listens."""
+
+    home: Path
+    port: int
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.home / "airflow"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.airflow_home / "standalone.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.airflow_home / "standalone.log"
+
+    def environment(self, config: Path, spark_master: str = "local[2]") -> dict[str, str]:
+        """The environment every Airflow component and task runs with."""
+        return {
+            **os.environ,
+            "AIRFLOW_HOME": str(self.airflow_home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master}),
+            "AIRMIRROR_CONFIG": str(config),
+            "AIRMIRROR_HOME": str(self.home),
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+
+    def start(self, config: Path, timeout: float = 180) -> None:
+        """Start ``airflow standalone`` (if not running) and wait until its API answers."""
+        self.airflow_home.mkdir(parents=True, exist_ok=True)
+        if self.running_pid() is None:
+            log = self.log_file.open("ab")
+            process = subprocess.Popen(
+                [str(Path(sys.executable).parent / "airflow"), "standalone"],
+                env=self.environment(config),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            self.pid_file.write_text(str(process.pid))
+        self.wait_healthy(timeout)
+
+    def running_pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text())
+            os.kill(pid, 0)
+        except (FileNotFoundError, ValueError, ProcessLookupError):
+            return None
+        return pid
+
+    def wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.running_pid() is None:
+                raise ReplicationFailure(f"airflow standalone exited; see {self.log_file}")
+            try:
+                health = httpx.get(f"{self.url}/api/v2/monitor/health", timeout=5).json()
+                if health.get("scheduler", {}).get("status") == "healthy" and self.password_file().exists():
+                    return
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(1)
+        raise ReplicationFailure(f"airflow standalone not healthy after {timeout:.0f}s; see {self.log_file}")
+
+    def stop(self, timeout: float = 60) -> bool:
+        """Stop the whole process group; False if it was not running."""
+        pid = self.running_pid()
+        if pid is None:
+            return False
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and self.running_pid() is not None:
+                time.sleep(0.5)
+            if self.running_pid() is None:
+                break
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def password_file(self) -> Path:
+        return self.airflow_home / "simple_auth_manager_passwords.json.generated"
+
+    def admin_password(self) -> str:
+        return json.loads(self.password_file().read_text())[ADMIN_USER]
+
+    def client(self) -> AirflowApi:
+        token = httpx.post(
+            f"{self.url}/auth/token", json={"username": ADMIN_USER, "password": self.admin_password()}, timeout=30
+        ).json()["access_token"]
+        return AirflowApi(httpx.Client(base_url=f"{self.url}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30))
+
+
+BUSY_RETRY_S = 60.0
+
+
+@dataclass
+class AirflowApi:
+    """The few REST calls airmirror's demo and tests make."""
+
+    http: httpx.Client
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One REST call; its JSON answer.  The local Airflow keeps its metadata in SQLite, whose write lock the
+        scheduler holds at times: Airflow then answers 503 (e.g. "Database is locked" for a backfill), and the
+        call is retried for up to :data:`BUSY_RETRY_S`.  Any other error status raises at once."""
+        deadline = time.monotonic() + BUSY_RETRY_S
+        response = self.http.request(method, path, **kwargs)
+        while response.status_code == 503 and time.monotonic() < deadline:
+            time.sleep(1)
+            response = self.http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            raise ReplicationFailure(f"Airflow API {method} {path}: {response.status_code} {response.text}")
+        return response.json() if response.content else None
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.http.get(f"/dags/{dag_id}").status_code == 200:
+                return
+            time.sleep(1)
+        raise ReplicationFailure(f"DAG {dag_id} did not appear in Airflow within {timeout:.0f}s")
+
+    def unpause(self, dag_id: str) -> None:
+        self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        return self.call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "logical_date", "limit": 100})["dag_runs"]
+
+    def wait_for_runs(self, dag_id: str, count: int, timeout: float = 300, run_type: str | None = None) -> list[dict[str, Any]]:
+        """Wait until ``count`` runs (of ``run_type`` if given) have finished; fail on a failed run."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            runs = [r for r in self.dag_runs(dag_id) if run_type is None or r["run_type"] == run_type]
+            failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
+            if failed:
+                raise ReplicationFailure(f"{dag_id} runs failed: {failed}")
+            done = [r for r in runs if r["state"] == "success"]
+            if len(done) >= count:
+                return done
+            time.sleep(2)
+        raise ReplicationFailure(f"{dag_id}: fewer than {count} successful runs within {timeout:.0f}s")
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        entry = self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")
+        value = entry["value"]
+        return json.loads(value) if isinstance(value, str) else value

@@ -1,0 +1,29 @@
+"""Local Apache Kafka clusters (real KRaft JVMs, jars fetched with Maven) for development and tests."""
+
+from airmirror.devtools.local_kafka.broker import (
+    BrokerStatus,
+    LocalBroker,
+    NodeStatus,
+    airmirror_home,
+    broker_status,
+    kill_broker,
+    start_broker,
+    stop_broker,
+)
+from airmirror.devtools.local_kafka.jars import KAFKA_VERSION, kafka_classpath, resolve_maven_artifacts
+from airmirror.devtools.local_kafka.nodes import free_port
+
+__all__ = [
+    "KAFKA_VERSION",
+    "BrokerStatus",
+    "LocalBroker",
+    "NodeStatus",
+    "airmirror_home",
+    "broker_status",
+    "free_port",
+    "kafka_classpath",
+    "kill_broker",
+    "resolve_maven_artifacts",
+    "start_broker",
+    "stop_broker",
+]

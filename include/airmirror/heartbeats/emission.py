@@ -1,0 +1,117 @@
+"""Heartbeats: emitting them in MM2's format, and measuring replication latency from copied ones.
+
+Emitting (the DAG's heartbeat task and ``airmirror heartbeat`` call :func:`emit_heartbeat`): one record
+``Heartbeat(source, target, now)`` is written to the policy's heartbeats topic (``heartbeats``) partition 0 on
+the flow's TARGET, as MM2's heartbeat connector does; the topic is created if missing (one partition,
+compacted, see :mod:`airmirror.kafka.records`).  Once the target acknowledged it, the emission is stored in the
+metadata DB (``airmirror status`` shows it).  With ``emit.heartbeats.enabled = false`` nothing is written and
+the report says so.
+
+Replication: heartbeats topics of the source (``heartbeats``, ``c.heartbeats``...) are replicated like any
+topic, whatever ``topics`` says (MM2's rule in :func:`airmirror.mm2.policy.should_replicate_topic`), to
+``{source}.heartbeats`` and so on.  Note that every flow out of a cluster then copies that cluster's
+``heartbeats`` topic.
+
+Latency (called by :func:`airmirror.replication.pipeline.record_batch` after the batch commit): for each copied range
+of a heartbeats topic, the newest copied record (target offset ``downstream_end - 1``) is read back and
+decoded; latency = commit time - heartbeat timestamp, stored per (flow, heartbeat source alias, heartbeat
+target alias).  Observing never fails a batch: problems are logged as warnings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from airmirror.config import FlowConfig
+from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.kafka.records import OutgoingRecord, ensure_topic, write_records
+from airmirror.store import HeartbeatEmission, HeartbeatLatency, MetadataStore
+from airmirror.mm2.wire_formats import Heartbeat
+
+log = logging.getLogger(__name__)
+
+REPLICATION_FACTOR_KEY = "heartbeats.topic.replication.factor"
+READ_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class HeartbeatReport:
+    """What :func:`emit_heartbeat` did: ``heartbeat`` is ``None`` when heartbeats are disabled."""
+
+    flow: str
+    topic: str
+    heartbeat: Heartbeat | None
+
+
+def emit_heartbeat(flow: FlowConfig, store: MetadataStore) -> HeartbeatReport:
+    """Write one heartbeat of ``flow`` to its target (see the module docstring)."""
+    topic = flow.policy.heartbeats_topic()
+    if not flow.emit_heartbeats_enabled:
+        log.info("emit.heartbeats.enabled is false for %s: no heartbeat written", flow.name)
+        return HeartbeatReport(flow.name, topic, None)
+    ensure_topic(flow, topic, REPLICATION_FACTOR_KEY)
+    heartbeat = Heartbeat(flow.source, flow.target, _now_ms())
+    write_records(flow, topic, [OutgoingRecord(heartbeat.key(), heartbeat.value(), heartbeat.timestamp)])
+    store.record_heartbeat_emitted(flow.name, HeartbeatEmission(topic, _datetime(heartbeat.timestamp)))
+    log.info("%s: heartbeat %d written to %s on %s", flow.name, heartbeat.timestamp, topic, flow.target)
+    return HeartbeatReport(flow.name, topic, heartbeat)
+
+
+def observe_heartbeats(
+    flow: FlowConfig, store: MetadataStore, ranges: Sequence[PlannedRange], results: Sequence[RangeResult]
+) -> list[HeartbeatLatency]:
+    """Store the latency of the newest heartbeat of every copied heartbeats range; never raises."""
+    observed_at = datetime.now(timezone.utc)
+    remote = {r.key: r.remote_topic for r in ranges}
+    latencies = []
+    for result in results:
+        if not flow.policy.is_heartbeats_topic(result.topic) or not result.records or result.downstream_end is None:
+            continue
+        topic, offset = remote[PartitionKey(result.topic, result.partition)], result.downstream_end - 1
+        try:
+            heartbeat = _read_heartbeat(flow, topic, result.partition, offset)
+            latency = HeartbeatLatency(
+                heartbeat.source_alias,
+                heartbeat.target_alias,
+                _datetime(heartbeat.timestamp),
+                observed_at,
+                int(observed_at.timestamp() * 1000) - heartbeat.timestamp,
+            )
+            store.record_heartbeat_latency(flow.name, latency)
+        except Exception as error:  # noqa: BLE001 - latency is informational, the batch is already committed
+            log.warning("%s: no heartbeat latency from %s-%d@%d: %s", flow.name, topic, result.partition, offset, error)
+            continue
+        log.info("%s: heartbeat %s->%s latency %d ms", flow.name, latency.source_alias, latency.target_alias, latency.latency_ms)
+        latencies.append(latency)
+    return latencies
+
+
+def _read_heartbeat(flow: FlowConfig, topic: str, partition: int, offset: int) -> Heartbeat:
+    consumer = Consumer(
+        {**flow.target_client("consumer"), "group.id": "airmirror-heartbeat-reader", "isolation.level": "read_committed"}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        message = consumer.poll(READ_TIMEOUT_S)
+        if message is None:
+            raise TimeoutError(f"nothing readable within {READ_TIMEOUT_S:.0f}s")
+        if message.error() is not None:
+            raise KafkaException(message.error())
+        if message.offset() != offset:
+            raise ValueError(f"the record is gone (read offset {message.offset()})")
+        return Heartbeat.decode(message.key() or b"", message.value() or b"")
+    finally:
+        consumer.close()
+
+
+def _now_ms() -> int:
+    return int(datetime.now(timezone.utc).timestamp() * 1000)
+
+
+def _datetime(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc)

@@ -1,0 +1,64 @@
+"""The consumer groups of a flow's source cluster that checkpoints cover, and their committed offsets.
+
+A group is covered when it matches ``groups``/``groups.exclude`` (MM2's group filter) and is not one of
+airmirror's own groups (``airmirror-*``: progress, exactly-once anchors, readers).  Only committed offsets
+(>= 0) on topics with a :func:`~airmirror.checkpoints.translation.route` are returned; a group without any is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import AdminClient
+
+from airmirror.kafka.admin_retry import retry_transient
+from airmirror.config import FlowConfig
+from airmirror.model import PartitionKey
+from airmirror.checkpoints.translation import route
+
+AIRMIRROR_GROUP_PREFIX = "airmirror-"
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """A group's committed offset of one partition and the metadata string committed with it."""
+
+    offset: int
+    metadata: str
+
+
+def is_covered_group(flow: FlowConfig, group: str) -> bool:
+    """True when checkpoints cover ``group`` (see the module docstring)."""
+    return flow.groups.matches(group) and not group.startswith(AIRMIRROR_GROUP_PREFIX)
+
+
+def covered_groups(flow: FlowConfig, admin: AdminClient) -> list[str]:
+    """Every covered group of the source cluster, sorted."""
+    listing = retry_transient(
+        lambda: admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result(),
+        f"list the consumer groups of cluster '{flow.source}'",
+    )
+    return sorted(g.group_id for g in listing.valid if is_covered_group(flow, g.group_id))
+
+
+def committed_offsets(flow: FlowConfig, admin: AdminClient, group: str) -> dict[PartitionKey, CommittedOffset]:
+    """``group``'s committed offsets on the source, limited to routed topics."""
+    request = [ConsumerGroupTopicPartitions(group)]
+    answer = retry_transient(
+        lambda: admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group].result(),
+        f"list the committed offsets of group '{group}' on cluster '{flow.source}'",
+    )
+    return {
+        PartitionKey(tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
+        for tp in answer.topic_partitions
+        if tp.error is None and tp.offset >= 0 and route(flow, tp.topic) is not None
+    }
+
+
+def group_offsets(flow: FlowConfig) -> dict[str, dict[PartitionKey, CommittedOffset]]:
+    """Committed offsets of every covered group that has some on routed topics, by group."""
+    admin = AdminClient(flow.source_client("admin"))
+    found = {group: committed_offsets(flow, admin, group) for group in covered_groups(flow, admin)}
+    return {group: offsets for group, offsets in found.items() if offsets}

@@ -1,0 +1,161 @@
+"""Ask the source cluster for the offsets the planner needs, for many partitions at once.
+
+All queries use ``read_committed``: the end offset is the last stable offset, so a plan never reaches into
+an open transaction.  ``until`` is resolved with the broker's offsets-for-times: the first offset whose
+timestamp is at or after the given time, or the end when every record is older.
+
+:func:`next_record_timestamps` reads (with one consumer, never committing) the timestamp of the next record
+at given positions, for ``status``; :func:`divergence_points` validates cursors against the leader's epochs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from airmirror.errors import ReplicationFailure
+from airmirror.model import PartitionKey
+from airmirror.replication.planner import PartitionOffsets
+
+REQUEST_TIMEOUT_S = 30.0
+
+
+def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, int]:
+    """One ListOffsets round for every partition with the same spec."""
+    return {key: info.offset for key, info in list_offsets_info(admin, keys, spec).items()}
+
+
+def list_offsets_info(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, Any]:
+    """One ListOffsets round for every partition with the same spec: offset, timestamp and leader epoch."""
+    requests = {TopicPartition(k.topic, k.partition): spec for k in keys}
+    if not requests:
+        return {}
+    futures = admin.list_offsets(
+        requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=REQUEST_TIMEOUT_S
+    )
+    found: dict[PartitionKey, Any] = {}
+    for tp, future in futures.items():
+        try:
+            found[PartitionKey(tp.topic, tp.partition)] = future.result()
+        except KafkaException as error:
+            raise ReplicationFailure(f"cannot list offsets of {tp.topic}-{tp.partition}: {error}") from error
+    return found
+
+
+def partition_offsets(
+    admin: AdminClient, keys: list[PartitionKey], until_ms: int | None = None, start_ms: int | None = None
+) -> dict[PartitionKey, PartitionOffsets]:
+    """Log start, last stable offset, the leader's current epoch and, when asked, the offsets of ``until_ms``
+    and ``start_ms``."""
+    starts = list_offsets(admin, keys, OffsetSpec.earliest())
+    latest = list_offsets_info(admin, keys, OffsetSpec.latest())
+    ends = {key: info.offset for key, info in latest.items()}
+    untils = offsets_for_time(admin, keys, until_ms, ends)
+    start_points = offsets_for_time(admin, keys, start_ms, ends)
+    return {
+        key: PartitionOffsets(
+            starts[key], ends[key], untils.get(key), start_points.get(key), leader_epoch=latest[key].leader_epoch
+        )
+        for key in keys
+    }
+
+
+def offsets_for_time(
+    admin: AdminClient, keys: list[PartitionKey], timestamp_ms: int | None, ends: dict[PartitionKey, int]
+) -> dict[PartitionKey, int]:
+    """First offset at or after ``timestamp_ms`` per partition (the end when every record is older)."""
+    if timestamp_ms is None:
+        return {}
+    found = list_offsets(admin, keys, OffsetSpec.for_timestamp(timestamp_ms))
+    return {key: offset if offset >= 0 else ends[key] for key, offset in found.items()}
+
+
+NEXT_RECORD_TIMEOUT_S = 10.0
+
+
+def next_record_timestamps(
+    consumer_config: Mapping[str, Any], positions: Mapping[PartitionKey, int], timeout: float = NEXT_RECORD_TIMEOUT_S
+) -> dict[PartitionKey, tuple[int, int]]:
+    """``(offset, timestamp ms)`` of the first committed record at or after each partition's position.
+
+    A partition with no committed record from its position to its end (or none read in time, or no
+    timestamp) is left out.  Read-only: nothing is committed.
+    """
+    firsts = first_messages(consumer_config, {key: (offset, None) for key, offset in positions.items()}, timeout)
+    found = {}
+    for key, message in firsts.items():
+        if message.error() is None:
+            kind, timestamp = message.timestamp()
+            if kind != TIMESTAMP_NOT_AVAILABLE:
+                found[key] = (message.offset(), timestamp)
+    return found
+
+
+def divergence_points(
+    consumer_config: Mapping[str, Any], cursors: Mapping[PartitionKey, tuple[int, int]], timeout: float = NEXT_RECORD_TIMEOUT_S
+) -> dict[PartitionKey, int]:
+    """Where the source log diverged below a cursor: for each ``(cursor, leader epoch of the record before
+    it)``, the offset at which the current leader's log stops matching, when that is below the cursor.
+
+    The consumer is assigned each cursor with its epoch, so librdkafka validates the position with the
+    leader (KIP-320 OffsetForLeaderEpoch) before fetching.  When the leader's log ends that epoch below the
+    cursor, librdkafka moves the position to that end offset (``auto.offset.reset`` is not ``error``), and the
+    first record or end-of-partition it reports is there: that offset is the divergence point.  A position
+    reported at or above the cursor validated.  A partition that reports nothing in time is left out: its
+    range read validates again, and fails rather than read past a truncation.  Read-only.
+    """
+    firsts = first_messages(consumer_config, cursors, timeout)
+    return {key: message.offset() for key, message in firsts.items() if message.offset() < cursors[key][0]}
+
+
+def epoch_position(topic: str, partition: int, offset: int, epoch: int | None) -> TopicPartition:
+    """A position to assign, carrying the leader epoch of the record before it when known, so that librdkafka
+    validates it with the leader (KIP-320) before fetching."""
+    if epoch is None:
+        return TopicPartition(topic, partition, offset)
+    return TopicPartition(topic, partition, offset, leader_epoch=epoch)
+
+
+def first_messages(
+    consumer_config: Mapping[str, Any], positions: Mapping[PartitionKey, tuple[int, int | None]], timeout: float
+) -> dict[PartitionKey, Message]:
+    """The first committed record, or the end-of-partition event, at or after each ``(offset, leader epoch)``.
+
+    One ``read_committed`` consumer is assigned every partition at its position; each partition is paused as
+    soon as its first record (or its end) arrives, and the whole read stops after ``timeout`` seconds.  A
+    partition that reports neither in time is left out.  Never commits.
+    """
+    if not positions:
+        return {}
+    consumer = Consumer(
+        {
+            **consumer_config,
+            "group.id": consumer_config.get("group.id") or "airmirror-status-reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "max.partition.fetch.bytes": 65536,
+            "queued.max.messages.kbytes": 1024,
+        }
+    )
+    found: dict[PartitionKey, Message] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        consumer.assign([epoch_position(k.topic, k.partition, offset, epoch) for k, (offset, epoch) in positions.items()])
+        while len(found) < len(positions) and (left := deadline - time.monotonic()) > 0:
+            for message in consumer.consume(num_messages=len(positions) + 10, timeout=min(left, 1.0)):
+                key = PartitionKey(message.topic(), message.partition())
+                error = message.error()
+                if key not in positions or key in found or (error is not None and error.code() != KafkaError._PARTITION_EOF):
+                    continue
+                found[key] = message
+                consumer.pause([TopicPartition(key.topic, key.partition)])
+    finally:
+        consumer.close()
+    return found

@@ -1,0 +1,181 @@
+"""Topic incarnations: noticing that a source or remote topic was deleted, recreated or truncated, and what a
+flow then does.  Offsets only mean something within one incarnation of a topic, so airmirror never maps an
+offset of one incarnation through offset-sync runs of another.
+
+Source topics (the planner detects it, see :func:`airmirror.replication.planner.source_reset`):
+
+* ``airmirror.source.reset.policy = reset`` (default): like MM2's consumer under ``auto.offset.reset``, the
+  partition starts again in its new incarnation.  The batch's commit records a *source reset* (time, old and
+  new topic id, abandoned cursor, new start; ``status`` shows it) and retires the partition's offset-sync
+  runs, so the next runs are a new generation.
+  After a truncation that leader epochs located (:func:`diverged_cursors`), only the runs from the divergence
+  point on are retired, and the partition continues from there.
+* ``fail``: only the affected partitions stop: they are recorded as stopped (``status`` shows them), left out
+  of every plan, and every run fails after copying everything else, with an error that names the
+  topic-partition, the old and new ids or offsets, and ``airmirror reset``, which resolves it.
+
+Remote topics: the id of every remote topic is recorded the first time a run sees it.  Each run compares,
+before anything is written: a remote topic that is gone or has another id is stopped.  It is never
+recreated silently, its offset-sync runs are retired at once (nothing is translated through them any more),
+its ranges drop out of an unfinished batch, and every run fails naming it until ``airmirror reset`` re-seeds
+it: the next run then creates the remote topic if it is missing and copies the source topic from its start
+(per ``auto.offset.reset``).
+
+A resumed batch drops ranges it can no longer finish: not finished in Kafka, and their source topic is gone
+or has another id, or their remote topic is stopped, or the flow no longer selects their topic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient
+
+from airmirror.config import FlowConfig
+from airmirror.errors import InputError, ReplicationFailure
+from airmirror.model import PartitionKey, PlannedRange
+from airmirror.store import MetadataStore
+from airmirror.replication.spark.progress import fence_partitions, forget_progress
+from airmirror.replication.planner import PartitionOffsets, needs_validation
+from airmirror.kafka.offsets import divergence_points
+from airmirror.store.incarnations import CursorState, Stop
+from airmirror.kafka.topics import TopicMapping, topic_ids
+
+log = logging.getLogger(__name__)
+
+
+def reset_command(flow: FlowConfig, topic: str) -> str:
+    return f"airmirror reset {flow.config_path} --flow {flow.name} --topic {topic}"
+
+
+def diverged_cursors(
+    flow: FlowConfig, cursors: Mapping[PartitionKey, CursorState], offsets: Mapping[PartitionKey, PartitionOffsets]
+) -> dict[PartitionKey, int]:
+    """Per stored cursor whose source log diverged below it, the offset where it diverged: cursors of the
+    same incarnation whose leader epoch changed since are validated with the leader (see
+    :mod:`airmirror.replication.planner`).  Read-only."""
+    suspects = {
+        key: (state.next_offset, state.leader_epoch)
+        for key, state in cursors.items()
+        if key in offsets
+        and state.source_topic_id == offsets[key].topic_id
+        and needs_validation(state.next_offset, state.leader_epoch, offsets[key])
+    }
+    return divergence_points(flow.source_client("consumer"), suspects)
+
+
+def writable_mappings(
+    flow: FlowConfig, store: MetadataStore, target: AdminClient, mappings: list[TopicMapping], *, dry_run: bool
+) -> list[TopicMapping]:
+    """The mappings whose remote topics may be written: remote topics recorded with another id than they have
+    now (or gone) are stopped (unless ``dry_run``), and stopped topics stay out until reset."""
+    stopped = {stop.topic for stop in store.stops(flow.name) if stop.partition is None}
+    recorded = store.remote_topic_ids(flow.name)
+    current = topic_ids(target, [m.remote_topic for m in mappings if m.remote_topic in recorded and m.source_topic not in stopped])
+    usable = []
+    for mapping in mappings:
+        if mapping.source_topic in stopped:
+            continue
+        old = recorded.get(mapping.remote_topic)
+        new = current.get(mapping.remote_topic, old)
+        if new == old:
+            usable.append(mapping)
+            continue
+        change = "was deleted" if new is None else f"was recreated (topic id {old} -> {new})"
+        reason = (
+            f"remote topic {mapping.remote_topic} on cluster {flow.target} {change}; airmirror stopped replicating "
+            f"{mapping.source_topic} into it and translates nothing through its old offset-syncs; "
+            f"run `{reset_command(flow, mapping.source_topic)}` to copy {mapping.source_topic} again from its start"
+        )
+        log.error("%s", reason)
+        if not dry_run:
+            store.stop_remote_topic(flow.name, mapping.source_topic, mapping.remote_topic, reason)
+    return usable
+
+
+def record_remote_topics(flow: FlowConfig, store: MetadataStore, target: AdminClient, mappings: Iterable[TopicMapping]) -> None:
+    """Remember the id of every remote topic seen for the first time (after topic sync created it)."""
+    recorded = store.remote_topic_ids(flow.name)
+    new = [m.remote_topic for m in mappings if m.remote_topic not in recorded]
+    found = {name: topic_id for name, topic_id in topic_ids(target, new).items() if topic_id is not None}
+    if found:
+        store.record_remote_topic_ids(flow.name, found)
+
+
+def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[PlannedRange], stored_ids: dict[PartitionKey, str | None], *, dry_run: bool) -> list[PlannedRange]:
+    """Under ``airmirror.source.reset.policy = fail``, stop the partitions whose ranges reset their source
+    cursor (unless ``dry_run``) and leave them out; other ranges pass."""
+    if flow.source_reset_policy != "fail":
+        return ranges
+    kept = []
+    for r in ranges:
+        if r.reset_from is None:
+            kept.append(r)
+            continue
+        old_id = stored_ids.get(r.key)
+        if old_id is not None and old_id != r.source_topic_id:
+            change = f"was recreated (topic id {old_id} -> {r.source_topic_id})"
+        elif r.truncated_at is not None:
+            change = f"was truncated: its log diverged at offset {r.truncated_at}, below the stored cursor {r.reset_from}"
+        else:
+            change = f"now ends below the stored cursor {r.reset_from}"
+        reason = (
+            f"source partition {r.key} {change}; airmirror.source.reset.policy = fail stopped it at cursor "
+            f"{r.reset_from}; run `{reset_command(flow, r.topic)}` to copy the topic again from its start"
+        )
+        log.error("%s", reason)
+        if not dry_run:
+            store.stop_partition(flow.name, r.key, reason)
+    return kept
+
+
+def source_partition_count(flow: FlowConfig, topic: str) -> int:
+    """How many partitions the source topic has now (0 when it is gone)."""
+    metadata = AdminClient(flow.source_client("admin")).list_topics(topic, timeout=30).topics.get(topic)
+    return len(metadata.partitions) if metadata is not None and metadata.error is None else 0
+
+
+class TopicsStopped(ReplicationFailure):
+    """Some of the flow's topics or partitions are stopped; retrying does not help until they are reset."""
+
+
+def raise_for_stops(flow: FlowConfig, store: MetadataStore) -> None:
+    """Fail the run (:class:`TopicsStopped`, exit 1) when any of the flow's topics or partitions is stopped,
+    naming each."""
+    stops: list[Stop] = store.stops(flow.name)
+    if stops:
+        raise TopicsStopped(f"flow {flow.name}: " + "; ".join(stop.reason for stop in stops))
+
+
+@dataclass(frozen=True)
+class TopicReset:
+    """What ``airmirror reset`` did: the partitions of ``topic`` whose cursors it removed."""
+
+    flow: str
+    topic: str
+    remote_topic: str
+    partitions: list[int]
+
+
+def reset_topic(flow: FlowConfig, store: MetadataStore, topic: str, holder: str) -> TopicReset:
+    """``airmirror reset``: re-seed source ``topic`` so the next run copies it from its start (per
+    ``auto.offset.reset``) into its remote topic, creating that topic if it is missing.
+
+    Holding the flow's lease, it fences every copy attempt of the topic and makes the batch log forget the
+    topic's progress (:func:`~airmirror.replication.spark.progress.forget_progress`; the target may hold the same
+    source offsets already, as after a truncation), then in one DB transaction removes the topic's cursors,
+    offset-syncs, checkpoints, stops and recorded remote topic id, and drops its ranges from the unfinished
+    batch.  Kafka forgets first: if the DB step fails, the old cursors stay and the next run continues from
+    them, or the reset is run again.  A topic the flow does not replicate is an :class:`InputError` (exit 2)."""
+    if not flow.should_replicate(topic):
+        raise InputError(f"--topic: flow {flow.name} does not replicate topic '{topic}' (give the source topic's name)")
+    with store.hold_flow(flow.name, holder):
+        partitions = {key.partition for key in store.cursor_states(flow.name) if key.topic == topic}
+        partitions.update(range(source_partition_count(flow, topic)))
+        fence_partitions(flow, [PartitionKey(topic, p) for p in partitions])
+        forget_progress(flow, topic, flow.remote_topic(topic), partitions)
+        removed = store.reset_topic(flow.name, topic, flow.remote_topic(topic))
+    log.warning("flow %s: %s reset; the next run copies it from its start", flow.name, topic)
+    return TopicReset(flow.name, topic, flow.remote_topic(topic), sorted(key.partition for key in removed))

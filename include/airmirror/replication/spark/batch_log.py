@@ -1,0 +1,301 @@
+"""The batch log: the durable record, on the target cluster, of how far every partition copy got.
+
+A planned range is copied as a sequence of Kafka transactions (*chunks*, see
+:mod:`airmirror.replication.spark.partition_writer`).  Every chunk transaction atomically contains:
+
+1. the chunk's copied records, in source order, in the remote topic's same partition;
+2. one or more *runs records* in the batch-log topic (``names.batch_log_topic(source)``, target cluster,
+   one partition, compacted), keyed ``runs-{flow}-{topic}-{partition}-{batch}-{chunk}-{part}``: the
+   chunk's offset-sync runs, at most :data:`RUNS_PER_RECORD` per record, so a record's size is bounded
+   whatever the range holds;
+3. the partition's *progress record* in the same topic, keyed ``progress-{flow}-{topic}-{partition}``
+   (:class:`Progress`): batch id, chunk number, planned range, the next source offset to copy, the
+   downstream position, running totals and the log offset of the range's first runs record;
+4. an *anchor*: a transactional offset commit of the same :class:`Progress` (as metadata) for the group
+   ``names.anchor_group(source, target)`` on the remote topic-partition.
+
+Because all of it is one transaction, the newest committed progress record of a partition says exactly
+which source records of which batch are in the target.  Rules:
+
+* **The progress record is the truth; the anchor is only a fast path.**  The topic is compacted and
+  progress records are never deleted, so the truth is kept for as long as a batch can be resumed.  An
+  anchor is trusted only when its metadata parses as a :class:`Progress` whose downstream position equals
+  the committed offset.  A missing anchor (expired after ``offsets.retention.minutes``, deleted with
+  ``kafka-consumer-groups --delete``) or one overwritten by another client never means "not copied":
+  :func:`read_progress` then scans the batch-log topic for the newest progress record.
+* Progress is read only after ``init_transactions()`` fenced any older producer of the partition, and a
+  scan waits until the committed end of the log reaches the high watermark seen when it began, so no
+  committed progress record can be missed behind another partition's open transaction.
+* Runs records are kept until the metadata DB has committed their batch; :func:`tombstone` then writes
+  tombstones for them, so compaction removes them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from airmirror.errors import ReplicationFailure
+from airmirror.kafka.retry import is_transient
+from airmirror.model import OffsetRun
+from airmirror.kafka.names import joined
+
+LOG_FORMAT_VERSION = 2
+RUNS_PER_RECORD = 100_000
+"""At most this many runs per runs record: 2.4 MB before compression, far below the topic's limit."""
+RUN_STRUCT = struct.Struct(">qqq")
+LOG_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "max.message.bytes": str(16 * 1024 * 1024),
+    "segment.ms": str(3600 * 1000),
+}
+SCAN_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far one partition's copy got, as of its newest committed chunk transaction.
+
+    Source offsets ``[start, position)`` of range ``[start, end)`` of batch ``batch_id`` are in the
+    target; ``done`` says the range is finished (``position`` is then where it ended: ``end``, or less when
+    the source log was truncated below the plan).  ``chunk`` is the number of the newest committed chunk,
+    ``records``/``bytes`` total the range so far, ``downstream_start``/``downstream_position`` bound the
+    copied records on the target, and ``first_runs_offset`` is the batch-log offset of the range's first
+    runs record (``None`` while nothing was copied).  ``source_topic_id`` and ``remote_topic_id`` name the
+    incarnations of both topics: progress of other incarnations says nothing about this copy.
+    ``leader_epoch`` is the source leader epoch of the record at ``position - 1`` when known, so that a resumed
+    read validates its position against the leader.
+    """
+
+    batch_id: int
+    chunk: int
+    start: int
+    end: int
+    position: int
+    done: bool
+    records: int
+    bytes: int
+    downstream_start: int | None
+    downstream_position: int
+    first_runs_offset: int | None
+    source_topic_id: str | None = None
+    remote_topic_id: str | None = None
+    leader_epoch: int | None = None
+
+    def encode(self) -> str:
+        return json.dumps({"v": LOG_FORMAT_VERSION, **asdict(self)}, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: str | bytes | None) -> Progress | None:
+        """The progress in ``text``, or ``None`` when it is not one of ours (absent, foreign, old format)."""
+        if not text:
+            return None
+        try:
+            fields = json.loads(text)
+            if not isinstance(fields, dict) or fields.pop("v", None) != LOG_FORMAT_VERSION:
+                return None
+            return cls(**fields)
+        except (ValueError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class RunsRecord:
+    """One part of one chunk's offset-sync runs."""
+
+    batch_id: int
+    chunk: int
+    part: int
+    runs: tuple[OffsetRun, ...]
+
+
+def progress_key(flow: str, topic: str, partition: int) -> bytes:
+    return f"progress-{joined(flow, topic, partition)}".encode("utf-8")
+
+
+def runs_key(flow: str, topic: str, partition: int, batch_id: int, chunk: int, part: int) -> bytes:
+    return f"runs-{joined(flow, topic, partition, batch_id, chunk, part)}".encode("utf-8")
+
+
+def encode_runs(record: RunsRecord) -> bytes:
+    packed = b"".join(RUN_STRUCT.pack(r.upstream_start, r.upstream_end, r.downstream_start) for r in record.runs)
+    body = {
+        "v": LOG_FORMAT_VERSION,
+        "batch_id": record.batch_id,
+        "chunk": record.chunk,
+        "part": record.part,
+        "runs": base64.b64encode(zlib.compress(packed)).decode("ascii"),
+    }
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def decode_runs(value: bytes) -> RunsRecord:
+    body = json.loads(value)
+    if body.get("v") != LOG_FORMAT_VERSION:
+        raise ValueError(f"unsupported batch-log record version {body.get('v')!r}")
+    packed = zlib.decompress(base64.b64decode(body["runs"]))
+    runs = tuple(OffsetRun(*RUN_STRUCT.unpack_from(packed, i)) for i in range(0, len(packed), RUN_STRUCT.size))
+    return RunsRecord(body["batch_id"], body["chunk"], body["part"], runs)
+
+
+def runs_parts(batch_id: int, chunk: int, runs: Sequence[OffsetRun]) -> list[RunsRecord]:
+    """A chunk's runs split into records of at most :data:`RUNS_PER_RECORD` runs."""
+    return [
+        RunsRecord(batch_id, chunk, part, tuple(runs[i : i + RUNS_PER_RECORD]))
+        for part, i in enumerate(range(0, len(runs), RUNS_PER_RECORD))
+    ]
+
+
+def log_consumer(consumer_config: Mapping[str, Any], group: str = "airmirror-batch-log-reader") -> Consumer:
+    """A read_committed consumer of the batch log that never commits and never resets silently."""
+    return Consumer(
+        {
+            **consumer_config,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "error",
+            "enable.partition.eof": True,
+        }
+    )
+
+
+def read_anchors(
+    consumer_config: Mapping[str, Any], group: str, partitions: Sequence[tuple[str, int]], timeout: float = 60.0
+) -> dict[tuple[str, int], Progress | None]:
+    """The trusted anchors of ``group`` for remote ``(topic, partition)`` pairs (``None`` where there is no
+    trustworthy one: see the module docstring).  Transient coordinator errors are retried until ``timeout``."""
+    if not partitions:
+        return {}
+    consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                committed = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+                errors = [tp.error for tp in committed if tp.error is not None]
+                if errors:
+                    raise KafkaException(errors[0])
+                return {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed}
+            except KafkaException as error:
+                if not is_transient(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
+def trusted_anchor(committed: TopicPartition) -> Progress | None:
+    progress = Progress.decode(committed.metadata)
+    if progress is None or committed.offset < 0 or progress.downstream_position != committed.offset:
+        return None
+    return progress
+
+
+def read_progress(
+    consumer_config: Mapping[str, Any],
+    anchor_group: str,
+    log_topic: str,
+    flow: str,
+    partitions: Mapping[tuple[str, int], tuple[str, int]],
+    before_scan: Callable[[], None] | None = None,
+) -> dict[tuple[str, int], Progress | None]:
+    """The newest committed progress of every partition, keyed like ``partitions``.
+
+    ``partitions`` maps each remote ``(topic, partition)`` to its source ``(topic, partition)``.  Trusted
+    anchors answer first; every partition without one is looked up by scanning the batch log, after
+    ``before_scan()`` (which may fence the attempts whose open transactions would hold the scan up).
+    """
+    anchors = read_anchors(consumer_config, anchor_group, list(partitions))
+    missing = {progress_key(flow, *partitions[remote]): remote for remote, anchor in anchors.items() if anchor is None}
+    if not missing:
+        return anchors
+    if before_scan is not None:
+        before_scan()
+    found: dict[tuple[str, int], Progress | None] = dict(anchors)
+    for key, value, _ in scan_log(consumer_config, log_topic, 0):
+        if key in missing:
+            found[missing[key]] = Progress.decode(value)
+    return found
+
+
+def scan_log(
+    consumer_config: Mapping[str, Any], log_topic: str, from_offset: int, timeout: float = SCAN_TIMEOUT_S
+) -> Iterator[tuple[bytes, bytes | None, int]]:
+    """Committed ``(key, value, offset)`` of the batch log from ``from_offset`` (or the log start, if later)
+    up to the high watermark seen at the start; waits out other partitions' open transactions."""
+    consumer = log_consumer(consumer_config)
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(log_topic, 0), timeout=30, cached=False)
+        start = max(from_offset, low)
+        if start >= high:
+            return
+        consumer.assign([TopicPartition(log_topic, 0, start)])
+        deadline = time.monotonic() + timeout
+        position = start
+        while position < high:
+            if time.monotonic() > deadline:
+                raise ReplicationFailure(
+                    f"the batch log {log_topic} stayed below offset {high} for {timeout:.0f}s (an open "
+                    "transaction that is never committed?); run again once it has timed out"
+                )
+            for message in consumer.consume(1000, 0.2):
+                error = message.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                    position = max(position, message.offset())
+                    continue
+                position = message.offset() + 1
+                key = message.key()
+                if key is not None:
+                    yield key, message.value(), message.offset()
+    finally:
+        consumer.close()
+
+
+def read_runs(
+    consumer_config: Mapping[str, Any], log_topic: str, flow: str, batch_id: int, progress: Mapping[tuple[str, int], Progress]
+) -> dict[tuple[str, int], list[RunsRecord]]:
+    """Every runs record of batch ``batch_id`` for the source partitions in ``progress``, in chunk order.
+
+    Raises :class:`~airmirror.errors.ReplicationFailure` when a chunk's runs are missing (they are only
+    discarded after the batch committed in the metadata DB, so this means the log was tampered with).
+    """
+    starts = [p.first_runs_offset for p in progress.values() if p.first_runs_offset is not None]
+    found: dict[tuple[str, int], list[RunsRecord]] = {source: [] for source in progress}
+    if not starts:
+        return found
+    prefixes = {f"runs-{joined(flow, topic, partition, batch_id)}-".encode("utf-8"): (topic, partition) for topic, partition in progress}
+    for key, value, offset in scan_log(consumer_config, log_topic, min(starts)):
+        source = prefixes.get(key.rsplit(b"-", 2)[0] + b"-")
+        if source is not None and value is not None:
+            found[source].append(decode_runs(value))
+    for source, records in found.items():
+        records.sort(key=lambda r: (r.chunk, r.part))
+        copied = sum(run.length for record in records for run in record.runs)
+        if copied != progress[source].records:
+            raise ReplicationFailure(
+                f"the batch log {log_topic} holds runs for {copied} of the {progress[source].records} records "
+                f"batch {batch_id} copied from {source[0]}-{source[1]}"
+            )
+    return found
+
+
+def tombstone(producer_config: Mapping[str, Any], log_topic: str, keys: Iterable[bytes]) -> None:
+    """Tombstone batch-log records, so compaction removes them: runs records whose batch the metadata DB has
+    committed, or the progress records of partitions ``airmirror reset`` re-seeds."""
+    producer = Producer(dict(producer_config))
+    for key in keys:
+        producer.produce(log_topic, None, key, partition=0)
+    remaining = producer.flush(30)
+    if remaining:
+        raise ReplicationFailure(f"{remaining} batch-log tombstones undelivered after 30s")

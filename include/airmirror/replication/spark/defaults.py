@@ -1,0 +1,35 @@
+"""The Spark settings every airmirror copy job runs with, whichever way its session is made.
+
+The CLI's session (:mod:`airmirror.replication.spark.session`), the Airflow ``replicate`` task (``@task.pyspark``) and
+its spark-submit form all start from these, then apply the flow's ``airmirror.spark.conf.X`` settings, which
+override any of them:
+
+- ``spark.task.maxFailures`` 4: a task killed mid-write is retried in the same job; the transactional
+  protocol makes the retry exactly-once.
+- Python workers start from :mod:`airmirror.replication.spark.worker_daemon`, so they import byte-compiled
+  packages instead of compiling PySpark's zipped sources in every worker.
+- The driver JVM compiles with the quick C1 JIT only (``-XX:TieredStopAtLevel=1``): in a copy job it only
+  schedules one task per range and collects one summary per range; records never pass through it.
+- No Spark UI.
+
+This module imports nothing from Spark, so DAG files can use it at parse time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+TASK_ATTEMPTS = 4
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+WORKER_DAEMON_MODULE = "airmirror.replication.spark.worker_daemon"
+
+
+def copy_job_conf(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """airmirror's Spark defaults, then ``overrides`` (a flow's ``airmirror.spark.conf.X``) on top."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.task.maxFailures": str(TASK_ATTEMPTS),
+        "spark.python.daemon.module": WORKER_DAEMON_MODULE,
+        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+        **(overrides or {}),
+    }

@@ -1,0 +1,53 @@
+"""Entry point of the spark-submit application (``spark_apps/replicate_batch.py``).
+
+It runs step 3 of a batch (the copy job) for the flow's unfinished batch, inside whatever Spark session
+spark-submit provides (a remote master included).  Planning and recording stay with the caller (the
+Airflow tasks), so a retried submit simply resumes the same batch: see
+:mod:`airmirror.replication.spark.partition_writer` for why that is exactly-once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+
+from airmirror.config import load_config
+from airmirror.errors import AirmirrorError, ReplicationFailure
+from airmirror.replication.spark.copy_job import run_copy_job
+from airmirror.store import MetadataStore, describe_holder
+
+
+def run_pending_batch(config_path: str, flow_name: str, batch_id: int | None, spark: SparkSession, holder: str) -> list[dict]:
+    """Copy the flow's unfinished batch (which must be ``batch_id`` when given), holding the flow's lease."""
+    flow = load_config(config_path).flow(flow_name)
+    store = MetadataStore.open(flow.metadata_db_url)
+    try:
+        with store.hold_flow(flow.name, describe_holder(holder)):
+            batch = store.unfinished_batch(flow.name)
+            if batch is None or (batch_id is not None and batch.id != batch_id):
+                raise ReplicationFailure(f"flow {flow.name} has no unfinished batch {batch_id or ''}".rstrip())
+            return run_copy_job(spark, flow, batch.id, list(batch.ranges))
+    finally:
+        store.dispose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="replicate_batch.py", description="airmirror copy job for spark-submit")
+    parser.add_argument("config")
+    parser.add_argument("--flow", required=True)
+    parser.add_argument("--batch-id", type=int)
+    parser.add_argument("--holder", default="spark-submit replicate_batch.py", help="who holds the flow's lease")
+    args = parser.parse_args(argv)
+    spark = SparkSession.builder.appName(f"airmirror {args.flow}").getOrCreate()
+    try:
+        print(json.dumps(run_pending_batch(args.config, args.flow, args.batch_id, spark, args.holder)))
+        return 0
+    except AirmirrorError as error:
+        print(f"airmirror: error: {error}", file=sys.stderr)
+        return error.exit_code
+    finally:
+        spark.stop()

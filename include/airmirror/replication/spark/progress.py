@@ -1,0 +1,95 @@
+"""Where every range of a batch stands in Kafka, as the driver sees it (before and after the copy job).
+
+The newest committed :class:`~airmirror.replication.spark.batch_log.Progress` of each partition comes from its
+anchor when that is trusted, else from a scan of the batch log.  A read_committed scan cannot pass an open
+transaction of another partition, and such a transaction can belong to an attempt that died (its own retry
+would abort it, but may be waiting for a Spark slot held by the scan).  So before scanning a batch log that
+holds an open transaction (its last stable offset is below its high watermark), the driver fences every
+attempt at the batch's partitions: their open transactions are aborted and the scan never waits on them.  The driver only reads progress while no copy job of the flow runs (the flow's lease guarantees it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from airmirror.kafka import names
+from airmirror.config import FlowConfig
+from airmirror.model import PartitionKey, PlannedRange
+from airmirror.replication.spark.batch_log import Progress, progress_key, read_progress, tombstone
+from airmirror.replication.spark.partition_writer import fence_attempts
+
+
+def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[PartitionKey, Progress | None]:
+    """The newest committed progress of every range that copies records."""
+    copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
+    keys = [PartitionKey(topic, partition) for topic, partition in copied.values()]
+    found = read_progress(
+        flow.target_client("consumer"),
+        names.anchor_group(flow.source, flow.target),
+        names.batch_log_topic(flow.source),
+        flow.name,
+        copied,
+        before_scan=lambda: fence_if_open(flow, keys),
+    )
+    return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
+
+
+def fence_partitions(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
+    """Fence every copy attempt of the flow at these source partitions (see
+    :func:`~airmirror.replication.spark.partition_writer.fence_attempts`)."""
+    transactional_ids = [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
+    fence_attempts(flow.target_client("producer"), transactional_ids)
+
+
+def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions: Iterable[int]) -> None:
+    """``airmirror reset``: forget what the batch log says was copied of these partitions of ``topic``.  Their
+    progress records are tombstoned and their anchors overwritten with an offset that carries no progress (so
+    no anchor is trusted).  The next copy of the re-seeded topic then starts afresh instead of being refused
+    as a target ahead of the metadata DB.  Call only after fencing every attempt at the partitions
+    (:func:`fence_partitions`).  A remote topic that no longer exists has no anchors to overwrite."""
+    numbers = sorted(set(partitions))
+    if not numbers:
+        return
+    tombstone(flow.target_client("producer"), names.batch_log_topic(flow.source), [progress_key(flow.name, topic, p) for p in numbers])
+    group = names.anchor_group(flow.source, flow.target)
+    admin = AdminClient(flow.target_client("admin"))
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(remote_topic, p, 0) for p in numbers])
+    try:
+        admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise
+
+
+def fence_if_open(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
+    """Fence the attempts at ``keys`` when the flow's batch log holds an open transaction, or when the broker
+    cannot say yet (a batch log created a moment ago): fencing is always safe."""
+    if log_may_hold_open_transactions(flow):
+        fence_partitions(flow, keys)
+
+
+def log_may_hold_open_transactions(flow: FlowConfig) -> bool:
+    """False only when the batch log's last stable offset equals its high watermark."""
+    log = TopicPartition(names.batch_log_topic(flow.source), 0)
+    admin = AdminClient(flow.target_client("admin"))
+    try:
+        ends = {
+            level: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=30)[log].result().offset
+            for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
+        }
+    except KafkaException:
+        return True
+    return ends[IsolationLevel.READ_COMMITTED] < ends[IsolationLevel.READ_UNCOMMITTED]
+
+
+def untouched(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
+    """Ranges with records to copy of which batch ``batch_id`` has committed nothing yet."""
+    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id)]
+
+
+def unfinished(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
+    """Ranges with records to copy that batch ``batch_id`` has not finished."""
+    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id or not p.done)]

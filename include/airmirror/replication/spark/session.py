@@ -1,0 +1,73 @@
+"""The Spark session airmirror runs its copy jobs in.
+
+Local masters (``local``, ``local[N]``, ``local[*]``) get task retries (``local[N,4]``): a Python worker killed
+mid-write is retried inside the same job, and the transactional protocol makes the retry exactly-once.
+On a cluster, ``spark.task.maxFailures`` does the same.  Workers run the driver's Python unless
+``PYSPARK_PYTHON`` says otherwise.  The other settings are :func:`airmirror.replication.spark.defaults.copy_job_conf`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from airmirror.replication.spark.defaults import TASK_ATTEMPTS, copy_job_conf
+
+LOCAL_MASTER = re.compile(r"local(?:\[(?P<threads>\*|\d+)\])?")
+
+
+def with_task_retries(master: str) -> str:
+    """``local[N]`` -> ``local[N,4]``; any other master is returned unchanged."""
+    match = LOCAL_MASTER.fullmatch(master)
+    if match is None:
+        return master
+    return f"local[{match.group('threads') or 1},{TASK_ATTEMPTS}]"
+
+
+def spark_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Get or create the session for airmirror's copy jobs: airmirror's Spark defaults, then ``conf``."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.master(with_task_retries(master)).appName(app_name)
+    for key, value in copy_job_conf(conf).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+class BackgroundSession:
+    """A Spark session that starts in a daemon thread at once, while the caller prepares the batch.
+
+    Calling the instance waits for the session and returns it, or re-raises what stopped it from starting.
+    A process that never calls it exits without waiting: the Spark JVM exits with its Python parent.
+    """
+
+    def __init__(self, master: str, app_name: str, conf: Mapping[str, str] | None = None) -> None:
+        self._ready = threading.Event()
+        self._session: SparkSession | None = None
+        self._error: BaseException | None = None
+        threading.Thread(
+            target=self._start, args=(master, app_name, conf), name="spark-session-start", daemon=True
+        ).start()
+
+    def _start(self, master: str, app_name: str, conf: Mapping[str, str] | None) -> None:
+        try:
+            self._session = spark_session(master, app_name, conf)
+        except BaseException as error:  # handed to the caller, whatever it is
+            self._error = error
+        finally:
+            self._ready.set()
+
+    def __call__(self) -> SparkSession:
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._session is not None
+        return self._session

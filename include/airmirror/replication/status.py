@@ -1,0 +1,154 @@
+"""Per-partition status of a flow: source offsets (live from the broker) joined with the metadata DB.
+
+Lag is ``source end - next offset to copy`` where the source end is the last stable offset and the next offset
+is where the planner would start the partition's next range (:func:`airmirror.replication.planner.plan_range`: the
+cursor, where a new partition starts per ``auto.offset.reset``, or the new start after a source reset).  Gaps
+are the source ranges that retention deleted before they could be copied.  ``source_reset`` names a reset the
+next run will make (the topic was recreated, or its log ends below the cursor); the flow's past source resets
+and its stopped topics and partitions (:mod:`airmirror.replication.incarnations`) are listed with it.
+
+Future timestamps: for every partition with records left to copy, the next record (the first committed one
+at or after the cursor) is read once; when it is stamped more than :data:`FUTURE_TOLERANCE_MS` after now, the
+partition's ``future_timestamp_ms`` / ``future_timestamp_offset`` name it (None otherwise).  Such a record
+pins every time bound before its timestamp at its offset: backfill runs and runs with an explicit ``until``
+stop there until the wall clock passes it; scheduled and manual runs copy to the last stable offset and are
+not held back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+from confluent_kafka.admin import AdminClient
+
+from airmirror.config import FlowConfig
+from airmirror.replication.incarnations import diverged_cursors
+from airmirror.model import PartitionKey
+from airmirror.replication.planner import plan_range, source_reset
+from airmirror.kafka.offsets import next_record_timestamps, partition_offsets
+from airmirror.store import MetadataStore
+from airmirror.store.incarnations import SourceReset, Stop
+from airmirror.kafka.topics import replicated_topics, topic_ids
+
+FUTURE_TOLERANCE_MS = 60_000
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    topic: str
+    partition: int
+    remote_topic: str
+    source_start: int
+    source_end: int
+    cursor: int | None
+    lag: int
+    gaps: int
+    gap_records: int
+    records_copied: int
+    bytes_copied: int
+    future_timestamp_ms: int | None = None
+    future_timestamp_offset: int | None = None
+    source_reset: str | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FlowStatus:
+    flow: str
+    partitions: list[PartitionStatus]
+    unfinished_batch: int | None
+    checked_at_ms: int = 0
+    future_tolerance_ms: int = FUTURE_TOLERANCE_MS
+    stops: list[Stop] = field(default_factory=list)
+    source_resets: list[SourceReset] = field(default_factory=list)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+    @property
+    def future_timestamped(self) -> list[PartitionStatus]:
+        """Partitions whose next record to copy is stamped in the future (beyond the tolerance)."""
+        return [p for p in self.partitions if p.future_timestamp_ms is not None]
+
+    def as_dict(self) -> dict:
+        return {
+            "flow": self.flow,
+            "total_lag": self.total_lag,
+            "unfinished_batch": self.unfinished_batch,
+            "checked_at_ms": self.checked_at_ms,
+            "future_tolerance_ms": self.future_tolerance_ms,
+            "partitions": [p.as_dict() for p in self.partitions],
+            "stops": [asdict(stop) for stop in self.stops],
+            "source_resets": [asdict(reset) for reset in self.source_resets],
+        }
+
+
+def future_timestamps(
+    flow: FlowConfig, positions: dict[PartitionKey, int], now_ms: int, tolerance_ms: int
+) -> dict[PartitionKey, tuple[int, int]]:
+    """``(offset, timestamp)`` of each partition's next record when it is stamped more than ``tolerance_ms``
+    after ``now_ms``."""
+    found = next_record_timestamps(flow.source_client("consumer"), positions)
+    return {key: record for key, record in found.items() if record[1] > now_ms + tolerance_ms}
+
+
+def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) -> FlowStatus:
+    """Read-only: queries the source cluster and the metadata DB, changes nothing."""
+    source = AdminClient(flow.client_config(flow.source, "admin"))
+    mappings = replicated_topics(flow, source)
+    keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
+    ids = topic_ids(source, {m.source_topic for m in mappings})
+    offsets = {key: replace(o, topic_id=ids[key.topic]) for key, o in partition_offsets(source, keys).items()}
+    stats = store.partition_stats(flow.name)
+    states = store.cursor_states(flow.name)
+    remote = {m.source_topic: m.remote_topic for m in mappings}
+    cursors = {key: states[key].next_offset if key in states else None for key in keys}
+    stored_ids = {key: states[key].source_topic_id if key in states else None for key in keys}
+    diverged = diverged_cursors(flow, states, offsets)
+    nexts = {
+        key: plan_range(
+            key.topic, key.partition, remote[key.topic], cursors[key], offsets[key],
+            auto_offset_reset=flow.auto_offset_reset, stored_topic_id=stored_ids[key], diverged_at=diverged.get(key),
+        ).start
+        for key in keys
+    }
+    now_ms = int(time.time() * 1000)
+    pending = {key: position for key, position in nexts.items() if position < offsets[key].stable_end}
+    future = future_timestamps(flow, pending, now_ms, future_tolerance_ms)
+    rows = []
+    for key in keys:
+        o = offsets[key]
+        s = stats.get(key)
+        future_offset, future_ms = future.get(key, (None, None))
+        rows.append(
+            PartitionStatus(
+                topic=key.topic,
+                partition=key.partition,
+                remote_topic=remote[key.topic],
+                source_start=o.log_start,
+                source_end=o.stable_end,
+                cursor=cursors[key],
+                lag=max(0, o.stable_end - nexts[key]),
+                gaps=s.gap_count if s is not None else 0,
+                gap_records=s.gap_offsets if s is not None else 0,
+                records_copied=s.records if s is not None else 0,
+                bytes_copied=s.bytes if s is not None else 0,
+                future_timestamp_ms=future_ms,
+                future_timestamp_offset=future_offset,
+                source_reset=source_reset(cursors[key], stored_ids[key], o, diverged.get(key)),
+            )
+        )
+    unfinished = store.unfinished_batch(flow.name)
+    return FlowStatus(
+        flow.name,
+        rows,
+        unfinished.id if unfinished is not None else None,
+        now_ms,
+        future_tolerance_ms,
+        store.stops(flow.name),
+        store.source_resets(flow.name),
+    )
