@@ -11,12 +11,13 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from airmirror.kafka.admin_retry import retry_transient
+from airmirror.kafka.retry import retry_transient
 from airmirror.checkpoints.emission import CheckpointReport, emit_checkpoints
 from airmirror.config import FlowConfig
-from airmirror.store.opening import flow_and_store
+from airmirror.store.opening import open_flow
 from airmirror.kafka.retry import is_transient
-from airmirror.replication.pipeline import BatchOptions, ReplicateReport, replicate_once
+from airmirror.replication.options import BatchOptions
+from airmirror.replication.pipeline import ReplicateReport, replicate_once
 from airmirror.store import MetadataStore
 from tests.kafka_helpers import Record, create_topic, produce, read_partition
 
@@ -28,7 +29,7 @@ def kafka_string(text: str) -> bytes:
 
 
 def opened(config: Path, flow_name: str = "a->b") -> AbstractContextManager[tuple[FlowConfig, MetadataStore]]:
-    return flow_and_store(config, flow_name)
+    return open_flow(config, flow_name)
 
 
 def replicate(config: Path, spark: Any, flow_name: str = "a->b", **options: Any) -> ReplicateReport:

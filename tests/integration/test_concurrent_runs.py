@@ -18,8 +18,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from airmirror.config import load_config
-from airmirror.store.opening import flow_and_store
-from airmirror.replication.pipeline import BatchOptions, plan_batch, sync_flow_topics
+from airmirror.store.opening import open_flow
+from airmirror.replication.options import BatchOptions
+from airmirror.replication.pipeline import plan_batch, sync_flow_topics
 from airmirror.store import BatchState, MetadataStore, describe_holder
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
@@ -131,7 +132,7 @@ def test_two_concurrent_runs_resume_an_unfinished_batch_once(clusters, flow_conf
     """The batch a DAG run planned (its sync_topics and plan tasks ran, then it stopped) is RUNNING when two
     runs start together: without the lease both would resume it and fence each other's producers."""
     config, topic = flow_config
-    with flow_and_store(config, FLOW) as (flow, store):
+    with open_flow(config, FLOW) as (flow, store):
         topics = sync_flow_topics(flow, store, BatchOptions())
         planned = plan_batch(flow, store, topics.mappings, BatchOptions())
     assert planned.batch_id is not None and sum(r.size for r in planned.ranges) == PARTITIONS * RECORDS_PER_PARTITION

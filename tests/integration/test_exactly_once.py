@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from airmirror.kafka import names
+from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
 from airmirror.replication.spark.batch_log import read_anchors

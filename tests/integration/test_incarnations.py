@@ -15,7 +15,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from airmirror.errors import ReplicationFailure
 from airmirror.checkpoints.inspection import inspect_group
 from airmirror.model import PartitionKey
-from airmirror.replication.pipeline import BatchOptions, plan_batch, sync_flow_topics
+from airmirror.replication.options import BatchOptions
+from airmirror.replication.pipeline import plan_batch, sync_flow_topics
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, read_partition, records_of
 from tests.mirror_helpers import commit_offsets, opened, replicate, unique_records

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
-from airmirror.kafka import names
+from airmirror import names
+from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.config import FlowConfig, load_config
 from airmirror.errors import ConfigError
-from airmirror.kafka.records import ensure_topic
 from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
 from airmirror.replication.pipeline import ensure_batch_log
-from airmirror.kafka.topics import alter_configs, ensure_internal_topic, replicated_topics, sync_topics
+from airmirror.kafka.topics import COMPACTED, alter_configs, ensure_internal_topic, replicated_topics, sync_topics
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic
 
@@ -35,10 +35,6 @@ INTERNAL_FACTOR_KEYS = [
 def flow_of(tmp_path: Path, clusters, prefix: str, extra: str = "") -> FlowConfig:
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\n{extra}")
     return load_config(config).flow("a->b")
-
-
-def target_admin(flow: FlowConfig) -> AdminClient:
-    return AdminClient(flow.target_client("admin"))
 
 
 def topic_configs(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
@@ -83,7 +79,7 @@ def test_internal_topic_gets_the_factor_and_min_insync_replicas(clusters, prefix
 def test_mm2_topics_are_compacted_internal_topics(clusters, prefix, tmp_path):
     flow = flow_of(tmp_path, clusters, prefix)
     name = f"{prefix}-heartbeats"
-    ensure_topic(flow, name, "heartbeats.topic.replication.factor")
+    ensure_internal_topic(flow, target_admin(flow), name, COMPACTED, "heartbeats.topic.replication.factor")
     admin = target_admin(flow)
     assert replica_counts(admin, name) == [1]
     configs = topic_configs(admin, name)
@@ -115,7 +111,7 @@ def test_too_large_internal_factor_names_the_key(clusters, prefix, tmp_path, key
 def test_too_large_remote_factor_gives_the_same_error(clusters, prefix, tmp_path):
     create_topic(clusters["a"].bootstrap, f"{prefix}.orders")
     flow = flow_of(tmp_path, clusters, prefix, "a->b.replication.factor = 3")
-    source = AdminClient(flow.source_client("admin"))
+    source = source_admin(flow)
     with pytest.raises(ConfigError) as error:
         sync_topics(flow, source, target_admin(flow), replicated_topics(flow, source))
     assert (error.value.key, error.value.line) == ("replication.factor", line_of(flow.config_path, "a->b.replication.factor"))

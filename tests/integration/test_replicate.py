@@ -10,7 +10,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, ResourceType
 
 from airmirror.config import load_config
-from airmirror.replication.pipeline import BatchOptions, plan_batch, replicate_once, sync_flow_topics
+from airmirror.replication.options import BatchOptions
+from airmirror.replication.pipeline import plan_batch, replicate_once, sync_flow_topics
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, read_partition, records_of, sample_records

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from airmirror.cli import main, parse_until
+from airmirror.cli import main
+from airmirror.cli.commands import flag
 from airmirror.errors import InputError
+from airmirror.replication.options import parse_batch_options
 from airmirror.replication.spark.session import with_task_retries
+
+
+def parse_until(value: str) -> int | None:
+    return parse_batch_options(named=flag, until=value, allow_now=True).until_ms
 
 
 def test_until_accepts_iso_and_now():
@@ -24,6 +30,15 @@ def test_bad_max_records_exits_2():
     with pytest.raises(SystemExit) as exit_info:
         main(["replicate", "x.properties", "--flow", "a->b", "--max-records", "ten"])
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--topics", "(bad"], "--topics"), (["--until", "soon"], "--until"), (["--start-from", "2024-13-45"], "--start-from")],
+)
+def test_bad_replicate_flags_exit_2_naming_the_flag(flags, named, capsys):
+    assert main(["replicate", "x.properties", "--flow", "a->b", *flags]) == 2
+    assert named in capsys.readouterr().err
 
 
 def test_local_masters_get_task_retries():

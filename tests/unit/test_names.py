@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from airmirror.kafka import names
+from airmirror import names
 
 TRICKY_ALIASES = ["us", "dr", "eos", "us-dr", "dr-orders", "us.east", "us_east", "a__b", "b__c", "a", "b", "c", "%2D"]
 TRICKY_TOPICS = ["orders", "dr-orders", "orders-0", "0"]

@@ -31,7 +31,9 @@ from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.checkpoints.group_sync import sync_group_offsets
 from airmirror.model import PartitionKey
-from airmirror.kafka.records import OutgoingRecord, ensure_topic, write_records
+from airmirror.kafka.clients import target_admin
+from airmirror.kafka.records import OutgoingRecord, write_records
+from airmirror.kafka.topics import COMPACTED, ensure_internal_topic
 from airmirror.kafka.groups import CommittedOffset, group_offsets
 from airmirror.store import GroupSyncOutcome, GroupSyncRecord, MetadataStore, StoredCheckpoint
 from airmirror.checkpoints.translation import Translation, Translator
@@ -112,7 +114,7 @@ def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport
         report.groups.append(_group_checkpoints(group, offsets, translations, previous, now))
     written = [c for g in report.groups for c in g.written]
     if written:
-        ensure_topic(flow, topic, REPLICATION_FACTOR_KEY)
+        ensure_internal_topic(flow, target_admin(flow), topic, COMPACTED, REPLICATION_FACTOR_KEY)
         timestamp = int(now.timestamp() * 1000)
         write_records(flow, topic, [_outgoing(c, timestamp) for c in written])
         store.save_checkpoints(flow.name, written)

@@ -22,15 +22,15 @@ from datetime import datetime, timezone
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from airmirror.kafka.admin_retry import retry_transient
+from airmirror.kafka.retry import retry_transient
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
 from airmirror.store import GroupSyncOutcome, GroupSyncRecord, MetadataStore, StoredCheckpoint
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 
 log = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT_S = 30.0
 SYNCABLE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 ACTIVE_GROUP_ERRORS = frozenset(
     {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
@@ -52,7 +52,7 @@ def sync_group_offsets(
     flow: FlowConfig, store: MetadataStore, group: str, checkpoints: Sequence[StoredCheckpoint]
 ) -> GroupSyncRecord:
     """Apply the contract to ``group`` with its newest ``checkpoints``; store, log and return the outcome."""
-    admin = AdminClient(flow.target_client("admin"))
+    admin = target_admin(flow)
     try:
         record = _sync(flow, admin, group, checkpoints)
     except ReplicationFailure as error:

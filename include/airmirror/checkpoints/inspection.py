@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError
@@ -19,6 +18,7 @@ from airmirror.kafka.groups import committed_offsets, is_covered_group
 from airmirror.kafka.offsets import partition_offsets
 from airmirror.store import GroupSyncRecord, MetadataStore, StoredCheckpoint
 from airmirror.checkpoints.translation import Translation, Translator
+from airmirror.kafka.clients import source_admin
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class GroupInspection:
 def inspect_group(flow: FlowConfig, store: MetadataStore, group: str) -> GroupInspection:
     """The group's positions (see the module docstring); a group without committed offsets on the flow's
     topics is an :class:`~airmirror.errors.InputError` naming ``--group``."""
-    admin = AdminClient(flow.source_client("admin"))
+    admin = source_admin(flow)
     offsets = {key: o.offset for key, o in committed_offsets(flow, admin, group).items()}
     if not offsets:
         raise InputError(f"--group: group '{group}' has no committed offsets on topics of flow {flow.name}")

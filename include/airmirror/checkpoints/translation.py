@@ -37,12 +37,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from airmirror.config import FlowConfig
 from airmirror.model import OffsetRun, PartitionKey
 from airmirror.kafka.offsets import list_offsets
 from airmirror.store import MetadataStore
+from airmirror.kafka.clients import target_admin
 
 
 def forward_position(
@@ -140,7 +141,7 @@ class Translator:
             for key, r in routes.items()
             if PartitionKey(r.runs_topic, key.partition) in cursors[r.runs_flow]
         ]
-        starts = list_offsets(AdminClient(self._flow.target_client("admin")), set(known), OffsetSpec.earliest())
+        starts = list_offsets(target_admin(self._flow), set(known), OffsetSpec.earliest())
         translations = {}
         for key, r in routes.items():
             runs_key = PartitionKey(r.runs_topic, key.partition)

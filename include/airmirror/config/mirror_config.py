@@ -15,7 +15,7 @@ Consumers get MM2's defaults ``enable.auto.commit=false`` (forced) and ``auto.of
 
 :func:`load_config` validates everything up front (every enabled flow and every client of every cluster), so
 ``airmirror validate`` reports problems before anything runs; the first problem raises :class:`ConfigError`
-naming key and line.  Two enabled flows whose DAG ids (:func:`airmirror.kafka.names.dag_id`) would be equal are
+naming key and line.  Two enabled flows whose DAG ids (:func:`airmirror.names.dag_id`) would be equal are
 rejected, naming both flows and the DAG id.
 
 Replication factors (``replication.factor``, MM2's ``{heartbeats|checkpoints|offset-syncs}.topic.replication.factor``
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 
-from airmirror.kafka import names
+from airmirror import names
 from airmirror.config.client_properties import CLIENT_KINDS, Translation, applies_to, is_client_key, translate
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references

@@ -32,7 +32,7 @@ from typing import Any
 from airflow.sdk import DAG, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from airmirror.kafka import names
+from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.dag_factory import tasks
 from airmirror.dag_factory.doc import flow_doc

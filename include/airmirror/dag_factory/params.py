@@ -16,18 +16,15 @@ Rules:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from airflow.sdk import Param
 
-from airmirror.errors import InputError
-from airmirror.replication.pipeline import BatchOptions
-from airmirror.replication.options import parse_timestamp
+from airmirror.replication.options import BatchOptions, parse_batch_options
 
-START_KEYWORDS = ("stored", "earliest", "latest")
+PARAM_NAMES = {"max_records": "max_records_per_partition"}
 BACKFILL_RUN_TYPE = "backfill"  # DagRunType.BACKFILL_JOB
 
 
@@ -92,30 +89,15 @@ def batch_options(
 
     ``run_type`` is the Airflow run type (:func:`run_type_name`); the time bound follows
     :func:`bounds_by_time`: the ``until`` param, else a backfill run's ``data_interval_end``, else none."""
-    topics = params.get("topics") or None
-    if topics is not None:
-        try:
-            re.compile(topics)
-        except re.error as error:
-            raise InputError(f"param 'topics': invalid regex '{topics}': {error}") from error
-    start_from = params.get("start_from") or "stored"
-    start_ms = None if start_from in START_KEYWORDS else parse_timestamp(start_from, "param 'start_from'")
     until = params.get("until")
-    if until:
-        until_ms: int | None = parse_timestamp(until, "param 'until'")
-    elif bounds_by_time(run_type, until) and data_interval_end is not None:
-        until_ms = int(data_interval_end.timestamp() * 1000)
-    else:
-        until_ms = None
-    max_records = params.get("max_records_per_partition")
-    if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
-        raise InputError(f"param 'max_records_per_partition': {max_records!r} is not a positive integer")
-    return BatchOptions(
-        max_records=max_records,
-        until_ms=until_ms,
-        topics_regex=topics,
-        dry_run=bool(params.get("dry_run")),
-        start_from=start_from if start_ms is None else "timestamp",
-        start_ms=start_ms,
-        reset_cursor=bool(params.get("reset_cursor")),
+    interval_bound = bounds_by_time(run_type, until) and data_interval_end is not None
+    return parse_batch_options(
+        named=lambda option: f"param '{PARAM_NAMES.get(option, option)}'",
+        topics=params.get("topics"),
+        start_from=params.get("start_from"),
+        until=until,
+        max_records=params.get("max_records_per_partition"),
+        dry_run=params.get("dry_run", False),
+        reset_cursor=params.get("reset_cursor", False),
+        default_until_ms=int(data_interval_end.timestamp() * 1000) if interval_bound else None,
     )

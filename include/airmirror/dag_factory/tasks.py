@@ -23,8 +23,9 @@ from typing import Any
 
 from airmirror.config import FlowConfig
 from airmirror.dag_factory.masking import mask_flow_secrets
-from airmirror.store.opening import flow_and_store
-from airmirror.replication.pipeline import BatchOptions, PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
+from airmirror.store.opening import open_flow
+from airmirror.replication.options import BatchOptions
+from airmirror.replication.pipeline import PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.kafka.topics import TopicMapping
@@ -42,17 +43,17 @@ def task_holder() -> str:
 
 @contextmanager
 def held_flow(config_path: str, flow_name: str, *, hold: bool = True) -> Iterator[tuple[FlowConfig, MetadataStore, FlowLease | None]]:
-    """:func:`masked_flow_and_store`, holding the flow's lease while the block runs (unless ``hold`` is false)."""
-    with masked_flow_and_store(config_path, flow_name) as (flow, store):
+    """:func:`masked_open_flow`, holding the flow's lease while the block runs (unless ``hold`` is false)."""
+    with masked_open_flow(config_path, flow_name) as (flow, store):
         with store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease:
             yield flow, store, lease
 
 
 @contextmanager
-def masked_flow_and_store(config_path: str, flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
-    """:func:`~airmirror.store.opening.flow_and_store`, with the flow's secrets registered with Airflow's secrets
+def masked_open_flow(config_path: str, flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
+    """:func:`~airmirror.store.opening.open_flow`, with the flow's secrets registered with Airflow's secrets
     masker before the task uses them."""
-    with flow_and_store(config_path, flow_name) as (flow, store):
+    with open_flow(config_path, flow_name) as (flow, store):
         mask_flow_secrets(flow)
         yield flow, store
 
@@ -128,7 +129,7 @@ def heartbeats(config_path: str, flow_name: str) -> None:
     """Emit the flow's heartbeat to the target (MM2 wire format)."""
     from airmirror.heartbeats.emission import emit_heartbeat
 
-    with masked_flow_and_store(config_path, flow_name) as (flow, store):
+    with masked_open_flow(config_path, flow_name) as (flow, store):
         emit_heartbeat(flow, store)
 
 
@@ -136,5 +137,5 @@ def checkpoints(config_path: str, flow_name: str) -> None:
     """Emit checkpoints (and sync group offsets when enabled) for the flow's source groups."""
     from airmirror.checkpoints.emission import emit_checkpoints
 
-    with masked_flow_and_store(config_path, flow_name) as (flow, store):
+    with masked_open_flow(config_path, flow_name) as (flow, store):
         emit_checkpoints(flow, store)

@@ -3,7 +3,7 @@
 Emitting (the DAG's heartbeat task and ``airmirror heartbeat`` call :func:`emit_heartbeat`): one record
 ``Heartbeat(source, target, now)`` is written to the policy's heartbeats topic (``heartbeats``) partition 0 on
 the flow's TARGET, as MM2's heartbeat connector does; the topic is created if missing (one partition,
-compacted, see :mod:`airmirror.kafka.records`).  Once the target acknowledged it, the emission is stored in the
+compacted, see :func:`airmirror.kafka.topics.ensure_internal_topic`).  Once the target acknowledged it, the emission is stored in the
 metadata DB (``airmirror status`` shows it).  With ``emit.heartbeats.enabled = false`` nothing is written and
 the report says so.
 
@@ -25,18 +25,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 from airmirror.config import FlowConfig
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
-from airmirror.kafka.records import OutgoingRecord, ensure_topic, write_records
+from airmirror.kafka.clients import target_admin
+from airmirror.kafka.records import OutgoingRecord, read_record_at, write_records
+from airmirror.kafka.topics import COMPACTED, ensure_internal_topic
 from airmirror.store import HeartbeatEmission, HeartbeatLatency, MetadataStore
 from airmirror.mm2.wire_formats import Heartbeat
 
 log = logging.getLogger(__name__)
 
 REPLICATION_FACTOR_KEY = "heartbeats.topic.replication.factor"
-READ_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ def emit_heartbeat(flow: FlowConfig, store: MetadataStore) -> HeartbeatReport:
     if not flow.emit_heartbeats_enabled:
         log.info("emit.heartbeats.enabled is false for %s: no heartbeat written", flow.name)
         return HeartbeatReport(flow.name, topic, None)
-    ensure_topic(flow, topic, REPLICATION_FACTOR_KEY)
+    ensure_internal_topic(flow, target_admin(flow), topic, COMPACTED, REPLICATION_FACTOR_KEY)
     heartbeat = Heartbeat(flow.source, flow.target, _now_ms())
     write_records(flow, topic, [OutgoingRecord(heartbeat.key(), heartbeat.value(), heartbeat.timestamp)])
     store.record_heartbeat_emitted(flow.name, HeartbeatEmission(topic, _datetime(heartbeat.timestamp)))
@@ -92,21 +91,8 @@ def observe_heartbeats(
 
 
 def _read_heartbeat(flow: FlowConfig, topic: str, partition: int, offset: int) -> Heartbeat:
-    consumer = Consumer(
-        {**flow.target_client("consumer"), "group.id": "airmirror-heartbeat-reader", "isolation.level": "read_committed"}
-    )
-    try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        message = consumer.poll(READ_TIMEOUT_S)
-        if message is None:
-            raise TimeoutError(f"nothing readable within {READ_TIMEOUT_S:.0f}s")
-        if message.error() is not None:
-            raise KafkaException(message.error())
-        if message.offset() != offset:
-            raise ValueError(f"the record is gone (read offset {message.offset()})")
-        return Heartbeat.decode(message.key() or b"", message.value() or b"")
-    finally:
-        consumer.close()
+    message = read_record_at(flow.target_client("consumer"), topic, partition, offset)
+    return Heartbeat.decode(message.key() or b"", message.value() or b"")
 
 
 def _now_ms() -> int:

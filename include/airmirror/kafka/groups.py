@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
-from airmirror.kafka.admin_retry import retry_transient
+from airmirror.kafka.retry import retry_transient
 from airmirror.config import FlowConfig
 from airmirror.model import PartitionKey
 from airmirror.checkpoints.translation import route
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
+from airmirror import names
 
-AIRMIRROR_GROUP_PREFIX = "airmirror-"
-REQUEST_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class CommittedOffset:
 
 def is_covered_group(flow: FlowConfig, group: str) -> bool:
     """True when checkpoints cover ``group`` (see the module docstring)."""
-    return flow.groups.matches(group) and not group.startswith(AIRMIRROR_GROUP_PREFIX)
+    return flow.groups.matches(group) and not group.startswith(names.GROUP_PREFIX)
 
 
 def covered_groups(flow: FlowConfig, admin: AdminClient) -> list[str]:
@@ -59,6 +59,6 @@ def committed_offsets(flow: FlowConfig, admin: AdminClient, group: str) -> dict[
 
 def group_offsets(flow: FlowConfig) -> dict[str, dict[PartitionKey, CommittedOffset]]:
     """Committed offsets of every covered group that has some on routed topics, by group."""
-    admin = AdminClient(flow.source_client("admin"))
+    admin = source_admin(flow)
     found = {group: committed_offsets(flow, admin, group) for group in covered_groups(flow, admin)}
     return {group: offsets for group, offsets in found.items() if offsets}

@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
 from airmirror.replication.planner import PartitionOffsets
-
-REQUEST_TIMEOUT_S = 30.0
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror import names
 
 
 def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, int]:
@@ -134,7 +134,7 @@ def first_messages(
     consumer = Consumer(
         {
             **consumer_config,
-            "group.id": consumer_config.get("group.id") or "airmirror-status-reader",
+            "group.id": consumer_config.get("group.id") or names.reader_group("status"),
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,

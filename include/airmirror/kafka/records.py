@@ -1,28 +1,27 @@
-"""MM2's single-partition topics on a flow's target: ``heartbeats`` and ``{source}.checkpoints.internal``.
+"""Single records on a flow's target: writing MM2's heartbeats and checkpoints, reading one record back.
 
 Contract:
-- A missing topic is created with one partition and ``cleanup.policy=compact`` (MM2 keeps the newest record
-  per key) by :func:`airmirror.kafka.topics.ensure_internal_topic`: its replication factor is the flow's
-  ``{kind}.topic.replication.factor`` (MM2's default 3) and ``min.insync.replicas`` follows from it.  A factor
-  the cluster cannot satisfy is an input error naming the key.
-- Records are written to partition 0 and the call returns only once the target acknowledged every one of
-  them; otherwise it raises :class:`~airmirror.errors.ReplicationFailure` (callers record nothing then).
+- :func:`write_records` writes to partition 0 and returns only once the target acknowledged every record;
+  otherwise it raises :class:`~airmirror.errors.ReplicationFailure` (callers record nothing then).  The
+  topics are MM2's compacted one-partition topics, created by
+  :func:`airmirror.kafka.topics.ensure_internal_topic` with :data:`airmirror.kafka.topics.COMPACTED`.
+- :func:`read_record_at` reads the committed record at exactly one offset, or raises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
-from airmirror.kafka.topics import ensure_internal_topic
 
 DELIVERY_TIMEOUT_S = 60.0
-COMPACTED = {"cleanup.policy": "compact"}
+READ_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -32,11 +31,6 @@ class OutgoingRecord:
     key: bytes
     value: bytes
     timestamp: int
-
-
-def ensure_topic(flow: FlowConfig, name: str, factor_key: str) -> None:
-    """Create the compacted single-partition topic ``name`` on the flow's target unless it exists."""
-    ensure_internal_topic(flow, AdminClient(flow.target_client("admin")), name, COMPACTED, factor_key)
 
 
 def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord]) -> None:
@@ -56,3 +50,24 @@ def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord
     if unsent or failures:
         reason = failures[0] if failures else f"{unsent} records unacknowledged after {DELIVERY_TIMEOUT_S:.0f}s"
         raise ReplicationFailure(f"cannot write {len(records)} records to '{topic}' on cluster '{flow.target}': {reason}")
+
+
+def read_record_at(consumer_config: Mapping[str, Any], topic: str, partition: int, offset: int) -> Message:
+    """The committed record at ``offset`` of ``topic``-``partition``.  Raises TimeoutError when nothing is
+    readable within :data:`READ_TIMEOUT_S`, KafkaException on a read error and ValueError when the record is
+    gone (compacted or deleted: the read lands on a later offset).  Never commits."""
+    consumer = Consumer(
+        {**consumer_config, "group.id": names.reader_group("record"), "isolation.level": "read_committed", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        message = consumer.poll(READ_TIMEOUT_S)
+        if message is None:
+            raise TimeoutError(f"nothing readable within {READ_TIMEOUT_S:.0f}s")
+        if message.error() is not None:
+            raise KafkaException(message.error())
+        if message.offset() != offset:
+            raise ValueError(f"the record is gone (read offset {message.offset()})")
+        return message
+    finally:
+        consumer.close()

@@ -38,8 +38,10 @@ from confluent_kafka.admin import (
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.errors import ConfigError, ReplicationFailure
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 
-ADMIN_TIMEOUT_S = 30.0
+COMPACTED = {"cleanup.policy": "compact"}
+"""Topic configs of MM2's heartbeats and checkpoints topics: the newest record per key is kept."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class TopicSyncReport:
 def replicated_topics(flow: FlowConfig, source: AdminClient, topics_regex: str | None = None) -> list[TopicMapping]:
     """Source topics this flow replicates (optionally narrowed by a regex on the source name), sorted."""
     subset = re.compile(topics_regex) if topics_regex else None
-    metadata = source.list_topics(timeout=ADMIN_TIMEOUT_S)
+    metadata = source.list_topics(timeout=REQUEST_TIMEOUT_S)
     mappings = []
     for name, topic in sorted(metadata.topics.items()):
         if topic.error is not None or not flow.should_replicate(name):
@@ -90,7 +92,7 @@ def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, str | None
     names = sorted(set(topics))
     if not names:
         return {}
-    futures = admin.describe_topics(TopicCollection(names), request_timeout=ADMIN_TIMEOUT_S)
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=REQUEST_TIMEOUT_S)
     ids: dict[str, str | None] = {}
     for name, future in futures.items():
         try:
@@ -109,7 +111,7 @@ def sync_topics(
     report = TopicSyncReport(mappings=list(mappings))
     if not mappings:
         return report
-    existing = {name: len(t.partitions) for name, t in target.list_topics(timeout=ADMIN_TIMEOUT_S).topics.items()}
+    existing = {name: len(t.partitions) for name, t in target.list_topics(timeout=REQUEST_TIMEOUT_S).topics.items()}
     source_configs = describe_topic_configs(source, [m.source_topic for m in mappings])
     wanted = {m.source_topic: replicable_configs(flow, source_configs[m.source_topic]) for m in mappings}
     missing = [m for m in mappings if m.remote_topic not in existing]
@@ -137,7 +139,7 @@ def sync_topics(
 
 def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    futures = admin.describe_configs(resources, request_timeout=ADMIN_TIMEOUT_S)
+    futures = admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
     return {resource.name: future.result() for resource, future in futures.items()}
 
 
@@ -164,7 +166,7 @@ def create_topics(flow: FlowConfig, target: AdminClient, topics: Sequence[TopicS
         return
     factor = flow.topic_replication_factor(factor_key)
     new_topics = [NewTopic(t.name, t.partitions, factor, config=dict(t.configs)) for t in topics]
-    for name, future in target.create_topics(new_topics, request_timeout=ADMIN_TIMEOUT_S).items():
+    for name, future in target.create_topics(new_topics, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
             future.result()
         except KafkaException as error:
@@ -185,7 +187,7 @@ def grow_topics(target: AdminClient, grown: dict[str, tuple[int, int]]) -> None:
     if not grown:
         return
     requests = [NewPartitions(name, new) for name, (_, new) in grown.items()]
-    for name, future in target.create_partitions(requests, request_timeout=ADMIN_TIMEOUT_S).items():
+    for name, future in target.create_partitions(requests, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
             future.result()
         except KafkaException as error:
@@ -205,7 +207,7 @@ def alter_configs(target: AdminClient, changes: dict[str, dict[str, str]]) -> No
         )
         for name, configs in changes.items()
     ]
-    for resource, future in target.incremental_alter_configs(resources, request_timeout=ADMIN_TIMEOUT_S).items():
+    for resource, future in target.incremental_alter_configs(resources, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
             future.result()
         except KafkaException as error:
@@ -221,7 +223,7 @@ def ensure_internal_topic(
     Its replication factor is the one ``factor_key`` gives the flow, and its configs are ``configs`` plus
     :func:`durability_configs` of that factor (which win over ``configs``).
     """
-    if name in target.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
+    if name in target.list_topics(timeout=REQUEST_TIMEOUT_S).topics:
         return False
     factor = flow.topic_replication_factor(factor_key)
     create_topics(flow, target, [TopicSpec(name, 1, {**configs, **durability_configs(factor)})], factor_key)

@@ -42,6 +42,7 @@ from airmirror.replication.planner import PartitionOffsets, needs_validation
 from airmirror.kafka.offsets import divergence_points
 from airmirror.store.incarnations import CursorState, Stop
 from airmirror.kafka.topics import TopicMapping, topic_ids
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[Pl
 
 def source_partition_count(flow: FlowConfig, topic: str) -> int:
     """How many partitions the source topic has now (0 when it is gone)."""
-    metadata = AdminClient(flow.source_client("admin")).list_topics(topic, timeout=30).topics.get(topic)
+    metadata = source_admin(flow).list_topics(topic, timeout=REQUEST_TIMEOUT_S).topics.get(topic)
     return len(metadata.partitions) if metadata is not None and metadata.error is None else 0
 
 

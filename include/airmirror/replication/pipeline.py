@@ -24,12 +24,13 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from airmirror.kafka import names
+from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.heartbeats.emission import observe_heartbeats
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.replication.options import BatchOptions
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.planner import needs_work, plan_range, requested_start
 from airmirror.replication.spark.batch_log import (
@@ -54,31 +55,9 @@ from airmirror.kafka.topics import (
     sync_topics,
     topic_ids,
 )
+from airmirror.kafka.clients import source_admin, target_admin
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BatchOptions:
-    """What the caller asks of one batch (CLI flags or DAG params)."""
-
-    max_records: int | None = None
-    until_ms: int | None = None
-    topics_regex: str | None = None
-    dry_run: bool = False
-    start_from: str = "stored"
-    start_ms: int | None = None
-    reset_cursor: bool = False
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "max_records": self.max_records,
-            "until_ms": self.until_ms,
-            "topics_regex": self.topics_regex,
-            "start_from": self.start_from,
-            "start_ms": self.start_ms,
-            "reset_cursor": self.reset_cursor,
-        }
 
 
 @dataclass
@@ -106,10 +85,6 @@ class BatchSummary:
         return sum(r.bytes for r in self.results)
 
 
-def admin_client(flow: FlowConfig, alias: str) -> AdminClient:
-    return AdminClient(flow.client_config(alias, "admin"))
-
-
 def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptions) -> TopicSyncReport:
     """Step 1: select topics and sync them to the target (nothing changes in a dry run).
 
@@ -117,7 +92,7 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     anything changes.  Remote topics deleted or recreated under the flow are stopped, never recreated
     (:mod:`airmirror.replication.incarnations`); the report's mappings leave them out.
     """
-    source, target = admin_client(flow, flow.source), admin_client(flow, flow.target)
+    source, target = source_admin(flow), target_admin(flow)
     mappings = writable_mappings(flow, store, target, replicated_topics(flow, source, options.topics_regex), dry_run=options.dry_run)
     if options.start_from != "stored" and not options.reset_cursor:
         plan_ranges(flow, store, mappings, replace(options, dry_run=True))
@@ -161,7 +136,7 @@ def plan_ranges(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapp
     ``airmirror.source.reset.policy = fail`` partitions whose source incarnation changed are stopped instead."""
     remote = {m.source_topic: m.remote_topic for m in mappings}
     keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
-    source = admin_client(flow, flow.source)
+    source = source_admin(flow)
     ids = topic_ids(source, remote)
     offsets = {key: replace(o, topic_id=ids[key.topic]) for key, o in partition_offsets(source, keys, options.until_ms, options.start_ms).items()}
     cursors = store.cursor_states(flow.name)
@@ -261,7 +236,7 @@ def unfinishable(flow: FlowConfig, pending: list[PlannedRange], mappings: list[T
     """Unfinished ranges whose topic the flow no longer writes (stopped, deselected) or whose source topic is
     gone or another incarnation."""
     writable = {m.source_topic for m in mappings}
-    ids = topic_ids(admin_client(flow, flow.source), {r.topic for r in pending})
+    ids = topic_ids(source_admin(flow), {r.topic for r in pending})
     dropped = set()
     for r in pending:
         current = ids[r.topic]
@@ -278,7 +253,7 @@ def replan_untouched(
     log start (the lost offsets become a gap), and none is longer than ``cap``."""
     if not pending:
         return ranges
-    log_starts = list_offsets(admin_client(flow, flow.source), [r.key for r in pending], OffsetSpec.earliest())
+    log_starts = list_offsets(source_admin(flow), [r.key for r in pending], OffsetSpec.earliest())
     replanned = {}
     for r in pending:
         revised = r

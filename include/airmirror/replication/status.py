@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field, replace
 
-from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
 from airmirror.replication.incarnations import diverged_cursors
@@ -30,6 +29,7 @@ from airmirror.kafka.offsets import next_record_timestamps, partition_offsets
 from airmirror.store import MetadataStore
 from airmirror.store.incarnations import SourceReset, Stop
 from airmirror.kafka.topics import replicated_topics, topic_ids
+from airmirror.kafka.clients import source_admin
 
 FUTURE_TOLERANCE_MS = 60_000
 
@@ -98,7 +98,7 @@ def future_timestamps(
 
 def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) -> FlowStatus:
     """Read-only: queries the source cluster and the metadata DB, changes nothing."""
-    source = AdminClient(flow.client_config(flow.source, "admin"))
+    source = source_admin(flow)
     mappings = replicated_topics(flow, source)
     keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
     ids = topic_ids(source, {m.source_topic for m in mappings})

@@ -11,7 +11,7 @@ from airmirror.store import MetadataStore
 
 
 @contextmanager
-def flow_and_store(config_path: str | PathLike[str], flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
+def open_flow(config_path: str | PathLike[str], flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
     """The enabled flow ``flow_name`` of the file and its (migrated) metadata store, disposed afterwards.
 
     Config problems raise :class:`~airmirror.errors.ConfigError`; an unreachable database raises

@@ -44,9 +44,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from airmirror.errors import ReplicationFailure
-from airmirror.kafka.retry import is_transient
+from airmirror.kafka.retry import retry_transient
 from airmirror.model import OffsetRun
-from airmirror.kafka.names import joined
+from airmirror.names import joined
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror import names
 
 LOG_FORMAT_VERSION = 2
 RUNS_PER_RECORD = 100_000
@@ -154,7 +156,7 @@ def runs_parts(batch_id: int, chunk: int, runs: Sequence[OffsetRun]) -> list[Run
     ]
 
 
-def log_consumer(consumer_config: Mapping[str, Any], group: str = "airmirror-batch-log-reader") -> Consumer:
+def log_consumer(consumer_config: Mapping[str, Any], group: str = names.reader_group("batch-log")) -> Consumer:
     """A read_committed consumer of the batch log that never commits and never resets silently."""
     return Consumer(
         {
@@ -176,21 +178,22 @@ def read_anchors(
     if not partitions:
         return {}
     consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
-    deadline = time.monotonic() + timeout
     try:
-        while True:
-            try:
-                committed = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
-                errors = [tp.error for tp in committed if tp.error is not None]
-                if errors:
-                    raise KafkaException(errors[0])
-                return {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed}
-            except KafkaException as error:
-                if not is_transient(error) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        committed = retry_transient(
+            lambda: committed_offsets(consumer, partitions, timeout), f"read the anchors of group '{group}'", timeout
+        )
     finally:
         consumer.close()
+    return {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed}
+
+
+def committed_offsets(consumer: Consumer, partitions: Sequence[tuple[str, int]], timeout: float) -> list[TopicPartition]:
+    """The consumer group's committed offsets (with metadata) of ``partitions``; a per-partition error raises."""
+    committed = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
+    errors = [tp.error for tp in committed if tp.error is not None]
+    if errors:
+        raise KafkaException(errors[0])
+    return committed
 
 
 def trusted_anchor(committed: TopicPartition) -> Progress | None:
@@ -234,7 +237,7 @@ def scan_log(
     up to the high watermark seen at the start; waits out other partitions' open transactions."""
     consumer = log_consumer(consumer_config)
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(log_topic, 0), timeout=30, cached=False)
+        low, high = consumer.get_watermark_offsets(TopicPartition(log_topic, 0), timeout=REQUEST_TIMEOUT_S, cached=False)
         start = max(from_offset, low)
         if start >= high:
             return

@@ -30,17 +30,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
-from airmirror.kafka import names
+from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PlannedRange
 from airmirror.replication.spark.partition_writer import PartitionTask, TransactionBounds, copy_range
 from airmirror.replication.spark.progress import range_progress
 from airmirror.kafka.topics import topic_ids
+from airmirror.kafka.clients import target_admin
 
 log = logging.getLogger(__name__)
 NEW_TOPIC_WAIT_S = 10.0
@@ -55,7 +55,7 @@ def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str
     """The ids of the remote topics the job writes; one still missing after :data:`NEW_TOPIC_WAIT_S` (a topic
     created a moment ago may not be known to every broker yet) fails the job before anything is written (a
     producer could otherwise create it with broker defaults)."""
-    admin = AdminClient(flow.target_client("admin"))
+    admin = target_admin(flow)
     ids = topic_ids(admin, remote_topics)
     deadline = time.monotonic() + NEW_TOPIC_WAIT_S
     while (missing := sorted(name for name, topic_id in ids.items() if topic_id is None)) and time.monotonic() < deadline:

@@ -468,7 +468,7 @@ def anchor_group_metadata(task: PartitionTask) -> Any:
 def abort_quietly(producer: Producer) -> None:
     """Abort the open transaction if the producer still can; a fenced or dead producer needs no abort."""
     try:
-        producer.abort_transaction(30)
+        producer.abort_transaction(TRANSACTION_CALL_S)
     except KafkaException:
         pass
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
-from airmirror.kafka import names
+from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.replication.spark.batch_log import Progress, progress_key, read_progress, tombstone
 from airmirror.replication.spark.partition_writer import fence_attempts
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 
 
 def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[PartitionKey, Progress | None]:
@@ -55,10 +56,10 @@ def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions:
         return
     tombstone(flow.target_client("producer"), names.batch_log_topic(flow.source), [progress_key(flow.name, topic, p) for p in numbers])
     group = names.anchor_group(flow.source, flow.target)
-    admin = AdminClient(flow.target_client("admin"))
+    admin = target_admin(flow)
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(remote_topic, p, 0) for p in numbers])
     try:
-        admin.alter_consumer_group_offsets([request], request_timeout=30)[group].result()
+        admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[group].result()
     except KafkaException as error:
         if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise
@@ -74,10 +75,10 @@ def fence_if_open(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
 def log_may_hold_open_transactions(flow: FlowConfig) -> bool:
     """False only when the batch log's last stable offset equals its high watermark."""
     log = TopicPartition(names.batch_log_topic(flow.source), 0)
-    admin = AdminClient(flow.target_client("admin"))
+    admin = target_admin(flow)
     try:
         ends = {
-            level: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=30)[log].result().offset
+            level: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S)[log].result().offset
             for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
         }
     except KafkaException:

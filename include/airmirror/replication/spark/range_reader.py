@@ -44,6 +44,8 @@ from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
 from airmirror.replication.spark.record_schema import HEADER_ARROW_TYPE, RECORD_ARROW_SCHEMA
 from airmirror.kafka.offsets import divergence_points, epoch_position
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror import names
 
 log = logging.getLogger(__name__)
 FETCH_BATCH = 10_000
@@ -62,7 +64,7 @@ def reader_config(consumer_config: Mapping[str, str]) -> dict[str, Any]:
     }
     config.update(
         {
-            "group.id": config.get("group.id") or "airmirror-range-reader",
+            "group.id": config.get("group.id") or names.reader_group("range"),
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -176,7 +178,7 @@ class RangeReader:
     def _lower_end_if_truncated(self, consumer: Consumer) -> None:
         """The read waited at an end of partition below ``end``: lower ``end`` to the log end if the log
         was truncated below it, else fail (see the module docstring)."""
-        _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=30, cached=False)
+        _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=REQUEST_TIMEOUT_S, cached=False)
         if high >= self.end:
             raise ReplicationFailure(
                 f"{self.topic}-{self.partition}: the read stopped at offset {self.reached}, below the planned end "

@@ -33,20 +33,29 @@ def joined(*parts: str | int) -> str:
     return "-".join(encode_part(str(part)) for part in parts)
 
 
+GROUP_PREFIX = "airmirror-"
+"""Every consumer group airmirror uses starts with it; checkpoints never cover such a group."""
+
+
+def reader_group(purpose: str) -> str:
+    """The group id of a consumer that only reads and never commits (``purpose``: ``range``, ``status`` ...)."""
+    return f"{GROUP_PREFIX}{purpose}-reader"
+
+
 def transactional_id(source: str, target: str, topic: str, partition: int) -> str:
     """The producer ``transactional.id`` of one source partition's copies: fixed across attempts."""
-    return f"airmirror-{joined(source, target, topic, partition)}"
+    return f"{GROUP_PREFIX}{joined(source, target, topic, partition)}"
 
 
 def anchor_group(source: str, target: str) -> str:
     """The target-cluster group whose transactional offset commits are the fast path to each partition's
     last committed copy (see :mod:`airmirror.replication.spark.batch_log`)."""
-    return f"airmirror-eos-{joined(source, target)}"
+    return f"{GROUP_PREFIX}eos-{joined(source, target)}"
 
 
 def source_progress_group(source: str, target: str) -> str:
     """The source-cluster group whose committed offsets show the flow's lag to any lag tool."""
-    return f"airmirror-{joined(source, target)}"
+    return f"{GROUP_PREFIX}{joined(source, target)}"
 
 
 def batch_log_topic(source: str) -> str:

@@ -1,0 +1,31 @@
+"""The ``airmirror`` command line.  Exit codes: 0 ok, 1 run-time failure, 2 bad input.
+
+:mod:`~airmirror.cli.parser` holds the verbs and flags, :mod:`~airmirror.cli.commands` runs them through the
+same library functions the Airflow tasks call, and :mod:`~airmirror.cli.render` prints text or JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from airmirror.cli.parser import build_parser
+from airmirror.errors import AirmirrorError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.run(args)
+    except AirmirrorError as error:
+        print(f"airmirror: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # noqa: BLE001 - any other failure is a run-time failure, exit 1
+        if args.verbose:
+            logging.exception("unexpected failure")
+        print(f"airmirror: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1

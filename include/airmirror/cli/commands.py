@@ -1,0 +1,90 @@
+"""One function per CLI verb: parse nothing, print nothing of their own; each calls the same library functions
+the Airflow tasks call, then hands the result to :mod:`airmirror.cli.render`.  Each returns the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from airmirror.checkpoints.emission import emit_checkpoints
+from airmirror.checkpoints.inspection import inspect_group
+from airmirror.cli import render
+from airmirror.config import load_config
+from airmirror.heartbeats.emission import emit_heartbeat
+from airmirror.replication.incarnations import reset_topic
+from airmirror.replication.options import parse_batch_options
+from airmirror.replication.pipeline import replicate_once
+from airmirror.replication.spark.session import BackgroundSession, spark_session
+from airmirror.replication.status import flow_status
+from airmirror.store import describe_holder
+from airmirror.store.opening import open_flow
+
+
+def flag(option: str) -> str:
+    """How an error names a ``replicate`` option: ``start_from`` -> ``--start-from``."""
+    return "--" + option.replace("_", "-")
+
+
+def validate(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    for warning in config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    flows = ", ".join(f.name for f in config.enabled_flows()) or "none"
+    print(f"{args.config}: valid; clusters: {', '.join(config.clusters)}; enabled flows: {flows}")
+    return 0
+
+
+def replicate(args: argparse.Namespace) -> int:
+    options = parse_batch_options(
+        named=flag,
+        topics=args.topics,
+        start_from=args.start_from,
+        until=args.until,
+        max_records=args.max_records,
+        dry_run=args.dry_run,
+        reset_cursor=args.reset_cursor,
+        allow_now=True,
+    )
+    with open_flow(args.config, args.flow) as (flow, store):
+        session_args = (flow.spark_master, f"airmirror {flow.name}", flow.spark_conf)
+        spark = (lambda: spark_session(*session_args)) if args.dry_run else BackgroundSession(*session_args)
+        report = replicate_once(flow, store, options, spark)
+    render.print_replicate_report(report, args.json)
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    with open_flow(args.config, args.flow) as (flow, store):
+        current = flow_status(flow, store)
+        emission = store.heartbeat_emission(flow.name)
+        latencies, syncs = store.heartbeat_latencies(flow.name), store.group_syncs(flow.name)
+    render.print_status(current, emission, latencies, syncs, args.json)
+    return 0
+
+
+def heartbeat(args: argparse.Namespace) -> int:
+    with open_flow(args.config, args.flow) as (flow, store):
+        report = emit_heartbeat(flow, store)
+    render.print_heartbeat_report(report, args.json)
+    return 0
+
+
+def checkpoint(args: argparse.Namespace) -> int:
+    with open_flow(args.config, args.flow) as (flow, store):
+        report = emit_checkpoints(flow, store)
+    render.print_checkpoint_report(report, args.json)
+    return 0
+
+
+def translate(args: argparse.Namespace) -> int:
+    with open_flow(args.config, args.flow) as (flow, store):
+        inspection = inspect_group(flow, store, args.group)
+    render.print_inspection(inspection, args.json)
+    return 0
+
+
+def reset(args: argparse.Namespace) -> int:
+    with open_flow(args.config, args.flow) as (flow, store):
+        done = reset_topic(flow, store, args.topic, describe_holder("airmirror reset"))
+    render.print_topic_reset(done, args.json)
+    return 0

@@ -1,0 +1,72 @@
+"""The ``airmirror`` verbs and flags.
+
+Verbs that other packages provide (the developer tools' ``local-kafka``) are added through the
+``airmirror.cli`` entry-point group: each entry point names a ``register(verbs)`` function that adds its
+verb to the sub-parsers, so the product never imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from airmirror.cli import commands
+
+PLUGIN_GROUP = "airmirror.cli"
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"'{value}' must be positive")
+    return number
+
+
+def flow_verb(
+    verbs: argparse._SubParsersAction, name: str, help_text: str, run: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    """A verb taking ``CONFIG --flow A->B [--json]``."""
+    verb = verbs.add_parser(name, help=help_text)
+    verb.add_argument("config")
+    verb.add_argument("--flow", required=True, help="source->target")
+    verb.add_argument("--json", action="store_true")
+    verb.set_defaults(run=run)
+    return verb
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airmirror", description="MirrorMaker 2 compatible replication on Spark")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+
+    validate = verbs.add_parser("validate", help="check an MM2 properties file")
+    validate.add_argument("config")
+    validate.set_defaults(run=commands.validate)
+
+    replicate = flow_verb(verbs, "replicate", "copy one bounded micro-batch of a flow", commands.replicate)
+    replicate.add_argument("--max-records", type=positive_int, help="cap per partition")
+    replicate.add_argument("--until", help="ISO-8601 time or 'now': copy records before it")
+    replicate.add_argument("--topics", help="regex narrowing the flow's topics for this batch")
+    replicate.add_argument(
+        "--start-from", default="stored", help="stored (default), earliest, latest or an ISO-8601 time"
+    )
+    replicate.add_argument("--reset-cursor", action="store_true", help="allow --start-from to move existing cursors")
+    replicate.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+
+    flow_verb(verbs, "status", "per-partition cursor, lag and gaps of a flow", commands.status)
+    flow_verb(verbs, "heartbeat", "write one MM2 heartbeat of a flow to its target", commands.heartbeat)
+    flow_verb(verbs, "checkpoint", "write MM2 checkpoints of the source groups, sync group offsets", commands.checkpoint)
+    translate = flow_verb(
+        verbs, "translate", "a source group's committed offsets translated to the target", commands.translate
+    )
+    translate.add_argument("--group", required=True, help="consumer group id on the source")
+    reset = flow_verb(verbs, "reset", "re-seed a topic stopped by a deleted or recreated topic", commands.reset)
+    reset.add_argument("--topic", required=True, help="source topic to copy again from its start")
+
+    for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda point: point.name):
+        plugin.load()(verbs)
+    return parser

@@ -1,0 +1,180 @@
+"""How the CLI shows results: text for people, ``--json`` for programs.  Printing only, no Kafka or DB."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airmirror.checkpoints.emission import CheckpointReport
+from airmirror.checkpoints.inspection import GroupInspection
+from airmirror.heartbeats.emission import HeartbeatReport
+from airmirror.replication.incarnations import TopicReset
+from airmirror.replication.pipeline import ReplicateReport
+from airmirror.replication.status import FlowStatus, PartitionStatus
+from airmirror.store import GroupSyncOutcome, GroupSyncRecord, HeartbeatEmission, HeartbeatLatency
+
+
+def to_json(document: Any) -> str:
+    """JSON text of ``document``; datetimes as ISO-8601."""
+    return json.dumps(document, indent=2, default=lambda value: value.isoformat())
+
+
+def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
+    planned = report.planned
+    ranges = [
+        {"topic": r.topic, "partition": r.partition, "remote_topic": r.remote_topic, "start": r.start, "end": r.end,
+         "records_planned": r.size, "gap": [g.start, g.end] if (g := r.gap()) else None, "moved_from": r.moved_from}
+        for r in planned.ranges
+    ]
+    document = {
+        "batch_id": planned.batch_id,
+        "resumed": planned.resumed,
+        "dry_run": planned.batch_id is None,
+        "created_topics": report.topics.created,
+        "grown_topics": {k: list(v) for k, v in report.topics.grown.items()},
+        "ranges": ranges,
+        "records": report.summary.records if report.summary else 0,
+        "bytes": report.summary.bytes if report.summary else 0,
+        "seconds": round(report.seconds, 3),
+    }
+    if as_json:
+        print(json.dumps(document, indent=2))
+        return
+    label = "plan (dry run, nothing changed)" if document["dry_run"] else f"batch {planned.batch_id}"
+    print(f"{label}{' (resumed)' if planned.resumed else ''}")
+    for name in report.topics.created:
+        print(f"  {'would create' if document['dry_run'] else 'created'} remote topic {name}")
+    for r in ranges:
+        gap = f"  gap {r['gap'][0]}..{r['gap'][1]}" if r["gap"] else ""
+        gap += f"  cursor moved from {r['moved_from']}" if r["moved_from"] is not None else ""
+        print(f"  {r['topic']}-{r['partition']} -> {r['remote_topic']}: [{r['start']}, {r['end']}) {r['records_planned']} offsets{gap}")
+    if report.summary is not None:
+        mb = report.summary.bytes / 1e6
+        print(f"copied {report.summary.records} records, {mb:.1f} MB in {report.seconds:.1f}s")
+
+
+def print_status(
+    status: FlowStatus,
+    emission: HeartbeatEmission | None,
+    latencies: list[HeartbeatLatency],
+    syncs: list[GroupSyncRecord],
+    as_json: bool,
+) -> None:
+    if as_json:
+        extras = {
+            "heartbeat_emitted": None if emission is None else asdict(emission),
+            "heartbeats": [asdict(latency) for latency in latencies],
+            "group_syncs": [asdict(sync) for sync in syncs],
+        }
+        print(to_json({**status.as_dict(), **extras}))
+        return
+    print(f"flow {status.flow}: total lag {status.total_lag}" + (f", unfinished batch {status.unfinished_batch}" if status.unfinished_batch else ""))
+    header = f"{'partition':<32} {'remote':<32} {'start':>10} {'end':>10} {'cursor':>10} {'lag':>10} {'copied':>10} {'gaps':>5} {'lost':>8}"
+    print(header)
+    for p in status.partitions:
+        cursor = "-" if p.cursor is None else str(p.cursor)
+        print(
+            f"{p.topic + '-' + str(p.partition):<32} {p.remote_topic:<32} {p.source_start:>10} {p.source_end:>10} "
+            f"{cursor:>10} {p.lag:>10} {p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
+        )
+    for p in status.future_timestamped:
+        print(describe_future_timestamp(p, status.checked_at_ms))
+    for p in status.partitions:
+        if p.source_reset is not None:
+            print(f"WARNING {p.topic}-{p.partition}: source topic {p.source_reset}; the next run starts it again (cursor {p.cursor})")
+    for stop in status.stops:
+        print(f"STOPPED since {stop.stopped_at.isoformat(timespec='seconds')}: {stop.reason}")
+    for reset in status.source_resets:
+        print(
+            f"source reset of {reset.topic}-{reset.partition} at {reset.reset_at.isoformat(timespec='seconds')} "
+            f"(batch {reset.batch_id}): cursor {reset.old_cursor} of topic id {reset.old_topic_id} abandoned, "
+            f"copied again from {reset.new_start} of topic id {reset.new_topic_id}"
+        )
+    if emission is not None:
+        print(f"heartbeat emitted to {emission.topic} at {emission.heartbeat_at.isoformat(timespec='seconds')}")
+    for latency in latencies:
+        print(
+            f"heartbeat {latency.source_alias}->{latency.target_alias}: latency {latency.latency_ms} ms "
+            f"(observed {latency.observed_at.isoformat(timespec='seconds')})"
+        )
+    for sync in syncs:
+        print(describe_sync(sync))
+
+
+def describe_future_timestamp(partition: PartitionStatus, now_ms: int) -> str:
+    """A WARNING line about a partition whose next record to copy is stamped in the future."""
+    stamped = datetime.fromtimestamp(partition.future_timestamp_ms / 1000, timezone.utc)
+    ahead = timedelta(seconds=round((partition.future_timestamp_ms - now_ms) / 1000))
+    return (
+        f"WARNING {partition.topic}-{partition.partition}: the next record to copy (offset "
+        f"{partition.future_timestamp_offset}) is stamped {stamped.isoformat(timespec='seconds')}, {ahead} in the "
+        "future: backfill runs and runs with an explicit until stop before it until then; scheduled runs and "
+        "manual runs without until copy past it"
+    )
+
+
+def describe_sync(sync: GroupSyncRecord) -> str:
+    """One line about a group offset sync; skipped and failed ones start with WARNING."""
+    marker = "WARNING " if sync.outcome in (GroupSyncOutcome.SKIPPED_ACTIVE, GroupSyncOutcome.FAILED) else ""
+    when = sync.synced_at.isoformat(timespec="seconds")
+    return f"{marker}group offset sync of '{sync.group}': {sync.outcome.value}: {sync.detail} ({when})"
+
+
+def print_heartbeat_report(report: HeartbeatReport, as_json: bool) -> None:
+    heartbeat = report.heartbeat
+    if as_json:
+        print(to_json({"flow": report.flow, "topic": report.topic, "heartbeat": None if heartbeat is None else asdict(heartbeat)}))
+    elif heartbeat is None:
+        print(f"flow {report.flow}: emit.heartbeats.enabled is false, no heartbeat written")
+    else:
+        print(f"flow {report.flow}: heartbeat {heartbeat.timestamp} written to {report.topic} on {heartbeat.target_alias}")
+
+
+def print_checkpoint_report(report: CheckpointReport, as_json: bool) -> None:
+    if as_json:
+        print(to_json({**asdict(report), "written": report.written, "skipped_groups": report.skipped_groups}))
+        return
+    if not report.enabled:
+        print(f"flow {report.flow}: emit.checkpoints.enabled is false, no checkpoints and no group offset sync")
+        return
+    print(f"flow {report.flow}: {report.written} checkpoints written to {report.topic} for {len(report.groups)} groups")
+    for group in report.groups:
+        sync = "" if group.sync is None else f"; offset sync {group.sync.outcome.value}: {group.sync.detail}"
+        print(
+            f"  {group.group}: {len(group.written)} written, {len(group.unchanged)} unchanged, "
+            f"{len(group.not_yet)} not yet replicated{sync}"
+        )
+    for group in report.skipped_groups:
+        print(f"warning: group '{group}' is active on the target: its offsets were not synced", file=sys.stderr)
+
+
+def print_inspection(inspection: GroupInspection, as_json: bool) -> None:
+    if as_json:
+        print(to_json(asdict(inspection)))
+        return
+    covered = "" if inspection.covered else " (excluded by groups/groups.exclude: no checkpoints are emitted)"
+    print(f"flow {inspection.flow}, group {inspection.group}{covered}")
+    print(f"{'partition':<32} {'target partition':<32} {'committed':>10} {'target':>10} {'unreplicated':>12} {'checkpoint':>10}")
+    for p in inspection.partitions:
+        target = "not yet" if p.target_offset is None else str(p.target_offset)
+        checkpoint = "-" if p.checkpoint_offset is None else str(p.checkpoint_offset)
+        print(
+            f"{p.topic + '-' + str(p.partition):<32} {p.target_topic + '-' + str(p.partition):<32} "
+            f"{p.committed_offset:>10} {target:>10} {p.not_replicated:>12} {checkpoint:>10}"
+        )
+    if inspection.sync is not None:
+        print(describe_sync(inspection.sync))
+
+
+def print_topic_reset(done: TopicReset, as_json: bool) -> None:
+    if as_json:
+        print(to_json(asdict(done)))
+    else:
+        print(
+            f"flow {done.flow}: {done.topic} reset ({len(done.partitions)} cursors removed, offset-syncs retired); "
+            f"the next run copies it from its start into {done.remote_topic}"
+        )
+
