@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from airmirror.replication import range_reader
+from airmirror.replication.spark import range_reader
 from airmirror.replication.spark.range_reader import RangeReader
 from tests.kafka_helpers import create_topic, produce, sample_records
 

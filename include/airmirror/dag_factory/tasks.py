@@ -25,7 +25,7 @@ from airmirror.config import FlowConfig
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.store.opening import open_flow
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import PlannedBatch, plan_batch, record_batch, run_batch, sync_flow_topics
+from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.kafka.topics import TopicMapping
@@ -91,15 +91,10 @@ def describe_bound(options: BatchOptions) -> str:
     return f"bound: the first record stamped at or after {until} (time bound)"
 
 
-def unfinished(store: MetadataStore, flow: FlowConfig) -> PlannedBatch | None:
-    batch = store.unfinished_batch(flow.name)
-    return None if batch is None else PlannedBatch(batch.id, list(batch.ranges), resumed=True)
-
-
 def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
     with held_flow(config_path, flow_name) as (flow, store, _):
-        batch = unfinished(store, flow)
+        batch = unfinished_batch(flow, store)
         if batch is None:
             log.info("no unfinished batch: nothing to copy")
             return {"batch_id": None, "records": 0}
@@ -113,7 +108,7 @@ def record(config_path: str, flow_name: str) -> dict[str, Any]:
     """Commit the unfinished batch's Kafka-committed results to the metadata DB; then fail
     (:class:`~airmirror.replication.incarnations.TopicsStopped`) if any topic or partition of the flow is stopped."""
     with held_flow(config_path, flow_name) as (flow, store, lease):
-        batch = unfinished(store, flow)
+        batch = unfinished_batch(flow, store)
         if batch is None:
             log.info("no unfinished batch: nothing to record")
             result = {"batch_id": None, "records": 0, "bytes": 0}

@@ -91,6 +91,12 @@ def requested_start(start_from: str, offsets: PartitionOffsets) -> int | None:
     raise ValueError(f"unknown start_from {start_from!r}")
 
 
+def moved_from(cursor: int | None, start_at: int | None) -> int | None:
+    """The cursor a requested start moves (``None`` when nothing is requested, there is no cursor, or the
+    requested start is the cursor itself)."""
+    return cursor if start_at is not None and cursor is not None and cursor != start_at else None
+
+
 def plan_range(
     topic: str,
     partition: int,
@@ -107,13 +113,12 @@ def plan_range(
 ) -> PlannedRange:
     """Plan one partition's range (see the module docstring for the rules)."""
     gap_start: int | None = None
-    moved_from: int | None = None
+    moved: int | None = None
     reset_from: int | None = None
     truncated_at: int | None = None
     reset = source_reset(cursor, stored_topic_id, offsets, diverged_at)
     if start_at is not None:
-        moved_from = cursor if cursor is not None and cursor != start_at else None
-        start = start_at
+        moved, start = moved_from(cursor, start_at), start_at
     elif reset == TRUNCATED and diverged_at is not None:
         start, reset_from, truncated_at = max(diverged_at, offsets.log_start), cursor, diverged_at
     elif cursor is None or reset is not None:
@@ -135,7 +140,7 @@ def plan_range(
         max(start, end),
         remote_topic,
         gap_start,
-        moved_from,
+        moved,
         offsets.topic_id,
         reset_from,
         start_epoch=stored_epoch if start == cursor and reset is None else None,

@@ -1,7 +1,7 @@
 """Per-partition status of a flow: source offsets (live from the broker) joined with the metadata DB.
 
 Lag is ``source end - next offset to copy`` where the source end is the last stable offset and the next offset
-is where the planner would start the partition's next range (:func:`airmirror.replication.planner.plan_range`: the
+is where the planner would start the partition's next range (:func:`airmirror.replication.planning.plan_partitions`: the
 cursor, where a new partition starts per ``auto.offset.reset``, or the new start after a source reset).  Gaps
 are the source ranges that retention deleted before they could be copied.  ``source_reset`` names a reset the
 next run will make (the topic was recreated, or its log ends below the cursor); the flow's past source resets
@@ -18,18 +18,17 @@ not held back.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 
 from airmirror.config import FlowConfig
-from airmirror.replication.incarnations import diverged_cursors
 from airmirror.model import PartitionKey
-from airmirror.replication.planner import plan_range, source_reset
-from airmirror.kafka.offsets import next_record_timestamps, partition_offsets
+from airmirror.kafka.offsets import next_record_timestamps
 from airmirror.store import MetadataStore
 from airmirror.store.incarnations import SourceReset, Stop
-from airmirror.kafka.topics import replicated_topics, topic_ids
+from airmirror.kafka.topics import replicated_topics
 from airmirror.kafka.clients import source_admin
+from airmirror.replication.planning import plan_partitions
 
 FUTURE_TOLERANCE_MS = 60_000
 
@@ -98,31 +97,16 @@ def future_timestamps(
 
 def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) -> FlowStatus:
     """Read-only: queries the source cluster and the metadata DB, changes nothing."""
-    source = source_admin(flow)
-    mappings = replicated_topics(flow, source)
-    keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
-    ids = topic_ids(source, {m.source_topic for m in mappings})
-    offsets = {key: replace(o, topic_id=ids[key.topic]) for key, o in partition_offsets(source, keys).items()}
-    stats = store.partition_stats(flow.name)
-    states = store.cursor_states(flow.name)
+    mappings = replicated_topics(flow, source_admin(flow))
     remote = {m.source_topic: m.remote_topic for m in mappings}
-    cursors = {key: states[key].next_offset if key in states else None for key in keys}
-    stored_ids = {key: states[key].source_topic_id if key in states else None for key in keys}
-    diverged = diverged_cursors(flow, states, offsets)
-    nexts = {
-        key: plan_range(
-            key.topic, key.partition, remote[key.topic], cursors[key], offsets[key],
-            auto_offset_reset=flow.auto_offset_reset, stored_topic_id=stored_ids[key], diverged_at=diverged.get(key),
-        ).start
-        for key in keys
-    }
+    plans = plan_partitions(flow, store, mappings)
+    stats = store.partition_stats(flow.name)
     now_ms = int(time.time() * 1000)
-    pending = {key: position for key, position in nexts.items() if position < offsets[key].stable_end}
+    pending = {p.key: p.planned.start for p in plans if p.planned.start < p.offsets.stable_end}
     future = future_timestamps(flow, pending, now_ms, future_tolerance_ms)
     rows = []
-    for key in keys:
-        o = offsets[key]
-        s = stats.get(key)
+    for plan in plans:
+        key, o, s = plan.key, plan.offsets, stats.get(plan.key)
         future_offset, future_ms = future.get(key, (None, None))
         rows.append(
             PartitionStatus(
@@ -131,15 +115,15 @@ def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: 
                 remote_topic=remote[key.topic],
                 source_start=o.log_start,
                 source_end=o.stable_end,
-                cursor=cursors[key],
-                lag=max(0, o.stable_end - nexts[key]),
+                cursor=plan.cursor,
+                lag=max(0, o.stable_end - plan.planned.start),
                 gaps=s.gap_count if s is not None else 0,
                 gap_records=s.gap_offsets if s is not None else 0,
                 records_copied=s.records if s is not None else 0,
                 bytes_copied=s.bytes if s is not None else 0,
                 future_timestamp_ms=future_ms,
                 future_timestamp_offset=future_offset,
-                source_reset=source_reset(cursors[key], stored_ids[key], o, diverged.get(key)),
+                source_reset=plan.source_reset,
             )
         )
     unfinished = store.unfinished_batch(flow.name)

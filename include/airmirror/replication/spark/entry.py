@@ -15,24 +15,19 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
-from airmirror.config import load_config
 from airmirror.errors import AirmirrorError, ReplicationFailure
-from airmirror.replication.spark.copy_job import run_copy_job
-from airmirror.store import MetadataStore, describe_holder
+from airmirror.replication.pipeline import run_batch, unfinished_batch
+from airmirror.store import describe_holder
+from airmirror.store.opening import open_flow
 
 
 def run_pending_batch(config_path: str, flow_name: str, batch_id: int | None, spark: SparkSession, holder: str) -> list[dict]:
     """Copy the flow's unfinished batch (which must be ``batch_id`` when given), holding the flow's lease."""
-    flow = load_config(config_path).flow(flow_name)
-    store = MetadataStore.open(flow.metadata_db_url)
-    try:
-        with store.hold_flow(flow.name, describe_holder(holder)):
-            batch = store.unfinished_batch(flow.name)
-            if batch is None or (batch_id is not None and batch.id != batch_id):
-                raise ReplicationFailure(f"flow {flow.name} has no unfinished batch {batch_id or ''}".rstrip())
-            return run_copy_job(spark, flow, batch.id, list(batch.ranges))
-    finally:
-        store.dispose()
+    with open_flow(config_path, flow_name) as (flow, store), store.hold_flow(flow.name, describe_holder(holder)):
+        batch = unfinished_batch(flow, store)
+        if batch is None or (batch_id is not None and batch.batch_id != batch_id):
+            raise ReplicationFailure(f"flow {flow.name} has no unfinished batch {batch_id or ''}".rstrip())
+        return run_batch(flow, batch, spark)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

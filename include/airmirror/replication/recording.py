@@ -1,0 +1,116 @@
+"""Step 4's reading and its after-commit actions.
+
+:func:`committed_batch` reads what the target's batch log says a batch copied; it refuses a batch with any
+range not yet done in Kafka, so the metadata DB never runs ahead of the target.
+
+After the DB commit, :data:`AFTER_COMMIT` runs in order.  These actions only tidy up or inform: each failure is
+logged and never fails the committed batch.
+1. :func:`discard_batch_runs` tombstones the batch's runs records (the DB holds them now);
+2. :func:`commit_source_progress` commits the new cursors to the source as group offsets, so any Kafka lag
+   tool shows the flow's lag (the DB stays authoritative);
+3. :func:`record_heartbeat_latency` stores the replication latency of copied heartbeats.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+from airmirror import names
+from airmirror.config import FlowConfig
+from airmirror.errors import ReplicationFailure
+from airmirror.heartbeats.emission import observe_heartbeats
+from airmirror.model import PlannedRange, RangeResult
+from airmirror.replication.offset_runs import merge_runs
+from airmirror.replication.spark.batch_log import Progress, RunsRecord, read_runs, runs_key, tombstone
+from airmirror.replication.spark.progress import range_progress, unfinished
+from airmirror.store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CommittedBatch:
+    """What the target's batch log says batch ``batch_id`` copied: its ``planned`` ranges, per range the
+    result, and the runs records read."""
+
+    batch_id: int
+    planned: list[PlannedRange]
+    results: list[RangeResult]
+    runs: dict[tuple[str, int], list[RunsRecord]]
+
+
+def committed_batch(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> CommittedBatch:
+    """Every range's result as committed in the target's batch log; fails if any range is not done."""
+    progress = range_progress(flow, ranges)
+    pending = unfinished(ranges, progress, batch_id)
+    if pending:
+        listed = ", ".join(str(r.key) for r in pending)
+        raise ReplicationFailure(
+            f"batch {batch_id} of {flow.name} is not committed in Kafka for {listed}; run the batch again to resume it"
+        )
+    done = {(key.topic, key.partition): p for key, p in progress.items() if p is not None}
+    runs = read_runs(flow.target_client("consumer"), names.batch_log_topic(flow.source), flow.name, batch_id, done)
+    return CommittedBatch(batch_id, ranges, [range_result(r, done.get((r.topic, r.partition)), runs) for r in ranges], runs)
+
+
+def range_result(planned: PlannedRange, progress: Progress | None, runs: dict[tuple[str, int], list[RunsRecord]]) -> RangeResult:
+    """One range's committed result: an empty range copied nothing; any other has done progress."""
+    if progress is None:
+        return RangeResult(planned.topic, planned.partition, planned.start, planned.end, 0, 0, end_epoch=planned.start_epoch)
+    copied = merge_runs(run for record in runs[(planned.topic, planned.partition)] for run in record.runs)
+    return RangeResult(
+        planned.topic,
+        planned.partition,
+        progress.start,
+        progress.position,
+        progress.records,
+        progress.bytes,
+        tuple(copied),
+        progress.downstream_start,
+        progress.downstream_position if progress.records else None,
+        progress.leader_epoch,
+    )
+
+
+def discard_batch_runs(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
+    """Tombstone the batch's runs records once the DB holds them; leftovers would only stay for longer."""
+    keys = [
+        runs_key(flow.name, topic, partition, committed.batch_id, record.chunk, record.part)
+        for (topic, partition), records in committed.runs.items()
+        for record in records
+    ]
+    tombstone(flow.target_client("producer"), names.batch_log_topic(flow.source), keys)
+
+
+def commit_source_progress(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
+    """Commit the new cursors to the source as group offsets (informational: the DB stays authoritative)."""
+    if not committed.results:
+        return
+    group = names.source_progress_group(flow.source, flow.target)
+    consumer = Consumer({**flow.source_client("consumer"), "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(r.topic, r.partition, r.end) for r in committed.results], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def record_heartbeat_latency(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
+    """Store the replication latency of the heartbeats the batch copied."""
+    observe_heartbeats(flow, store, committed.planned, committed.results)
+
+
+AfterCommit = Callable[[FlowConfig, MetadataStore, CommittedBatch], None]
+AFTER_COMMIT: tuple[AfterCommit, ...] = (discard_batch_runs, commit_source_progress, record_heartbeat_latency)
+
+
+def after_commit(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
+    """Run :data:`AFTER_COMMIT` in order; a failing action is logged and the next one still runs."""
+    for action in AFTER_COMMIT:
+        try:
+            action(flow, store, committed)
+        except Exception as error:  # noqa: BLE001 - the batch is committed; these actions only tidy up or inform
+            log.warning("%s after batch %s of %s failed: %s", action.__name__, committed.batch_id, flow.name, error)
