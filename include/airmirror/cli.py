@@ -25,7 +25,8 @@ from airmirror.devtools.local_kafka import BrokerStatus, broker_status, start_br
 from airmirror.replication.pipeline import BatchOptions, ReplicateReport, replicate_once
 from airmirror.replication.spark.session import BackgroundSession, spark_session
 from airmirror.replication.status import PartitionStatus, flow_status
-from airmirror.store import GroupSyncOutcome, GroupSyncRecord, describe_holder
+from airmirror.model import GroupSyncOutcome, GroupSyncRecord
+from airmirror.store import describe_holder
 from airmirror.replication.options import parse_timestamp
 
 

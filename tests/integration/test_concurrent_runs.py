@@ -20,7 +20,8 @@ from confluent_kafka.admin import AdminClient
 from airmirror.config import load_config
 from airmirror.store.opening import flow_and_store
 from airmirror.replication.pipeline import BatchOptions, plan_batch, sync_flow_topics
-from airmirror.store import BatchState, MetadataStore, describe_holder
+from airmirror.model import BatchState
+from airmirror.store import MetadataStore, describe_holder
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
 

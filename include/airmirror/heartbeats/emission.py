@@ -28,9 +28,9 @@ from datetime import datetime, timezone
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from airmirror.config import FlowConfig
-from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.model import HeartbeatEmission, HeartbeatLatency, PartitionKey, PlannedRange, RangeResult
 from airmirror.kafka.records import OutgoingRecord, ensure_topic, write_records
-from airmirror.store import HeartbeatEmission, HeartbeatLatency, MetadataStore
+from airmirror.store import MetadataStore
 from airmirror.mm2.wire_formats import Heartbeat
 
 log = logging.getLogger(__name__)
