@@ -1,12 +1,16 @@
-"""Plain value types passed between the planner, the Spark job and the metadata store.
+"""Plain value types passed between the planner, the Spark job, the checkpoint and heartbeat emitters and the
+metadata store (:mod:`airmirror.store`), which stores and returns them.  No database code lives here.
 
 Offsets follow Kafka's convention: a range ``[start, end)`` includes ``start`` and excludes ``end``;
-a cursor is the next source offset to copy.
+a cursor is the next source offset to copy.  Timestamps are timezone-aware UTC.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 
 @dataclass(frozen=True, order=True)
@@ -116,3 +120,107 @@ class RangeResult:
     downstream_start: int | None = None
     downstream_end: int | None = None
     end_epoch: int | None = None
+
+
+class BatchState(str, enum.Enum):
+    """Life cycle of a batch: ``RUNNING`` until it is committed or abandoned (``FAILED``)."""
+
+    RUNNING = "RUNNING"
+    COMMITTED = "COMMITTED"
+    FAILED = "FAILED"
+
+
+class GroupSyncOutcome(str, enum.Enum):
+    """What a group offset sync did on the target cluster."""
+
+    SYNCED = "SYNCED"
+    UP_TO_DATE = "UP_TO_DATE"
+    SKIPPED_ACTIVE = "SKIPPED_ACTIVE"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """A batch as stored.  ``records``/``bytes`` are totals, set once the batch is committed."""
+
+    id: int
+    flow: str
+    state: BatchState
+    created_at: datetime
+    finished_at: datetime | None
+    params: dict[str, Any]
+    ranges: list[PlannedRange]
+    records: int | None
+    bytes: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """Replication status of one source partition of a flow, as shown by ``airmirror status``.
+
+    ``records``/``bytes`` total every committed batch; ``gap_offsets`` is how many source offsets
+    retention deleted before they were copied, over ``gap_count`` gaps.
+    """
+
+    cursor: int
+    records: int
+    bytes: int
+    last_batch_id: int
+    last_batch_at: datetime
+    gap_count: int
+    gap_offsets: int
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """The newest checkpoint of a group on one source partition, as written to the target.
+
+    ``topic`` is the topic the group committed on (source cluster); ``remote_topic`` is the topic the
+    checkpoint names on the target.  ``metadata`` is the group's commit metadata.
+    """
+
+    group: str
+    topic: str
+    partition: int
+    remote_topic: str
+    upstream_offset: int
+    downstream_offset: int
+    metadata: str
+    emitted_at: datetime
+
+    @property
+    def key(self) -> PartitionKey:
+        return PartitionKey(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class GroupSyncRecord:
+    """The newest group offset sync of a group on the target: what happened and why."""
+
+    group: str
+    outcome: GroupSyncOutcome
+    target_state: str
+    offsets_committed: int
+    detail: str
+    synced_at: datetime
+
+
+@dataclass(frozen=True)
+class HeartbeatLatency:
+    """Replication latency seen from the newest copied heartbeat of flow ``source_alias->target_alias``:
+    ``latency_ms`` = ``observed_at`` (the batch commit) - ``heartbeat_at`` (the heartbeat's timestamp)."""
+
+    source_alias: str
+    target_alias: str
+    heartbeat_at: datetime
+    observed_at: datetime
+    latency_ms: int
+
+
+@dataclass(frozen=True)
+class HeartbeatEmission:
+    """The newest heartbeat a flow wrote to ``topic`` on its target, with the heartbeat's timestamp."""
+
+    topic: str
+    heartbeat_at: datetime

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from airmirror.store import GroupSyncOutcome
+from airmirror.model import GroupSyncOutcome
 from airmirror.mm2.wire_formats import Checkpoint
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, read_partition

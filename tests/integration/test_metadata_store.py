@@ -22,22 +22,20 @@ from sqlalchemy import create_engine, inspect, insert, make_url, select, text, u
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from airmirror.errors import ReplicationFailure
-from airmirror.model import Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
+from airmirror.model import BatchState, Gap, OffsetRun, PartitionKey, PartitionStats, PlannedRange, RangeResult
 from airmirror.store import (
     DEFAULT_LEASE_TTL_SECONDS,
-    BatchState,
     FlowBusyError,
     FlowLease,
     FlowLeaseLostError,
     MetadataStore,
-    PartitionStats,
     StaleCursorError,
     alembic_config,
     create_store_engine,
     describe_holder,
 )
 from airmirror.store.flow_lease import acquire_flow
-from airmirror.store.metadata_store import MIGRATIONS_DIR
+from airmirror.store.engine import MIGRATIONS_DIR
 from airmirror.store.schema import VERSION_TABLE, batches, cursors, flow_leases, metadata
 from tests.postgres_server import PostgresServer, postgres_server
 

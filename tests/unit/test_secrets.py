@@ -19,7 +19,7 @@ from airmirror.errors import ReplicationFailure
 from airmirror.devtools.local_kafka import free_port
 from airmirror.config.secrets import MASK, MaskedConfig, db_url_secrets, is_secret_key, masked_db_url
 from airmirror.store import MetadataStore
-from airmirror.store.metadata_store import create_store_engine
+from airmirror.store.engine import create_store_engine
 
 JAAS_PASSWORD = "jaas-pw-4f1c9e"
 KEY_PASSWORD = "key-pw-8d2a7b"

@@ -25,8 +25,8 @@ from confluent_kafka.admin import AdminClient
 from airmirror.kafka.retry import retry_transient
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PartitionKey
-from airmirror.store import GroupSyncOutcome, GroupSyncRecord, MetadataStore, StoredCheckpoint
+from airmirror.model import GroupSyncOutcome, GroupSyncRecord, PartitionKey, StoredCheckpoint
+from airmirror.store import MetadataStore
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ from airmirror.config import FlowConfig
 from airmirror.errors import InputError
 from airmirror.kafka.groups import committed_offsets, is_covered_group
 from airmirror.kafka.offsets import partition_offsets
-from airmirror.store import GroupSyncRecord, MetadataStore, StoredCheckpoint
+from airmirror.model import GroupSyncRecord, StoredCheckpoint
+from airmirror.store import MetadataStore
 from airmirror.checkpoints.translation import Translation, Translator
 from airmirror.kafka.clients import source_admin
 

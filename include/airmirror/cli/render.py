@@ -14,7 +14,7 @@ from airmirror.heartbeats.emission import HeartbeatReport
 from airmirror.replication.incarnations import TopicReset
 from airmirror.replication.pipeline import ReplicateReport
 from airmirror.replication.status import FlowStatus, PartitionStatus
-from airmirror.store import GroupSyncOutcome, GroupSyncRecord, HeartbeatEmission, HeartbeatLatency
+from airmirror.model import GroupSyncOutcome, GroupSyncRecord, HeartbeatEmission, HeartbeatLatency
 
 
 def to_json(document: Any) -> str:

@@ -1,6 +1,10 @@
-"""Persistent replication state: cursors, batches, offset syncs, gaps, checkpoints, group syncs and heartbeat
-latency (see :mod:`.metadata_store`), and flow leases (see :mod:`.flow_lease`)."""
+"""Persistent replication state in SQL: :class:`MetadataStore` (see :mod:`.metadata_store`) over cursors,
+batches, offset syncs and gaps (:mod:`.batches`), checkpoints and group syncs (:mod:`.checkpoints`), heartbeat
+latency (:mod:`.heartbeats`), topic incarnations (:mod:`.incarnations`), and flow leases (:mod:`.flow_lease`).
+The value types it stores and returns live in :mod:`airmirror.model`."""
 
+from airmirror.store.batches import StaleCursorError
+from airmirror.store.engine import alembic_config, create_store_engine
 from airmirror.store.flow_lease import (
     DEFAULT_LEASE_TTL_SECONDS,
     FlowBusyError,
@@ -9,36 +13,16 @@ from airmirror.store.flow_lease import (
     FlowLeaseRecord,
     describe_holder,
 )
-from airmirror.store.metadata_store import (
-    BatchRecord,
-    GroupSyncRecord,
-    HeartbeatEmission,
-    HeartbeatLatency,
-    MetadataStore,
-    PartitionStats,
-    StaleCursorError,
-    StoredCheckpoint,
-    alembic_config,
-    create_store_engine,
-)
-from airmirror.store.schema import BatchState, GroupSyncOutcome
+from airmirror.store.metadata_store import MetadataStore
 
 __all__ = [
-    "BatchRecord",
-    "BatchState",
     "DEFAULT_LEASE_TTL_SECONDS",
     "FlowBusyError",
     "FlowLease",
     "FlowLeaseLostError",
     "FlowLeaseRecord",
-    "GroupSyncOutcome",
-    "GroupSyncRecord",
-    "HeartbeatEmission",
-    "HeartbeatLatency",
     "MetadataStore",
-    "PartitionStats",
     "StaleCursorError",
-    "StoredCheckpoint",
     "alembic_config",
     "create_store_engine",
     "describe_holder",

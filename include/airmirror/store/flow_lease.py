@@ -57,10 +57,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from airmirror.errors import ReplicationFailure
-from airmirror.config.secrets import masked_db_url
+from airmirror.store.engine import transaction
 from airmirror.store.schema import flow_leases
 
 log = logging.getLogger(__name__)
@@ -155,7 +154,7 @@ def acquire_flow(
     token, process = uuid.uuid4().hex, _this_process()
     current: _StoredLease | None = None
     for _ in range(_ACQUIRE_ATTEMPTS):
-        with _transaction(engine, f"acquire the lease of flow {flow!r}") as connection:
+        with transaction(engine, f"acquire the lease of flow {flow!r}") as connection:
             previous = _stored_lease(connection, flow, lock=True)
             now = _database_now(connection)
             row = {
@@ -188,7 +187,7 @@ def acquire_flow(
 
 def current_lease(engine: Engine, flow: str) -> FlowLeaseRecord | None:
     """The flow's lease as stored, expired or not; ``None`` when no run holds it."""
-    with _transaction(engine, f"read the lease of flow {flow!r}") as connection:
+    with transaction(engine, f"read the lease of flow {flow!r}") as connection:
         stored = _stored_lease(connection, flow)
     return None if stored is None else stored.record
 
@@ -236,7 +235,7 @@ class FlowLease:
         lost = self.lost
         if lost is not None:
             raise lost
-        with _transaction(self._engine, f"renew the lease of flow {self.flow!r}") as connection:
+        with transaction(self._engine, f"renew the lease of flow {self.flow!r}") as connection:
             now = _database_now(connection)
             expires_at = now + timedelta(seconds=self.ttl_seconds)
             renewed = connection.execute(
@@ -259,7 +258,7 @@ class FlowLease:
             return False
         self._released = True
         try:
-            with _transaction(self._engine, f"release the lease of flow {self.flow!r}") as connection:
+            with transaction(self._engine, f"release the lease of flow {self.flow!r}") as connection:
                 deleted = connection.execute(
                     delete(flow_leases).where(flow_leases.c.flow == self.flow, flow_leases.c.token == self._token)
                 ).rowcount
@@ -290,17 +289,6 @@ class _StoredLease:
     record: FlowLeaseRecord
     token: str
     process: str | None
-
-
-@contextmanager
-def _transaction(engine: Engine, action: str) -> Iterator[Connection]:
-    """One transaction; database failures become :class:`ReplicationFailure` naming the masked URL."""
-    try:
-        with engine.begin() as connection:
-            yield connection
-    except (OperationalError, InterfaceError) as exc:
-        reason = str(exc.orig).strip() or type(exc.orig).__name__
-        raise ReplicationFailure(f"metadata store {masked_db_url(engine.url)}: could not {action}: {reason}") from exc
 
 
 def _database_now(connection: Connection) -> datetime:

@@ -24,10 +24,9 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, select
 
-from airmirror.model import PartitionKey, PlannedRange
+from airmirror.model import BatchState, PartitionKey, PlannedRange
 from airmirror.store.schema import (
     WHOLE_TOPIC,
-    BatchState,
     batch_ranges,
     batches,
     checkpoints,

@@ -46,7 +46,6 @@ tests check that the migrated database matches this module.
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime, timezone
 
 from sqlalchemy import (
@@ -66,6 +65,8 @@ from sqlalchemy import (
     TypeDecorator,
 )
 
+from airmirror.model import BatchState, GroupSyncOutcome
+
 VERSION_TABLE = "airmirror_alembic_version"
 TABLE_PREFIX = "airmirror_"
 
@@ -81,23 +82,6 @@ WHOLE_TOPIC = -1
 LEASE_TOKEN_LENGTH = 32
 """A lease token is a UUID4 in hex."""
 PROCESS_LENGTH = 255
-
-
-class BatchState(str, enum.Enum):
-    """Life cycle of a batch: ``RUNNING`` until it is committed or abandoned (``FAILED``)."""
-
-    RUNNING = "RUNNING"
-    COMMITTED = "COMMITTED"
-    FAILED = "FAILED"
-
-
-class GroupSyncOutcome(str, enum.Enum):
-    """What a group offset sync did on the target cluster."""
-
-    SYNCED = "SYNCED"
-    UP_TO_DATE = "UP_TO_DATE"
-    SKIPPED_ACTIVE = "SKIPPED_ACTIVE"
-    FAILED = "FAILED"
 
 
 class UTCDateTime(TypeDecorator[datetime]):

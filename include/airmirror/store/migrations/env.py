@@ -1,7 +1,7 @@
 """Alembic environment of the airmirror metadata store.
 
 Contract: migrations run programmatically only, through
-:func:`airmirror.store.metadata_store.alembic_config`, which hands over an open SQLAlchemy
+:func:`airmirror.store.engine.alembic_config`, which hands over an open SQLAlchemy
 ``Connection`` in ``config.attributes["connection"]``.  The caller owns that connection's
 transaction (so the whole upgrade commits or rolls back as one unit where the backend allows it).
 Versions are recorded in ``airmirror_alembic_version``; autogenerate only ever looks at
@@ -38,7 +38,7 @@ def _connection() -> Connection:
     if context.is_offline_mode() or not isinstance(connection, Connection):
         raise RuntimeError(
             "airmirror migrations run online only, with a connection passed by "
-            "airmirror.store.metadata_store.alembic_config(); use MetadataStore.migrate()"
+            "airmirror.store.engine.alembic_config(); use MetadataStore.migrate()"
         )
     return connection
 

@@ -1,0 +1,551 @@
+"""Batches, cursors, offset syncs and gaps: what was planned, what was copied and where each partition's copy
+continues (:class:`BatchStore`, a part of :class:`~airmirror.store.metadata_store.MetadataStore`).
+
+Contracts:
+
+* **Cursor**: per (flow, source topic, partition) the next source offset to copy.  A cursor moves
+  only when a batch commits, and then to the end of the range that batch copied.
+* **Batch life cycle**: :meth:`BatchStore.begin_batch` records the plan (state ``RUNNING``)
+  before anything is copied.  A flow has at most one ``RUNNING`` batch, enforced by a unique
+  partial index in the database.  :meth:`~BatchStore.commit_batch` or
+  :meth:`~BatchStore.fail_batch` ends it; :meth:`~BatchStore.unfinished_batch` finds it
+  again after a crash.
+* **One-transaction commit**: ``commit_batch`` checks that every cursor is still where the plan
+  started from, then moves the cursors, stores each range's outcome, the offset syncs and the gaps
+  and marks the batch ``COMMITTED``, all in ONE database transaction: a reader sees all of it or
+  none of it.  If the plan is stale it raises :class:`StaleCursorError` and writes nothing.
+* **Exact offset translation**: ``airmirror_offset_syncs`` holds one row per contiguous run of
+  copied records (:class:`~airmirror.model.OffsetRun`), so upstream offset ``u`` inside a run maps
+  to ``downstream_start + (u - upstream_start)`` with no approximation.
+* **Errors**: arguments that break these contracts raise ``ValueError``; database failures raise
+  :class:`~airmirror.errors.ReplicationFailure` (see :mod:`airmirror.store.engine`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, Select, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from airmirror.errors import ReplicationFailure
+from airmirror.model import (
+    BatchRecord,
+    BatchState,
+    Gap,
+    OffsetRun,
+    PartitionKey,
+    PartitionStats,
+    PlannedRange,
+    RangeResult,
+)
+from airmirror.store import incarnations
+from airmirror.store.engine import EngineHolder
+from airmirror.store.rows import insert_many, update_many, utcnow
+from airmirror.store.schema import batch_ranges, batches, cursors, gaps, offset_syncs
+
+
+class StaleCursorError(ReplicationFailure):
+    """A cursor moved after the batch was planned, so its ranges no longer continue the cursors.
+
+    Nothing was written and the batch is still ``RUNNING``: fail it and plan again.
+    """
+
+
+class BatchStore(EngineHolder):
+    """Batches, cursors, offset syncs and gaps of the store's flows (see the module docstring for the contracts)."""
+
+    def cursors(self, flow: str) -> dict[PartitionKey, int]:
+        """The next source offset to copy, per partition the flow has ever committed."""
+        with self._transaction(f"read the cursors of flow {flow!r}") as connection:
+            rows = connection.execute(
+                select(cursors.c.topic, cursors.c.partition, cursors.c.next_offset).where(cursors.c.flow == flow)
+            )
+            return {PartitionKey(row.topic, row.partition): row.next_offset for row in rows}
+
+    def begin_batch(self, flow: str, ranges: Sequence[PlannedRange], params: Mapping[str, Any]) -> int:
+        """Record a new ``RUNNING`` batch with its planned ranges and JSON ``params``; return its id.
+
+        Raises :class:`ReplicationFailure` if the flow already has a ``RUNNING`` batch.
+        """
+        _validate_plan(ranges)
+        _validate_params(params)
+        with self._transaction(f"begin a batch of flow {flow!r}") as connection:
+            try:
+                batch_id: int = connection.execute(
+                    insert(batches).values(
+                        flow=flow, state=BatchState.RUNNING, created_at=utcnow(), params=dict(params)
+                    )
+                ).inserted_primary_key[0]
+            except IntegrityError as exc:
+                raise ReplicationFailure(
+                    f"flow {flow!r} already has a RUNNING batch: commit or fail it "
+                    "(see unfinished_batch) before beginning another"
+                ) from exc
+            insert_many(connection, batch_ranges, [_range_row(batch_id, planned) for planned in ranges])
+        return batch_id
+
+    def unfinished_batch(self, flow: str) -> BatchRecord | None:
+        """The flow's ``RUNNING`` batch, if any."""
+        with self._transaction(f"read the unfinished batch of flow {flow!r}") as connection:
+            rows = connection.execute(
+                select(batches).where(batches.c.flow == flow, batches.c.state == BatchState.RUNNING)
+            ).all()
+            records = _batch_records(connection, rows)
+        return records[0] if records else None
+
+    def replan_range(self, batch_id: int, planned: PlannedRange) -> None:
+        """Replace one range of a RUNNING batch (same partition): one that nothing was copied of yet, when
+        retention deleted its start (the lost offsets recorded as a gap) or to apply a new cap; or any, to end
+        it where its copy got to when the source log diverged below its end."""
+        _validate_plan([planned])
+        with self._transaction(f"replan {planned.key} of batch {batch_id}") as connection:
+            _lock_running_batch(connection, batch_id, "replanned")
+            updated = connection.execute(
+                batch_ranges.update()
+                .where(
+                    batch_ranges.c.batch_id == batch_id,
+                    batch_ranges.c.topic == planned.topic,
+                    batch_ranges.c.partition == planned.partition,
+                )
+                .values(start_offset=planned.start, end_offset=planned.end, gap_start=planned.gap_start, start_epoch=planned.start_epoch)
+            )
+            if updated.rowcount != 1:
+                raise ValueError(f"batch {batch_id} has no range for {planned.key}")
+
+    def drop_ranges(self, batch_id: int, keys: Iterable[PartitionKey]) -> None:
+        """Remove ranges from a RUNNING batch; their cursors stay where they are."""
+        with self._transaction(f"drop ranges of batch {batch_id}") as connection:
+            _lock_running_batch(connection, batch_id, "changed")
+            incarnations.drop_ranges(connection, batch_id, keys)
+
+    def batches(self, flow: str, limit: int = 20) -> list[BatchRecord]:
+        """The flow's ``limit`` newest batches, newest first."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        with self._transaction(f"read the batches of flow {flow!r}") as connection:
+            rows = connection.execute(
+                select(batches).where(batches.c.flow == flow).order_by(batches.c.id.desc()).limit(limit)
+            ).all()
+            return _batch_records(connection, rows)
+
+    def commit_batch(self, batch_id: int, results: Sequence[RangeResult]) -> None:
+        """Commit a ``RUNNING`` batch in one transaction (see the module docstring).
+
+        ``results`` must hold exactly one result per planned range, starting at the planned start
+        and ending within the planned range (``ValueError`` otherwise).  A stored cursor must equal
+        the cursor the range was planned from, i.e. ``gap_start`` when set and ``start``
+        otherwise; a partition without a cursor is accepted.  Raises :class:`StaleCursorError`
+        when a cursor moved and :class:`ReplicationFailure` when the batch is not ``RUNNING``;
+        either way nothing is written.
+        """
+        with self._transaction(f"commit batch {batch_id}") as connection:
+            flow = _lock_running_batch(connection, batch_id, "committed")
+            planned = _ranges_of(connection, [batch_id]).get(batch_id, [])
+            pairs = _pair_results(batch_id, planned, results)
+            stored = _check_cursors(connection, flow, batch_id, planned)
+            now = utcnow()
+            stored_ids = {key: state.source_topic_id for key, state in incarnations.cursor_states(connection, flow).items()}
+            incarnations.commit_resets(connection, flow, batch_id, planned, stored_ids, now)
+            _advance_cursors(connection, flow, batch_id, pairs, stored, now)
+            _store_outcomes(connection, batch_id, pairs)
+            insert_many(
+                connection,
+                offset_syncs,
+                [_offset_sync_row(flow, batch_id, result, run) for _, result in pairs for run in result.runs],
+            )
+            insert_many(
+                connection,
+                gaps,
+                [_gap_row(flow, batch_id, gap, now) for plan, _ in pairs if (gap := plan.gap()) is not None],
+            )
+            connection.execute(
+                update(batches)
+                .where(batches.c.id == batch_id)
+                .values(
+                    state=BatchState.COMMITTED,
+                    finished_at=now,
+                    records=sum(result.records for _, result in pairs),
+                    bytes=sum(result.bytes for _, result in pairs),
+                )
+            )
+
+    def fail_batch(self, batch_id: int, reason: str) -> None:
+        """Mark a ``RUNNING`` batch ``FAILED`` with ``reason``; its cursors stay where they were."""
+        with self._transaction(f"fail batch {batch_id}") as connection:
+            _lock_running_batch(connection, batch_id, "failed")
+            connection.execute(
+                update(batches)
+                .where(batches.c.id == batch_id)
+                .values(state=BatchState.FAILED, finished_at=utcnow(), error=reason)
+            )
+
+    def offset_runs(self, flow: str, key: PartitionKey) -> list[OffsetRun]:
+        """Every offset sync of one partition, ordered by upstream offset."""
+        with self._transaction(f"read the offset syncs of {key} in flow {flow!r}") as connection:
+            rows = connection.execute(_runs_of(flow, key).order_by(offset_syncs.c.upstream_start))
+            return [_offset_run(row) for row in rows]
+
+    def find_offset_run(self, flow: str, key: PartitionKey, upstream_offset: int) -> OffsetRun | None:
+        """The run containing ``upstream_offset``, else the first run after it, else ``None``.
+
+        One probe of the ``upstream_end`` index: runs never overlap, so the first run ending after
+        ``upstream_offset`` is the one containing or following it.
+        """
+        action = f"look up upstream offset {upstream_offset} of {key} in flow {flow!r}"
+        with self._transaction(action) as connection:
+            row = connection.execute(
+                _runs_of(flow, key)
+                .where(offset_syncs.c.upstream_end > upstream_offset)
+                .order_by(offset_syncs.c.upstream_end)
+                .limit(1)
+            ).one_or_none()
+        return None if row is None else _offset_run(row)
+
+    def last_offset_run(self, flow: str, key: PartitionKey) -> OffsetRun | None:
+        """The partition's run with the highest upstream offsets, ``None`` when nothing was copied."""
+        with self._transaction(f"read the last offset sync of {key} in flow {flow!r}") as connection:
+            row = connection.execute(
+                _runs_of(flow, key).order_by(offset_syncs.c.upstream_end.desc()).limit(1)
+            ).one_or_none()
+        return None if row is None else _offset_run(row)
+
+    def find_offset_run_downstream(self, flow: str, key: PartitionKey, downstream_offset: int) -> OffsetRun | None:
+        """The run whose downstream offsets contain ``downstream_offset``, else the first run after it.
+
+        Two probes of the downstream index: the last run starting at or before the offset (it contains
+        the offset or ends before it), then the first run starting after it.
+        """
+        action = f"look up downstream offset {downstream_offset} of {key} in flow {flow!r}"
+        start = offset_syncs.c.downstream_start
+        with self._transaction(action) as connection:
+            row = connection.execute(
+                _runs_of(flow, key).where(start <= downstream_offset).order_by(start.desc()).limit(1)
+            ).one_or_none()
+            if row is not None and downstream_offset < row.downstream_start + row.upstream_end - row.upstream_start:
+                return _offset_run(row)
+            row = connection.execute(
+                _runs_of(flow, key).where(start > downstream_offset).order_by(start).limit(1)
+            ).one_or_none()
+        return None if row is None else _offset_run(row)
+
+    def gaps(self, flow: str) -> list[Gap]:
+        """Every gap recorded for the flow, by partition then offset."""
+        with self._transaction(f"read the gaps of flow {flow!r}") as connection:
+            rows = connection.execute(
+                select(gaps.c.topic, gaps.c.partition, gaps.c.start_offset, gaps.c.end_offset)
+                .where(gaps.c.flow == flow)
+                .order_by(gaps.c.topic, gaps.c.partition, gaps.c.start_offset)
+            )
+            return [Gap(row.topic, row.partition, row.start_offset, row.end_offset) for row in rows]
+
+    def partition_stats(self, flow: str) -> dict[PartitionKey, PartitionStats]:
+        """Status of every partition that has a cursor in the flow."""
+        with self._transaction(f"read the partition stats of flow {flow!r}") as connection:
+            cursor_rows = connection.execute(select(cursors).where(cursors.c.flow == flow)).all()
+            copied = _totals_by_partition(connection, _copied_totals(flow))
+            lost = _totals_by_partition(connection, _gap_totals(flow))
+        stats: dict[PartitionKey, PartitionStats] = {}
+        for row in cursor_rows:
+            key = PartitionKey(row.topic, row.partition)
+            records, size = copied.get(key, (0, 0))
+            gap_count, gap_offsets = lost.get(key, (0, 0))
+            stats[key] = PartitionStats(
+                cursor=row.next_offset,
+                records=records,
+                bytes=size,
+                last_batch_id=row.batch_id,
+                last_batch_at=row.updated_at,
+                gap_count=gap_count,
+                gap_offsets=gap_offsets,
+            )
+        return stats
+
+
+def _validate_plan(ranges: Sequence[PlannedRange]) -> None:
+    seen: set[PartitionKey] = set()
+    for planned in ranges:
+        if planned.key in seen:
+            raise ValueError(f"partition {planned.key} is planned twice in one batch")
+        seen.add(planned.key)
+        if not 0 <= planned.start <= planned.end:
+            raise ValueError(f"planned range of {planned.key} is invalid: [{planned.start}, {planned.end})")
+        if planned.gap_start is not None and not 0 <= planned.gap_start <= planned.start:
+            raise ValueError(
+                f"planned range of {planned.key}: gap_start {planned.gap_start} is not in [0, {planned.start}]"
+            )
+
+
+def _validate_params(params: Mapping[str, Any]) -> None:
+    try:
+        json.dumps(dict(params), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"batch params must be JSON-serialisable: {exc}") from exc
+
+
+def _range_row(batch_id: int, planned: PlannedRange) -> dict[str, Any]:
+    return {
+        "batch_id": batch_id,
+        "topic": planned.topic,
+        "partition": planned.partition,
+        "start_offset": planned.start,
+        "end_offset": planned.end,
+        "remote_topic": planned.remote_topic,
+        "gap_start": planned.gap_start,
+        "moved_from": planned.moved_from,
+        "source_topic_id": planned.source_topic_id,
+        "reset_from": planned.reset_from,
+        "start_epoch": planned.start_epoch,
+        "truncated_at": planned.truncated_at,
+    }
+
+
+def _planned_range(row: Row[Any]) -> PlannedRange:
+    return PlannedRange(
+        topic=row.topic,
+        partition=row.partition,
+        start=row.start_offset,
+        end=row.end_offset,
+        remote_topic=row.remote_topic,
+        gap_start=row.gap_start,
+        moved_from=row.moved_from,
+        source_topic_id=row.source_topic_id,
+        reset_from=row.reset_from,
+        start_epoch=row.start_epoch,
+        truncated_at=row.truncated_at,
+    )
+
+
+def _ranges_of(connection: Connection, batch_ids: Sequence[int]) -> dict[int, list[PlannedRange]]:
+    """The planned ranges of each batch, ordered by partition."""
+    rows = connection.execute(
+        select(batch_ranges)
+        .where(batch_ranges.c.batch_id.in_(batch_ids))
+        .order_by(batch_ranges.c.batch_id, batch_ranges.c.topic, batch_ranges.c.partition)
+    )
+    ranges: dict[int, list[PlannedRange]] = {}
+    for row in rows:
+        ranges.setdefault(row.batch_id, []).append(_planned_range(row))
+    return ranges
+
+
+def _batch_records(connection: Connection, rows: Sequence[Row[Any]]) -> list[BatchRecord]:
+    ranges = _ranges_of(connection, [row.id for row in rows]) if rows else {}
+    return [
+        BatchRecord(
+            id=row.id,
+            flow=row.flow,
+            state=row.state,
+            created_at=row.created_at,
+            finished_at=row.finished_at,
+            params=row.params,
+            ranges=ranges.get(row.id, []),
+            records=row.records,
+            bytes=row.bytes,
+            error=row.error,
+        )
+        for row in rows
+    ]
+
+
+def _lock_running_batch(connection: Connection, batch_id: int, outcome: str) -> str:
+    """Lock the batch row and return its flow; raise unless the batch is ``RUNNING``."""
+    row = connection.execute(
+        select(batches.c.flow, batches.c.state).where(batches.c.id == batch_id).with_for_update()
+    ).one_or_none()
+    if row is None:
+        raise ReplicationFailure(f"batch {batch_id} does not exist")
+    if row.state is not BatchState.RUNNING:
+        raise ReplicationFailure(
+            f"batch {batch_id} of flow {row.flow!r} is {row.state.value}: only a RUNNING batch can be {outcome}"
+        )
+    flow: str = row.flow
+    return flow
+
+
+def _pair_results(
+    batch_id: int, planned: Sequence[PlannedRange], results: Sequence[RangeResult]
+) -> list[tuple[PlannedRange, RangeResult]]:
+    """Match each planned range with its result; every range needs exactly one valid result."""
+    plans = {plan.key: plan for plan in planned}
+    matched: dict[PartitionKey, RangeResult] = {}
+    for result in results:
+        key = PartitionKey(result.topic, result.partition)
+        plan = plans.get(key)
+        if plan is None:
+            raise ValueError(f"batch {batch_id} planned no range for {key}")
+        if key in matched:
+            raise ValueError(f"batch {batch_id} got two results for {key}")
+        if result.start != plan.start or not plan.start <= result.end <= plan.end:
+            raise ValueError(
+                f"batch {batch_id}: result [{result.start}, {result.end}) of {key} does not start the planned "
+                f"range [{plan.start}, {plan.end}) or ends outside it"
+            )
+        _validate_runs(key, result)
+        matched[key] = result
+    missing = sorted(plans.keys() - matched.keys())
+    if missing:
+        raise ValueError(f"batch {batch_id} has no result for {', '.join(map(str, missing))}")
+    return [(plan, matched[plan.key]) for plan in planned]
+
+
+def _validate_runs(key: PartitionKey, result: RangeResult) -> None:
+    """Runs must be non-empty, ordered, non-overlapping and inside the copied range."""
+    previous_end = result.start
+    for run in result.runs:
+        if run.length <= 0 or run.upstream_start < previous_end or run.upstream_end > result.end:
+            raise ValueError(
+                f"offset run [{run.upstream_start}, {run.upstream_end}) of {key} is empty, out of order or "
+                f"outside the copied range [{result.start}, {result.end})"
+            )
+        previous_end = run.upstream_end
+
+
+def _expected_cursor(plan: PlannedRange) -> int:
+    """The cursor the range was planned from: the moved cursor, else below the gap when one was detected."""
+    if plan.moved_from is not None:
+        return plan.moved_from
+    if plan.reset_from is not None:
+        return plan.reset_from
+    return plan.start if plan.gap_start is None else plan.gap_start
+
+
+def _check_cursors(
+    connection: Connection, flow: str, batch_id: int, planned: Sequence[PlannedRange]
+) -> dict[PartitionKey, int]:
+    """Lock the flow's cursors and return them; raise :class:`StaleCursorError` if any moved."""
+    rows = connection.execute(
+        select(cursors.c.topic, cursors.c.partition, cursors.c.next_offset)
+        .where(cursors.c.flow == flow)
+        .with_for_update()
+    )
+    stored = {PartitionKey(row.topic, row.partition): row.next_offset for row in rows}
+    stale = [
+        f"{plan.key} is at {stored[plan.key]}, planned from {_expected_cursor(plan)}"
+        for plan in planned
+        if plan.key in stored and stored[plan.key] != _expected_cursor(plan)
+    ]
+    if stale:
+        raise StaleCursorError(
+            f"batch {batch_id} of flow {flow!r} is stale, nothing was committed: {'; '.join(stale)}"
+        )
+    return stored
+
+
+def _advance_cursors(
+    connection: Connection,
+    flow: str,
+    batch_id: int,
+    pairs: Sequence[tuple[PlannedRange, RangeResult]],
+    stored: Mapping[PartitionKey, int],
+    now: datetime,
+) -> None:
+    """Set each copied partition's cursor to the end of what was copied."""
+    rows = {
+        plan.key: {
+            "flow": flow,
+            "topic": plan.topic,
+            "partition": plan.partition,
+            "next_offset": result.end,
+            "batch_id": batch_id,
+            "updated_at": now,
+            "source_topic_id": plan.source_topic_id,
+            "leader_epoch": result.end_epoch,
+        }
+        for plan, result in pairs
+    }
+    update_many(connection, cursors, ("flow", "topic", "partition"), [row for k, row in rows.items() if k in stored])
+    insert_many(connection, cursors, [row for k, row in rows.items() if k not in stored])
+
+
+def _store_outcomes(
+    connection: Connection, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]]
+) -> None:
+    """Record what was copied of each planned range."""
+    update_many(
+        connection,
+        batch_ranges,
+        ("batch_id", "topic", "partition"),
+        [
+            {
+                "batch_id": batch_id,
+                "topic": plan.topic,
+                "partition": plan.partition,
+                "records": result.records,
+                "bytes": result.bytes,
+                "downstream_start": result.downstream_start,
+                "downstream_end": result.downstream_end,
+                "end_epoch": result.end_epoch,
+            }
+            for plan, result in pairs
+        ],
+    )
+
+
+def _offset_sync_row(flow: str, batch_id: int, result: RangeResult, run: OffsetRun) -> dict[str, Any]:
+    return {
+        "flow": flow,
+        "topic": result.topic,
+        "partition": result.partition,
+        "upstream_start": run.upstream_start,
+        "upstream_end": run.upstream_end,
+        "downstream_start": run.downstream_start,
+        "batch_id": batch_id,
+    }
+
+
+def _gap_row(flow: str, batch_id: int, gap: Gap, now: datetime) -> dict[str, Any]:
+    return {
+        "flow": flow,
+        "topic": gap.topic,
+        "partition": gap.partition,
+        "start_offset": gap.start,
+        "end_offset": gap.end,
+        "batch_id": batch_id,
+        "detected_at": now,
+    }
+
+
+def _runs_of(flow: str, key: PartitionKey) -> Select[Any]:
+    return select(offset_syncs.c.upstream_start, offset_syncs.c.upstream_end, offset_syncs.c.downstream_start).where(
+        offset_syncs.c.flow == flow, offset_syncs.c.topic == key.topic, offset_syncs.c.partition == key.partition
+    )
+
+
+def _offset_run(row: Row[Any]) -> OffsetRun:
+    return OffsetRun(row.upstream_start, row.upstream_end, row.downstream_start)
+
+
+def _copied_totals(flow: str) -> Select[Any]:
+    """(topic, partition, records, bytes) summed over the flow's committed batches."""
+    return (
+        select(
+            batch_ranges.c.topic,
+            batch_ranges.c.partition,
+            func.sum(batch_ranges.c.records),
+            func.sum(batch_ranges.c.bytes),
+        )
+        .join(batches, batches.c.id == batch_ranges.c.batch_id)
+        .where(batches.c.flow == flow, batches.c.state == BatchState.COMMITTED)
+        .group_by(batch_ranges.c.topic, batch_ranges.c.partition)
+    )
+
+
+def _gap_totals(flow: str) -> Select[Any]:
+    """(topic, partition, number of gaps, offsets lost) of the flow."""
+    return (
+        select(gaps.c.topic, gaps.c.partition, func.count(), func.sum(gaps.c.end_offset - gaps.c.start_offset))
+        .where(gaps.c.flow == flow)
+        .group_by(gaps.c.topic, gaps.c.partition)
+    )
+
+
+def _totals_by_partition(connection: Connection, query: Select[Any]) -> dict[PartitionKey, tuple[int, int]]:
+    """Run a ``(topic, partition, a, b)`` aggregate; PostgreSQL sums BIGINTs as NUMERIC, so convert to int."""
+    return {
+        PartitionKey(topic, partition): (int(first or 0), int(second or 0))
+        for topic, partition, first, second in connection.execute(query)
+    }

@@ -1,0 +1,54 @@
+"""Row helpers shared by the metadata store's modules: bulk insert and update, upsert, dataclass fields as
+columns, and the store's clock (timezone-aware UTC)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Connection, Table, bindparam, insert, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def insert_many(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        connection.execute(insert(table), rows)
+
+
+def update_many(connection: Connection, table: Table, keys: Sequence[str], rows: list[dict[str, Any]]) -> None:
+    """Update the rows matching each row's ``keys`` columns, setting its other columns."""
+    if not rows:
+        return
+    statement = update(table).where(*(table.c[key] == bindparam(f"match_{key}") for key in keys))
+    connection.execute(
+        statement,
+        [
+            {(f"match_{column}" if column in keys else column): value for column, value in row.items()}
+            for row in rows
+        ],
+    )
+
+
+def upsert(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows``; a row whose primary key exists replaces that row's other columns."""
+    if not rows:
+        return
+    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    statement = dialect_insert(table)
+    keys = [column.name for column in table.primary_key.columns]
+    statement = statement.on_conflict_do_update(
+        index_elements=keys,
+        set_={column.name: statement.excluded[column.name] for column in table.columns if column.name not in keys},
+    )
+    connection.execute(statement, rows)
+
+
+def fields_of(value: Any, *left_out: str) -> dict[str, Any]:
+    """A dataclass's fields as columns, except those named in ``left_out``."""
+    return {field.name: getattr(value, field.name) for field in fields(value) if field.name not in left_out}
