@@ -25,6 +25,18 @@ class PartitionKey:
 
 
 @dataclass(frozen=True)
+class PartitionOffsets:
+    """What the source broker reported for one partition at planning time."""
+
+    log_start: int
+    stable_end: int
+    until_offset: int | None = None
+    start_offset: int | None = None
+    topic_id: str | None = None
+    leader_epoch: int | None = None
+
+
+@dataclass(frozen=True)
 class OffsetRun:
     """A contiguous run of replicated records.
 

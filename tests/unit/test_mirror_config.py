@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from airmirror.config import FlowConfig, MirrorConfig, load_config
+from airmirror.config.flow_settings import CheckpointSettings, CopySettings, DagSettings, HeartbeatSettings, OffsetSyncSettings
 from airmirror.errors import ConfigError
 from airmirror.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
@@ -55,20 +57,25 @@ def test_clusters_and_bootstrap(tmp_path: Path) -> None:
 def test_mm2_defaults(tmp_path: Path) -> None:
     f = flow(tmp_path)
     assert (f.source, f.target, f.name) == ("a", "b", "a->b")
-    assert f.replication_factor == 2
-    assert f.sync_topic_configs_enabled is True
-    assert f.sync_topic_acls_enabled is True
-    assert f.refresh_topics_interval_seconds == 600
-    assert f.refresh_groups_interval_seconds == 600
-    assert f.offset_lag_max == 100
-    assert (f.emit_heartbeats_enabled, f.emit_heartbeats_interval_seconds) == (True, 1)
-    assert (f.emit_checkpoints_enabled, f.emit_checkpoints_interval_seconds) == (True, 60)
-    assert (f.sync_group_offsets_enabled, f.sync_group_offsets_interval_seconds) == (False, 60)
-    assert f.heartbeats_replication_enabled is True
-    assert f.offset_syncs_topic_location == "source"
+    assert (f.topic_sync.replication_factor, f.topic_sync.sync_configs_enabled, f.topic_sync.sync_acls_enabled) == (2, True, True)
+    assert f.heartbeats == HeartbeatSettings(enabled=True, interval_seconds=1, replication_enabled=True)
+    assert f.checkpoints == CheckpointSettings(enabled=True, interval_seconds=60, sync_group_offsets_enabled=False)
+    assert f.offset_syncs == OffsetSyncSettings(emit_enabled=True, lag_max=100, topic_location="source")
+    assert f.copy == CopySettings(None, 500_000, 256 * 1024 * 1024, 60, "reset")
+    assert f.dag == DagSettings(schedule="1m", task_retries=3)
     assert f.auto_offset_reset == "earliest"
     assert isinstance(f.policy, DefaultReplicationPolicy)
     assert f.get("topics") is None and f.line_of("topics") is None
+
+
+@pytest.mark.parametrize(
+    "key", ["refresh.topics.interval.seconds", "refresh.groups.enabled", "sync.group.offsets.interval.seconds", "tasks.max"]
+)
+def test_mm2_scheduling_keys_without_effect_are_still_validated(tmp_path: Path, key: str) -> None:
+    text = BASE + f"a->b.{key} = soon\n"
+    with pytest.raises(ConfigError, match=re.escape(key)) as error:
+        load(tmp_path, text)
+    assert error.value.line == line_of(text, f"a->b.{key}")
 
 
 def test_default_filters(tmp_path: Path) -> None:
@@ -81,7 +88,7 @@ def test_default_filters(tmp_path: Path) -> None:
         assert not f.groups.matches(excluded)
     assert f.is_config_excluded("min.insync.replicas")
     assert f.is_config_excluded("message.timestamp.type")
-    assert f.config_properties_exclude.matches("unclean.leader.election.enable")
+    assert f.topic_sync.config_properties_exclude.matches("unclean.leader.election.enable")
     assert not f.is_config_excluded("retention.ms")
     assert not flow(tmp_path, "config.properties.exclude = retention\\..*\n").is_config_excluded("min.insync.replicas")
 
@@ -89,10 +96,10 @@ def test_default_filters(tmp_path: Path) -> None:
 def test_flow_keys_override_top_level_keys(tmp_path: Path) -> None:
     text = BASE + "replication.factor = 3\noffset.lag.max = 10\na->b.replication.factor = 1\ntopics = orders\n"
     f = load(tmp_path, text).flow("a->b")
-    assert f.replication_factor == 1
+    assert f.topic_sync.replication_factor == 1
     assert f.get("replication.factor") == "1"
     assert f.line_of("replication.factor") == line_of(text, "a->b.replication.factor")
-    assert f.offset_lag_max == 10
+    assert f.offset_syncs.lag_max == 10
     assert f.line_of("offset.lag.max") == line_of(text, "offset.lag.max")
     assert f.get("missing", "dflt") == "dflt"
 
@@ -202,7 +209,7 @@ def test_mm2_keys_win_over_an_alias_prefix(tmp_path: Path) -> None:
         "sync->b.enabled = true\nsync.topic.configs.enabled = false\n"
     )
     f = load(tmp_path, text).flow("sync->b")
-    assert f.sync_topic_configs_enabled is False
+    assert f.topic_sync.sync_configs_enabled is False
     assert f.source_client("admin") == {"bootstrap.servers": "s:1"}
 
 
@@ -213,7 +220,7 @@ def test_aliases_with_dots_use_the_longest_prefix(tmp_path: Path) -> None:
     )
     cfg = load(tmp_path, text)
     f = cfg.flow("us.west->us")
-    assert (f.source, f.target, f.replication_factor) == ("us.west", "us", 1)
+    assert (f.source, f.target, f.topic_sync.replication_factor) == ("us.west", "us", 1)
     assert cfg.bootstrap_servers("us.west") == "w:1"
 
 
@@ -235,10 +242,10 @@ def test_airmirror_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.chdir(tmp_path)
     f = flow(tmp_path)
     assert f.metadata_db_url == f"sqlite:///{tmp_path / '.airmirror'}/metadata.db"
-    assert f.spark_master == "local[*]"
-    assert f.spark_conf == {}
-    assert f.max_records_per_partition is None
-    assert f.schedule == "1m"
+    assert f.spark.master == "local[*]"
+    assert f.spark.conf == {}
+    assert f.copy.max_records_per_partition is None
+    assert f.dag.schedule == "1m"
 
 
 def test_airmirror_home_from_env(tmp_path: Path) -> None:
@@ -254,10 +261,10 @@ def test_airmirror_settings_with_flow_overrides(tmp_path: Path) -> None:
                        "a->b.airmirror.spark.conf.spark.a = 2\nairmirror.batch.max.records.per.partition = 5000\n"
                        "a->b.airmirror.schedule = 30s\n")
     assert f.metadata_db_url == "postgresql://db/mm"
-    assert f.spark_master == "spark://m:7077"
-    assert f.spark_conf == {"spark.executor.memory": "2g", "spark.a": "2"}
-    assert f.max_records_per_partition == 5000
-    assert f.schedule == "30s"
+    assert f.spark.master == "spark://m:7077"
+    assert f.spark.conf == {"spark.executor.memory": "2g", "spark.a": "2"}
+    assert f.copy.max_records_per_partition == 5000
+    assert f.dag.schedule == "30s"
 
 
 def test_env_and_file_providers(tmp_path: Path) -> None:
@@ -277,7 +284,7 @@ def test_env_and_file_providers(tmp_path: Path) -> None:
 
 def test_provider_values_are_not_resolved_twice(tmp_path: Path) -> None:
     cfg = load(tmp_path, BASE + "a->b.airmirror.schedule = ${env:S}\n", env={"S": "${env:T}"})
-    assert cfg.flow("a->b").schedule == "${env:T}"
+    assert cfg.flow("a->b").dag.schedule == "${env:T}"
 
 
 @pytest.mark.parametrize(
@@ -385,8 +392,8 @@ def test_bad_booleans(tmp_path: Path, key: str, value: str) -> None:
 
 def test_booleans_are_case_insensitive(tmp_path: Path) -> None:
     f = flow(tmp_path, "sync.group.offsets.enabled = TRUE\nemit.heartbeats.enabled = False\n")
-    assert f.sync_group_offsets_enabled is True
-    assert f.emit_heartbeats_enabled is False
+    assert f.checkpoints.sync_group_offsets_enabled is True
+    assert f.heartbeats.enabled is False
 
 
 @pytest.mark.parametrize(

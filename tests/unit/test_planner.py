@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from airmirror.replication.planner import RECREATED, TRUNCATED, PartitionOffsets, needs_validation, needs_work, plan_range, source_reset
+from airmirror.model import PartitionOffsets
+from airmirror.replication.planner import RECREATED, TRUNCATED, needs_validation, needs_work, plan_range, source_reset
 
 
 def plan(cursor, log_start=0, stable_end=100, until=None, reset="earliest", cap=None):

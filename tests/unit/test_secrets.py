@@ -144,7 +144,7 @@ def test_flow_secret_values_hold_every_secret_and_no_repr_shows_one(config_path:
     assert "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider" not in flow.secret_values()
     clients = [flow.client_config(alias, kind) for alias in ("a", "b") for kind in ("consumer", "producer", "admin")]
     assert flow.target_client("producer")["sasl.password"] == ENV_PASSWORD
-    assert_no_secret(repr(flow) + repr(flow.spark_conf) + "".join(map(repr, clients)))
+    assert_no_secret(repr(flow) + repr(flow.spark.conf) + "".join(map(repr, clients)))
 
 
 def test_dag_doc_masks_client_secrets_and_db_url_credentials(config_path: Path):

@@ -17,7 +17,8 @@ import pytest
 from airmirror.config import load_config
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import build_runs
-from airmirror.checkpoints.translation import Route, failback_position, forward_position, route
+from airmirror.checkpoints.translation import failback_position, forward_position
+from airmirror.config.routes import Route, route
 
 
 @dataclass

@@ -36,7 +36,7 @@ from airmirror.kafka.records import OutgoingRecord, write_records
 from airmirror.kafka.topics import COMPACTED, ensure_internal_topic
 from airmirror.kafka.groups import CommittedOffset, group_offsets
 from airmirror.store import MetadataStore
-from airmirror.checkpoints.translation import Translation, Translator
+from airmirror.checkpoints.translation import TranslatedOffset, Translator
 from airmirror.mm2.wire_formats import Checkpoint
 
 log = logging.getLogger(__name__)
@@ -101,8 +101,8 @@ def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport
     """One checkpoint run of ``flow`` (see the module contract)."""
     started = time.monotonic()
     topic = flow.policy.checkpoints_topic(flow.source)
-    report = CheckpointReport(flow.name, flow.emit_checkpoints_enabled, topic)
-    if not flow.emit_checkpoints_enabled:
+    report = CheckpointReport(flow.name, flow.checkpoints.enabled, topic)
+    if not flow.checkpoints.enabled:
         log.info("emit.checkpoints.enabled is false for %s: no checkpoints, no group offset sync", flow.name)
         return report
     committed = group_offsets(flow)
@@ -119,7 +119,7 @@ def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport
         write_records(flow, topic, [_outgoing(c, timestamp) for c in written])
         store.save_checkpoints(flow.name, written)
     log.info("%s: wrote %d checkpoints for %d groups to %s", flow.name, len(written), len(report.groups), topic)
-    if flow.sync_group_offsets_enabled:
+    if flow.checkpoints.sync_group_offsets_enabled:
         _sync_groups(flow, store, report)
     report.seconds = time.monotonic() - started
     return report
@@ -128,7 +128,7 @@ def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport
 def _group_checkpoints(
     group: str,
     offsets: Mapping[PartitionKey, CommittedOffset],
-    translations: Mapping[PartitionKey, Translation],
+    translations: Mapping[PartitionKey, TranslatedOffset],
     previous: Mapping[tuple[str, PartitionKey], StoredCheckpoint],
     now: datetime,
 ) -> GroupCheckpoints:

@@ -18,7 +18,7 @@ from airmirror.kafka.groups import committed_offsets, is_covered_group
 from airmirror.kafka.offsets import partition_offsets
 from airmirror.model import GroupSyncRecord, StoredCheckpoint
 from airmirror.store import MetadataStore
-from airmirror.checkpoints.translation import Translation, Translator
+from airmirror.checkpoints.translation import TranslatedOffset, Translator
 from airmirror.kafka.clients import source_admin
 
 
@@ -66,7 +66,7 @@ def inspect_group(flow: FlowConfig, store: MetadataStore, group: str) -> GroupIn
 
 
 def _position(
-    translation: Translation, end: int | None, cursor: int | None, checkpoint: StoredCheckpoint | None
+    translation: TranslatedOffset, end: int | None, cursor: int | None, checkpoint: StoredCheckpoint | None
 ) -> PartitionPosition:
     committed = translation.upstream_offset
     missing = 0 if end is None else max(0, end - max(committed, cursor if cursor is not None else committed))

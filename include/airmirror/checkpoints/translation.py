@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from confluent_kafka.admin import OffsetSpec
 
 from airmirror.config import FlowConfig
+from airmirror.config.routes import Route, route
 from airmirror.model import OffsetRun, PartitionKey
 from airmirror.kafka.offsets import list_offsets
 from airmirror.store import MetadataStore
@@ -77,43 +78,7 @@ def failback_position(
 
 
 @dataclass(frozen=True)
-class Route:
-    """How a source topic's offsets reach the target.
-
-    ``topic``: name on the flow's source; ``target_topic``: name on the target (the checkpoint's topic);
-    ``runs_flow``/``runs_topic``: the flow whose runs translate it and the source topic those runs are keyed by;
-    ``failback``: the runs are the reverse flow's and are read backwards.
-    """
-
-    topic: str
-    target_topic: str
-    runs_flow: str
-    runs_topic: str
-    failback: bool
-
-
-def route(flow: FlowConfig, topic: str) -> Route | None:
-    """The route of ``topic``, ``None`` when the flow neither replicates it nor can fail it back.
-
-    Failback topics are those whose source (per the replication policy) is the flow's target, that pass
-    ``topics``/``topics.exclude`` (MM2's checkpoint topic filter) and are not internal.
-    """
-    if flow.should_replicate(topic):
-        return Route(topic, flow.remote_topic(topic), flow.name, topic, failback=False)
-    policy = flow.policy
-    upstream = policy.upstream_topic(topic)
-    if (
-        upstream is not None
-        and policy.topic_source(topic) == flow.target
-        and flow.topics.matches(topic)
-        and not policy.is_internal_topic(topic)
-    ):
-        return Route(topic, upstream, f"{flow.target}->{flow.source}", upstream, failback=True)
-    return None
-
-
-@dataclass(frozen=True)
-class Translation:
+class TranslatedOffset:
     """Committed ``upstream_offset`` of ``route.topic``-``partition``; ``downstream_offset`` is the position
     in ``route.target_topic``-``partition`` on the target, ``None`` when not yet translatable."""
 
@@ -130,7 +95,7 @@ class Translator:
         self._flow = flow
         self._store = store
 
-    def translate(self, offsets: Mapping[PartitionKey, int]) -> dict[PartitionKey, Translation]:
+    def translate(self, offsets: Mapping[PartitionKey, int]) -> dict[PartitionKey, TranslatedOffset]:
         """Translate every committed offset whose topic has a :func:`route`; other partitions are left out."""
         routes = {key: found for key in offsets if (found := route(self._flow, key.topic)) is not None}
         flows = {r.runs_flow for r in routes.values()}
@@ -153,7 +118,7 @@ class Translator:
                     position = self._failback(r.runs_flow, runs_key, offsets[key], cursor, start, in_flight[r.runs_flow])
                 else:
                     position = self._forward(runs_key, offsets[key], cursor, start)
-            translations[key] = Translation(r, key.partition, offsets[key], position)
+            translations[key] = TranslatedOffset(r, key.partition, offsets[key], position)
         return translations
 
     def _forward(self, key: PartitionKey, upstream_offset: int, cursor: int, target_start: int) -> int | None:

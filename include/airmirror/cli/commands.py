@@ -46,7 +46,7 @@ def replicate(args: argparse.Namespace) -> int:
         allow_now=True,
     )
     with open_flow(args.config, args.flow) as (flow, store):
-        session_args = (flow.spark_master, f"airmirror {flow.name}", flow.spark_conf)
+        session_args = (flow.spark.master, f"airmirror {flow.name}", flow.spark.conf)
         spark = (lambda: spark_session(*session_args)) if args.dry_run else BackgroundSession(*session_args)
         report = replicate_once(flow, store, options, spark)
     render.print_replicate_report(report, args.json)

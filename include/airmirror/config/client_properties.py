@@ -26,7 +26,7 @@ _PRODUCER = frozenset({"producer"})
 _PRODUCER_ADMIN = frozenset({"producer", "admin"})
 
 
-class Translation(NamedTuple):
+class ClientSettings(NamedTuple):
     """librdkafka settings of one client (secrets masked in its repr) plus the warnings about dropped Java keys."""
 
     config: MaskedConfig
@@ -257,7 +257,7 @@ def applies_to(key: str, kind: str) -> bool:
     return True
 
 
-def translate(settings: Mapping[str, Setting], kind: str) -> Translation:
+def translate(settings: Mapping[str, Setting], kind: str) -> ClientSettings:
     """Translate the effective Java settings of one client (Java key -> setting) for client ``kind``."""
     if kind not in CLIENT_KINDS:
         raise ValueError(f"unknown client kind {kind!r}")
@@ -282,7 +282,7 @@ def translate(settings: Mapping[str, Setting], kind: str) -> Translation:
     config.update(_key_store(settings))
     config.update(_jaas(settings))
     config.update(_compression_level(settings, kind, warnings))
-    return Translation(config, warnings)
+    return ClientSettings(config, warnings)
 
 
 def _store_type(settings: Mapping[str, Setting], key: str) -> str:

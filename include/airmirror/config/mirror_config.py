@@ -32,7 +32,16 @@ from os import PathLike
 from pathlib import Path
 
 from airmirror import names
-from airmirror.config.client_properties import CLIENT_KINDS, Translation, applies_to, is_client_key, translate
+from airmirror.config.flow_settings import (
+    CheckpointSettings,
+    CopySettings,
+    DagSettings,
+    HeartbeatSettings,
+    OffsetSyncSettings,
+    SparkSettings,
+    TopicSyncSettings,
+)
+from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, is_client_key, translate
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
 from airmirror.errors import ConfigError
@@ -232,7 +241,7 @@ class MirrorConfig:
         self._check_dag_ids()
         for alias in self.clusters:
             for kind in CLIENT_KINDS:
-                self._client(alias, kind, ())
+                self.client_settings(alias, kind, ())
         self._warn_about_loops()
         if not self._flows:
             self._warn("no replication flow is enabled (set '{source}->{target}.enabled = true')")
@@ -263,11 +272,20 @@ class MirrorConfig:
             )
         return setting.value.strip()
 
+    @property
+    def home(self) -> str:
+        """airmirror's local state folder: ``$AIRMIRROR_HOME`` (default ``./.airmirror``), absolute."""
+        return os.path.abspath(self._env.get("AIRMIRROR_HOME") or "./.airmirror")
+
+    def top_level_settings(self) -> Mapping[str, Setting]:
+        """The file's top-level (connector and ``airmirror.*``) settings, which every flow inherits."""
+        return self._top
+
     def client_config(self, alias: str, kind: str) -> dict[str, str]:
         """librdkafka settings of a ``kind`` client of cluster ``alias``, without any flow override."""
-        return self._client(alias, kind, ()).config
+        return self.client_settings(alias, kind, ()).config
 
-    def _client(self, alias: str, kind: str, flow_layers: Iterable[_Layer]) -> Translation:
+    def client_settings(self, alias: str, kind: str, flow_layers: Iterable[_Layer]) -> ClientSettings:
         """Merge the client layers of ``alias`` (then ``flow_layers``), translate, apply MM2's consumer
         defaults; warnings are recorded in :attr:`warnings` once."""
         self.bootstrap_servers(alias)
@@ -442,49 +460,53 @@ class FlowConfig:
         self._replication_factors = {
             key: self._replication_factor_setting(key, default) for key, default in _REPLICATION_FACTOR_DEFAULTS.items()
         }
-        self.replication_factor: int = self._replication_factors["replication.factor"]
-        self.refresh_topics_enabled: bool = flags["refresh.topics.enabled"]
-        self.refresh_topics_interval_seconds: int = ints["refresh.topics.interval.seconds"]
-        self.refresh_groups_enabled: bool = flags["refresh.groups.enabled"]
-        self.refresh_groups_interval_seconds: int = ints["refresh.groups.interval.seconds"]
-        self.sync_topic_configs_enabled: bool = flags["sync.topic.configs.enabled"]
-        self.sync_topic_configs_interval_seconds: int = ints["sync.topic.configs.interval.seconds"]
-        self.sync_topic_acls_enabled: bool = flags["sync.topic.acls.enabled"]
-        self.sync_topic_acls_interval_seconds: int = ints["sync.topic.acls.interval.seconds"]
-        self.emit_heartbeats_enabled: bool = flags["emit.heartbeats.enabled"]
-        self.emit_heartbeats_interval_seconds: int = ints["emit.heartbeats.interval.seconds"]
-        self.emit_checkpoints_enabled: bool = flags["emit.checkpoints.enabled"]
-        self.emit_checkpoints_interval_seconds: int = ints["emit.checkpoints.interval.seconds"]
-        self.sync_group_offsets_enabled: bool = flags["sync.group.offsets.enabled"]
-        self.sync_group_offsets_interval_seconds: int = ints["sync.group.offsets.interval.seconds"]
-        self.heartbeats_replication_enabled: bool = flags["heartbeats.replication.enabled"]
-        self.emit_offset_syncs_enabled: bool = flags["emit.offset-syncs.enabled"]
-        self.offset_lag_max: int = ints["offset.lag.max"]
-        self.offset_syncs_topic_location: str = self._choice("offset-syncs.topic.location", ("source", "target"))
         self.topics = RegexFilter(self._patterns("topics"), self._patterns("topics.exclude"))
         self.groups = RegexFilter(self._patterns("groups"), self._patterns("groups.exclude"))
-        self.config_properties_exclude: PatternList = self._patterns("config.properties.exclude")
         self.policy: ReplicationPolicy = self._load_policy(flags)
         self._check_default_only_classes()
-        self.metadata_db_url: str = self.get("airmirror.metadata.db.url") or self._default_db_url()
-        self.spark_master: str = self.get("airmirror.spark.master") or "local[*]"
-        self.spark_conf = MaskedConfig(
-            (key[len(_SPARK_CONF_PREFIX) :], setting.value)
-            for layer in (config._top, settings)
-            for key, setting in layer.items()
-            if key.startswith(_SPARK_CONF_PREFIX)
+        self.topic_sync = TopicSyncSettings(
+            replication_factor=self._replication_factors["replication.factor"],
+            sync_configs_enabled=flags["sync.topic.configs.enabled"],
+            sync_acls_enabled=flags["sync.topic.acls.enabled"],
+            config_properties_exclude=self._patterns("config.properties.exclude"),
         )
-        self.max_records_per_partition: int | None = self._positive_int(
-            "airmirror.batch.max.records.per.partition"
+        self.copy = CopySettings(
+            max_records_per_partition=self._positive_int("airmirror.batch.max.records.per.partition"),
+            transaction_max_records=self._positive_int("airmirror.transaction.max.records") or 500_000,
+            transaction_max_bytes=self._positive_int("airmirror.transaction.max.bytes") or 256 * 1024 * 1024,
+            transaction_max_seconds=self._positive_int("airmirror.transaction.max.seconds") or 60,
+            source_reset_policy=self._choice("airmirror.source.reset.policy", SOURCE_RESET_POLICIES),
         )
-        self.transaction_max_records: int = self._positive_int("airmirror.transaction.max.records") or 500_000
-        self.transaction_max_bytes: int = self._positive_int("airmirror.transaction.max.bytes") or 256 * 1024 * 1024
-        self.transaction_max_seconds: int = self._positive_int("airmirror.transaction.max.seconds") or 60
-        self.source_reset_policy: str = self._choice("airmirror.source.reset.policy", SOURCE_RESET_POLICIES)
-        self.schedule: str = self.get("airmirror.schedule") or "1m"
-        self.spark_submit: bool = self._bool("airmirror.spark.submit", False)
-        self.spark_conn_id: str = self.get("airmirror.spark.conn.id") or "spark_default"
-        self.task_retries: int = self._int("airmirror.task.retries", 3)
+        self.heartbeats = HeartbeatSettings(
+            enabled=flags["emit.heartbeats.enabled"],
+            interval_seconds=ints["emit.heartbeats.interval.seconds"],
+            replication_enabled=flags["heartbeats.replication.enabled"],
+        )
+        self.checkpoints = CheckpointSettings(
+            enabled=flags["emit.checkpoints.enabled"],
+            interval_seconds=ints["emit.checkpoints.interval.seconds"],
+            sync_group_offsets_enabled=flags["sync.group.offsets.enabled"],
+        )
+        self.offset_syncs = OffsetSyncSettings(
+            emit_enabled=flags["emit.offset-syncs.enabled"],
+            lag_max=ints["offset.lag.max"],
+            topic_location=self._choice("offset-syncs.topic.location", ("source", "target")),
+        )
+        self.spark = SparkSettings(
+            master=self.get("airmirror.spark.master") or "local[*]",
+            conf=MaskedConfig(
+                (key[len(_SPARK_CONF_PREFIX) :], setting.value)
+                for key, setting in {**config.top_level_settings(), **settings}.items()
+                if key.startswith(_SPARK_CONF_PREFIX)
+            ),
+            submit=self._bool("airmirror.spark.submit", False),
+            conn_id=self.get("airmirror.spark.conn.id") or "spark_default",
+        )
+        self.dag = DagSettings(
+            schedule=self.get("airmirror.schedule") or "1m",
+            task_retries=self._int("airmirror.task.retries", 3),
+        )
+        self.metadata_db_url: str = self.get("airmirror.metadata.db.url") or f"sqlite:///{config.home}/metadata.db"
         self.config_path: Path = config.path
         for alias in (source, target):
             for kind in CLIENT_KINDS:
@@ -507,7 +529,7 @@ class FlowConfig:
 
     def setting(self, key: str) -> Setting | None:
         """The setting that supplies ``key``: ``{source}->{target}.KEY`` if present, else top-level ``KEY``."""
-        return self._settings.get(key) or self._config._top.get(key)
+        return self._settings.get(key) or self._config.top_level_settings().get(key)
 
     def get(self, key: str, default: str | None = None) -> str | None:
         """Effective value of connector-level ``key`` (flow-level beats top-level), else ``default``."""
@@ -546,18 +568,18 @@ class FlowConfig:
             self.source,
             self.target,
             topic,
-            heartbeats_replication=self.heartbeats_replication_enabled,
+            heartbeats_replication=self.heartbeats.replication_enabled,
         )
 
     def is_config_excluded(self, name: str) -> bool:
         """True when topic config ``name`` matches ``config.properties.exclude`` (never synced)."""
-        return self.config_properties_exclude.matches(name)
+        return self.topic_sync.config_properties_exclude.matches(name)
 
     def remote_topic(self, topic: str) -> str:
         """Name on the target of source topic ``topic``."""
         return self.policy.format_remote_topic(self.source, topic)
 
-    def _client(self, alias: str, kind: str) -> Translation:
+    def _client(self, alias: str, kind: str) -> ClientSettings:
         if alias not in (self.source, self.target):
             raise ValueError(f"cluster {alias!r} is not part of flow {self.name}")
         side = "source" if alias == self.source else "target"
@@ -565,7 +587,7 @@ class FlowConfig:
             (_strip_prefix(self._settings, f"{kind}."), True),
             (_strip_prefix(self._settings, f"{side}.{kind}."), True),
         ]
-        return self._config._client(alias, kind, flow_layers)
+        return self._config.client_settings(alias, kind, flow_layers)
 
     def _int(self, key: str, default: int) -> int:
         setting = self.setting(key)
@@ -637,7 +659,3 @@ class FlowConfig:
                     key=setting.key,
                     line=setting.line,
                 )
-
-    def _default_db_url(self) -> str:
-        home = os.path.abspath(self._config._env.get("AIRMIRROR_HOME") or "./.airmirror")
-        return f"sqlite:///{home}/metadata.db"

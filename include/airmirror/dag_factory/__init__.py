@@ -75,7 +75,7 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
     """The DAG of one flow; tasks refer to the flow by name and re-read the config when they run."""
     mask_flow_secrets(flow)
     name = flow.name
-    timetable = parse_schedule(flow.schedule, line=flow.line_of("airmirror.schedule"))
+    timetable = parse_schedule(flow.dag.schedule, line=flow.line_of("airmirror.schedule"))
 
     @dag(
         dag_id=names.dag_id(flow.source, flow.target),
@@ -86,8 +86,8 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         tags=["airmirror", f"source:{flow.source}", f"target:{flow.target}"],
         doc_md=flow_doc(flow),
         params=flow_params(),
-        default_args={**DEFAULT_ARGS, "retries": flow.task_retries},
-        user_defined_macros={SPARK_CONF_MACRO: copy_job_conf(flow.spark_conf)},
+        default_args={**DEFAULT_ARGS, "retries": flow.dag.task_retries},
+        user_defined_macros={SPARK_CONF_MACRO: copy_job_conf(flow.spark.conf)},
     )
     def flow_dag() -> None:
         @task
@@ -109,11 +109,11 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
 
         @task
         def emit_heartbeats() -> None:
-            run_emission("heartbeats", flow.emit_heartbeats_enabled, flow.emit_heartbeats_interval_seconds, tasks.heartbeats, config_path, name)
+            run_emission("heartbeats", flow.heartbeats.enabled, flow.heartbeats.interval_seconds, tasks.heartbeats, config_path, name)
 
         @task(trigger_rule="all_done")
         def emit_checkpoints(_: Any) -> None:
-            run_emission("checkpoints", flow.emit_checkpoints_enabled, flow.emit_checkpoints_interval_seconds, tasks.checkpoints, config_path, name)
+            run_emission("checkpoints", flow.checkpoints.enabled, flow.checkpoints.interval_seconds, tasks.checkpoints, config_path, name)
 
         planned = plan_batch(sync_topics())
         copied = replicate_task(config_path, flow, spark_app)
@@ -141,7 +141,7 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
     Either way the result is the task's output (an XComArg), so that passing it to ``record_batch`` makes
     ``record_batch`` run after it.
     """
-    if flow.spark_submit:
+    if flow.spark.submit:
         from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
         if spark_app is None:
@@ -156,13 +156,13 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
                 "--holder",
                 "Airflow dag {{ ti.dag_id }} run {{ run_id }} task {{ ti.task_id }} try {{ ti.try_number }}",
             ],
-            conn_id=flow.spark_conn_id,
-            conf=templated_secrets(copy_job_conf(flow.spark_conf)),
+            conn_id=flow.spark.conn_id,
+            conf=templated_secrets(copy_job_conf(flow.spark.conf)),
             name=f"airmirror {flow.name}",
         ).output
     name = flow.name
 
-    @task.pyspark(task_id="replicate", conn_id=flow.spark_conn_id, config_kwargs=copy_job_conf(flow.spark_conf))
+    @task.pyspark(task_id="replicate", conn_id=flow.spark.conn_id, config_kwargs=copy_job_conf(flow.spark.conf))
     def replicate(spark: Any = None, sc: Any = None) -> dict[str, Any]:
         if run_options_or_fail().dry_run:
             raise AirflowSkipException("dry run")

@@ -50,7 +50,7 @@ class HeartbeatReport:
 def emit_heartbeat(flow: FlowConfig, store: MetadataStore) -> HeartbeatReport:
     """Write one heartbeat of ``flow`` to its target (see the module docstring)."""
     topic = flow.policy.heartbeats_topic()
-    if not flow.emit_heartbeats_enabled:
+    if not flow.heartbeats.enabled:
         log.info("emit.heartbeats.enabled is false for %s: no heartbeat written", flow.name)
         return HeartbeatReport(flow.name, topic, None)
     ensure_internal_topic(flow, target_admin(flow), topic, COMPACTED, REPLICATION_FACTOR_KEY)

@@ -2,7 +2,7 @@
 
 A group is covered when it matches ``groups``/``groups.exclude`` (MM2's group filter) and is not one of
 airmirror's own groups (``airmirror-*``: progress, exactly-once anchors, readers).  Only committed offsets
-(>= 0) on topics with a :func:`~airmirror.checkpoints.translation.route` are returned; a group without any is left out.
+(>= 0) on topics with a :func:`~airmirror.config.routes.route` are returned; a group without any is left out.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from airmirror.kafka.retry import retry_transient
 from airmirror.config import FlowConfig
 from airmirror.model import PartitionKey
-from airmirror.checkpoints.translation import route
+from airmirror.config.routes import route
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
 from airmirror import names
 

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
-from airmirror.replication.planner import PartitionOffsets
+from airmirror.model import PartitionOffsets
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 from airmirror import names
 

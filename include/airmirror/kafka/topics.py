@@ -122,7 +122,7 @@ def sync_topics(
         if m.remote_topic in existing and existing[m.remote_topic] < m.partitions
     }
     present = [m for m in mappings if m.remote_topic in existing]
-    if flow.sync_topic_configs_enabled and present:
+    if flow.topic_sync.sync_configs_enabled and present:
         target_configs = describe_topic_configs(target, [m.remote_topic for m in present])
         for m in present:
             changes = {k: v for k, v in wanted[m.source_topic].items() if target_configs[m.remote_topic].get(k) != v}

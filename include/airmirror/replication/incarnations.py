@@ -38,7 +38,8 @@ from airmirror.errors import InputError, ReplicationFailure
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.store import MetadataStore
 from airmirror.replication.spark.progress import fence_partitions, forget_progress
-from airmirror.replication.planner import PartitionOffsets, needs_validation
+from airmirror.model import PartitionOffsets
+from airmirror.replication.planner import needs_validation
 from airmirror.kafka.offsets import divergence_points
 from airmirror.store.incarnations import CursorState, Stop
 from airmirror.kafka.topics import TopicMapping, topic_ids
@@ -108,7 +109,7 @@ def record_remote_topics(flow: FlowConfig, store: MetadataStore, target: AdminCl
 def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[PlannedRange], stored_ids: dict[PartitionKey, str | None], *, dry_run: bool) -> list[PlannedRange]:
     """Under ``airmirror.source.reset.policy = fail``, stop the partitions whose ranges reset their source
     cursor (unless ``dry_run``) and leave them out; other ranges pass."""
-    if flow.source_reset_policy != "fail":
+    if flow.copy.source_reset_policy != "fail":
         return ranges
     kept = []
     for r in ranges:

@@ -29,21 +29,7 @@ to copy).  For each source partition:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from airmirror.model import PlannedRange
-
-
-@dataclass(frozen=True)
-class PartitionOffsets:
-    """What the source broker reported for one partition at planning time."""
-
-    log_start: int
-    stable_end: int
-    until_offset: int | None = None
-    start_offset: int | None = None
-    topic_id: str | None = None
-    leader_epoch: int | None = None
+from airmirror.model import PartitionOffsets, PlannedRange
 
 
 RECREATED = "recreated"

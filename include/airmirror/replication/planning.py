@@ -26,7 +26,8 @@ from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.replication.incarnations import diverged_cursors, refuse_source_resets
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.planner import PartitionOffsets, moved_from, needs_work, plan_range, requested_start, source_reset
+from airmirror.model import PartitionOffsets
+from airmirror.replication.planner import moved_from, needs_work, plan_range, requested_start, source_reset
 from airmirror.store import MetadataStore
 from airmirror.store.incarnations import CursorState
 
@@ -55,7 +56,7 @@ class PartitionPlan:
 
 def record_cap(flow: FlowConfig, options: BatchOptions) -> int | None:
     """Records per partition a batch may copy: ``--max-records``, else the flow's cap, else none."""
-    return options.max_records if options.max_records is not None else flow.max_records_per_partition
+    return options.max_records if options.max_records is not None else flow.copy.max_records_per_partition
 
 
 def plan_partitions(

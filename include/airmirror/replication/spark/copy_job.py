@@ -48,7 +48,7 @@ NEW_TOPIC_WAIT_S = 10.0
 
 def transaction_bounds(flow: FlowConfig) -> TransactionBounds:
     """The flow's ``airmirror.transaction.max.*`` settings."""
-    return TransactionBounds(flow.transaction_max_records, flow.transaction_max_bytes, flow.transaction_max_seconds)
+    return TransactionBounds(flow.copy.transaction_max_records, flow.copy.transaction_max_bytes, flow.copy.transaction_max_seconds)
 
 
 def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str]:
