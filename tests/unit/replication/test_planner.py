@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from airmirror.model import PartitionOffsets
-from airmirror.replication.planner import RECREATED, TRUNCATED, needs_validation, needs_work, plan_range, source_reset
+from airmirror.replication.planner import (
+    RECREATED,
+    TRUNCATED,
+    moved_from,
+    needs_validation,
+    needs_work,
+    plan_range,
+    requested_start,
+    source_reset,
+)
 
 
 def plan(cursor, log_start=0, stable_end=100, until=None, reset="earliest", cap=None):
@@ -123,3 +134,31 @@ def test_divergence_at_or_above_the_cursor_is_no_reset():
     offsets = PartitionOffsets(0, 600, topic_id="id1", leader_epoch=4)
     assert source_reset(500, "id1", offsets, diverged_at=500) is None
     assert plan_range("t", 0, "a.t", 500, offsets, stored_topic_id="id1", diverged_at=500).start == 500
+
+
+OFFSETS = PartitionOffsets(log_start=10, stable_end=100, start_offset=40)
+
+
+@pytest.mark.parametrize(
+    ("start_from", "start"), [("stored", None), ("earliest", 10), ("latest", 100), ("timestamp", 40)]
+)
+def test_requested_start_per_start_from(start_from, start):
+    assert requested_start(start_from, OFFSETS) == start
+
+
+def test_an_unknown_start_from_is_a_programming_error():
+    with pytest.raises(ValueError, match="soon"):
+        requested_start("soon", OFFSETS)
+
+
+@pytest.mark.parametrize(
+    ("cursor", "start_at", "moved"), [(50, 40, 50), (40, 40, None), (None, 40, None), (50, None, None)]
+)
+def test_only_a_requested_start_other_than_the_cursor_moves_it(cursor, start_at, moved):
+    assert moved_from(cursor, start_at) == moved
+
+
+def test_a_requested_start_replaces_the_cursor_and_names_the_move():
+    r = plan_range("t", 0, "a.t", 70, OFFSETS, start_at=requested_start("timestamp", OFFSETS))
+    assert (r.start, r.moved_from, r.end) == (40, 70, 100)
+    assert needs_work(r, 70)
