@@ -20,6 +20,10 @@ from airmirror.store import describe_holder
 from airmirror.store.opening import open_flow
 
 
+REPLICATE_OPTIONS = ("topics", "start_from", "until", "max_records", "dry_run", "reset_cursor")
+"""The ``replicate`` flags that are batch options (:func:`~airmirror.replication.options.parse_batch_options`)."""
+
+
 def flag(option: str) -> str:
     """How an error names a ``replicate`` option: ``start_from`` -> ``--start-from``."""
     return "--" + option.replace("_", "-")
@@ -35,16 +39,8 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def replicate(args: argparse.Namespace) -> int:
-    options = parse_batch_options(
-        named=flag,
-        topics=args.topics,
-        start_from=args.start_from,
-        until=args.until,
-        max_records=args.max_records,
-        dry_run=args.dry_run,
-        reset_cursor=args.reset_cursor,
-        allow_now=True,
-    )
+    given = {option: getattr(args, option) for option in REPLICATE_OPTIONS}
+    options = parse_batch_options(named=flag, allow_now=True, **given)
     with open_flow(args.config, args.flow) as (flow, store):
         session_args = (flow.spark.master, f"airmirror {flow.name}", flow.spark.conf)
         spark = (lambda: spark_session(*session_args)) if args.dry_run else BackgroundSession(*session_args)

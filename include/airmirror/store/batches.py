@@ -44,7 +44,7 @@ from airmirror.model import (
 )
 from airmirror.store import incarnations
 from airmirror.store.engine import EngineHolder
-from airmirror.store.rows import insert_many, update_many, utcnow
+from airmirror.store.rows import as_columns, from_columns, insert_many, update_many, utcnow
 from airmirror.store.schema import batch_ranges, batches, cursors, gaps, offset_syncs
 
 
@@ -286,37 +286,16 @@ def _validate_params(params: Mapping[str, Any]) -> None:
         raise ValueError(f"batch params must be JSON-serialisable: {exc}") from exc
 
 
+RANGE_COLUMNS = {"start": "start_offset", "end": "end_offset"}
+"""How :class:`~airmirror.model.PlannedRange` fields are named as columns of ``airmirror_batch_ranges``."""
+
+
 def _range_row(batch_id: int, planned: PlannedRange) -> dict[str, Any]:
-    return {
-        "batch_id": batch_id,
-        "topic": planned.topic,
-        "partition": planned.partition,
-        "start_offset": planned.start,
-        "end_offset": planned.end,
-        "remote_topic": planned.remote_topic,
-        "gap_start": planned.gap_start,
-        "moved_from": planned.moved_from,
-        "source_topic_id": planned.source_topic_id,
-        "reset_from": planned.reset_from,
-        "start_epoch": planned.start_epoch,
-        "truncated_at": planned.truncated_at,
-    }
+    return {"batch_id": batch_id, **as_columns(planned, RANGE_COLUMNS)}
 
 
 def _planned_range(row: Row[Any]) -> PlannedRange:
-    return PlannedRange(
-        topic=row.topic,
-        partition=row.partition,
-        start=row.start_offset,
-        end=row.end_offset,
-        remote_topic=row.remote_topic,
-        gap_start=row.gap_start,
-        moved_from=row.moved_from,
-        source_topic_id=row.source_topic_id,
-        reset_from=row.reset_from,
-        start_epoch=row.start_epoch,
-        truncated_at=row.truncated_at,
-    )
+    return from_columns(PlannedRange, row, RANGE_COLUMNS)
 
 
 def _ranges_of(connection: Connection, batch_ids: Sequence[int]) -> dict[int, list[PlannedRange]]:
@@ -486,27 +465,11 @@ def _store_outcomes(
 
 
 def _offset_sync_row(flow: str, batch_id: int, result: RangeResult, run: OffsetRun) -> dict[str, Any]:
-    return {
-        "flow": flow,
-        "topic": result.topic,
-        "partition": result.partition,
-        "upstream_start": run.upstream_start,
-        "upstream_end": run.upstream_end,
-        "downstream_start": run.downstream_start,
-        "batch_id": batch_id,
-    }
+    return {"flow": flow, "topic": result.topic, "partition": result.partition, "batch_id": batch_id, **as_columns(run)}
 
 
 def _gap_row(flow: str, batch_id: int, gap: Gap, now: datetime) -> dict[str, Any]:
-    return {
-        "flow": flow,
-        "topic": gap.topic,
-        "partition": gap.partition,
-        "start_offset": gap.start,
-        "end_offset": gap.end,
-        "batch_id": batch_id,
-        "detected_at": now,
-    }
+    return {"flow": flow, "batch_id": batch_id, "detected_at": now, **as_columns(gap, RANGE_COLUMNS)}
 
 
 def _runs_of(flow: str, key: PartitionKey) -> Select[Any]:
@@ -516,7 +479,7 @@ def _runs_of(flow: str, key: PartitionKey) -> Select[Any]:
 
 
 def _offset_run(row: Row[Any]) -> OffsetRun:
-    return OffsetRun(row.upstream_start, row.upstream_end, row.downstream_start)
+    return from_columns(OffsetRun, row)
 
 
 def _copied_totals(flow: str) -> Select[Any]:

@@ -16,7 +16,7 @@ from sqlalchemy import Row, select
 
 from airmirror.model import GroupSyncRecord, StoredCheckpoint
 from airmirror.store.engine import EngineHolder
-from airmirror.store.rows import fields_of, upsert
+from airmirror.store.rows import as_columns, from_columns, upsert
 from airmirror.store.schema import checkpoints, group_syncs
 
 
@@ -42,7 +42,7 @@ class CheckpointStore(EngineHolder):
     def record_group_sync(self, flow: str, record: GroupSyncRecord) -> None:
         """Make ``record`` the newest group offset sync outcome of its group."""
         with self._transaction(f"record the group offset sync of {record.group!r} in flow {flow!r}") as connection:
-            upsert(connection, group_syncs, [{"flow": flow, "group_id": record.group, **fields_of(record, "group")}])
+            upsert(connection, group_syncs, [{"flow": flow, **as_columns(record, {"group": "group_id"})}])
 
     def group_syncs(self, flow: str, group: str | None = None) -> list[GroupSyncRecord]:
         """The newest group offset sync outcome of every group of the flow (or of one group), by group."""
@@ -59,23 +59,13 @@ class CheckpointStore(EngineHolder):
             ]
 
 
+CHECKPOINT_COLUMNS = {"group": "group_id", "metadata": "commit_metadata"}
+"""How :class:`~airmirror.model.StoredCheckpoint` fields are named as columns of ``airmirror_checkpoints``."""
+
+
 def _checkpoint_row(flow: str, checkpoint: StoredCheckpoint) -> dict[str, Any]:
-    return {
-        "flow": flow,
-        "group_id": checkpoint.group,
-        "commit_metadata": checkpoint.metadata,
-        **fields_of(checkpoint, "group", "metadata"),
-    }
+    return {"flow": flow, **as_columns(checkpoint, CHECKPOINT_COLUMNS)}
 
 
 def _stored_checkpoint(row: Row[Any]) -> StoredCheckpoint:
-    return StoredCheckpoint(
-        group=row.group_id,
-        topic=row.topic,
-        partition=row.partition,
-        remote_topic=row.remote_topic,
-        upstream_offset=row.upstream_offset,
-        downstream_offset=row.downstream_offset,
-        metadata=row.commit_metadata,
-        emitted_at=row.emitted_at,
-    )
+    return from_columns(StoredCheckpoint, row, CHECKPOINT_COLUMNS)

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from airmirror.model import HeartbeatEmission, HeartbeatLatency
 from airmirror.store.engine import EngineHolder
-from airmirror.store.rows import fields_of, upsert
+from airmirror.store.rows import as_columns, upsert
 from airmirror.store.schema import heartbeat_emissions, heartbeat_latency
 
 
@@ -23,7 +23,7 @@ class HeartbeatStore(EngineHolder):
     def record_heartbeat_latency(self, flow: str, latency: HeartbeatLatency) -> None:
         """Make ``latency`` the newest observation for its heartbeat source and target aliases."""
         with self._transaction(f"record the heartbeat latency of flow {flow!r}") as connection:
-            upsert(connection, heartbeat_latency, [{"flow": flow, **fields_of(latency)}])
+            upsert(connection, heartbeat_latency, [{"flow": flow, **as_columns(latency)}])
 
     def heartbeat_latencies(self, flow: str) -> list[HeartbeatLatency]:
         """The newest latency per heartbeat source and target alias seen by the flow."""
@@ -41,7 +41,7 @@ class HeartbeatStore(EngineHolder):
     def record_heartbeat_emitted(self, flow: str, emission: HeartbeatEmission) -> None:
         """Make ``emission`` the flow's newest heartbeat written to its target."""
         with self._transaction(f"record the heartbeat emitted by flow {flow!r}") as connection:
-            upsert(connection, heartbeat_emissions, [{"flow": flow, **fields_of(emission)}])
+            upsert(connection, heartbeat_emissions, [{"flow": flow, **as_columns(emission)}])
 
     def heartbeat_emission(self, flow: str) -> HeartbeatEmission | None:
         """The flow's newest heartbeat written to its target, ``None`` before the first."""

@@ -3,13 +3,15 @@ columns, and the store's clock (timezone-aware UTC)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Table, bindparam, insert, update
+from sqlalchemy import Connection, Row, Table, bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
+
+T = TypeVar("T")
 
 
 def utcnow() -> datetime:
@@ -49,6 +51,16 @@ def upsert(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> 
     connection.execute(statement, rows)
 
 
-def fields_of(value: Any, *left_out: str) -> dict[str, Any]:
-    """A dataclass's fields as columns, except those named in ``left_out``."""
-    return {field.name: getattr(value, field.name) for field in fields(value) if field.name not in left_out}
+def as_columns(value: Any, renamed: Mapping[str, str] | None = None, *, left_out: Iterable[str] = ()) -> dict[str, Any]:
+    """A dataclass's fields as columns: field ``f`` goes to column ``renamed.get(f, f)``; fields named in
+    ``left_out`` are left out."""
+    renamed = renamed or {}
+    skipped = set(left_out)
+    return {renamed.get(f.name, f.name): getattr(value, f.name) for f in fields(value) if f.name not in skipped}
+
+
+def from_columns(cls: type[T], row: Row[Any], renamed: Mapping[str, str] | None = None) -> T:
+    """The dataclass ``cls`` built from a result row: field ``f`` from column ``renamed.get(f, f)``."""
+    renamed = renamed or {}
+    columns = row._mapping
+    return cls(**{f.name: columns[renamed.get(f.name, f.name)] for f in fields(cls)})
