@@ -13,7 +13,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airmirror.errors import ReplicationFailure
-from airmirror.checkpoints.inspection import inspect_group
+from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.model import PartitionKey
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, sync_flow_topics

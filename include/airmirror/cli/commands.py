@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from airmirror.checkpoints.emission import emit_checkpoints
-from airmirror.checkpoints.inspection import inspect_group
+from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.cli import render
 from airmirror.config import load_config
 from airmirror.heartbeats.emission import emit_heartbeat

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airmirror.checkpoints.emission import CheckpointReport
-from airmirror.checkpoints.inspection import GroupInspection
+from airmirror.checkpoints.translate_view import GroupInspection
 from airmirror.heartbeats.emission import HeartbeatReport
 from airmirror.replication.incarnations import TopicReset
 from airmirror.replication.pipeline import ReplicateReport

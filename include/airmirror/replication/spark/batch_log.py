@@ -299,6 +299,6 @@ def tombstone(producer_config: Mapping[str, Any], log_topic: str, keys: Iterable
     producer = Producer(dict(producer_config))
     for key in keys:
         producer.produce(log_topic, None, key, partition=0)
-    remaining = producer.flush(30)
+    remaining = producer.flush(REQUEST_TIMEOUT_S)
     if remaining:
         raise ReplicationFailure(f"{remaining} batch-log tombstones undelivered after 30s")
