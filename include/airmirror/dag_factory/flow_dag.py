@@ -1,0 +1,198 @@
+"""One Airflow DAG per enabled replication flow of an MM2 config (``dags/airmirror_flows.py`` calls
+:func:`register_flow_dags`).
+
+Import is cheap: it reads the config file, builds DAG objects and registers each flow's secrets with
+Airflow's secrets masker (:mod:`airmirror.dag_factory.masking`); Kafka, Spark and the metadata DB are only
+touched when tasks run.  A broken config raises (Airflow shows it as an import error naming the key); a
+config without enabled flows raises too, so a mistake never registers zero DAGs.
+
+No secret appears in a DAG's ``doc_md``, in task logs, XComs or rendered template fields: the ``replicate``
+task's Spark settings (``airmirror.spark.conf.X``) are rendered with their secret values as ``***``, and the
+spark-submit form holds templates in their place (:func:`templated_secrets`), so that the DAG Airflow
+serializes into its database holds no secret either.
+
+Task graph of ``airmirror__{source}__{target}``::
+
+    sync_topics -> plan_batch -> replicate -> record_batch -> emit_checkpoints (runs whatever happened)
+    emit_heartbeats (independent)
+
+Time bound: scheduled, asset-triggered and manual runs copy up to the last stable offset; only backfill runs
+(up to their data interval end) and runs with an explicit ``until`` param bound the batch by record time, so a
+record stamped in the future never holds back the records after it beyond one schedule interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from airmirror import names
+from airmirror.config import FlowConfig, load_config
+from airmirror.dag_factory import tasks
+from airmirror.dag_factory.doc import flow_doc
+from airmirror.dag_factory.emission import is_due
+from airmirror.dag_factory.masking import mask_flow_secrets
+from airmirror.dag_factory.params import batch_options, flow_params, run_type_name
+from airmirror.dag_factory.schedule import parse_schedule
+from airmirror.errors import ConfigError, InputError
+from airmirror.replication.incarnations import TopicsStopped
+from airmirror.config.secrets import is_secret_key
+from airmirror.replication.spark.defaults import copy_job_conf
+
+log = logging.getLogger(__name__)
+
+CONFIG_ENV = "AIRMIRROR_CONFIG"
+SPARK_CONF_MACRO = "airmirror_spark_conf"
+START_DATE = datetime(2020, 1, 1, tzinfo=timezone.utc)
+DEFAULT_ARGS: dict[str, Any] = {
+    "retry_delay": timedelta(seconds=10),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": timedelta(minutes=5),
+}
+
+
+def run_options_or_fail():
+    """The running task's BatchOptions; bad params fail the task at once, without retries.
+
+    The run's type (``context["dag_run"].run_type``) decides the time bound: only backfill runs and an
+    explicit ``until`` param bound the batch by time (:func:`airmirror.dag_factory.params.bounds_by_time`)."""
+    context = get_current_context()
+    try:
+        return batch_options(
+            context["params"], context.get("data_interval_end"), run_type=run_type_name(context.get("dag_run"))
+        )
+    except InputError as error:
+        raise AirflowFailException(str(error)) from error
+
+
+def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = None) -> DAG:
+    """The DAG of one flow; tasks refer to the flow by name and re-read the config when they run."""
+    mask_flow_secrets(flow)
+    name = flow.name
+    timetable = parse_schedule(flow.dag.schedule, line=flow.line_of("airmirror.schedule"))
+
+    @dag(
+        dag_id=names.dag_id(flow.source, flow.target),
+        schedule=timetable,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["airmirror", f"source:{flow.source}", f"target:{flow.target}"],
+        doc_md=flow_doc(flow),
+        params=flow_params(),
+        default_args={**DEFAULT_ARGS, "retries": flow.dag.task_retries},
+        user_defined_macros={SPARK_CONF_MACRO: copy_job_conf(flow.spark.conf)},
+    )
+    def flow_dag() -> None:
+        @task
+        def sync_topics() -> list[dict[str, Any]]:
+            return tasks.sync_topics(config_path, name, run_options_or_fail())
+
+        @task
+        def plan_batch(mappings: list[dict[str, Any]]) -> dict[str, Any]:
+            return tasks.plan(config_path, name, mappings, run_options_or_fail())
+
+        @task
+        def record_batch(_: Any) -> dict[str, Any]:
+            if run_options_or_fail().dry_run:
+                raise AirflowSkipException("dry run")
+            try:
+                return tasks.record(config_path, name)
+            except TopicsStopped as error:
+                raise AirflowFailException(str(error)) from error
+
+        @task
+        def emit_heartbeats() -> None:
+            run_emission("heartbeats", flow.heartbeats.enabled, flow.heartbeats.interval_seconds, tasks.heartbeats, config_path, name)
+
+        @task(trigger_rule="all_done")
+        def emit_checkpoints(_: Any) -> None:
+            run_emission("checkpoints", flow.checkpoints.enabled, flow.checkpoints.interval_seconds, tasks.checkpoints, config_path, name)
+
+        planned = plan_batch(sync_topics())
+        copied = replicate_task(config_path, flow, spark_app)
+        planned >> copied
+        recorded = record_batch(copied)
+        emit_checkpoints(recorded)
+        emit_heartbeats()
+
+    return flow_dag()
+
+
+def run_emission(what: str, enabled: bool, interval_seconds: int, emit: Any, config_path: str, name: str) -> None:
+    """Emit heartbeats or checkpoints if the flow enables them and this run's interval is due."""
+    if not enabled:
+        raise AirflowSkipException(f"emit.{what}.enabled is false")
+    context = get_current_context()
+    if not is_due(interval_seconds, context.get("data_interval_start"), context.get("data_interval_end")):
+        raise AirflowSkipException(f"not due: emit.{what}.interval.seconds={interval_seconds}")
+    emit(config_path, name)
+
+
+def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -> Any:
+    """The Spark copy: in the worker via the ``spark_default`` connection, or spark-submit of ``spark_apps/``.
+
+    Either way the result is the task's output (an XComArg), so that passing it to ``record_batch`` makes
+    ``record_batch`` run after it.
+    """
+    if flow.spark.submit:
+        from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+        if spark_app is None:
+            raise ConfigError("spark-submit needs the spark_apps/ entry point", key="airmirror.spark.submit")
+        return SparkSubmitOperator(
+            task_id="replicate",
+            application=str(spark_app),
+            application_args=[
+                config_path,
+                "--flow",
+                flow.name,
+                "--holder",
+                "Airflow dag {{ ti.dag_id }} run {{ run_id }} task {{ ti.task_id }} try {{ ti.try_number }}",
+            ],
+            conn_id=flow.spark.conn_id,
+            conf=templated_secrets(copy_job_conf(flow.spark.conf)),
+            name=f"airmirror {flow.name}",
+        ).output
+    name = flow.name
+
+    @task.pyspark(task_id="replicate", conn_id=flow.spark.conn_id, config_kwargs=copy_job_conf(flow.spark.conf))
+    def replicate(spark: Any = None, sc: Any = None) -> dict[str, Any]:
+        if run_options_or_fail().dry_run:
+            raise AirflowSkipException("dry run")
+        return tasks.replicate(config_path, name, spark)
+
+    return replicate()
+
+
+def templated_secrets(spark_conf: Mapping[str, str]) -> dict[str, str]:
+    """``spark_conf`` with each secret value replaced by a template that renders it, when the task runs, from
+    the DAG's ``airmirror_spark_conf`` macro (macros are not serialized)."""
+    return {
+        key: f"{{{{ {SPARK_CONF_MACRO}[{key!r}] }}}}" if is_secret_key(key) else value
+        for key, value in spark_conf.items()
+    }
+
+
+def register_flow_dags(namespace: dict[str, Any], spark_app: Path | None = None) -> list[str]:
+    """Build every enabled flow's DAG from ``$AIRMIRROR_CONFIG`` into ``namespace`` (a DAG file's globals)."""
+    config_path = os.environ.get(CONFIG_ENV)
+    if not config_path:
+        raise ConfigError(f"set {CONFIG_ENV} to the MM2 properties file to build the flow DAGs", key=CONFIG_ENV)
+    config = load_config(config_path)
+    flows = config.enabled_flows()
+    if not flows:
+        raise ConfigError(f"{config_path} enables no flow: set '{{source}}->{{target}}.enabled = true'", key="enabled")
+    for warning in config.warnings:
+        log.warning("%s: %s", config_path, warning)
+    built = [build_flow_dag(config_path, flow, spark_app) for flow in flows]
+    for flow_dag in built:
+        namespace[flow_dag.dag_id] = flow_dag
+    return [d.dag_id for d in built]
