@@ -82,7 +82,6 @@ from pathlib import Path
 
 import psutil
 from confluent_kafka.admin import AdminClient
-
 from copiers import (
     CopierRun,
     TreeRss,

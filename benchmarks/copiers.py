@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-
 from kafka_io import TargetWatch
 
 from airmirror.devtools.local_kafka import KAFKA_VERSION, resolve_maven_artifacts

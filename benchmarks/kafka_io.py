@@ -12,9 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from confluent_kafka import IsolationLevel
 
 HEADER_EVERY = 10  # every 10th record carries headers (one of them with a null value)
 NULL_KEY_EVERY = 97  # every 97th record has a null key

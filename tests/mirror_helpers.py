@@ -11,14 +11,13 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from airmirror.kafka.retry import retry_transient
 from airmirror.checkpoints.emission import CheckpointReport, emit_checkpoints
 from airmirror.config import FlowConfig
-from airmirror.store.opening import open_flow
-from airmirror.kafka.retry import is_transient
+from airmirror.kafka.retry import is_transient, retry_transient
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import ReplicateReport, replicate_once
 from airmirror.store import MetadataStore
+from airmirror.store.opening import open_flow
 from tests.kafka_helpers import Record, create_topic, produce, read_partition
 
 

@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, ResourceType
 
-from airmirror.model import GroupSyncOutcome, PartitionKey
 from airmirror.mm2.wire_formats import Checkpoint
+from airmirror.model import GroupSyncOutcome, PartitionKey
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, read_partition
 from tests.mirror_helpers import (

@@ -18,11 +18,11 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from airmirror.config import load_config
-from airmirror.store.opening import open_flow
+from airmirror.model import BatchState
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, sync_flow_topics
-from airmirror.model import BatchState
 from airmirror.store import MetadataStore, describe_holder
+from airmirror.store.opening import open_flow
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
 

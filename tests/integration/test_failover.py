@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from airmirror.model import GroupSyncOutcome
 from airmirror.mm2.wire_formats import Checkpoint
+from airmirror.model import GroupSyncOutcome
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, read_partition
 from tests.mirror_helpers import (

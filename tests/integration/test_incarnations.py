@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airmirror.errors import ReplicationFailure
 from airmirror.checkpoints.translate_view import inspect_group
+from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, sync_flow_topics

@@ -14,12 +14,12 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
 from airmirror import names
-from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.config import FlowConfig, load_config
 from airmirror.errors import ConfigError
-from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
-from airmirror.replication.pipeline import ensure_batch_log
+from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.kafka.topics import COMPACTED, alter_configs, ensure_internal_topic, replicated_topics, sync_topics
+from airmirror.replication.pipeline import ensure_batch_log
+from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic
 

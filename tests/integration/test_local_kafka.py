@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from airmirror.errors import InputError, ReplicationFailure
 from airmirror.devtools.local_kafka import (
     BrokerStatus,
     LocalBroker,
@@ -27,6 +26,7 @@ from airmirror.devtools.local_kafka import (
     stop_broker,
 )
 from airmirror.devtools.local_kafka.nodes import port_is_free
+from airmirror.errors import InputError, ReplicationFailure
 from tests.kafka_helpers import Record, create_topic, produce, read_partition
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, inspect, insert, make_url, select, text, update
+from sqlalchemy import create_engine, insert, inspect, make_url, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from airmirror.errors import ReplicationFailure
@@ -34,8 +34,8 @@ from airmirror.store import (
     create_store_engine,
     describe_holder,
 )
-from airmirror.store.flow_lease import acquire_flow
 from airmirror.store.engine import MIGRATIONS_DIR
+from airmirror.store.flow_lease import acquire_flow
 from airmirror.store.schema import VERSION_TABLE, batches, cursors, flow_leases, metadata
 from tests.postgres_server import PostgresServer, postgres_server
 

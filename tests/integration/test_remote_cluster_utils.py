@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from airmirror.checkpoints.translation import Translator
 from airmirror.devtools.local_kafka import KAFKA_VERSION, resolve_maven_artifacts
 from airmirror.model import PartitionKey
-from airmirror.checkpoints.translation import Translator
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce
 from tests.mirror_helpers import checkpoint, commit_offsets, opened, produce_transactions, replicate, unique_records

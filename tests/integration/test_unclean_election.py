@@ -21,9 +21,9 @@ import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airmirror.errors import ReplicationFailure
 from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.devtools.local_kafka import LocalBroker, start_broker
+from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
 from airmirror.replication.spark.range_reader import RangeReader
 from tests.conftest import write_config

@@ -27,17 +27,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from airmirror.checkpoints.group_sync import sync_group_offsets
+from airmirror.checkpoints.translation import TranslatedOffset, Translator
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
-from airmirror.checkpoints.group_sync import sync_group_offsets
-from airmirror.model import GroupSyncOutcome, GroupSyncRecord, PartitionKey, StoredCheckpoint
 from airmirror.kafka.clients import target_admin
+from airmirror.kafka.groups import CommittedOffset, group_offsets
 from airmirror.kafka.records import OutgoingRecord, write_records
 from airmirror.kafka.topics import COMPACTED, ensure_internal_topic
-from airmirror.kafka.groups import CommittedOffset, group_offsets
-from airmirror.store import MetadataStore
-from airmirror.checkpoints.translation import TranslatedOffset, Translator
 from airmirror.mm2.wire_formats import Checkpoint
+from airmirror.model import GroupSyncOutcome, GroupSyncRecord, PartitionKey, StoredCheckpoint
+from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
 

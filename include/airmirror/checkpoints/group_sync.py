@@ -22,12 +22,12 @@ from datetime import datetime, timezone
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from airmirror.kafka.retry import retry_transient
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
+from airmirror.kafka.retry import retry_transient
 from airmirror.model import GroupSyncOutcome, GroupSyncRecord, PartitionKey, StoredCheckpoint
 from airmirror.store import MetadataStore
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 
 log = logging.getLogger(__name__)
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
+from airmirror.checkpoints.translation import TranslatedOffset, Translator
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError
+from airmirror.kafka.clients import source_admin
 from airmirror.kafka.groups import committed_offsets, is_covered_group
 from airmirror.kafka.offsets import partition_offsets
 from airmirror.model import GroupSyncRecord, StoredCheckpoint
 from airmirror.store import MetadataStore
-from airmirror.checkpoints.translation import TranslatedOffset, Translator
-from airmirror.kafka.clients import source_admin
 
 
 @dataclass(frozen=True)

@@ -41,10 +41,10 @@ from confluent_kafka.admin import OffsetSpec
 
 from airmirror.config import FlowConfig
 from airmirror.config.routes import Route, route
-from airmirror.model import OffsetRun, PartitionKey
-from airmirror.kafka.offsets import list_offsets
-from airmirror.store import MetadataStore
 from airmirror.kafka.clients import target_admin
+from airmirror.kafka.offsets import list_offsets
+from airmirror.model import OffsetRun, PartitionKey
+from airmirror.store import MetadataStore
 
 
 def forward_position(

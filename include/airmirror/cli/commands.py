@@ -19,7 +19,6 @@ from airmirror.replication.status import flow_status
 from airmirror.store import describe_holder
 from airmirror.store.opening import open_flow
 
-
 REPLICATE_OPTIONS = ("topics", "start_from", "until", "max_records", "dry_run", "reset_cursor")
 """The ``replicate`` flags that are batch options (:func:`~airmirror.replication.options.parse_batch_options`)."""
 

@@ -11,10 +11,10 @@ from typing import Any
 from airmirror.checkpoints.emission import CheckpointReport
 from airmirror.checkpoints.translate_view import GroupInspection
 from airmirror.heartbeats.emission import HeartbeatReport
+from airmirror.model import GroupSyncOutcome, GroupSyncRecord, HeartbeatEmission, HeartbeatLatency
 from airmirror.replication.incarnations import TopicReset
 from airmirror.replication.pipeline import ReplicateReport
 from airmirror.replication.status import FlowStatus, PartitionStatus
-from airmirror.model import GroupSyncOutcome, GroupSyncRecord, HeartbeatEmission, HeartbeatLatency
 
 
 def to_json(document: Any) -> str:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from airmirror.config.properties import Setting
-from airmirror.errors import ConfigError
 from airmirror.config.secrets import MaskedConfig
+from airmirror.errors import ConfigError
 
 CLIENT_KINDS: tuple[str, ...] = ("consumer", "producer", "admin")
 

@@ -32,6 +32,7 @@ from os import PathLike
 from pathlib import Path
 
 from airmirror import names
+from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, is_client_key, translate
 from airmirror.config.flow_settings import (
     CheckpointSettings,
     CopySettings,
@@ -41,11 +42,10 @@ from airmirror.config.flow_settings import (
     SparkSettings,
     TopicSyncSettings,
 )
-from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, is_client_key, translate
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
-from airmirror.errors import ConfigError
 from airmirror.config.secrets import MaskedConfig, db_url_secrets, is_secret_key, secret_values
+from airmirror.errors import ConfigError
 from airmirror.mm2.policy import (
     IdentityReplicationPolicy,
     PatternList,

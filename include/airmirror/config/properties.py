@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
-from airmirror.errors import ConfigError
 from airmirror.config.secrets import mask_value
+from airmirror.errors import ConfigError
 
 _BLANKS = " \t\f"
 _KEY_TERMINATORS = "=: \t\f"

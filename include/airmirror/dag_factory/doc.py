@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from airmirror.config import FlowConfig
-from airmirror.mm2.policy import PatternList
 from airmirror.config.secrets import masked, masked_db_url
+from airmirror.mm2.policy import PatternList
 
 
 def patterns(values: PatternList) -> str:

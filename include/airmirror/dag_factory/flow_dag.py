@@ -35,6 +35,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
+from airmirror.config.secrets import is_secret_key
 from airmirror.dag_factory import tasks
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.dag_factory.emission import is_due
@@ -43,7 +44,6 @@ from airmirror.dag_factory.params import batch_options, flow_params, run_type_na
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
 from airmirror.replication.incarnations import TopicsStopped
-from airmirror.config.secrets import is_secret_key
 from airmirror.replication.spark.defaults import copy_job_conf
 
 log = logging.getLogger(__name__)

@@ -23,12 +23,12 @@ from typing import Any
 
 from airmirror.config import FlowConfig
 from airmirror.dag_factory.masking import mask_flow_secrets
-from airmirror.store.opening import open_flow
+from airmirror.kafka.topics import TopicMapping
+from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
-from airmirror.replication.incarnations import raise_for_stops
 from airmirror.store import FlowLease, MetadataStore, describe_holder
-from airmirror.kafka.topics import TopicMapping
+from airmirror.store.opening import open_flow
 
 log = logging.getLogger(__name__)
 

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from airmirror.config import FlowConfig
-from airmirror.model import HeartbeatEmission, HeartbeatLatency, PartitionKey, PlannedRange, RangeResult
 from airmirror.kafka.clients import target_admin
 from airmirror.kafka.records import OutgoingRecord, read_record_at, write_records
 from airmirror.kafka.topics import COMPACTED, ensure_internal_topic
-from airmirror.store import MetadataStore
 from airmirror.mm2.wire_formats import Heartbeat
+from airmirror.model import HeartbeatEmission, HeartbeatLatency, PartitionKey, PlannedRange, RangeResult
+from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
 

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
-from airmirror.kafka.retry import retry_transient
+from airmirror import names
 from airmirror.config import FlowConfig
-from airmirror.model import PartitionKey
 from airmirror.config.routes import route
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
-from airmirror import names
-
+from airmirror.kafka.retry import retry_transient
+from airmirror.model import PartitionKey
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,21 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from airmirror.errors import ReplicationFailure
-from airmirror.model import PartitionKey
-from airmirror.model import PartitionOffsets
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 from airmirror import names
+from airmirror.errors import ReplicationFailure
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror.model import PartitionKey, PartitionOffsets
 
 
 def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, int]:

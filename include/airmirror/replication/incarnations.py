@@ -35,15 +35,14 @@ from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
-from airmirror.model import PartitionKey, PlannedRange
-from airmirror.store import MetadataStore
-from airmirror.replication.spark.progress import fence_partitions, forget_progress
-from airmirror.model import PartitionOffsets
-from airmirror.replication.planner import needs_validation
-from airmirror.kafka.offsets import divergence_points
-from airmirror.store.incarnations import CursorState, Stop
-from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
+from airmirror.kafka.offsets import divergence_points
+from airmirror.kafka.topics import TopicMapping, topic_ids
+from airmirror.model import PartitionKey, PartitionOffsets, PlannedRange
+from airmirror.replication.planner import needs_validation
+from airmirror.replication.spark.progress import fence_partitions, forget_progress
+from airmirror.store import MetadataStore
+from airmirror.store.incarnations import CursorState, Stop
 
 log = logging.getLogger(__name__)
 

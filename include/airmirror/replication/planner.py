@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from airmirror.model import PartitionOffsets, PlannedRange
 
-
 RECREATED = "recreated"
 TRUNCATED = "truncated"
 

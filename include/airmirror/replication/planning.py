@@ -23,10 +23,9 @@ from airmirror.errors import InputError
 from airmirror.kafka.clients import source_admin
 from airmirror.kafka.offsets import list_offsets, offsets_for_time, partition_offsets
 from airmirror.kafka.topics import TopicMapping, topic_ids
-from airmirror.model import PartitionKey, PlannedRange
+from airmirror.model import PartitionKey, PartitionOffsets, PlannedRange
 from airmirror.replication.incarnations import diverged_cursors, refuse_source_resets
 from airmirror.replication.options import BatchOptions
-from airmirror.model import PartitionOffsets
 from airmirror.replication.planner import moved_from, needs_work, plan_range, requested_start, source_reset
 from airmirror.store import MetadataStore
 from airmirror.store.incarnations import CursorState

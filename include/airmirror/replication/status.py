@@ -20,15 +20,14 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-
 from airmirror.config import FlowConfig
-from airmirror.model import PartitionKey
+from airmirror.kafka.clients import source_admin
 from airmirror.kafka.offsets import next_record_timestamps
+from airmirror.kafka.topics import replicated_topics
+from airmirror.model import PartitionKey
+from airmirror.replication.planning import plan_partitions
 from airmirror.store import MetadataStore
 from airmirror.store.incarnations import SourceReset, Stop
-from airmirror.kafka.topics import replicated_topics
-from airmirror.kafka.clients import source_admin
-from airmirror.replication.planning import plan_partitions
 
 FUTURE_TOLERANCE_MS = 60_000
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from airmirror.checkpoints.translation import failback_position, forward_position
 from airmirror.config import load_config
+from airmirror.config.routes import Route, route
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import build_runs
-from airmirror.checkpoints.translation import failback_position, forward_position
-from airmirror.config.routes import Route, route
 
 
 @dataclass

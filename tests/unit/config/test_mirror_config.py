@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from airmirror.config import FlowConfig, MirrorConfig, load_config
-from airmirror.config.flow_settings import CheckpointSettings, CopySettings, DagSettings, HeartbeatSettings, OffsetSyncSettings
+from airmirror.config.flow_settings import (
+    CheckpointSettings,
+    CopySettings,
+    DagSettings,
+    HeartbeatSettings,
+    OffsetSyncSettings,
+)
 from airmirror.errors import ConfigError
 from airmirror.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 

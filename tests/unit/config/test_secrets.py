@@ -14,10 +14,10 @@ from airmirror.cli import main
 from airmirror.config import load_config
 from airmirror.config.client_properties import translate
 from airmirror.config.properties import Setting
-from airmirror.dag_factory.doc import flow_doc
-from airmirror.errors import ReplicationFailure
-from airmirror.devtools.local_kafka import free_port
 from airmirror.config.secrets import MASK, MaskedConfig, db_url_secrets, is_secret_key, masked_db_url
+from airmirror.dag_factory.doc import flow_doc
+from airmirror.devtools.local_kafka import free_port
+from airmirror.errors import ReplicationFailure
 from airmirror.store import MetadataStore
 from airmirror.store.engine import create_store_engine
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sys
 import time
-
 from pathlib import Path
 
 from airmirror.cli import main as cli_main
+from airmirror.config import load_config
 from airmirror.devtools.demo.environment import (
     DEMO_CLUSTERS,
     demo_airflow,
@@ -21,7 +21,6 @@ from airmirror.devtools.demo.environment import (
     stop_demo,
 )
 from airmirror.devtools.demo.sample_data import ORDERS_TOPIC, consume_as_group
-from airmirror.config import load_config
 from airmirror.devtools.local_airflow import ADMIN_USER, AirflowApi
 from airmirror.store import MetadataStore
 

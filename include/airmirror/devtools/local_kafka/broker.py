@@ -32,7 +32,6 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from airmirror.errors import InputError, ReplicationFailure
 from airmirror.devtools.local_kafka.jars import exclusive_lock, kafka_classpath
 from airmirror.devtools.local_kafka.nodes import (
     HOST,
@@ -45,6 +44,7 @@ from airmirror.devtools.local_kafka.nodes import (
     running_pid,
     wait_ready,
 )
+from airmirror.errors import InputError, ReplicationFailure
 
 # Internal topics (consumer offsets, transaction state) get this many replicas, or one per node if fewer.
 _MAX_INTERNAL_REPLICAS = 3

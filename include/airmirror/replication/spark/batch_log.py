@@ -43,12 +43,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from airmirror import names
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import OffsetRun
 from airmirror.names import joined
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S
-from airmirror import names
 
 LOG_FORMAT_VERSION = 2
 RUNS_PER_RECORD = 100_000

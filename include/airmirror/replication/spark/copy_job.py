@@ -36,11 +36,11 @@ from pyspark.sql import SparkSession
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.clients import target_admin
+from airmirror.kafka.topics import topic_ids
 from airmirror.model import PlannedRange
 from airmirror.replication.spark.partition_writer import PartitionTask, TransactionBounds, copy_range
 from airmirror.replication.spark.progress import range_progress
-from airmirror.kafka.topics import topic_ids
-from airmirror.kafka.clients import target_admin
 
 log = logging.getLogger(__name__)
 NEW_TOPIC_WAIT_S = 10.0

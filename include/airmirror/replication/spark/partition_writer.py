@@ -53,8 +53,8 @@ import sys
 import threading
 import time
 from collections import deque
-from contextlib import contextmanager
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 

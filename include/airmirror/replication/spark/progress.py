@@ -17,10 +17,10 @@ from confluent_kafka.admin import OffsetSpec
 
 from airmirror import names
 from airmirror.config import FlowConfig
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.replication.spark.batch_log import Progress, progress_key, read_progress, tombstone
 from airmirror.replication.spark.partition_writer import fence_attempts
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 
 
 def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[PartitionKey, Progress | None]:

@@ -40,12 +40,12 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from airmirror import names
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror.kafka.offsets import divergence_points, epoch_position
 from airmirror.model import PartitionKey
 from airmirror.replication.spark.record_schema import HEADER_ARROW_TYPE, RECORD_ARROW_SCHEMA
-from airmirror.kafka.offsets import divergence_points, epoch_position
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S
-from airmirror import names
 
 log = logging.getLogger(__name__)
 FETCH_BATCH = 10_000
