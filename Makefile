@@ -9,14 +9,8 @@ export PYSPARK_PYTHON := $(CURDIR)/$(PY)
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
-	# the Spark provider's pyspark-client overwrites pyspark's Python files with an older copy: restore them
-	$(PY) -m pip install -q --force-reinstall --no-deps pyspark==4.3.0
-	$(PY) -m pip install -q --no-deps -e .
-	$(PY) -c "from airmirror.devtools.local_kafka.jars import kafka_classpath; kafka_classpath()"
+$(STAMP): requirements.txt pyproject.toml constraints.txt scripts/install.sh
+	scripts/install.sh $(VENV)
 	touch $(STAMP)
 
 demo: setup
