@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import timedelta
 
 from airmirror.checkpoints.emission import emit_checkpoints
 from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.cli import render
 from airmirror.config import load_config
+from airmirror.config.durations import parse_duration
+from airmirror.errors import InputError
 from airmirror.heartbeats.emission import emit_heartbeat
+from airmirror.replication.continuous import StopOnSignals, replicate_continuously
 from airmirror.replication.incarnations import reset_topic
-from airmirror.replication.options import parse_batch_options
+from airmirror.replication.options import BatchOptions, parse_batch_options
 from airmirror.replication.pipeline import replicate_once
 from airmirror.replication.spark.session import BackgroundSession, spark_session
 from airmirror.replication.status import flow_status
@@ -40,11 +44,36 @@ def validate(args: argparse.Namespace) -> int:
 def replicate(args: argparse.Namespace) -> int:
     given = {option: getattr(args, option) for option in REPLICATE_OPTIONS}
     options = parse_batch_options(named=flag, allow_now=True, **given)
+    if args.continuous or args.for_ is not None:
+        return replicate_continuously_for(args, options)
     with open_flow(args.config, args.flow) as (flow, store):
         session_args = (flow.spark.master, f"airmirror {flow.name}", flow.spark.conf)
         spark = (lambda: spark_session(*session_args)) if args.dry_run else BackgroundSession(*session_args)
         report = replicate_once(flow, store, options, spark)
     render.print_replicate_report(report, args.json)
+    return 0
+
+
+def run_duration(args: argparse.Namespace) -> timedelta | None:
+    """``--for DURATION`` (only with ``--continuous``), or ``None`` to run until a signal."""
+    if args.for_ is None:
+        return None
+    if not args.continuous:
+        raise InputError("--for: only with --continuous")
+    duration = parse_duration(args.for_)
+    if duration is None or duration <= timedelta(0):
+        raise InputError(f"--for: '{args.for_}' is not a positive duration (30s, 5m, 2h, 1d)")
+    return duration
+
+
+def replicate_continuously_for(args: argparse.Namespace, options: BatchOptions) -> int:
+    """``replicate --continuous [--for DURATION]``: batches back to back until the duration or a signal."""
+    duration = run_duration(args)
+    with open_flow(args.config, args.flow) as (flow, store), StopOnSignals() as signals:
+        spark = BackgroundSession(flow.spark.master, f"airmirror {flow.name}", flow.spark.conf)
+        on_batch = None if args.json else render.print_batch_summary
+        report = replicate_continuously(flow, store, options, spark, stop=signals.event, duration=duration, on_batch=on_batch)
+    render.print_continuous_report(report, args.json)
     return 0
 
 

@@ -55,7 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--start-from", default="stored", help="stored (default), earliest, latest or an ISO-8601 time"
     )
     replicate.add_argument("--reset-cursor", action="store_true", help="allow --start-from to move existing cursors")
-    replicate.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    once_or_continuous = replicate.add_mutually_exclusive_group()
+    once_or_continuous.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    once_or_continuous.add_argument(
+        "--continuous", action="store_true",
+        help="copy batches back to back on one Spark session until --for has passed or SIGTERM/SIGINT",
+    )
+    replicate.add_argument("--for", dest="for_", metavar="DURATION", help="with --continuous: stop after 30s, 5m, 2h, 1d")
 
     flow_verb(verbs, "status", "per-partition cursor, lag and gaps of a flow", commands.status)
     flow_verb(verbs, "heartbeat", "write one MM2 heartbeat of a flow to its target", commands.heartbeat)

@@ -12,8 +12,9 @@ from airmirror.checkpoints.emission import CheckpointReport
 from airmirror.checkpoints.translate_view import GroupInspection
 from airmirror.heartbeats.emission import HeartbeatReport
 from airmirror.model import GroupSyncOutcome, GroupSyncRecord, HeartbeatEmission, HeartbeatLatency
+from airmirror.replication.continuous import ContinuousReport
 from airmirror.replication.incarnations import TopicReset
-from airmirror.replication.pipeline import ReplicateReport
+from airmirror.replication.pipeline import BatchSummary, ReplicateReport
 from airmirror.replication.status import FlowStatus, PartitionStatus
 
 
@@ -54,6 +55,21 @@ def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
     if report.summary is not None:
         mb = report.summary.bytes / 1e6
         print(f"copied {report.summary.records} records, {mb:.1f} MB in {report.seconds:.1f}s")
+
+
+def print_batch_summary(summary: BatchSummary) -> None:
+    """One line per committed batch of a continuous run, printed as it commits."""
+    print(f"batch {summary.batch_id}: copied {summary.records} records, {summary.bytes / 1e6:.1f} MB", flush=True)
+
+
+def print_continuous_report(report: ContinuousReport, as_json: bool) -> None:
+    if as_json:
+        print(to_json(asdict(report)))
+        return
+    print(
+        f"stopped by {report.stopped_by} after {report.seconds:.1f}s: {report.batches} batches, "
+        f"{report.records} records, {report.bytes / 1e6:.1f} MB"
+    )
 
 
 def print_status(

@@ -8,25 +8,22 @@ batch, so it is always wrapped.
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
 from croniter import croniter
 
+from airmirror.config.durations import parse_duration
 from airmirror.errors import ConfigError
 
-DURATION = re.compile(r"(?P<amount>\d+)\s*(?P<unit>s|m|h|d)")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 PRESETS = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *"}
 
 
 def parse_schedule(value: str, *, line: int | None = None) -> CronDataIntervalTimetable | DeltaDataIntervalTimetable:
     """Turn an ``airmirror.schedule`` value into a data-interval timetable; ConfigError when invalid."""
     text = value.strip()
-    match = DURATION.fullmatch(text)
-    if match is not None:
-        delta = timedelta(**{UNITS[match.group("unit")]: int(match.group("amount"))})
+    delta = parse_duration(text)
+    if delta is not None:
         if delta <= timedelta(0):
             raise ConfigError(f"schedule '{value}' must be longer than zero", key="airmirror.schedule", line=line)
         return DeltaDataIntervalTimetable(delta)

@@ -41,6 +41,19 @@ def test_bad_replicate_flags_exit_2_naming_the_flag(flags, named, capsys):
     assert named in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--for", "5m"], "--for"), (["--continuous", "--for", "soon"], "--for"), (["--continuous", "--dry-run"], "--dry-run")],
+)
+def test_continuous_flags_are_checked_before_anything_runs(flags, named, capsys):
+    try:
+        code = main(["replicate", "x.properties", "--flow", "a->b", *flags])
+    except SystemExit as exit_info:
+        code = exit_info.code
+    assert code == 2
+    assert named in capsys.readouterr().err
+
+
 def test_local_masters_get_task_retries():
     assert with_task_retries("local[*]") == "local[*,4]"
     assert with_task_retries("local[2]") == "local[2,4]"

@@ -1,0 +1,18 @@
+"""Durations as users write them in airmirror: ``30s``, ``5m``, ``2h``, ``1d`` (``airmirror.schedule``,
+``replicate --for``)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+DURATION = re.compile(r"(?P<amount>\d+)\s*(?P<unit>s|m|h|d)")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_duration(value: str) -> timedelta | None:
+    """The duration ``value`` names, or ``None`` when it is not one (the caller words the error)."""
+    match = DURATION.fullmatch(value.strip())
+    if match is None:
+        return None
+    return timedelta(**{UNITS[match.group("unit")]: int(match.group("amount"))})

@@ -1,0 +1,139 @@
+"""``airmirror replicate --continuous`` against real clusters while a producer writes: batches back to back on one
+Spark session, a ``kill -9`` of the whole job mid-batch, a restart that resumes exactly once, and a SIGTERM that
+ends the run once its batch in flight is committed.  The target must equal the source record for record."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from airmirror.config import load_config
+from airmirror.model import BatchState
+from airmirror.store import MetadataStore
+from tests.conftest import write_config
+from tests.kafka_helpers import create_topic, records_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PARTITIONS = 3
+
+
+class SteadyProducer(threading.Thread):
+    """Writes keyed, numbered records round-robin over the partitions at a steady pace until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        self.halt = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            for _ in range(60):
+                partition = self.sent % PARTITIONS
+                self.producer.produce(self.topic, f"value-{self.sent}".encode() * 20, f"key-{self.sent}".encode(), partition=partition)
+                self.sent += 1
+            self.producer.poll(0)
+            time.sleep(0.02)
+        assert self.producer.flush(60) == 0
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(timeout=120)
+
+
+def start_continuous(config: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b", "--continuous", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def last_committed(store: MetadataStore, flow: str) -> int:
+    """The id of the flow's newest committed batch (0 before the first)."""
+    return max((b.id for b in store.batches(flow) if b.state == BatchState.COMMITTED), default=0)
+
+
+def test_continuous_run_survives_kill_9_mid_batch_and_stops_on_sigterm(clusters, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.live"
+    create_topic(a, topic, PARTITIONS)
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\nairmirror.transaction.max.records = 500",
+    )
+    flow = load_config(config).flow("a->b")
+    store = MetadataStore.open(flow.metadata_db_url)
+    producer = SteadyProducer(a, topic)
+    producer.start()
+    try:
+        first = start_continuous(config)
+        wait_until(lambda: last_committed(store, flow.name) > 0 or first.poll() is not None, 300, "a committed batch")
+        one = last_committed(store, flow.name)
+        wait_until(lambda: last_committed(store, flow.name) > one or first.poll() is not None, 300, "a second batch")
+        assert first.poll() is None, first.communicate()[0]
+        wait_until(lambda: store.unfinished_batch(flow.name) is not None, 60, "a batch in flight")
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=60)
+
+        second = start_continuous(config)
+        killed_at = last_committed(store, flow.name)
+        wait_until(lambda: last_committed(store, flow.name) > killed_at + 1 or second.poll() is not None, 300, "batches after the restart")
+        assert second.poll() is None, second.communicate()[0]
+    finally:
+        producer.stop()
+    sent = producer.sent
+    wait_until(
+        lambda: sum(c for k, c in store.cursors(flow.name).items() if k.topic == topic) >= sent or second.poll() is not None,
+        300,
+        "the target to catch up",
+    )
+    second.send_signal(signal.SIGTERM)
+    output, _ = second.communicate(timeout=300)
+
+    assert second.returncode == 0, output
+    assert "stopped by signal" in output
+    assert store.unfinished_batch(flow.name) is None
+    store.dispose()
+    copied = 0
+    for p in range(PARTITIONS):
+        source, target = records_of(a, topic, p), records_of(b, f"a.{topic}", p)
+        assert target == source
+        copied += len(target)
+    assert copied == sent
+
+
+def test_continuous_run_for_a_duration_ends_by_itself_and_reports_json(clusters, prefix, tmp_path):
+    topic = f"{prefix}.quiet"
+    create_topic(clusters["a"].bootstrap, topic, 1)
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]")
+
+    run = start_continuous(config, "--for", "3s", "--json")
+    output, _ = run.communicate(timeout=300)
+
+    assert run.returncode == 0, output
+    report = json.loads(output[output.index("{"):])
+    assert report["stopped_by"] == "duration" and report["seconds"] >= 3
+    assert report["records"] == 0
