@@ -99,3 +99,25 @@ def test_failing_replicate_still_emits_heartbeats_and_checkpoints(airflow_db, cl
     assert states["replicate"] == "failed" and states["record_batch"] == "upstream_failed"
     assert states["emit_heartbeats"] == "success" and states["emit_checkpoints"] == "success"
     assert records_of(b, "heartbeats", 0)
+
+
+def test_an_idle_run_skips_replicate_without_starting_spark(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    create_topic(a, f"{prefix}.calm")
+    produce(a, f"{prefix}.calm", 0, sample_records(20))
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    assert task_states(run_flow(dag_bag_for, config))["replicate"] == "success"
+    if (session := SparkSession.getActiveSession()) is not None:
+        session.stop()
+    assert SparkContext._active_spark_context is None
+
+    idle = run_flow(dag_bag_for, config)
+
+    states = task_states(idle)
+    assert states["plan_batch"] == "success" and states["replicate"] == "skipped"
+    assert states["record_batch"] == "success" and states["emit_checkpoints"] == "success"
+    assert SparkContext._active_spark_context is None, "the idle run started Spark"
+    assert records_of(b, f"a.{prefix}.calm", 0) == records_of(a, f"{prefix}.calm", 0)

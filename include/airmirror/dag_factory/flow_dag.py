@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from airmirror.dag_factory.params import batch_options, flow_params, run_type_na
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
 from airmirror.replication.incarnations import TopicsStopped
+from airmirror.replication.options import BatchOptions
 from airmirror.replication.spark.defaults import copy_job_conf
 
 log = logging.getLogger(__name__)
@@ -58,12 +59,13 @@ DEFAULT_ARGS: dict[str, Any] = {
 }
 
 
-def run_options_or_fail():
-    """The running task's BatchOptions; bad params fail the task at once, without retries.
+def run_options_or_fail(context: Mapping[str, Any] | None = None) -> BatchOptions:
+    """The running task's BatchOptions (from ``context``, default the current one); bad params fail the task
+    at once, without retries.
 
     The run's type (``context["dag_run"].run_type``) decides the time bound: only backfill runs and an
     explicit ``until`` param bound the batch by time (:func:`airmirror.dag_factory.params.bounds_by_time`)."""
-    context = get_current_context()
+    context = get_current_context() if context is None else context
     try:
         return batch_options(
             context["params"], context.get("data_interval_end"), run_type=run_type_name(context.get("dag_run"))
@@ -99,7 +101,7 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         def plan_batch(mappings: list[dict[str, Any]]) -> dict[str, Any]:
             return tasks.plan(config_path, name, mappings, run_options_or_fail())
 
-        @task
+        @task(trigger_rule="none_failed")
         def record_batch(_: Any) -> dict[str, Any]:
             if run_options_or_fail().dry_run:
                 raise AirflowSkipException("dry run")
@@ -136,12 +138,29 @@ def run_emission(what: str, enabled: bool, interval_seconds: int, emit: Any, con
     emit(config_path, name)
 
 
+def skip_unless_records(config_path: str, name: str) -> Callable[[Mapping[str, Any]], None]:
+    """The ``replicate`` task's pre-execute check: a dry run, or a run whose batch plans nothing to copy (no
+    unfinished batch, or one that only sets cursors), is skipped before any Spark session or spark-submit
+    starts.  ``record_batch`` still runs (trigger rule ``none_failed``) and commits such a batch."""
+
+    def check(context: Mapping[str, Any]) -> None:
+        if run_options_or_fail(context).dry_run:
+            raise AirflowSkipException("dry run")
+        planned = tasks.planned_records(config_path, name)
+        if not planned:
+            raise AirflowSkipException("nothing to copy: no Spark session started")
+
+    return check
+
+
 def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -> Any:
     """The Spark copy: in the worker via the ``spark_default`` connection, or spark-submit of ``spark_apps/``.
 
-    Either way the result is the task's output (an XComArg), so that passing it to ``record_batch`` makes
+    Either way it is skipped, before Spark starts, when there is nothing to copy (:func:`skip_unless_records`),
+    and the result is the task's output (an XComArg), so that passing it to ``record_batch`` makes
     ``record_batch`` run after it.
     """
+    skip = skip_unless_records(config_path, flow.name)
     if flow.spark.submit:
         from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -160,13 +179,14 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
             conn_id=flow.spark.conn_id,
             conf=templated_secrets(copy_job_conf(flow.spark.conf)),
             name=f"airmirror {flow.name}",
+            pre_execute=skip,
         ).output
     name = flow.name
 
-    @task.pyspark(task_id="replicate", conn_id=flow.spark.conn_id, config_kwargs=copy_job_conf(flow.spark.conf))
+    @task.pyspark(
+        task_id="replicate", conn_id=flow.spark.conn_id, config_kwargs=copy_job_conf(flow.spark.conf), pre_execute=skip
+    )
     def replicate(spark: Any = None, sc: Any = None) -> dict[str, Any]:
-        if run_options_or_fail().dry_run:
-            raise AirflowSkipException("dry run")
         return tasks.replicate(config_path, name, spark)
 
     return replicate()

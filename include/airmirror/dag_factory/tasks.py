@@ -91,6 +91,14 @@ def describe_bound(options: BatchOptions) -> str:
     return f"bound: the first record stamped at or after {until} (time bound)"
 
 
+def planned_records(config_path: str, flow_name: str) -> int | None:
+    """How many offsets the flow's unfinished batch plans to copy; ``None`` without an unfinished batch.
+    Read-only: the ``replicate`` task asks before it starts Spark."""
+    with masked_open_flow(config_path, flow_name) as (flow, store):
+        batch = unfinished_batch(flow, store)
+    return None if batch is None else sum(r.size for r in batch.ranges)
+
+
 def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
     with held_flow(config_path, flow_name) as (flow, store, _):
