@@ -231,6 +231,25 @@ class HeartbeatLatency:
 
 
 @dataclass(frozen=True)
+class LagSample:
+    """How far one source partition's replication stood at ``sampled_at``: ``lag_records`` (last stable offset
+    minus the next offset to copy), ``record_age_ms`` (age of the oldest record not yet copied; ``None`` when
+    none is waiting) and ``replication_latency_ms`` (the flow's newest latency observed from heartbeats, MM2's
+    ``replication-latency-ms``; ``None`` before the first)."""
+
+    topic: str
+    partition: int
+    sampled_at: datetime
+    lag_records: int
+    record_age_ms: int | None
+    replication_latency_ms: int | None
+
+    @property
+    def key(self) -> PartitionKey:
+        return PartitionKey(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
 class HeartbeatEmission:
     """The newest heartbeat a flow wrote to ``topic`` on its target, with the heartbeat's timestamp."""
 

@@ -7,6 +7,7 @@ in both directions, the latency stored in the metadata DB and shown by ``status`
 
 from __future__ import annotations
 
+import json
 import struct
 import subprocess
 import sys
@@ -100,9 +101,16 @@ def test_replicated_heartbeats_measure_latency_both_ways(isolated, spark, tmp_pa
         assert latency.latency_ms == int(latency.observed_at.timestamp() * 1000) - heartbeat_ms
         assert 0 <= latency.latency_ms < 300_000
 
+        with opened(config, name) as (flow, store):
+            [sample] = [s for s in store.lag_samples(flow.name) if s.topic == "heartbeats"]
+        assert sample.replication_latency_ms == latency.latency_ms and sample.lag_records == 0
+
     shown = airmirror("status", str(config), "--flow", "a->b")
     assert shown.returncode == 0, shown.stderr
     assert "heartbeat b->a: latency" in shown.stdout and "heartbeat emitted to heartbeats" in shown.stdout
+    as_json = airmirror("status", str(config), "--flow", "b->a", "--json")
+    [partition] = json.loads(as_json.stdout)["partitions"]
+    assert partition["replication_latency_ms"] == latency.latency_ms and partition["record_age_ms"] is None
 
 
 def test_cli_heartbeat_honours_emit_heartbeats_enabled(isolated, tmp_path):

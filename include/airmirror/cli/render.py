@@ -88,13 +88,17 @@ def print_status(
         print(to_json({**status.as_dict(), **extras}))
         return
     print(f"flow {status.flow}: total lag {status.total_lag}" + (f", unfinished batch {status.unfinished_batch}" if status.unfinished_batch else ""))
-    header = f"{'partition':<32} {'remote':<32} {'start':>10} {'end':>10} {'cursor':>10} {'lag':>10} {'copied':>10} {'gaps':>5} {'lost':>8}"
+    header = (
+        f"{'partition':<32} {'remote':<32} {'start':>10} {'end':>10} {'cursor':>10} {'lag':>10} {'age s':>8} "
+        f"{'latency s':>9} {'copied':>10} {'gaps':>5} {'lost':>8}"
+    )
     print(header)
     for p in status.partitions:
         cursor = "-" if p.cursor is None else str(p.cursor)
         print(
             f"{p.topic + '-' + str(p.partition):<32} {p.remote_topic:<32} {p.source_start:>10} {p.source_end:>10} "
-            f"{cursor:>10} {p.lag:>10} {p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
+            f"{cursor:>10} {p.lag:>10} {seconds(p.record_age_ms):>8} {seconds(p.replication_latency_ms):>9} "
+            f"{p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
         )
     for p in status.future_timestamped:
         print(describe_future_timestamp(p, status.checked_at_ms))
@@ -118,6 +122,11 @@ def print_status(
         )
     for sync in syncs:
         print(describe_sync(sync))
+
+
+def seconds(milliseconds: int | None) -> str:
+    """A duration in ms as seconds with one decimal, ``-`` when unknown."""
+    return "-" if milliseconds is None else f"{milliseconds / 1000:.1f}"
 
 
 def describe_future_timestamp(partition: PartitionStatus, now_ms: int) -> str:

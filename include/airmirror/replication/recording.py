@@ -8,7 +8,9 @@ logged and never fails the committed batch.
 1. :func:`discard_batch_runs` tombstones the batch's runs records (the DB holds them now);
 2. :func:`commit_source_progress` commits the new cursors to the source as group offsets, so any Kafka lag
    tool shows the flow's lag (the DB stays authoritative);
-3. :func:`record_heartbeat_latency` stores the replication latency of copied heartbeats.
+3. :func:`record_heartbeat_latency` stores the replication latency of copied heartbeats;
+4. :func:`record_lag` stores a lag sample of every partition the batch planned
+   (:mod:`airmirror.replication.lag`), so the figures are kept over time.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.heartbeats.emission import observe_heartbeats
-from airmirror.model import PlannedRange, RangeResult
+from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.replication.lag import sample_lag
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.spark.batch_log import Progress, RunsRecord, read_runs, runs_key, tombstone
 from airmirror.replication.spark.progress import range_progress, unfinished
@@ -103,8 +106,14 @@ def record_heartbeat_latency(flow: FlowConfig, store: MetadataStore, committed: 
     observe_heartbeats(flow, store, committed.planned, committed.results)
 
 
+def record_lag(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
+    """Store a lag sample of every partition of the batch, taken from its new cursor."""
+    positions = {PartitionKey(r.topic, r.partition): r.end for r in committed.results}
+    store.record_lag_samples(flow.name, sample_lag(flow, store, positions))
+
+
 AfterCommit = Callable[[FlowConfig, MetadataStore, CommittedBatch], None]
-AFTER_COMMIT: tuple[AfterCommit, ...] = (discard_batch_runs, commit_source_progress, record_heartbeat_latency)
+AFTER_COMMIT: tuple[AfterCommit, ...] = (discard_batch_runs, commit_source_progress, record_heartbeat_latency, record_lag)
 
 
 def after_commit(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:

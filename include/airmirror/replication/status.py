@@ -13,6 +13,9 @@ partition's ``future_timestamp_ms`` / ``future_timestamp_offset`` name it (None 
 pins every time bound before its timestamp at its offset: backfill runs and runs with an explicit ``until``
 stop there until the wall clock passes it; scheduled and manual runs copy to the last stable offset and are
 not held back.
+
+Lag in seconds (:mod:`airmirror.replication.lag`): ``record_age_ms`` is the age of that same next record (the
+oldest one not yet copied) and ``replication_latency_ms`` the flow's newest latency observed from heartbeats.
 """
 
 from __future__ import annotations
@@ -22,9 +25,8 @@ from dataclasses import asdict, dataclass, field
 
 from airmirror.config import FlowConfig
 from airmirror.kafka.clients import source_admin
-from airmirror.kafka.offsets import next_record_timestamps
 from airmirror.kafka.topics import replicated_topics
-from airmirror.model import PartitionKey
+from airmirror.replication.lag import lag_samples, newest_latency_ms, next_records
 from airmirror.replication.planning import plan_partitions
 from airmirror.store import MetadataStore
 from airmirror.store.incarnations import SourceReset, Stop
@@ -48,6 +50,8 @@ class PartitionStatus:
     future_timestamp_ms: int | None = None
     future_timestamp_offset: int | None = None
     source_reset: str | None = None
+    record_age_ms: int | None = None
+    replication_latency_ms: int | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -85,24 +89,18 @@ class FlowStatus:
         }
 
 
-def future_timestamps(
-    flow: FlowConfig, positions: dict[PartitionKey, int], now_ms: int, tolerance_ms: int
-) -> dict[PartitionKey, tuple[int, int]]:
-    """``(offset, timestamp)`` of each partition's next record when it is stamped more than ``tolerance_ms``
-    after ``now_ms``."""
-    found = next_record_timestamps(flow.source_client("consumer"), positions)
-    return {key: record for key, record in found.items() if record[1] > now_ms + tolerance_ms}
-
-
 def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) -> FlowStatus:
     """Read-only: queries the source cluster and the metadata DB, changes nothing."""
     mappings = replicated_topics(flow, source_admin(flow))
     remote = {m.source_topic: m.remote_topic for m in mappings}
     plans = plan_partitions(flow, store, mappings)
     stats = store.partition_stats(flow.name)
+    positions = {p.key: p.planned.start for p in plans}
+    ends = {p.key: p.offsets.stable_end for p in plans}
+    waiting = next_records(flow, positions, ends)
     now_ms = int(time.time() * 1000)
-    pending = {p.key: p.planned.start for p in plans if p.planned.start < p.offsets.stable_end}
-    future = future_timestamps(flow, pending, now_ms, future_tolerance_ms)
+    lag = {s.key: s for s in lag_samples(positions, ends, waiting, newest_latency_ms(store, flow), now_ms)}
+    future = {key: record for key, record in waiting.items() if record[1] > now_ms + future_tolerance_ms}
     rows = []
     for plan in plans:
         key, o, s = plan.key, plan.offsets, stats.get(plan.key)
@@ -115,7 +113,7 @@ def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: 
                 source_start=o.log_start,
                 source_end=o.stable_end,
                 cursor=plan.cursor,
-                lag=max(0, o.stable_end - plan.planned.start),
+                lag=lag[key].lag_records,
                 gaps=s.gap_count if s is not None else 0,
                 gap_records=s.gap_offsets if s is not None else 0,
                 records_copied=s.records if s is not None else 0,
@@ -123,6 +121,8 @@ def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: 
                 future_timestamp_ms=future_ms,
                 future_timestamp_offset=future_offset,
                 source_reset=plan.source_reset,
+                record_age_ms=lag[key].record_age_ms,
+                replication_latency_ms=lag[key].replication_latency_ms,
             )
         )
     unfinished = store.unfinished_batch(flow.name)

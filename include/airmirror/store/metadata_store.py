@@ -47,12 +47,13 @@ from airmirror.store.engine import (
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
 from airmirror.store.heartbeats import HeartbeatStore
 from airmirror.store.incarnations import CursorState, SourceReset, Stop
+from airmirror.store.lag import LagStore
 from airmirror.store.rows import utcnow
 
 __all__ = ["MIGRATIONS_DIR", "MetadataStore", "StaleCursorError", "alembic_config", "create_store_engine"]
 
 
-class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore):
+class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore):
     """Repository over the metadata store tables (see the module docstring for the contracts)."""
 
     def __repr__(self) -> str:

@@ -242,6 +242,19 @@ gaps = Table(
     Column("detected_at", UTCDateTime(), nullable=False),
 )
 
+lag_samples = Table(
+    "airmirror_lag_samples",
+    metadata,
+    _flow(),
+    _topic(),
+    _partition(),
+    Column("sampled_at", UTCDateTime(), primary_key=True),
+    Column("lag_records", BigInteger, nullable=False),
+    Column("record_age_ms", BigInteger),
+    Column("replication_latency_ms", BigInteger),
+)
+Index("ix_airmirror_lag_samples_flow_sampled_at", lag_samples.c.flow, lag_samples.c.sampled_at)
+
 checkpoints = Table(
     "airmirror_checkpoints",
     metadata,
