@@ -20,7 +20,7 @@ from airmirror.config import load_config
 from airmirror.model import BatchState
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import create_topic, records_of
+from tests.kafka_helpers import create_topic, produce, records_of, sample_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -137,3 +137,25 @@ def test_continuous_run_for_a_duration_ends_by_itself_and_reports_json(clusters,
     report = json.loads(output[output.index("{"):])
     assert report["stopped_by"] == "duration" and report["seconds"] >= 3
     assert report["records"] == 0
+
+
+def test_spark_submit_app_runs_the_same_loop(clusters, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.submitted"
+    create_topic(a, topic, 2)
+    for p in range(2):
+        produce(a, topic, p, sample_records(30, f"p{p}"))
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+    app = Path(__file__).resolve().parents[2] / "spark_apps" / "replicate_batch.py"
+
+    submitted = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", str(app), str(config), "--flow", "a->b",
+         "--continuous", "--for", "5s"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    report = json.loads(submitted.stdout.strip().splitlines()[-1])
+    assert report["stopped_by"] == "duration" and report["records"] == 60
+    for p in range(2):
+        assert records_of(b, f"a.{topic}", p) == records_of(a, topic, p)

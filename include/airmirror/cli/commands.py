@@ -11,7 +11,7 @@ from airmirror.checkpoints.emission import emit_checkpoints
 from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.cli import render
 from airmirror.config import load_config
-from airmirror.config.durations import parse_duration
+from airmirror.config.durations import positive_duration
 from airmirror.errors import InputError
 from airmirror.heartbeats.emission import emit_heartbeat
 from airmirror.replication.continuous import StopOnSignals, replicate_continuously
@@ -60,10 +60,7 @@ def run_duration(args: argparse.Namespace) -> timedelta | None:
         return None
     if not args.continuous:
         raise InputError("--for: only with --continuous")
-    duration = parse_duration(args.for_)
-    if duration is None or duration <= timedelta(0):
-        raise InputError(f"--for: '{args.for_}' is not a positive duration (30s, 5m, 2h, 1d)")
-    return duration
+    return positive_duration(args.for_, "--for")
 
 
 def replicate_continuously_for(args: argparse.Namespace, options: BatchOptions) -> int:

@@ -1,9 +1,12 @@
 """Entry point of the spark-submit application (``spark_apps/replicate_batch.py``).
 
-It runs step 3 of a batch (the copy job) for the flow's unfinished batch, inside whatever Spark session
-spark-submit provides (a remote master included).  Planning and recording stay with the caller (the
+By default it runs step 3 of a batch (the copy job) for the flow's unfinished batch, inside whatever Spark
+session spark-submit provides (a remote master included).  Planning and recording stay with the caller (the
 Airflow tasks), so a retried submit simply resumes the same batch: see
 :mod:`airmirror.replication.spark.partition_writer` for why that is exactly-once.
+
+With ``--continuous [--for DURATION]`` it runs the continuous loop of :mod:`airmirror.replication.continuous`
+(every step of every batch) on that session, as ``airmirror replicate --continuous`` does.
 """
 
 from __future__ import annotations
@@ -12,10 +15,15 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import timedelta
 
 from pyspark.sql import SparkSession
 
+from airmirror.config.durations import positive_duration
 from airmirror.errors import AirmirrorError, ReplicationFailure
+from airmirror.replication.continuous import ContinuousReport, StopOnSignals, replicate_continuously
+from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import run_batch, unfinished_batch
 from airmirror.store import describe_holder
 from airmirror.store.opening import open_flow
@@ -30,16 +38,32 @@ def run_pending_batch(config_path: str, flow_name: str, batch_id: int | None, sp
         return run_batch(flow, batch, spark)
 
 
+def run_continuously(
+    config_path: str, flow_name: str, duration: timedelta | None, spark: SparkSession, holder: str
+) -> ContinuousReport:
+    """Batches back to back on ``spark`` until ``duration`` has passed or a SIGTERM/SIGINT arrives."""
+    with open_flow(config_path, flow_name) as (flow, store), StopOnSignals() as signals:
+        return replicate_continuously(
+            flow, store, BatchOptions(), lambda: spark, stop=signals.event, duration=duration, holder=describe_holder(holder)
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="replicate_batch.py", description="airmirror copy job for spark-submit")
     parser.add_argument("config")
     parser.add_argument("--flow", required=True)
     parser.add_argument("--batch-id", type=int)
     parser.add_argument("--holder", default="spark-submit replicate_batch.py", help="who holds the flow's lease")
+    parser.add_argument("--continuous", action="store_true", help="plan, copy and record batches back to back")
+    parser.add_argument("--for", dest="for_", metavar="DURATION", help="with --continuous: stop after 30s, 5m, 2h, 1d")
     args = parser.parse_args(argv)
     spark = SparkSession.builder.appName(f"airmirror {args.flow}").getOrCreate()
     try:
-        print(json.dumps(run_pending_batch(args.config, args.flow, args.batch_id, spark, args.holder)))
+        if args.continuous:
+            duration = None if args.for_ is None else positive_duration(args.for_, "--for")
+            print(json.dumps(asdict(run_continuously(args.config, args.flow, duration, spark, args.holder))))
+        else:
+            print(json.dumps(run_pending_batch(args.config, args.flow, args.batch_id, spark, args.holder)))
         return 0
     except AirmirrorError as error:
         print(f"airmirror: error: {error}", file=sys.stderr)
