@@ -21,14 +21,19 @@ What it does (every number in one run, on one machine: only the ratios between c
 4. Extra airmirror measurements: live latency (1,000 new records produced, then ``airmirror replicate``
    started at once: time from the first produce to all of them visible to read_committed consumers on the
    target) and growth of wall time with the record count (x1, x4) and partition count (P, 4P).
-5. Big partition (issue 9): one source partition of ``--big-partition-records`` N x 100-byte records (default
+5. Live case (issue 11, ``live.py``): airmirror ``replicate --continuous`` and MM2 tuned, each running while a
+   producer writes ``--live-rate`` records a second (default 5,000 x ``--record-size`` over ``--partitions``) for
+   ``--live-seconds`` (default 60); an independent read_committed consumer on the target notes, per record,
+   visible time minus produce time.  Reported as ``live_lag_ms`` (p50, p99, max, mean) and the CPU seconds of
+   each copier's process tree during the case.
+6. Big partition (issue 9): one source partition of ``--big-partition-records`` N x 100-byte records (default
    10,000,000, stamped with their produce time) and, first, the same at N/10, each copied by one fresh
    ``airmirror replicate`` with the target producer's ``transaction.timeout.ms`` at 15,000 (so chunk
    transactions of at most 5 s) and verified like the other copies.  Reported: wall time, records/s, MB/s, the
    peak RSS of the whole process tree of each run (CLI, Spark JVM, Python workers, also per role) and
    ``peak_rss_ratio_big_vs_small``, which issue 9 requires to stay within 1.2 (a chunked copy must not grow
    with the range).  A copy's memory over time (``rss_timeline``, one row a second) is in the JSON.
-6. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
+7. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
 
 Numbers per copier:
 - ``wall_s``: process start to every record visible on the target (last stable offsets polled every 0.1 s)
@@ -55,7 +60,8 @@ Usage (defaults: 500,000 x 1 KiB x 6 partitions, then the big partition; the who
 
 Flags: ``--records N``, ``--record-size S``, ``--partitions P``, ``--copiers LIST`` (any of raw_pipe,
 mm2_default, mm2_tuned, airmirror), ``--spark-master`` (airmirror's default ``local[*]`` otherwise),
-``--skip-latency``, ``--skip-scaling``, ``--big-partition-records N`` (the small run is N/10),
+``--skip-latency``, ``--skip-scaling``, ``--live-rate R``, ``--live-seconds S``, ``--skip-live``,
+``--big-partition-records N`` (the small run is N/10),
 ``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
 ``--timeout``, ``--results-dir``, ``--keep`` (keep brokers' data and logs).
 
@@ -92,6 +98,7 @@ from copiers import (
     write_mm2_files,
 )
 from kafka_io import TargetWatch, create_topic, end_offsets, load_topic, topic_digest, warm_up_cluster
+from live import run_live
 
 from airmirror.devtools.local_kafka import KAFKA_VERSION, free_port, start_broker, stop_broker
 
@@ -354,6 +361,35 @@ def run_latency(
     }
 
 
+def run_live_case(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
+    """airmirror ``replicate --continuous`` and MM2 tuned under the same steady load (``live.py``)."""
+    load = {"partitions": args.partitions, "rate": args.live_rate, "size": args.record_size, "seconds": args.live_seconds}
+    air_config = workdir / "live-air.properties"
+    air_config.write_text(
+        airmirror_properties("liveair", "liveairt", clusters.source, clusters.target, "live-air", workdir / "live-air.db", args.spark_master)
+    )
+    mm2_config, mm2_log = write_mm2_files(
+        workdir, "live-mm2", mm2_properties("livemm", "livemmt", clusters.source, clusters.target, "live-mm2", tuned=True)
+    )
+    cases = {
+        "airmirror": (
+            [str(Path(sys.executable).parent / "airmirror"), "-v", "replicate", str(air_config), "--flow", "liveair->liveairt", "--continuous"],
+            "live-air",
+            "liveair.live-air",
+        ),
+        "mm2_tuned": (mm2_command(mm2_config, mm2_log, "livemmt"), "live-mm2", "livemm.live-mm2"),
+    }
+    results = {}
+    for name, (command, topic, remote) in cases.items():
+        time.sleep(SETTLE_S)
+        log(f"live {name} ...")
+        live_dir = workdir / f"live-{name}"
+        live_dir.mkdir()
+        results[name] = run_live(name, command, clusters.source, clusters.target, topic, remote, workdir=live_dir, **load)
+        log(f"live {name}: {results[name]}")
+    return results
+
+
 def run_scaling(clusters: Clusters, base: dict, args: argparse.Namespace, workdir: Path) -> dict:
     """airmirror wall time at x4 records and x4 partitions, against the main run (x1, P partitions)."""
     out = {
@@ -489,6 +525,19 @@ def table(document: dict) -> str:
             f"{latency['produce_to_visible_s']:.1f} s produce to visible "
             f"(replicate run {latency['replicate_wall_s']:.1f} s, copy job {latency['copy_job_s']:.1f} s)",
         ]
+    live = document.get("live_lag_ms")
+    if live:
+        first = next(iter(live.values()))
+        lines += [
+            "",
+            f"live: {first['rate']:,} records/s x {params['record_size']} B over {params['partitions']} partitions "
+            f"for {first['seconds']:.0f} s",
+            "",
+            "| live copier | lag p50 ms | lag p99 ms | lag max ms | CPU s |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for name, figures in live.items():
+            lines.append(f"| {name} | {figures['p50']:,} | {figures['p99']:,} | {figures['max']:,} | {figures['cpu_s']:.1f} |")
     scaling = document.get("scaling")
     if scaling:
         base = scaling["base"]
@@ -542,6 +591,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--spark-master", help="airmirror.spark.master for the airmirror runs")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument("--live-rate", type=int, default=5_000, help="records/s of the live case's producer")
+    parser.add_argument("--live-seconds", type=float, default=60.0, help="how long the live case produces")
+    parser.add_argument("--skip-live", action="store_true", help="no live case (airmirror --continuous vs MM2 tuned)")
     parser.add_argument(
         "--big-partition-records",
         type=int,
@@ -566,6 +618,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if args.skip_big_partition:
             parser.error("--big-partition-only and --skip-big-partition exclude each other")
         args.copiers = []
+        args.skip_live = True
     if not args.skip_big_partition and args.big_partition_records < 10:
         parser.error("--big-partition-records must be at least 10 (the small run has a tenth)")
     if "airmirror" not in args.copiers:
@@ -595,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
             "spark_master": args.spark_master or "local[*] (airmirror default)",
             "copiers": args.copiers,
             "big_partition_records": None if args.skip_big_partition else args.big_partition_records,
+            "live": None if args.skip_live else {"rate": args.live_rate, "seconds": args.live_seconds},
         },
         "copiers": {},
     }
@@ -634,6 +688,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(SETTLE_S)
             document["latency"] = run_latency(clusters, source, flow, args.record_size, workdir, args.timeout)
             log(f"latency: {document['latency']}")
+        if not args.skip_live:
+            document["live_lag_ms"] = run_live_case(clusters, args, workdir)
         if not args.skip_scaling:
             document["scaling"] = run_scaling(clusters, document["copiers"]["airmirror"], args, workdir)
         if not args.skip_big_partition:

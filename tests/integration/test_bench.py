@@ -36,7 +36,8 @@ BIG_FIGURES = {
 def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--records", "3000", "--record-size", "512",
-         "--partitions", "3", "--big-partition-records", "20000", "--results-dir", str(tmp_path)],
+         "--partitions", "3", "--big-partition-records", "20000", "--live-rate", "300", "--live-seconds", "3",
+         "--results-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -52,6 +53,12 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     assert document["latency"]["records"] == 1000
     assert document["scaling"]["records_x4"]["records"] == 12000
     assert document["scaling"]["partitions_x4"]["partitions"] == 12
+    live = document["live_lag_ms"]
+    assert set(live) == {"airmirror", "mm2_tuned"}
+    for name, figures in live.items():
+        assert figures["records"] >= 900 and 0 <= figures["p50"] <= figures["p99"] <= figures["max"], (name, figures)
+        assert figures["cpu_s"] > 0, (name, figures)
+    assert "| live copier |" in completed.stdout
     big = document["big_partition"]
     assert (big["records"], big["small_records"], big["partitions"]) == (20000, 2000, 1)
     assert big["transaction_timeout_ms"] == 15000

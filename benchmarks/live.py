@@ -1,0 +1,180 @@
+"""The live case of the bench: replication lag under a steady load, per copier, on the same brokers.
+
+A copier runs continuously (MM2 as always, airmirror as ``replicate --continuous``).  Once it has created the
+remote topic, a producer writes ``rate`` records a second of ``size``-byte values, round-robin over the
+partitions, for ``seconds`` seconds, each stamped with its produce time (CreateTime, which both copiers keep).
+An independent read_committed consumer on the target notes, for every record, when it became visible there
+minus its produce time: the record's replication lag.  The case reports the lag's p50, p99 and max, and the
+CPU seconds the copier's whole process tree used from the first produce to the last record visible.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from copiers import stop_process_group
+from kafka_io import create_topic
+
+READY_TIMEOUT_S = 180.0
+DRAIN_TIMEOUT_S = 180.0
+
+
+def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, size: int, seconds: float) -> int:
+    """Produce ``rate`` records/s for ``seconds`` s in 10 ms slices; returns how many were produced."""
+    block = os.urandom(size + 4096)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    sent, started = 0, time.monotonic()
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate) + 1
+        now_ms = int(time.time() * 1000)
+        while sent < due:
+            producer.produce(topic, block[sent % 4096 : sent % 4096 + size], str(sent).encode(), partition=sent % partitions, timestamp=now_ms)
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.01)
+    if producer.flush(120) != 0:
+        raise RuntimeError("the live producer could not deliver every record")
+    return sent
+
+
+@dataclass
+class VisibilityWatch:
+    """Reads the target topic from its start, read_committed, and keeps each record's visible-minus-produced ms."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    lags_ms: list[int] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> VisibilityWatch:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "bench-live-watch",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        try:
+            while not self._stop.is_set():
+                for message in consumer.consume(1000, 0.05):
+                    if message.error() is None:
+                        self.lags_ms.append(int(time.time() * 1000) - message.timestamp()[1])
+                    elif message.error().code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(message.error())
+        finally:
+            consumer.close()
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while len(self.lags_ms) < count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return len(self.lags_ms) >= count
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class TreeCpu:
+    """CPU seconds (user + system) a process tree uses from its creation here to :meth:`stop`, sampled every
+    ``interval`` s so that a process ending in between counts with its last sample."""
+
+    def __init__(self, pid: int, interval: float = 0.5) -> None:
+        self.root = psutil.Process(pid)
+        self._start = self._sample()
+        self._last = dict(self._start)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> dict[int, float]:
+        found = {}
+        for process in [self.root, *self.root.children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+                found[process.pid] = times.user + times.system
+            except psutil.Error:
+                pass
+        return found
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            self._last.update(self._sample())
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        self._last.update(self._sample())
+        return sum(used - self._start.get(pid, 0.0) for pid, used in self._last.items())
+
+
+def percentile(values: list[int], fraction: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def run_live(
+    name: str,
+    command: list[str],
+    clusters_source: str,
+    clusters_target: str,
+    topic: str,
+    remote_topic: str,
+    *,
+    partitions: int,
+    rate: int,
+    size: int,
+    seconds: float,
+    workdir: Path,
+) -> dict:
+    """One copier's live case (see the module docstring); raises ``RuntimeError`` when records go missing."""
+    create_topic(clusters_source, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": clusters_target})
+    with open(workdir / f"{name}.stdout", "wb") as out, open(workdir / f"{name}.stderr", "wb") as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, start_new_session=True)
+        try:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while remote_topic not in admin.list_topics(timeout=10).topics:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} never created {remote_topic} (exit {process.returncode})")
+                time.sleep(0.2)
+            time.sleep(2)
+            watch = VisibilityWatch(clusters_target, remote_topic, partitions).start()
+            cpu = TreeCpu(process.pid)
+            produced = produce_steadily(clusters_source, topic, partitions, rate, size, seconds)
+            complete = watch.wait_for(produced, DRAIN_TIMEOUT_S)
+            cpu_s = cpu.stop()
+            watch.stop()
+        finally:
+            stop_process_group(process)
+    if not complete or len(watch.lags_ms) != produced:
+        raise RuntimeError(f"{name}: {len(watch.lags_ms)} of {produced} records visible on the target")
+    lags = watch.lags_ms
+    return {
+        "records": produced,
+        "rate": rate,
+        "seconds": seconds,
+        "p50": percentile(lags, 0.50),
+        "p99": percentile(lags, 0.99),
+        "max": max(lags),
+        "mean": round(statistics.fmean(lags)),
+        "cpu_s": round(cpu_s, 1),
+    }
