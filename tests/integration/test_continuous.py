@@ -21,6 +21,7 @@ from airmirror.model import BatchState
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -60,14 +61,6 @@ def start_continuous(config: Path, *extra: str) -> subprocess.Popen:
         text=True,
         start_new_session=True,
     )
-
-
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def last_committed(store: MetadataStore, flow: str) -> int:

@@ -16,7 +16,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, recent_ms, records_of
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -59,14 +59,6 @@ def start_cli(config: Path) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-
-
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def uncommitted_end(bootstrap: str, topic: str, partition: int) -> int:
