@@ -21,8 +21,8 @@ What it does (every number in one run, on one machine: only the ratios between c
 4. Extra airmirror measurements: live latency (1,000 new records produced, then ``airmirror replicate``
    started at once: time from the first produce to all of them visible to read_committed consumers on the
    target) and growth of wall time with the record count (x1, x4) and partition count (P, 4P).
-5. Live case (issue 11, ``live.py``): airmirror ``replicate --continuous`` and MM2 tuned, each running while a
-   producer writes ``--live-rate`` records a second (default 5,000 x ``--record-size`` over ``--partitions``) for
+5. Live case (issue 11, ``live.py``): airmirror ``replicate --continuous`` and MM2 tuned, each running (and past a
+   first warm-up record) while a producer writes ``--live-rate`` records a second (default 5,000 x ``--record-size`` over ``--partitions``) for
    ``--live-seconds`` (default 60); an independent read_committed consumer on the target notes, per record,
    visible time minus produce time.  Reported as ``live_lag_ms`` (p50, p99, max, mean) and the CPU seconds of
    each copier's process tree during the case.

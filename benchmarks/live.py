@@ -1,8 +1,9 @@
 """The live case of the bench: replication lag under a steady load, per copier, on the same brokers.
 
-A copier runs continuously (MM2 as always, airmirror as ``replicate --continuous``).  Once it has created the
-remote topic, a producer writes ``rate`` records a second of ``size``-byte values, round-robin over the
-partitions, for ``seconds`` seconds, each stamped with its produce time (CreateTime, which both copiers keep).
+A copier runs continuously (MM2 as always, airmirror as ``replicate --continuous``).  Once it has copied a
+first warm-up record (its start-up is not lag), a producer writes ``rate`` records a second of ``size``-byte
+values, round-robin over the partitions, for ``seconds`` seconds, each stamped with its produce time
+(CreateTime, which both copiers keep).
 An independent read_committed consumer on the target notes, for every record, when it became visible there
 minus its produce time: the record's replication lag.  The case reports the lag's p50, p99 and max, and the
 CPU seconds the copier's whole process tree used from the first produce to the last record visible.
@@ -29,12 +30,12 @@ DRAIN_TIMEOUT_S = 180.0
 
 
 def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, size: int, seconds: float) -> int:
-    """Produce ``rate`` records/s for ``seconds`` s in 10 ms slices; returns how many were produced."""
+    """Produce ``rate * seconds`` records at ``rate`` records/s, in 10 ms slices; returns how many were produced."""
     block = os.urandom(size + 4096)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    sent, started = 0, time.monotonic()
-    while (elapsed := time.monotonic() - started) < seconds:
-        due = int(elapsed * rate) + 1
+    total, sent, started = int(rate * seconds), 0, time.monotonic()
+    while sent < total:
+        due = min(total, int((time.monotonic() - started) * rate) + 1)
         now_ms = int(time.time() * 1000)
         while sent < due:
             producer.produce(topic, block[sent % 4096 : sent % 4096 + size], str(sent).encode(), partition=sent % partitions, timestamp=now_ms)
@@ -156,18 +157,20 @@ def run_live(
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{name} never created {remote_topic} (exit {process.returncode})")
                 time.sleep(0.2)
-            time.sleep(2)
             watch = VisibilityWatch(clusters_target, remote_topic, partitions).start()
+            produce_steadily(clusters_source, topic, partitions, 1, size, 1)
+            if not watch.wait_for(1, READY_TIMEOUT_S):
+                raise RuntimeError(f"{name} did not copy the warm-up record")
             cpu = TreeCpu(process.pid)
             produced = produce_steadily(clusters_source, topic, partitions, rate, size, seconds)
-            complete = watch.wait_for(produced, DRAIN_TIMEOUT_S)
+            complete = watch.wait_for(1 + produced, DRAIN_TIMEOUT_S)
             cpu_s = cpu.stop()
             watch.stop()
         finally:
             stop_process_group(process)
-    if not complete or len(watch.lags_ms) != produced:
-        raise RuntimeError(f"{name}: {len(watch.lags_ms)} of {produced} records visible on the target")
-    lags = watch.lags_ms
+    lags = watch.lags_ms[1:]
+    if not complete or len(lags) != produced:
+        raise RuntimeError(f"{name}: {len(lags)} of {produced} records visible on the target")
     return {
         "records": produced,
         "rate": rate,
