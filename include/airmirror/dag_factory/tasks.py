@@ -77,7 +77,7 @@ def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], optio
         planned = plan_batch(flow, store, [TopicMapping(**m) for m in mappings], options)
     for r in planned.ranges:
         log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
-    records = sum(r.size for r in planned.ranges)
+    records = planned.offsets
     label = "dry run, nothing stored" if options.dry_run else f"batch {planned.batch_id}"
     log.info("%s: %d partitions, up to %d records%s", label, len(planned.ranges), records, " (resumed)" if planned.resumed else "")
     return {"batch_id": planned.batch_id, "partitions": len(planned.ranges), "offsets": records, "resumed": planned.resumed}
@@ -96,7 +96,7 @@ def planned_records(config_path: str, flow_name: str) -> int | None:
     Read-only: the ``replicate`` task asks before it starts Spark."""
     with masked_open_flow(config_path, flow_name) as (flow, store):
         batch = unfinished_batch(flow, store)
-    return None if batch is None else sum(r.size for r in batch.ranges)
+    return None if batch is None else batch.offsets
 
 
 def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:

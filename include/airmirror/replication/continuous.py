@@ -37,7 +37,7 @@ from airmirror.errors import InputError
 from airmirror.kafka.topics import TopicMapping
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import BatchSummary, plan_batch, record_batch, run_batch, sync_flow_topics
+from airmirror.replication.pipeline import BatchSummary, copy_and_record, plan_batch, sync_flow_topics
 from airmirror.store import MetadataStore, describe_holder
 
 log = logging.getLogger(__name__)
@@ -123,9 +123,7 @@ def replicate_continuously(
             if planned.batch_id is None:
                 stop.wait(IDLE_WAIT_S)
                 continue
-            if any(r.size > 0 for r in planned.ranges):
-                run_batch(flow, planned, spark_factory())
-            summary = record_batch(flow, store, planned, lease)
+            summary = copy_and_record(flow, store, planned, spark_factory, lease)
             report.batches += 1
             report.records += summary.records
             report.bytes += summary.bytes

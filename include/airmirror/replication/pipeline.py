@@ -59,6 +59,11 @@ class PlannedBatch:
     ranges: list[PlannedRange]
     resumed: bool = False
 
+    @property
+    def offsets(self) -> int:
+        """Source offsets the batch plans to copy (0: it only sets cursors or records gaps)."""
+        return sum(r.size for r in self.ranges)
+
 
 @dataclass
 class BatchSummary:
@@ -149,6 +154,16 @@ def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, 
     return BatchSummary(planned.batch_id, committed.results)
 
 
+def copy_and_record(
+    flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spark_factory: Any, lease: FlowLease | None
+) -> BatchSummary:
+    """Steps 3 and 4 of a stored batch in one process: the Spark job only when the batch plans offsets to copy
+    (``spark_factory()`` is not called otherwise), then the commit."""
+    if planned.offsets:
+        run_batch(flow, planned, spark_factory())
+    return record_batch(flow, store, planned, lease)
+
+
 @dataclass
 class ReplicateReport:
     """What one ``airmirror replicate`` did."""
@@ -172,11 +187,7 @@ def replicate_once(
     with holding as lease:
         topics = sync_flow_topics(flow, store, options)
         planned = plan_batch(flow, store, topics.mappings, options)
-        summary = None
-        if planned.batch_id is not None:
-            if any(r.size > 0 for r in planned.ranges):
-                run_batch(flow, planned, spark_factory())
-            summary = record_batch(flow, store, planned, lease)
+        summary = None if planned.batch_id is None else copy_and_record(flow, store, planned, spark_factory, lease)
     if not options.dry_run:
         raise_for_stops(flow, store)
     return ReplicateReport(topics, planned, summary, time.monotonic() - started)

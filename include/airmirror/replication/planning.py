@@ -8,7 +8,7 @@ per partition.  The same reading serves ``status``, so status shows where the ne
 - :func:`plan_ranges` keeps the ranges that need work, refuses a ``start_from`` that moves existing cursors
   without ``reset_cursor`` (:class:`~airmirror.errors.InputError`) and applies ``airmirror.source.reset.policy``.
 - :func:`refuse_moving_cursors` is that ``start_from`` check alone, for step 1 to run before anything changes;
-  it reads the partitions that have a cursor and only the offsets ``start_from`` needs.
+  it reads only the partitions that have a cursor, through the same ``requested_start`` rule.
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from confluent_kafka.admin import OffsetSpec
-
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError
 from airmirror.kafka.clients import source_admin
-from airmirror.kafka.offsets import list_offsets, offsets_for_time, partition_offsets
+from airmirror.kafka.offsets import partition_offsets
 from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.model import PartitionKey, PartitionOffsets, PlannedRange
 from airmirror.replication.incarnations import diverged_cursors, refuse_source_resets
@@ -62,7 +60,7 @@ def plan_partitions(
     flow: FlowConfig, store: MetadataStore, mappings: Sequence[TopicMapping], options: BatchOptions | None = None
 ) -> list[PartitionPlan]:
     """Every partition of ``mappings`` planned per ``options`` (none: from the stored cursors, to the last
-    stable offset, uncapped).  Read-only."""
+    stable offset, capped only by the flow's ``airmirror.batch.max.records.per.partition``).  Read-only."""
     options = options or BatchOptions()
     remote = {m.source_topic: m.remote_topic for m in mappings}
     keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
@@ -113,12 +111,8 @@ def refuse_moving_cursors(flow: FlowConfig, store: MetadataStore, mappings: Sequ
     keys = [key for m in mappings for p in range(m.partitions) if (key := PartitionKey(m.source_topic, p)) in cursors]
     if not keys:
         return
-    admin = source_admin(flow)
-    if options.start_from == "earliest":
-        starts = list_offsets(admin, keys, OffsetSpec.earliest())
-    else:
-        ends = list_offsets(admin, keys, OffsetSpec.latest())
-        starts = ends if options.start_from == "latest" else offsets_for_time(admin, keys, options.start_ms, ends)
+    offsets = partition_offsets(source_admin(flow), keys, start_ms=options.start_ms)
+    starts = {key: requested_start(options.start_from, offsets[key]) for key in keys}
     moves = {key: (moved, starts[key]) for key in keys if (moved := moved_from(cursors[key].next_offset, starts[key])) is not None}
     refuse_moves(options, moves)
 
