@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,6 +35,8 @@ _KILL_WAIT_S = 15
 _QUIET_CLIENT_LOG = logging.getLogger("airmirror.devtools.local_kafka.probe")
 _QUIET_CLIENT_LOG.addHandler(logging.NullHandler())
 _QUIET_CLIENT_LOG.propagate = False
+_FIRST_PICKED_PORT = 10000
+_DEFAULT_EPHEMERAL_START = 32768
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
@@ -64,13 +67,27 @@ class NodeDir:
 
 
 def free_port(avoid: Collection[int] = ()) -> int:
-    """A port on 127.0.0.1 that nothing listens on now (and not one of ``avoid``), picked by the kernel."""
+    """A port on 127.0.0.1 that nothing listens on now (and not one of ``avoid``), below the ephemeral range.
+
+    The kernel gives outgoing connections a source port from the ephemeral range
+    (``/proc/sys/net/ipv4/ip_local_port_range``); a listening port picked from that range can be taken by any
+    client connection between the pick and the JVM's bind.  Ports below it are never handed out that way, so
+    only another listener can race for the port picked here.
+    """
+    low = _ephemeral_range_start()
     while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((HOST, 0))
-            port = probe.getsockname()[1]
-        if port not in avoid:
+        port = random.randrange(_FIRST_PICKED_PORT, low)
+        if port not in avoid and port_is_free(port):
             return port
+
+
+def _ephemeral_range_start() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default 32768 where the file is unreadable)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _DEFAULT_EPHEMERAL_START
+    return low if low > _FIRST_PICKED_PORT + 1000 else _DEFAULT_EPHEMERAL_START
 
 
 def port_is_free(port: int) -> bool:
