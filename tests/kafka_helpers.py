@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -96,3 +97,32 @@ def sample_records(n: int, prefix: str = "r", base_ts: int | None = None) -> lis
             headers = (("h", b"\x00\x01" + str(i).encode()), ("h", None), ("trace", f"t{i}".encode()))
         out.append(Record(key, value, headers, base_ts + i * 10))
     return out
+
+
+class SteadyProducer(threading.Thread):
+    """Writes keyed, numbered records round-robin over ``partitions`` at a steady pace until stopped:
+    ``burst`` records, then a ``pause`` of that many seconds."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, *, burst: int = 60, pause: float = 0.02) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.partitions = partitions
+        self.burst = burst
+        self.pause = pause
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        self.halt = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            for _ in range(self.burst):
+                partition = self.sent % self.partitions
+                self.producer.produce(self.topic, f"value-{self.sent}".encode() * 20, f"key-{self.sent}".encode(), partition=partition)
+                self.sent += 1
+            self.producer.poll(0)
+            time.sleep(self.pause)
+        assert self.producer.flush(60) == 0
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(timeout=120)

@@ -9,48 +9,20 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from airmirror.config import load_config
 from airmirror.model import BatchState
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import create_topic, produce, records_of, sample_records
+from tests.kafka_helpers import SteadyProducer, create_topic, produce, records_of, sample_records
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PARTITIONS = 3
-
-
-class SteadyProducer(threading.Thread):
-    """Writes keyed, numbered records round-robin over the partitions at a steady pace until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.topic = topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-        self.halt = threading.Event()
-        self.sent = 0
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            for _ in range(60):
-                partition = self.sent % PARTITIONS
-                self.producer.produce(self.topic, f"value-{self.sent}".encode() * 20, f"key-{self.sent}".encode(), partition=partition)
-                self.sent += 1
-            self.producer.poll(0)
-            time.sleep(0.02)
-        assert self.producer.flush(60) == 0
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(timeout=120)
 
 
 def start_continuous(config: Path, *extra: str) -> subprocess.Popen:
@@ -79,7 +51,7 @@ def test_continuous_run_survives_kill_9_mid_batch_and_stops_on_sigterm(clusters,
     )
     flow = load_config(config).flow("a->b")
     store = MetadataStore.open(flow.metadata_db_url)
-    producer = SteadyProducer(a, topic)
+    producer = SteadyProducer(a, topic, PARTITIONS)
     producer.start()
     try:
         first = start_continuous(config)

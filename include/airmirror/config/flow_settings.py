@@ -84,8 +84,11 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class DagSettings:
-    """The flow's Airflow DAG: ``airmirror.schedule`` (a duration or a cron expression, default ``1m``) and
-    ``airmirror.task.retries`` (default 3)."""
+    """The flow's Airflow DAG: ``airmirror.schedule`` (a duration or a cron expression, default ``1m``),
+    ``airmirror.task.retries`` (default 3) and ``airmirror.live`` (default false: each run copies one batch;
+    true: each run replicates continuously for the length of its data interval, see
+    :mod:`airmirror.dag_factory.live`)."""
 
     schedule: str
     task_retries: int
+    live: bool

@@ -505,6 +505,7 @@ class FlowConfig:
         self.dag = DagSettings(
             schedule=self.get("airmirror.schedule") or "1m",
             task_retries=self._int("airmirror.task.retries", 3),
+            live=self._bool("airmirror.live", False),
         )
         self.metadata_db_url: str = self.get("airmirror.metadata.db.url") or f"sqlite:///{config.home}/metadata.db"
         self.config_path: Path = config.path

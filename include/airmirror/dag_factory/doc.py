@@ -27,6 +27,7 @@ EFFECTIVE: dict[str, Callable[[FlowConfig], object]] = {
     "emit.checkpoints.interval.seconds": lambda f: f.checkpoints.interval_seconds,
     "sync.group.offsets.enabled": lambda f: f.checkpoints.sync_group_offsets_enabled,
     "airmirror.schedule": lambda f: f.dag.schedule,
+    "airmirror.live": lambda f: f.dag.live,
     "airmirror.spark.master": lambda f: f.spark.master,
     "airmirror.spark.submit": lambda f: f.spark.submit,
     "airmirror.batch.max.records.per.partition": lambda f: f.copy.max_records_per_partition or "no cap",
@@ -42,6 +43,12 @@ def flow_doc(flow: FlowConfig) -> str:
         f"Replicates cluster `{flow.source}` to cluster `{flow.target}` from `{flow.config_path}`.",
         "Tasks: `sync_topics` -> `plan_batch` -> `replicate` (Spark) -> `record_batch`; "
         "`emit_heartbeats` and `emit_checkpoints` run whatever replication does.",
+        *(
+            ["Live: each run's `replicate` copies batches back to back for the length of its data interval, while "
+             "`emit_heartbeats` and `emit_checkpoints` emit at their intervals beside it."]
+            if flow.dag.live
+            else []
+        ),
         "",
         "| setting | value |",
         "|---|---|",

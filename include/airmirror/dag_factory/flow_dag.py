@@ -16,6 +16,9 @@ Task graph of ``airmirror__{source}__{target}``::
     sync_topics -> plan_batch -> replicate -> record_batch -> emit_checkpoints (runs whatever happened)
     emit_heartbeats (independent)
 
+With ``airmirror.live = true`` ``emit_checkpoints`` is independent too, and a live run's ``replicate`` and
+emission tasks work for the length of the data interval (:mod:`airmirror.dag_factory.live`).
+
 Time bound: scheduled, asset-triggered and manual runs copy up to the last stable offset; only backfill runs
 (up to their data interval end) and runs with an explicit ``until`` param bound the batch by record time, so a
 record stamped in the future never holds back the records after it beyond one schedule interval.
@@ -39,6 +42,7 @@ from airmirror.config.secrets import is_secret_key
 from airmirror.dag_factory import tasks
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.dag_factory.emission import is_due
+from airmirror.dag_factory.live import emit_repeatedly, live_seconds
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.params import batch_options, flow_params, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
@@ -51,6 +55,16 @@ log = logging.getLogger(__name__)
 
 CONFIG_ENV = "AIRMIRROR_CONFIG"
 SPARK_CONF_MACRO = "airmirror_spark_conf"
+LIVE_SECONDS_MACRO = "airmirror_live_seconds"
+LIVE_SUBMIT_ARGS = [
+    "--live-seconds",
+    f"{{{{ {LIVE_SECONDS_MACRO}(params=params, dag_run=dag_run, data_interval_start=data_interval_start, "
+    "data_interval_end=data_interval_end) }}",
+    "--topics",
+    "{{ params.topics }}",
+    "--max-records",
+    "{{ params.max_records_per_partition or '' }}",
+]
 START_DATE = datetime(2020, 1, 1, tzinfo=timezone.utc)
 DEFAULT_ARGS: dict[str, Any] = {
     "retry_delay": timedelta(seconds=10),
@@ -90,7 +104,10 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         doc_md=flow_doc(flow),
         params=flow_params(),
         default_args={**DEFAULT_ARGS, "retries": flow.dag.task_retries},
-        user_defined_macros={SPARK_CONF_MACRO: copy_job_conf(flow.spark.conf)},
+        user_defined_macros={
+            SPARK_CONF_MACRO: copy_job_conf(flow.spark.conf),
+            LIVE_SECONDS_MACRO: lambda **context: live_seconds(flow.dag.live, context) or 0,
+        },
     )
     def flow_dag() -> None:
         @task
@@ -112,40 +129,54 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
 
         @task
         def emit_heartbeats() -> None:
-            run_emission("heartbeats", flow.heartbeats.enabled, flow.heartbeats.interval_seconds, tasks.heartbeats, config_path, name)
+            run_emission("heartbeats", flow.heartbeats.interval_seconds, flow.heartbeats.enabled, flow.dag.live, tasks.heartbeats, config_path, name)
 
         @task(trigger_rule="all_done")
-        def emit_checkpoints(_: Any) -> None:
-            run_emission("checkpoints", flow.checkpoints.enabled, flow.checkpoints.interval_seconds, tasks.checkpoints, config_path, name)
+        def emit_checkpoints(_: Any = None) -> None:
+            run_emission("checkpoints", flow.checkpoints.interval_seconds, flow.checkpoints.enabled, flow.dag.live, tasks.checkpoints, config_path, name)
 
         planned = plan_batch(sync_topics())
         copied = replicate_task(config_path, flow, spark_app)
         planned >> copied
         recorded = record_batch(copied)
-        emit_checkpoints(recorded)
+        if flow.dag.live:
+            emit_checkpoints()
+        else:
+            emit_checkpoints(recorded)
         emit_heartbeats()
 
     return flow_dag()
 
 
-def run_emission(what: str, enabled: bool, interval_seconds: int, emit: Any, config_path: str, name: str) -> None:
-    """Emit heartbeats or checkpoints if the flow enables them and this run's interval is due."""
+def run_emission(
+    what: str, interval_seconds: int, enabled: bool, live: bool, emit: Callable[[str, str], Any], config_path: str, name: str
+) -> None:
+    """Emit heartbeats or checkpoints if the flow enables them: in a live run every ``interval_seconds`` for its
+    window (:mod:`airmirror.dag_factory.live`), otherwise once if this run's interval is due."""
     if not enabled:
         raise AirflowSkipException(f"emit.{what}.enabled is false")
     context = get_current_context()
+    window = live_seconds(live, context)
+    if window is not None:
+        emitted = emit_repeatedly(lambda: emit(config_path, name), interval_seconds, window)
+        log.info("live run: %d %s emissions in %.0f s", emitted, what, window)
+        return
     if not is_due(interval_seconds, context.get("data_interval_start"), context.get("data_interval_end")):
         raise AirflowSkipException(f"not due: emit.{what}.interval.seconds={interval_seconds}")
     emit(config_path, name)
 
 
-def skip_unless_records(config_path: str, name: str) -> Callable[[Mapping[str, Any]], None]:
-    """The ``replicate`` task's pre-execute check: a dry run, or a run whose batch plans nothing to copy (no
-    unfinished batch, or one that only sets cursors), is skipped before any Spark session or spark-submit
-    starts.  ``record_batch`` still runs (trigger rule ``none_failed``) and commits such a batch."""
+def skip_unless_records(config_path: str, name: str, live: bool) -> Callable[[Mapping[str, Any]], None]:
+    """The ``replicate`` task's pre-execute check: a dry run, or a run that is not live and whose batch plans
+    nothing to copy (no unfinished batch, or one that only sets cursors), is skipped before any Spark session
+    or spark-submit starts.  ``record_batch`` still runs (trigger rule ``none_failed``) and commits such a
+    batch.  A live run always replicates: records may arrive during its window."""
 
     def check(context: Mapping[str, Any]) -> None:
         if run_options_or_fail(context).dry_run:
             raise AirflowSkipException("dry run")
+        if live_seconds(live, context) is not None:
+            return
         planned = tasks.planned_records(config_path, name)
         if not planned:
             raise AirflowSkipException("nothing to copy: no Spark session started")
@@ -160,7 +191,7 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
     and the result is the task's output (an XComArg), so that passing it to ``record_batch`` makes
     ``record_batch`` run after it.
     """
-    skip = skip_unless_records(config_path, flow.name)
+    skip = skip_unless_records(config_path, flow.name, flow.dag.live)
     if flow.spark.submit:
         from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -175,19 +206,24 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
                 flow.name,
                 "--holder",
                 "Airflow dag {{ ti.dag_id }} run {{ run_id }} task {{ ti.task_id }} try {{ ti.try_number }}",
+                *(LIVE_SUBMIT_ARGS if flow.dag.live else []),
             ],
             conn_id=flow.spark.conn_id,
             conf=templated_secrets(copy_job_conf(flow.spark.conf)),
             name=f"airmirror {flow.name}",
             pre_execute=skip,
         ).output
-    name = flow.name
+    name, live = flow.name, flow.dag.live
 
     @task.pyspark(
         task_id="replicate", conn_id=flow.spark.conn_id, config_kwargs=copy_job_conf(flow.spark.conf), pre_execute=skip
     )
     def replicate(spark: Any = None, sc: Any = None) -> dict[str, Any]:
-        return tasks.replicate(config_path, name, spark)
+        context = get_current_context()
+        seconds = live_seconds(live, context)
+        if seconds is None:
+            return tasks.replicate(config_path, name, spark)
+        return tasks.replicate_live(config_path, name, spark, run_options_or_fail(context), seconds)
 
     return replicate()
 

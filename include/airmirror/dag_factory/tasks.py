@@ -16,14 +16,16 @@ run holds the lease next.  ``record_batch`` commits only while it holds the leas
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airmirror.config import FlowConfig
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.kafka.topics import TopicMapping
+from airmirror.replication.continuous import from_the_cursors, replicate_continuously
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
@@ -110,6 +112,24 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     records = sum(row["records"] for row in rows)
     log.info("batch %s copied %d records (%.1f MB)", batch.batch_id, records, sum(r["bytes"] for r in rows) / 1e6)
     return {"batch_id": batch.batch_id, "records": records}
+
+
+def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchOptions, seconds: float) -> dict[str, Any]:
+    """A live run's ``replicate`` (:mod:`airmirror.dag_factory.live`): the planned batch first, then batches back
+    to back on ``spark`` for ``seconds``; each is committed before the next is planned, and the last one is
+    committed before the task ends."""
+    with masked_open_flow(config_path, flow_name) as (flow, store):
+        report = replicate_continuously(
+            flow,
+            store,
+            from_the_cursors(options),
+            lambda: spark,
+            stop=threading.Event(),
+            duration=timedelta(seconds=seconds),
+            holder=task_holder(),
+        )
+    log.info("live for %.0f s: %d batches committed, %d records (%.1f MB)", report.seconds, report.batches, report.records, report.bytes / 1e6)
+    return {"batches": report.batches, "records": report.records, "bytes": report.bytes}
 
 
 def record(config_path: str, flow_name: str) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def test_mm2_defaults(tmp_path: Path) -> None:
     assert f.checkpoints == CheckpointSettings(enabled=True, interval_seconds=60, sync_group_offsets_enabled=False)
     assert f.offset_syncs == OffsetSyncSettings(emit_enabled=True, lag_max=100, topic_location="source")
     assert f.copy == CopySettings(None, 500_000, 256 * 1024 * 1024, 60, "reset")
-    assert f.dag == DagSettings(schedule="1m", task_retries=3)
+    assert f.dag == DagSettings(schedule="1m", task_retries=3, live=False)
     assert f.auto_offset_reset == "earliest"
     assert isinstance(f.policy, DefaultReplicationPolicy)
     assert f.get("topics") is None and f.line_of("topics") is None
@@ -388,12 +388,18 @@ def test_max_records_per_partition_must_be_positive(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "key", ["sync.topic.configs.enabled", "emit.heartbeats.enabled", "a->b.emit.checkpoints.enabled",
-            "sync.group.offsets.enabled", "b->a.enabled", "a->b.enabled"]
+            "sync.group.offsets.enabled", "b->a.enabled", "a->b.enabled", "a->b.airmirror.live", "airmirror.live"]
 )
 @pytest.mark.parametrize("value", ["yes", "maybe", "1", ""])
 def test_bad_booleans(tmp_path: Path, key: str, value: str) -> None:
     error = rejection(tmp_path, BASE + f"{key} = {value}\n")
     assert (error.key, error.line) == (key, 5)
+
+
+def test_live_mode_is_off_by_default_and_set_per_flow_or_for_all(tmp_path: Path) -> None:
+    assert flow(tmp_path, "").dag.live is False
+    assert flow(tmp_path, "airmirror.live = true\n").dag.live is True
+    assert flow(tmp_path, "airmirror.live = true\na->b.airmirror.live = false\n").dag.live is False
 
 
 def test_booleans_are_case_insensitive(tmp_path: Path) -> None:
