@@ -40,6 +40,19 @@ def test_one_dag_per_enabled_flow(tmp_path, dag_bag_for):
     assert flow_dag.get_task("emit_checkpoints").trigger_rule == "all_done"
 
 
+def test_a_live_flow_emits_beside_replicate_and_submits_its_window(tmp_path, dag_bag_for):
+    text = THREE_FLOWS + "a->b.airmirror.live = true\na->c.airmirror.live = true\na->c.airmirror.spark.submit = true\n"
+    bag = dag_bag_for(write(tmp_path, text))
+    assert bag.import_errors == {}
+    live = bag.dags["airmirror__a__b"]
+    assert live.get_task("emit_checkpoints").upstream_task_ids == set()
+    assert live.get_task("emit_heartbeats").upstream_task_ids == set()
+    assert "`airmirror.live` | `True`" in live.doc_md
+    assert bag.dags["airmirror__b__a"].get_task("emit_checkpoints").upstream_task_ids == {"record_batch"}
+    submitted = bag.dags["airmirror__a__c"].get_task("replicate")
+    assert "--live-seconds" in submitted.application_args
+
+
 def test_aliases_are_sanitised_in_dag_ids(tmp_path, dag_bag_for):
     text = "clusters = us.east, eu-west\nus.east.bootstrap.servers = h:1\neu-west.bootstrap.servers = h:2\nus.east->eu-west.enabled = true\n"
     bag = dag_bag_for(write(tmp_path, text))

@@ -2,6 +2,8 @@
 
 The live topic holds a record stamped a day ahead: the scheduler's runs copy past it (only backfill runs and
 ``--until`` bound a run by time), while the backfill runs of the history flow stop at their intervals' ends.
+Flow b->a is live (``airmirror.live = true``): its scheduled run replicates for its 20 s data interval while the
+executor runs the emission tasks beside it.
 
 Slow (it starts Airflow's scheduler, DAG processor, API server and triggerer); CI runs it.
 """
@@ -15,13 +17,16 @@ from datetime import datetime, timezone
 import pytest
 
 from airmirror.devtools.local_airflow import LocalAirflow
+from airmirror.mm2.wire_formats import Heartbeat
 from airmirror.devtools.local_kafka import free_port, start_broker, stop_broker
 from tests.conftest import write_config
-from tests.kafka_helpers import Record, create_topic, produce, records_of, sample_records
+from tests.kafka_helpers import Record, SteadyProducer, create_topic, produce, read_partition, records_of, sample_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 YEARS = (2022, 2023, 2024)
+PULSE_PARTITIONS = 2
+LIVE_WINDOW_S = 20
 DAY_MS = 86_400_000
 # Kafka 4 rejects records stamped more than an hour ahead by default; the live topic accepts a week.
 ACCEPTS_FUTURE = {"message.timestamp.after.max.ms": str(7 * DAY_MS)}
@@ -33,6 +38,7 @@ def airflow_env(clusters, test_home, tmp_path_factory) -> Iterator[tuple[LocalAi
     prefix = "e2e"
     create_topic(brokers["a"].bootstrap, f"{prefix}.live", 2, ACCEPTS_FUTURE)
     create_topic(brokers["a"].bootstrap, f"{prefix}.history", 1, {"retention.ms": "-1"})
+    create_topic(brokers["b"].bootstrap, f"{prefix}.pulse", PULSE_PARTITIONS)
     config = write_config(
         tmp_path_factory.mktemp("standalone") / "mm2.properties",
         brokers,
@@ -43,6 +49,10 @@ def airflow_env(clusters, test_home, tmp_path_factory) -> Iterator[tuple[LocalAi
                 "a->c.enabled = true",
                 f"a->c.topics = {prefix}\\.history",
                 "a->c.airmirror.schedule = 0 0 1 1 *",
+                "b->a.enabled = true",
+                f"b->a.topics = {prefix}\\.pulse",
+                "b->a.airmirror.live = true",
+                f"b->a.airmirror.schedule = {LIVE_WINDOW_S}s",
                 "airmirror.task.retries = 1",
             ]
         ),
@@ -116,3 +126,32 @@ def wait_until_rerun(api, dag_id: str, run: dict, timeout: float = 300) -> None:
         assert current["state"] != "failed"
         time.sleep(2)
     raise AssertionError(f"{run['dag_run_id']} was not re-run within {timeout}s")
+
+
+def test_a_live_scheduled_run_replicates_for_its_interval_while_heartbeats_are_emitted_beside_it(airflow_env):
+    airflow, brokers, prefix = airflow_env
+    dag_id = "airmirror__b__a"
+    source, target = brokers["b"].bootstrap, brokers["a"].bootstrap
+    api = airflow.client()
+    api.wait_for_dag(dag_id)
+    producer = SteadyProducer(source, f"{prefix}.pulse", PULSE_PARTITIONS, burst=10, pause=0.1)
+    producer.start()
+    try:
+        api.unpause(dag_id)
+        run = api.wait_for_runs(dag_id, 1, timeout=400, run_type="scheduled")[0]
+        api.call("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+    finally:
+        producer.stop()
+
+    tis = {ti["task_id"]: ti for ti in api.call("GET", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]}
+    replicate = tis["replicate"]
+    copied = api.xcom(dag_id, run["dag_run_id"], "replicate")
+    assert copied["batches"] >= 2 and copied["records"] > 0
+    started, ended = (datetime.fromisoformat(replicate[key]).timestamp() * 1000 for key in ("start_date", "end_date"))
+    beats = [Heartbeat.decode(r.key, r.value) for _, r in read_partition(target, "heartbeats", 0)]
+    beside = [beat for beat in beats if (beat.source_alias, beat.target_alias) == ("b", "a") and started <= beat.timestamp <= ended]
+    assert len(beside) >= 3, "no heartbeats were emitted while replicate ran"
+    for p in range(PULSE_PARTITIONS):
+        copied_records = records_of(target, f"b.{prefix}.pulse", p)
+        assert copied_records == records_of(source, f"{prefix}.pulse", p)[: len(copied_records)]
+        assert any(started <= r.timestamp <= ended for r in copied_records), "nothing produced during the live run was copied"

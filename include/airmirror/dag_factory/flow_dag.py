@@ -42,7 +42,7 @@ from airmirror.config.secrets import is_secret_key
 from airmirror.dag_factory import tasks
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.dag_factory.emission import is_due
-from airmirror.dag_factory.live import emit_repeatedly, live_seconds
+from airmirror.dag_factory.live import live_seconds
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.params import batch_options, flow_params, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
@@ -129,11 +129,11 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
 
         @task
         def emit_heartbeats() -> None:
-            run_emission("heartbeats", flow.heartbeats.interval_seconds, flow.heartbeats.enabled, flow.dag.live, tasks.heartbeats, config_path, name)
+            run_emission("heartbeats", flow.heartbeats.interval_seconds, flow.heartbeats.enabled, flow.dag.live, config_path, name)
 
         @task(trigger_rule="all_done")
         def emit_checkpoints(_: Any = None) -> None:
-            run_emission("checkpoints", flow.checkpoints.interval_seconds, flow.checkpoints.enabled, flow.dag.live, tasks.checkpoints, config_path, name)
+            run_emission("checkpoints", flow.checkpoints.interval_seconds, flow.checkpoints.enabled, flow.dag.live, config_path, name)
 
         planned = plan_batch(sync_topics())
         copied = replicate_task(config_path, flow, spark_app)
@@ -148,22 +148,18 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
     return flow_dag()
 
 
-def run_emission(
-    what: str, interval_seconds: int, enabled: bool, live: bool, emit: Callable[[str, str], Any], config_path: str, name: str
-) -> None:
+def run_emission(what: str, interval_seconds: int, enabled: bool, live: bool, config_path: str, name: str) -> None:
     """Emit heartbeats or checkpoints if the flow enables them: in a live run every ``interval_seconds`` for its
     window (:mod:`airmirror.dag_factory.live`), otherwise once if this run's interval is due."""
     if not enabled:
         raise AirflowSkipException(f"emit.{what}.enabled is false")
     context = get_current_context()
     window = live_seconds(live, context)
-    if window is not None:
-        emitted = emit_repeatedly(lambda: emit(config_path, name), interval_seconds, window)
-        log.info("live run: %d %s emissions in %.0f s", emitted, what, window)
-        return
-    if not is_due(interval_seconds, context.get("data_interval_start"), context.get("data_interval_end")):
+    if window is None and not is_due(interval_seconds, context.get("data_interval_start"), context.get("data_interval_end")):
         raise AirflowSkipException(f"not due: emit.{what}.interval.seconds={interval_seconds}")
-    emit(config_path, name)
+    emitted = tasks.emit(config_path, name, what, window)
+    if window is not None:
+        log.info("live run: %d %s emissions in %.0f s", emitted, what, window)
 
 
 def skip_unless_records(config_path: str, name: str, live: bool) -> Callable[[Mapping[str, Any]], None]:

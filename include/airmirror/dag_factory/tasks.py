@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airmirror.config import FlowConfig
+from airmirror.dag_factory.live import emit_repeatedly
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.kafka.topics import TopicMapping
 from airmirror.replication.continuous import from_the_cursors, replicate_continuously
@@ -148,17 +149,18 @@ def record(config_path: str, flow_name: str) -> dict[str, Any]:
     return result
 
 
-def heartbeats(config_path: str, flow_name: str) -> None:
-    """Emit the flow's heartbeat to the target (MM2 wire format)."""
+def emit(config_path: str, flow_name: str, what: str, window_seconds: float | None) -> int:
+    """Emit the flow's ``what`` (``heartbeats``: one heartbeat to the target in MM2's format; ``checkpoints``:
+    checkpoints for its source groups, and group offset sync when enabled): once, or, with ``window_seconds``
+    (a live run), every ``emit.{what}.interval.seconds`` for that long on one opened flow
+    (:func:`airmirror.dag_factory.live.emit_repeatedly`).  Returns how many emissions succeeded."""
+    from airmirror.checkpoints.emission import emit_checkpoints
     from airmirror.heartbeats.emission import emit_heartbeat
 
+    emitter = {"heartbeats": emit_heartbeat, "checkpoints": emit_checkpoints}[what]
     with masked_open_flow(config_path, flow_name) as (flow, store):
-        emit_heartbeat(flow, store)
-
-
-def checkpoints(config_path: str, flow_name: str) -> None:
-    """Emit checkpoints (and sync group offsets when enabled) for the flow's source groups."""
-    from airmirror.checkpoints.emission import emit_checkpoints
-
-    with masked_open_flow(config_path, flow_name) as (flow, store):
-        emit_checkpoints(flow, store)
+        if window_seconds is None:
+            emitter(flow, store)
+            return 1
+        interval = flow.heartbeats.interval_seconds if what == "heartbeats" else flow.checkpoints.interval_seconds
+        return emit_repeatedly(lambda: emitter(flow, store), interval, window_seconds)
