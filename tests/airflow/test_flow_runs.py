@@ -25,6 +25,11 @@ def task_states(run) -> dict[str, str]:
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
+def labels(run) -> dict[str, str | None]:
+    """Each task instance's label (its rendered map index), as Airflow's task-instance lists show it."""
+    return {ti.task_id: ti.rendered_map_index for ti in run.get_task_instances()}
+
+
 def test_run_copies_every_topic_of_the_flow(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     create_topic(a, f"{prefix}.orders", 2)
@@ -35,6 +40,7 @@ def test_run_copies_every_topic_of_the_flow(airflow_db, clusters, prefix, tmp_pa
     run = run_flow(dag_bag_for, config)
 
     assert set(task_states(run).values()) == {"success"}
+    assert labels(run)["record_batch"] == "80 records copied"
     for p in range(2):
         assert records_of(b, f"a.{prefix}.orders", p) == records_of(a, f"{prefix}.orders", p)
 

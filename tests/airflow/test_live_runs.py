@@ -118,6 +118,10 @@ def test_a_live_run_copies_records_produced_during_it_and_emits_at_its_intervals
     assert {ti.state for ti in tis.values()} == {"success"}
     replicate = tis["replicate"]
     assert committed_batches(config) >= 2
+    if not spark_submit:
+        copied = replicate.xcom_pull(task_ids="replicate")
+        assert copied["batches"] >= 1
+        assert tis["record_batch"].rendered_map_index == f"{copied['records']:,} records copied"
     produced_while_live = [
         r for p in range(PARTITIONS) for r in records_of(b, f"a.{topic}", p) if r.timestamp >= replicate.start_date.timestamp() * 1000
     ]

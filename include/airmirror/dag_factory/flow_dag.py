@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 CONFIG_ENV = "AIRMIRROR_CONFIG"
 SPARK_CONF_MACRO = "airmirror_spark_conf"
 LIVE_SECONDS_MACRO = "airmirror_live_seconds"
+RUN_LABEL = "airmirror_records_copied"
+"""Context key ``record_batch`` sets to the run's copied-record count; its ``map_index_template`` renders it
+as the task instance's label, which Airflow's task-instance lists show per run."""
 LIVE_SUBMIT_ARGS = [
     "--live-seconds",
     f"{{{{ {LIVE_SECONDS_MACRO}(params=params, dag_run=dag_run, data_interval_start=data_interval_start, "
@@ -118,14 +121,18 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         def plan_batch(mappings: list[dict[str, Any]]) -> dict[str, Any]:
             return tasks.plan(config_path, name, mappings, run_options_or_fail())
 
-        @task(trigger_rule="none_failed")
-        def record_batch(_: Any) -> dict[str, Any]:
-            if run_options_or_fail().dry_run:
+        @task(trigger_rule="none_failed", map_index_template=f"{{{{ {RUN_LABEL} }}}}")
+        def record_batch(copied: Any) -> dict[str, Any]:
+            context = get_current_context()
+            if run_options_or_fail(context).dry_run:
                 raise AirflowSkipException("dry run")
+            copied_live = copied["records"] if isinstance(copied, dict) and "batches" in copied else 0
             try:
-                return tasks.record(config_path, name)
+                recorded = tasks.record(config_path, name)
             except TopicsStopped as error:
                 raise AirflowFailException(str(error)) from error
+            context[RUN_LABEL] = f"{copied_live + recorded['records']:,} records copied"  # type: ignore[literal-required]
+            return recorded
 
         @task
         def emit_heartbeats() -> None:
