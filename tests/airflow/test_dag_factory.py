@@ -34,7 +34,7 @@ def test_one_dag_per_enabled_flow(tmp_path, dag_bag_for):
     }
     assert flow_dag.max_active_runs == 1
     assert {"airmirror", "source:a", "target:b"} <= set(flow_dag.tags)
-    assert set(flow_dag.params) == {"topics", "start_from", "reset_cursor", "until", "max_records_per_partition", "dry_run"}
+    assert set(flow_dag.params) == {"topics", "start_from", "start_at", "reset_cursor", "until", "max_records_per_partition", "dry_run"}
     assert "s3cret" not in flow_dag.doc_md and "********" in flow_dag.doc_md
     assert flow_dag.get_task("emit_heartbeats").upstream_task_ids == set()
     assert flow_dag.get_task("emit_checkpoints").trigger_rule == "all_done"
@@ -51,6 +51,14 @@ def test_a_live_flow_emits_beside_replicate_and_submits_its_window(tmp_path, dag
     assert bag.dags["airmirror__b__a"].get_task("emit_checkpoints").upstream_task_ids == {"record_batch"}
     submitted = bag.dags["airmirror__a__c"].get_task("replicate")
     assert "--live-seconds" in submitted.application_args
+
+
+def test_a_worker_running_one_task_builds_only_that_flows_dag(tmp_path, dag_bag_for, monkeypatch):
+    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "airmirror__b__a")
+    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_TASK_ID", "replicate")
+    assert dag_bag_for(write(tmp_path, THREE_FLOWS)).dag_ids == ["airmirror__b__a"]
+    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "some_other_dag")
+    assert len(dag_bag_for(write(tmp_path, THREE_FLOWS)).dag_ids) == 3
 
 
 def test_aliases_are_sanitised_in_dag_ids(tmp_path, dag_bag_for):

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, dag, get_current_context, task
+from airflow.sdk import DAG, dag, get_current_context, get_parsing_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airmirror import names
@@ -240,8 +240,17 @@ def templated_secrets(spark_conf: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def flows_to_build(flows: list[FlowConfig]) -> list[FlowConfig]:
+    """The flows whose DAGs this parse needs: a worker about to run one task (Airflow's parsing context names
+    its DAG) builds only that flow's DAG; every other parse (the DAG processor, the CLI, tests) builds all."""
+    wanted = get_parsing_context().dag_id
+    chosen = [flow for flow in flows if names.dag_id(flow.source, flow.target) == wanted]
+    return chosen or flows
+
+
 def register_flow_dags(namespace: dict[str, Any], spark_app: Path | None = None) -> list[str]:
-    """Build every enabled flow's DAG from ``$AIRMIRROR_CONFIG`` into ``namespace`` (a DAG file's globals)."""
+    """Build every enabled flow's DAG (or only the one a worker's parsing context names, see
+    :func:`flows_to_build`) from ``$AIRMIRROR_CONFIG`` into ``namespace`` (a DAG file's globals)."""
     config_path = os.environ.get(CONFIG_ENV)
     if not config_path:
         raise ConfigError(f"set {CONFIG_ENV} to the MM2 properties file to build the flow DAGs", key=CONFIG_ENV)
@@ -251,7 +260,7 @@ def register_flow_dags(namespace: dict[str, Any], spark_app: Path | None = None)
         raise ConfigError(f"{config_path} enables no flow: set '{{source}}->{{target}}.enabled = true'", key="enabled")
     for warning in config.warnings:
         log.warning("%s: %s", config_path, warning)
-    built = [build_flow_dag(config_path, flow, spark_app) for flow in flows]
+    built = [build_flow_dag(config_path, flow, spark_app) for flow in flows_to_build(flows)]
     for flow_dag in built:
         namespace[flow_dag.dag_id] = flow_dag
     return [d.dag_id for d in built]

@@ -22,38 +22,29 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from airmirror.replication.options import BatchOptions, parse_batch_options
+from airmirror.errors import InputError
+from airmirror.replication.options import START_KEYWORDS, BatchOptions, parse_batch_options, parse_timestamp
 
 PARAM_NAMES = {"max_records": "max_records_per_partition"}
 BACKFILL_RUN_TYPE = "backfill"  # DagRunType.BACKFILL_JOB
 
 
+SECTION_WHAT = "What to copy"
+SECTION_WHERE = "Where to start and stop"
+SECTION_SAFETY = "Safety"
+
+
 def flow_params() -> dict[str, Param]:
-    """Params shown, with descriptions and JSON-schema validation, in the trigger form."""
+    """Params shown, with descriptions and JSON-schema validation, in the trigger form, grouped in sections:
+    ``start_from`` proposes its keywords (a timestamp may still be typed), ``start_at`` and ``until`` have
+    date-time pickers."""
     return {
         "topics": Param(
             "",
             type="string",
             title="Topics subset",
             description="Regex (full match) narrowing the flow's replicated source topics for this run; empty = all.",
-        ),
-        "start_from": Param(
-            "stored",
-            type="string",
-            title="Start from",
-            description="'stored' (the cursor), 'earliest', 'latest', or an ISO-8601 timestamp. "
-            "Moving an existing cursor also needs reset_cursor.",
-            pattern=r"^(stored|earliest|latest|\d{4}-\d{2}-\d{2}([T ].*)?)$",
-        ),
-        "reset_cursor": Param(
-            False, type="boolean", title="Reset cursor", description="Allow start_from to move existing cursors."
-        ),
-        "until": Param(
-            None,
-            type=["null", "string"],
-            title="Until",
-            description="ISO-8601 timestamp: copy records stamped before it. Default: no time bound (copy to the "
-            "last stable offset), except in backfill runs, which stop at their data interval end.",
+            section=SECTION_WHAT,
         ),
         "max_records_per_partition": Param(
             None,
@@ -61,8 +52,46 @@ def flow_params() -> dict[str, Param]:
             minimum=1,
             title="Max records per partition",
             description="Cap of this run's batch per partition. Default: airmirror.batch.max.records.per.partition.",
+            section=SECTION_WHAT,
         ),
-        "dry_run": Param(False, type="boolean", title="Dry run", description="Plan and log the batch; change nothing."),
+        "start_from": Param(
+            "stored",
+            type="string",
+            title="Start from",
+            description="'stored' (the cursor), 'earliest', 'latest', or an ISO-8601 timestamp (or pick one in "
+            "'Start at'). Moving an existing cursor also needs reset_cursor.",
+            pattern=r"^(stored|earliest|latest|\d{4}-\d{2}-\d{2}([T ].*)?)$",
+            examples=list(START_KEYWORDS),
+            section=SECTION_WHERE,
+        ),
+        "start_at": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            title="Start at",
+            description="Start each partition at its first record stamped at or after this time (the same as "
+            "start_from set to that timestamp; leave start_from at 'stored').",
+            section=SECTION_WHERE,
+        ),
+        "until": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            title="Until",
+            description="Copy records stamped before this time. Default: no time bound (copy to the last stable "
+            "offset), except in backfill runs, which stop at their data interval end.",
+            section=SECTION_WHERE,
+        ),
+        "reset_cursor": Param(
+            False,
+            type="boolean",
+            title="Reset cursor",
+            description="Allow start_from or start_at to move existing cursors.",
+            section=SECTION_SAFETY,
+        ),
+        "dry_run": Param(
+            False, type="boolean", title="Dry run", description="Plan and log the batch; change nothing.", section=SECTION_SAFETY
+        ),
     }
 
 
@@ -82,6 +111,17 @@ def bounds_by_time(run_type: str | None, until: Any) -> bool:
     return bool(until) or run_type == BACKFILL_RUN_TYPE
 
 
+def start_from(params: Mapping[str, Any]) -> str | None:
+    """The run's start: ``start_at`` (a picked time) or ``start_from``; InputError when both move the start."""
+    start_at, keyword = params.get("start_at"), params.get("start_from")
+    if not start_at:
+        return keyword
+    if keyword not in (None, "", "stored"):
+        raise InputError(f"param 'start_at' and param 'start_from' ('{keyword}') both set where to start: give one")
+    parse_timestamp(str(start_at), "param 'start_at'")
+    return str(start_at)
+
+
 def batch_options(
     params: Mapping[str, Any], data_interval_end: datetime | None, *, run_type: str | None = None
 ) -> BatchOptions:
@@ -94,7 +134,7 @@ def batch_options(
     return parse_batch_options(
         named=lambda option: f"param '{PARAM_NAMES.get(option, option)}'",
         topics=params.get("topics"),
-        start_from=params.get("start_from"),
+        start_from=start_from(params),
         until=until,
         max_records=params.get("max_records_per_partition"),
         dry_run=params.get("dry_run", False),

@@ -7,6 +7,9 @@ resumes an unfinished one, ``replicate`` copies the flow's unfinished batch (a r
 it, see :mod:`airmirror.replication.spark.partition_writer`), and ``record_batch`` commits only what Kafka
 committed.
 
+Bad input fails at once: every task function here fails its task without retries on a config, param or
+connection error (:mod:`airmirror.dag_factory.failures`); other errors are retried.
+
 One run at a time: every task that changes the flow's state holds the flow's lease while it works
 (:mod:`airmirror.store.flow_lease`), so a CLI run or another DAG run (a backfill beside a scheduled run)
 fails plainly instead of interleaving; a batch left between two tasks is resumed or recorded by whichever
@@ -23,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airmirror.config import FlowConfig
+from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.kafka.topics import TopicMapping
@@ -61,6 +65,7 @@ def masked_open_flow(config_path: str, flow_name: str) -> Iterator[tuple[FlowCon
         yield flow, store
 
 
+@no_retry_on_bad_input
 def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list[dict[str, Any]]:
     """Validate the run against the store, then create/grow/reconfigure remote topics."""
     with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
@@ -73,6 +78,7 @@ def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list
     return [{"source_topic": m.source_topic, "remote_topic": m.remote_topic, "partitions": m.partitions} for m in report.mappings]
 
 
+@no_retry_on_bad_input
 def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], options: BatchOptions) -> dict[str, Any]:
     """Store the run's batch (or resume the unfinished one); a dry run only logs the plan."""
     log.info("%s", describe_bound(options))
@@ -94,6 +100,7 @@ def describe_bound(options: BatchOptions) -> str:
     return f"bound: the first record stamped at or after {until} (time bound)"
 
 
+@no_retry_on_bad_input
 def planned_records(config_path: str, flow_name: str) -> int | None:
     """How many offsets the flow's unfinished batch plans to copy; ``None`` without an unfinished batch.
     Read-only: the ``replicate`` task asks before it starts Spark."""
@@ -102,6 +109,7 @@ def planned_records(config_path: str, flow_name: str) -> int | None:
     return None if batch is None else batch.offsets
 
 
+@no_retry_on_bad_input
 def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
     with held_flow(config_path, flow_name) as (flow, store, _):
@@ -115,6 +123,7 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
     return {"batch_id": batch.batch_id, "records": records}
 
 
+@no_retry_on_bad_input
 def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchOptions, seconds: float) -> dict[str, Any]:
     """A live run's ``replicate`` (:mod:`airmirror.dag_factory.live`): the planned batch first, then batches back
     to back on ``spark`` for ``seconds``; each is committed before the next is planned, and the last one is
@@ -133,6 +142,7 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
     return {"batches": report.batches, "records": report.records, "bytes": report.bytes}
 
 
+@no_retry_on_bad_input
 def record(config_path: str, flow_name: str) -> dict[str, Any]:
     """Commit the unfinished batch's Kafka-committed results to the metadata DB; then fail
     (:class:`~airmirror.replication.incarnations.TopicsStopped`) if any topic or partition of the flow is stopped."""
@@ -149,6 +159,7 @@ def record(config_path: str, flow_name: str) -> dict[str, Any]:
     return result
 
 
+@no_retry_on_bad_input
 def emit(config_path: str, flow_name: str, what: str, window_seconds: float | None) -> int:
     """Emit the flow's ``what`` (``heartbeats``: one heartbeat to the target in MM2's format; ``checkpoints``:
     checkpoints for its source groups, and group offset sync when enabled): once, or, with ``window_seconds``

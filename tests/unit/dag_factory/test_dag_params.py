@@ -10,7 +10,7 @@ from airflow.sdk.api.datamodels._generated import DagRunType as SdkDagRunType
 from airflow.utils.types import DagRunType
 
 from airmirror.dag_factory.emission import is_due
-from airmirror.dag_factory.params import batch_options, bounds_by_time, run_type_name
+from airmirror.dag_factory.params import batch_options, bounds_by_time, flow_params, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
 
@@ -98,11 +98,27 @@ def test_explicit_params_override():
 @pytest.mark.parametrize(
     ("params", "name"),
     [({"topics": "(bad"}, "topics"), ({"until": "soon"}, "until"), ({"start_from": "2024-13-45"}, "start_from"),
-     ({"max_records_per_partition": 0}, "max_records_per_partition")],
+     ({"max_records_per_partition": 0}, "max_records_per_partition"), ({"start_at": "someday"}, "start_at"),
+     ({"start_at": "2024-03-01T00:00:00Z", "start_from": "earliest"}, "start_at")],
 )
 def test_invalid_params_name_the_param(params, name):
     with pytest.raises(InputError, match=f"'{name}'"):
         batch_options(params, END)
+
+
+@pytest.mark.parametrize("start_from", [None, "", "stored"])
+def test_a_picked_start_time_starts_like_a_timestamp_start_from(start_from):
+    options = batch_options({"start_at": "2024-03-01T00:00:00+00:00", "start_from": start_from}, END)
+    assert options.start_from == "timestamp"
+    assert options.start_ms == int(datetime(2024, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def test_the_trigger_form_groups_params_and_offers_pickers():
+    params = flow_params()
+    assert {param.schema["section"] for param in params.values()} == {"What to copy", "Where to start and stop", "Safety"}
+    assert params["start_from"].schema["examples"] == ["stored", "earliest", "latest"]
+    assert params["start_at"].schema["format"] == params["until"].schema["format"] == "date-time"
+    assert all(param.description for param in params.values())
 
 
 def test_emission_at_most_once_per_interval():
