@@ -32,6 +32,7 @@ from os import PathLike
 from pathlib import Path
 
 from airmirror import names
+from airmirror.config.connections import CONN_ID_KEY, kafka_client_settings
 from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, is_client_key, translate
 from airmirror.config.flow_settings import (
     CheckpointSettings,
@@ -232,6 +233,7 @@ class MirrorConfig:
         self._top: dict[str, Setting] = {}
         self._cluster: dict[str, dict[str, Setting]] = {alias: {} for alias in self.clusters}
         self._flow_settings: dict[tuple[str, str], dict[str, Setting]] = {}
+        self._connections: dict[str, dict[str, str]] = {}
         for key, setting in settings.items():
             self._classify(key, setting)
         for alias in self.clusters:
@@ -257,14 +259,17 @@ class MirrorConfig:
             raise ConfigError(f"no enabled flow {name!r} (enabled flows: {enabled})", key=f"{name}.enabled")
         return self._flows[name]
 
-    def bootstrap_servers(self, alias: str) -> str:
-        """``{alias}.bootstrap.servers`` of a declared cluster."""
+    def bootstrap_servers(self, alias: str) -> str | None:
+        """``{alias}.bootstrap.servers`` of a declared cluster; ``None`` when the file leaves it to the cluster's
+        Airflow connection (``{alias}.airflow.conn.id``, :mod:`airmirror.config.connections`)."""
         if alias not in self._cluster:
             raise ConfigError(
                 f"unknown cluster alias {alias!r} (clusters: {', '.join(self.clusters)})", key="clusters"
             )
         setting = self._cluster[alias].get("bootstrap.servers")
         if setting is None or not setting.value.strip():
+            if self._cluster[alias].get(CONN_ID_KEY) is not None:
+                return None
             raise ConfigError(
                 f"cluster {alias!r} has no bootstrap servers",
                 key=f"{alias}.bootstrap.servers",
@@ -283,7 +288,30 @@ class MirrorConfig:
 
     def client_config(self, alias: str, kind: str) -> dict[str, str]:
         """librdkafka settings of a ``kind`` client of cluster ``alias``, without any flow override."""
-        return self.client_settings(alias, kind, ()).config
+        return self.with_connection(alias, self.client_settings(alias, kind, ()).config)
+
+    def connection_id(self, alias: str) -> str | None:
+        """The Airflow connection ``{alias}.airflow.conn.id`` names, if any."""
+        setting = self._cluster[alias].get(CONN_ID_KEY)
+        return None if setting is None else setting.value.strip()
+
+    def with_connection(self, alias: str, config: Mapping[str, str]) -> MaskedConfig:
+        """``config`` over the client settings of the cluster's Airflow connection, when it names one; the
+        connection is resolved on first use and kept for the life of this config (connections module, rule 2).
+        ConfigError when neither supplies ``bootstrap.servers``."""
+        setting = self._cluster[alias].get(CONN_ID_KEY)
+        if setting is None:
+            return MaskedConfig(config)
+        if alias not in self._connections:
+            self._connections[alias] = kafka_client_settings(setting.value.strip(), setting.key, setting.line)
+        merged = MaskedConfig({**self._connections[alias], **config})
+        if not merged.get("bootstrap.servers"):
+            raise ConfigError(
+                f"neither the file nor Airflow connection '{setting.value.strip()}' sets bootstrap.servers of cluster {alias!r}",
+                key=setting.key,
+                line=setting.line,
+            )
+        return merged
 
     def client_settings(self, alias: str, kind: str, flow_layers: Iterable[_Layer]) -> ClientSettings:
         """Merge the client layers of ``alias`` (then ``flow_layers``), translate, apply MM2's consumer
@@ -324,7 +352,7 @@ class MirrorConfig:
 
     @staticmethod
     def _is_cluster_client_key(key: str) -> bool:
-        return not (_client_kind_prefix(key) or _is_worker_key(key) or _is_mm2_key(key))
+        return key != CONN_ID_KEY and not (_client_kind_prefix(key) or _is_worker_key(key) or _is_mm2_key(key))
 
     @staticmethod
     def _parse_clusters(settings: Mapping[str, Setting]) -> tuple[str, ...]:
@@ -550,8 +578,18 @@ class FlowConfig:
         return None if setting is None else setting.line
 
     def client_config(self, alias: str, kind: str) -> dict[str, str]:
-        """librdkafka settings (incl. ``bootstrap.servers``) of a ``kind`` client of ``alias`` in this flow."""
+        """librdkafka settings (incl. ``bootstrap.servers``) of a ``kind`` client of ``alias`` in this flow,
+        over those of the cluster's Airflow connection when it names one."""
+        return self._config.with_connection(alias, self._client(alias, kind).config)
+
+    def file_client_config(self, alias: str, kind: str) -> dict[str, str]:
+        """The part of :meth:`client_config` the properties file gives; never resolves a connection (what a DAG
+        shows when it is parsed)."""
         return self._client(alias, kind).config
+
+    def connection_id(self, alias: str) -> str | None:
+        """The Airflow connection ``{alias}.airflow.conn.id`` names for cluster ``alias``, if any."""
+        return self._config.connection_id(alias)
 
     def source_client(self, kind: str) -> dict[str, str]:
         """``client_config(self.source, kind)``."""

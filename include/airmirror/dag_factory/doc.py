@@ -57,6 +57,8 @@ def flow_doc(flow: FlowConfig) -> str:
         origin = "" if flow.get(key) is not None else " (default)"
         lines.append(f"| `{key}` | `{effective(flow)}`{origin} |")
     for label, alias, kind in (("source consumer", flow.source, "consumer"), ("target producer", flow.target, "producer")):
-        for key, value in sorted(masked(flow.client_config(alias, kind)).items()):
+        if (connection := flow.connection_id(alias)) is not None:
+            lines.append(f"| {label} | the settings of Airflow connection `{connection}`, under the file's |")
+        for key, value in sorted(masked(flow.file_client_config(alias, kind)).items()):
             lines.append(f"| {label} `{key}` | `{value}` |")
     return "\n".join(lines) + "\n"

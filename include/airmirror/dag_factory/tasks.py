@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airmirror.config import FlowConfig
+from airmirror.dag_factory.connections import resolve_connections_through_airflow
 from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
 from airmirror.dag_factory.masking import mask_flow_secrets
@@ -59,7 +60,8 @@ def held_flow(config_path: str, flow_name: str, *, hold: bool = True) -> Iterato
 @contextmanager
 def masked_open_flow(config_path: str, flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
     """:func:`~airmirror.store.opening.open_flow`, with the flow's secrets registered with Airflow's secrets
-    masker before the task uses them."""
+    masker before the task uses them, and its clusters' Airflow connections resolved by Airflow."""
+    resolve_connections_through_airflow()
     with open_flow(config_path, flow_name) as (flow, store):
         mask_flow_secrets(flow)
         yield flow, store
