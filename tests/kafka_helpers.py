@@ -34,9 +34,16 @@ def produce(bootstrap: str, topic: str, partition: int, records: list[Record], t
     if transactional_id:
         producer.init_transactions(30)
         producer.begin_transaction()
+    failures: list[str] = []
+
+    def delivered(error, _message) -> None:
+        if error is not None:
+            failures.append(error.str())
+
     for r in records:
-        producer.produce(topic, r.value, r.key, partition=partition, timestamp=r.timestamp, headers=list(r.headers) or None)
-    producer.flush(60)
+        producer.produce(topic, r.value, r.key, partition=partition, timestamp=r.timestamp, headers=list(r.headers) or None, on_delivery=delivered)
+    assert producer.flush(60) == 0, f"records to {topic}-{partition} unsent after 60 s"
+    assert not failures, f"records to {topic}-{partition} failed: {failures[0]}"
     if transactional_id:
         if abort:
             producer.abort_transaction(30)

@@ -86,6 +86,9 @@ class CheckpointReport:
     topic: str
     groups: list[GroupCheckpoints] = field(default_factory=list)
     seconds: float = 0.0
+    latency_ms: int | None = None
+    """MM2's ``checkpoint-latency-ms`` of the checkpoints written: the target's acknowledgement time minus their
+    record timestamp; ``None`` when none was written."""
 
     @property
     def written(self) -> int:
@@ -117,6 +120,7 @@ def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport
         ensure_internal_topic(flow, target_admin(flow), topic, COMPACTED, REPLICATION_FACTOR_KEY)
         timestamp = int(now.timestamp() * 1000)
         write_records(flow, topic, [_outgoing(c, timestamp) for c in written])
+        report.latency_ms = max(0, int(time.time() * 1000) - timestamp)
         store.save_checkpoints(flow.name, written)
     log.info("%s: wrote %d checkpoints for %d groups to %s", flow.name, len(written), len(report.groups), topic)
     if flow.checkpoints.sync_group_offsets_enabled:

@@ -25,11 +25,14 @@ from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from airmirror.checkpoints.emission import emit_checkpoints
 from airmirror.config import FlowConfig
 from airmirror.dag_factory.connections import resolve_connections_through_airflow
 from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
 from airmirror.dag_factory.masking import mask_flow_secrets
+from airmirror.dag_factory.metrics import publish_batch, publish_checkpoints
+from airmirror.heartbeats.emission import emit_heartbeat
 from airmirror.kafka.topics import TopicMapping
 from airmirror.replication.continuous import from_the_cursors, replicate_continuously
 from airmirror.replication.incarnations import raise_for_stops
@@ -139,6 +142,7 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
             stop=threading.Event(),
             duration=timedelta(seconds=seconds),
             holder=task_holder(),
+            on_batch=lambda summary: publish_batch(flow, store, summary),
         )
     log.info("live for %.0f s: %d batches committed, %d records (%.1f MB)", report.seconds, report.batches, report.records, report.bytes / 1e6)
     return {"batches": report.batches, "records": report.records, "bytes": report.bytes}
@@ -156,6 +160,7 @@ def record(config_path: str, flow_name: str) -> dict[str, Any]:
         else:
             summary = record_batch(flow, store, batch, lease)
             log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
+            publish_batch(flow, store, summary)
             result = {"batch_id": summary.batch_id, "records": summary.records, "bytes": summary.bytes}
         raise_for_stops(flow, store)
     return result
@@ -164,16 +169,19 @@ def record(config_path: str, flow_name: str) -> dict[str, Any]:
 @no_retry_on_bad_input
 def emit(config_path: str, flow_name: str, what: str, window_seconds: float | None) -> int:
     """Emit the flow's ``what`` (``heartbeats``: one heartbeat to the target in MM2's format; ``checkpoints``:
-    checkpoints for its source groups, and group offset sync when enabled): once, or, with ``window_seconds``
+    checkpoints for its source groups, and group offset sync when enabled, with their metrics): once, or, with ``window_seconds``
     (a live run), every ``emit.{what}.interval.seconds`` for that long on one opened flow
     (:func:`airmirror.dag_factory.live.emit_repeatedly`).  Returns how many emissions succeeded."""
-    from airmirror.checkpoints.emission import emit_checkpoints
-    from airmirror.heartbeats.emission import emit_heartbeat
-
-    emitter = {"heartbeats": emit_heartbeat, "checkpoints": emit_checkpoints}[what]
     with masked_open_flow(config_path, flow_name) as (flow, store):
+
+        def emit_once() -> None:
+            if what == "heartbeats":
+                emit_heartbeat(flow, store)
+            else:
+                publish_checkpoints(flow, emit_checkpoints(flow, store))
+
         if window_seconds is None:
-            emitter(flow, store)
+            emit_once()
             return 1
         interval = flow.heartbeats.interval_seconds if what == "heartbeats" else flow.checkpoints.interval_seconds
-        return emit_repeatedly(lambda: emitter(flow, store), interval, window_seconds)
+        return emit_repeatedly(emit_once, interval, window_seconds)
