@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from tests.airflow.run_helpers import asset_events
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
 
@@ -41,6 +42,8 @@ def test_run_copies_every_topic_of_the_flow(airflow_db, clusters, prefix, tmp_pa
 
     assert set(task_states(run).values()) == {"success"}
     assert labels(run)["record_batch"] == "80 records copied"
+    batch_id = run.get_task_instance("record_batch").xcom_pull(task_ids="record_batch")["batch_id"]
+    assert asset_events(run) == {f"kafka://{b}/a.{prefix}.orders": {"batch_id": batch_id, "records": 80}}
     for p in range(2):
         assert records_of(b, f"a.{prefix}.orders", p) == records_of(a, f"{prefix}.orders", p)
 
@@ -126,6 +129,7 @@ def test_an_idle_run_skips_replicate_without_starting_spark(airflow_db, clusters
     assert states["plan_batch"] == "success" and states["replicate"] == "skipped"
     assert states["record_batch"] == "success" and states["emit_checkpoints"] == "success"
     assert SparkContext._active_spark_context is None, "the idle run started Spark"
+    assert asset_events(idle) == {}
     assert records_of(b, f"a.{prefix}.calm", 0) == records_of(a, f"{prefix}.calm", 0)
 
 

@@ -22,6 +22,7 @@ from airmirror.model import BatchState
 from airmirror.store.opening import open_flow
 from tests.conftest import write_config
 from tests.kafka_helpers import SteadyProducer, create_topic, produce, read_partition, records_of, sample_records
+from tests.airflow.run_helpers import asset_events
 from tests.mirror_helpers import commit_offsets, group_offsets_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -122,6 +123,7 @@ def test_a_live_run_copies_records_produced_during_it_and_emits_at_its_intervals
         copied = replicate.xcom_pull(task_ids="replicate")
         assert copied["batches"] >= 1
         assert tis["record_batch"].rendered_map_index == f"{copied['records']:,} records copied"
+        assert asset_events(run) == {f"kafka://{b}/a.{topic}": {"batch_id": copied["batch_id"], "records": copied["records"]}}
     produced_while_live = [
         r for p in range(PARTITIONS) for r in records_of(b, f"a.{topic}", p) if r.timestamp >= replicate.start_date.timestamp() * 1000
     ]

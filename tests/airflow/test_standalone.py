@@ -147,6 +147,8 @@ def test_a_live_scheduled_run_replicates_for_its_interval_while_heartbeats_are_e
     replicate = tis["replicate"]
     copied = api.xcom(dag_id, run["dag_run_id"], "replicate")
     assert copied["batches"] >= 2 and copied["records"] > 0
+    events = api.call("GET", "/assets/events", params={"source_dag_id": dag_id, "source_run_id": run["dag_run_id"]})["asset_events"]
+    assert [(e["uri"], e["extra"]["records"]) for e in events] == [(f"kafka://{target}/b.{prefix}.pulse", copied["records"])]
     started, ended = (datetime.fromisoformat(replicate[key]).timestamp() * 1000 for key in ("start_date", "end_date"))
     beats = [Heartbeat.decode(r.key, r.value) for _, r in read_partition(target, "heartbeats", 0)]
     beside = [beat for beat in beats if (beat.source_alias, beat.target_alias) == ("b", "a") and started <= beat.timestamp <= ended]

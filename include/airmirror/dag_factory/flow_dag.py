@@ -33,13 +33,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, dag, get_current_context, get_parsing_context, task
+from airflow.sdk import DAG, AssetAlias, dag, get_current_context, get_parsing_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.config.secrets import is_secret_key
 from airmirror.dag_factory import tasks
+from airmirror.dag_factory.assets import alias_name, emit_asset_events, merge_copied
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.dag_factory.emission import is_due
 from airmirror.dag_factory.live import live_seconds
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 CONFIG_ENV = "AIRMIRROR_CONFIG"
 SPARK_CONF_MACRO = "airmirror_spark_conf"
 LIVE_SECONDS_MACRO = "airmirror_live_seconds"
+NOTHING_LIVE: dict[str, Any] = {"records": 0, "copied": {}, "batch_id": None}
+"""What ``record_batch`` adds from ``replicate`` outside a live run."""
 RUN_LABEL = "airmirror_records_copied"
 """Context key ``record_batch`` sets to the run's copied-record count; its ``map_index_template`` renders it
 as the task instance's label, which Airflow's task-instance lists show per run."""
@@ -94,7 +97,7 @@ def run_options_or_fail(context: Mapping[str, Any] | None = None) -> BatchOption
 def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = None) -> DAG:
     """The DAG of one flow; tasks refer to the flow by name and re-read the config when they run."""
     mask_flow_secrets(flow)
-    name = flow.name
+    name, alias = flow.name, alias_name(flow)
     timetable = parse_schedule(flow.dag.schedule, line=flow.line_of("airmirror.schedule"))
 
     @dag(
@@ -121,17 +124,19 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         def plan_batch(mappings: list[dict[str, Any]]) -> dict[str, Any]:
             return tasks.plan(config_path, name, mappings, run_options_or_fail())
 
-        @task(trigger_rule="none_failed", map_index_template=f"{{{{ {RUN_LABEL} }}}}")
+        @task(trigger_rule="none_failed", map_index_template=f"{{{{ {RUN_LABEL} }}}}", outlets=[AssetAlias(alias)])
         def record_batch(copied: Any) -> dict[str, Any]:
             context = get_current_context()
             if run_options_or_fail(context).dry_run:
                 raise AirflowSkipException("dry run")
-            copied_live = copied["records"] if isinstance(copied, dict) and "batches" in copied else 0
+            live = copied if isinstance(copied, dict) and "batches" in copied else NOTHING_LIVE
             try:
                 recorded = tasks.record(config_path, name)
             except TopicsStopped as error:
                 raise AirflowFailException(str(error)) from error
-            context[RUN_LABEL] = f"{copied_live + recorded['records']:,} records copied"  # type: ignore[literal-required]
+            everything = merge_copied(live["copied"], recorded["copied"])
+            emit_asset_events(context["outlet_events"], alias, everything, recorded["batch_id"] or live["batch_id"])
+            context[RUN_LABEL] = f"{live['records'] + recorded['records']:,} records copied"  # type: ignore[literal-required]
             return recorded
 
         @task

@@ -27,6 +27,7 @@ from typing import Any
 
 from airmirror.checkpoints.emission import emit_checkpoints
 from airmirror.config import FlowConfig
+from airmirror.dag_factory.assets import copied_by_uri, merge_copied
 from airmirror.dag_factory.connections import resolve_connections_through_airflow
 from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
@@ -37,7 +38,7 @@ from airmirror.kafka.topics import TopicMapping
 from airmirror.replication.continuous import from_the_cursors, replicate_continuously
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
+from airmirror.replication.pipeline import BatchSummary, plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.store.opening import open_flow
 
@@ -133,7 +134,15 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
     """A live run's ``replicate`` (:mod:`airmirror.dag_factory.live`): the planned batch first, then batches back
     to back on ``spark`` for ``seconds``; each is committed before the next is planned, and the last one is
     committed before the task ends."""
+    copied: dict[str, int] = {}
+    last_batch: list[int] = []
     with masked_open_flow(config_path, flow_name) as (flow, store):
+
+        def committed(summary: BatchSummary) -> None:
+            publish_batch(flow, store, summary)
+            copied.update(merge_copied(copied, copied_by_uri(flow, summary.results)))
+            last_batch[:] = [summary.batch_id]
+
         report = replicate_continuously(
             flow,
             store,
@@ -142,10 +151,11 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
             stop=threading.Event(),
             duration=timedelta(seconds=seconds),
             holder=task_holder(),
-            on_batch=lambda summary: publish_batch(flow, store, summary),
+            on_batch=committed,
         )
     log.info("live for %.0f s: %d batches committed, %d records (%.1f MB)", report.seconds, report.batches, report.records, report.bytes / 1e6)
-    return {"batches": report.batches, "records": report.records, "bytes": report.bytes}
+    batch_id = last_batch[0] if last_batch else None
+    return {"batches": report.batches, "records": report.records, "bytes": report.bytes, "copied": copied, "batch_id": batch_id}
 
 
 @no_retry_on_bad_input
@@ -156,12 +166,13 @@ def record(config_path: str, flow_name: str) -> dict[str, Any]:
         batch = unfinished_batch(flow, store)
         if batch is None:
             log.info("no unfinished batch: nothing to record")
-            result = {"batch_id": None, "records": 0, "bytes": 0}
+            result = {"batch_id": None, "records": 0, "bytes": 0, "copied": {}}
         else:
             summary = record_batch(flow, store, batch, lease)
             log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
             publish_batch(flow, store, summary)
-            result = {"batch_id": summary.batch_id, "records": summary.records, "bytes": summary.bytes}
+            copied = copied_by_uri(flow, summary.results)
+            result = {"batch_id": summary.batch_id, "records": summary.records, "bytes": summary.bytes, "copied": copied}
         raise_for_stops(flow, store)
     return result
 
