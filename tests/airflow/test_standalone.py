@@ -10,15 +10,21 @@ Slow (it starts Airflow's scheduler, DAG processor, API server and triggerer); C
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from datetime import datetime, timezone
 
+import httpx
 import pytest
 
 from airmirror.devtools.local_airflow import LocalAirflow
 from airmirror.mm2.wire_formats import Heartbeat
 from airmirror.devtools.local_kafka import free_port, start_broker, stop_broker
+from tests.browser import HeadlessChromium
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, SteadyProducer, create_topic, produce, read_partition, records_of, sample_records
 
@@ -26,6 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 YEARS = (2022, 2023, 2024)
 PULSE_PARTITIONS = 2
+ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts"
 LIVE_WINDOW_S = 20
 DAY_MS = 86_400_000
 # Kafka 4 rejects records stamped more than an hour ahead by default; the live topic accepts a week.
@@ -33,7 +40,7 @@ ACCEPTS_FUTURE = {"message.timestamp.after.max.ms": str(7 * DAY_MS)}
 
 
 @pytest.fixture(scope="module")
-def airflow_env(clusters, test_home, tmp_path_factory) -> Iterator[tuple[LocalAirflow, dict, str]]:
+def airflow_env(clusters, test_home, tmp_path_factory) -> Iterator[tuple[LocalAirflow, dict, str, Path]]:
     brokers = {**clusters, "c": start_broker("c", free_port(), home=test_home)}
     prefix = "e2e"
     create_topic(brokers["a"].bootstrap, f"{prefix}.live", 2, ACCEPTS_FUTURE)
@@ -60,14 +67,14 @@ def airflow_env(clusters, test_home, tmp_path_factory) -> Iterator[tuple[LocalAi
     airflow = LocalAirflow(test_home, free_port())
     try:
         airflow.start(config)
-        yield airflow, brokers, prefix
+        yield airflow, brokers, prefix, config
     finally:
         airflow.stop()
         stop_broker("c", home=test_home)
 
 
 def test_scheduled_run_replicates_the_flow_past_a_record_stamped_in_the_future(airflow_env):
-    airflow, brokers, prefix = airflow_env
+    airflow, brokers, prefix, _ = airflow_env
     ahead = Record(b"ahead", b"stamped a day ahead", (), int(time.time() * 1000) + DAY_MS)
     for p in range(2):
         produce(brokers["a"].bootstrap, f"{prefix}.live", p, [*sample_records(25, f"live{p}"), ahead, *sample_records(5, f"after{p}")])
@@ -84,7 +91,7 @@ def test_scheduled_run_replicates_the_flow_past_a_record_stamped_in_the_future(a
 
 
 def test_backfill_replicates_each_interval_in_order_and_a_rerun_is_a_no_op(airflow_env):
-    airflow, brokers, prefix = airflow_env
+    airflow, brokers, prefix, _ = airflow_env
     dag_id = "airmirror__a__c"
     api = airflow.client()
     api.wait_for_dag(dag_id)
@@ -129,7 +136,7 @@ def wait_until_rerun(api, dag_id: str, run: dict, timeout: float = 300) -> None:
 
 
 def test_a_live_scheduled_run_replicates_for_its_interval_while_heartbeats_are_emitted_beside_it(airflow_env):
-    airflow, brokers, prefix = airflow_env
+    airflow, brokers, prefix, _ = airflow_env
     dag_id = "airmirror__b__a"
     source, target = brokers["b"].bootstrap, brokers["a"].bootstrap
     api = airflow.client()
@@ -157,3 +164,42 @@ def test_a_live_scheduled_run_replicates_for_its_interval_while_heartbeats_are_e
         copied_records = records_of(target, f"b.{prefix}.pulse", p)
         assert copied_records == records_of(source, f"{prefix}.pulse", p)[: len(copied_records)]
         assert any(started <= r.timestamp <= ended for r in copied_records), "nothing produced during the live run was copied"
+
+
+def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_clusters(airflow_env, clusters, test_home):
+    airflow, brokers, prefix, config = airflow_env
+    dag_id, flow_path = "airmirror__a__b", "/airmirror/flows/a-%3Eb"
+    api = airflow.client()
+    api.wait_for_dag(dag_id)
+    api.unpause(dag_id)
+    api.wait_for_runs(dag_id, 1, timeout=400, run_type="scheduled")
+    token = httpx.post(f"{airflow.url}/auth/token", json={"username": "admin", "password": airflow.admin_password()}, timeout=30).json()["access_token"]
+    assert httpx.get(f"{airflow.url}/airmirror/api/flows", timeout=30).status_code in (401, 403)
+    assert httpx.get(f"{airflow.url}{flow_path}", timeout=30).status_code in (401, 403)
+
+    status = json.loads(subprocess.run([sys.executable, "-m", "airmirror.cli", "status", str(config), "--flow", "a->b", "--json"],
+                                       capture_output=True, text=True, check=True).stdout)
+    known = next(p for p in status["partitions"] if p["topic"] == f"{prefix}.live" and p["partition"] == 0)
+    row = f'tr[data-topic="{prefix}.live"][data-partition="0"]'
+    with HeadlessChromium() as browser:
+        browser.set_cookie(airflow.url, "_token", token)
+        browser.open(f"{airflow.url}{flow_path}", f"!!document.querySelector('{row}')")
+        shown = browser.evaluate(f"[...document.querySelectorAll('{row} td[data-field]')].map(td => [td.dataset.field, td.innerText])")
+        screenshot = browser.screenshot(ARTIFACTS / "replication-view.png")
+        print(f"replication view screenshot: {screenshot}")
+        cells = dict(shown)
+        assert int(cells["records"].replace(",", "")) == known["records_copied"]
+        assert int(cells["lag_records"].replace(",", "")) == known["lag"]
+        browser.open(f"{airflow.url}/dags/{dag_id}", "document.body.innerText.includes('Replication')")
+
+    bearer = {"Authorization": f"Bearer {token}"}
+    stop_broker("a", home=test_home)
+    stop_broker("b", home=test_home)
+    try:
+        offline = httpx.get(f"{airflow.url}/airmirror/api/flows/a-%3Eb", headers=bearer, timeout=60)
+        assert offline.status_code == 200
+        rows = {(p["topic"], p["partition"]): p for p in offline.json()["partitions"]}
+        assert rows[(f"{prefix}.live", 0)]["records"] == known["records_copied"]
+    finally:
+        for name in ("a", "b"):
+            start_broker(name, clusters[name].port, home=test_home)

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     # 4: the MM2 features built on clusters and the store
     ("airmirror.heartbeats", "airmirror.checkpoints", "airmirror.replication"),
     # 5: the two front ends (siblings)
-    ("airmirror.cli", "airmirror.dag_factory"),
+    ("airmirror.cli", "airmirror.dag_factory", "airmirror.ui"),
     # 6: developer tools: may import anything, nothing imports them
     (DEVTOOLS,),
 ]

@@ -1,0 +1,202 @@
+"""What the replication view shows of one flow, assembled from the metadata DB only.
+
+Contract: nothing here talks to Kafka, so the API server needs no cluster credentials and the view answers
+with every cluster down.  Every figure is one the tasks recorded:
+
+- per source partition: records and bytes copied and the last batch (committed batches), lag in records and
+  record age (the newest lag sample, taken after each commit), gaps (offsets retention deleted before they
+  were copied), source resets and stops;
+- the flow's heartbeat latency (newest observation per heartbeat route);
+- per consumer group: the newest checkpoint (partitions, when) and the newest group offset sync outcome;
+- recent batches with their throughput;
+- lag and latency over time (:data:`SERIES_WINDOW`), for the chart.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airmirror.config import FlowConfig
+from airmirror.model import BatchState, GroupSyncOutcome, LagSample, PartitionKey
+from airmirror.store import MetadataStore
+
+SERIES_WINDOW = timedelta(hours=6)
+RECENT_BATCHES = 20
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    topic: str
+    partition: int
+    remote_topic: str
+    records: int
+    bytes: int
+    cursor: int | None
+    lag_records: int | None
+    record_age_ms: int | None
+    sampled_at: str | None
+    gap_count: int
+    gap_offsets: int
+    resets: int
+    stopped: str | None
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    group: str
+    partitions: int
+    last_checkpoint_at: str | None
+    sync_outcome: str | None
+    sync_detail: str | None
+    synced_at: str | None
+
+    @property
+    def skipped_active(self) -> bool:
+        return self.sync_outcome == GroupSyncOutcome.SKIPPED_ACTIVE.value
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    batch_id: int
+    state: str
+    created_at: str
+    seconds: float | None
+    records: int | None
+    bytes: int | None
+    records_per_second: float | None
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    at: str
+    lag_records: int
+    record_age_ms: int | None
+    replication_latency_ms: int | None
+
+
+@dataclass
+class FlowView:
+    """One flow's view; ``clusters`` is ``(source, target)``."""
+
+    flow: str
+    dag_id: str
+    clusters: tuple[str, str]
+    partitions: list[PartitionRow] = field(default_factory=list)
+    heartbeat_latency_ms: int | None = None
+    heartbeat_latency_at: str | None = None
+    groups: list[GroupRow] = field(default_factory=list)
+    batches: list[BatchRow] = field(default_factory=list)
+    series: list[SeriesPoint] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for row, group in zip(data["groups"], self.groups):
+            row["skipped_active"] = group.skipped_active
+        return data
+
+
+def flow_view(flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime | None = None) -> FlowView:
+    """Everything the view shows of ``flow`` (see the module contract)."""
+    now = now or datetime.now(timezone.utc)
+    view = FlowView(flow.name, dag_id, (flow.source, flow.target))
+    samples = store.lag_samples(flow.name, since=now - SERIES_WINDOW)
+    view.partitions = _partitions(flow, store, _newest(samples))
+    view.series = _series(samples)
+    latencies = store.heartbeat_latencies(flow.name)
+    if latencies:
+        newest = max(latencies, key=lambda latency: latency.observed_at)
+        view.heartbeat_latency_ms, view.heartbeat_latency_at = newest.latency_ms, _iso(newest.observed_at)
+    view.groups = _groups(flow, store)
+    view.batches = [_batch_row(batch) for batch in store.batches(flow.name, limit=RECENT_BATCHES)]
+    return view
+
+
+def _newest(samples: list[LagSample]) -> dict[PartitionKey, LagSample]:
+    newest: dict[PartitionKey, LagSample] = {}
+    for sample in samples:
+        if sample.key not in newest or sample.sampled_at > newest[sample.key].sampled_at:
+            newest[sample.key] = sample
+    return newest
+
+
+def _partitions(flow: FlowConfig, store: MetadataStore, newest: dict[PartitionKey, LagSample]) -> list[PartitionRow]:
+    stats = store.partition_stats(flow.name)
+    resets: dict[PartitionKey, int] = defaultdict(int)
+    for reset in store.source_resets(flow.name):
+        resets[PartitionKey(reset.topic, reset.partition)] += 1
+    stops = store.stops(flow.name)
+    rows = []
+    for key in sorted({*stats, *newest}):
+        stat, sample = stats.get(key), newest.get(key)
+        stop = next((s.reason for s in stops if s.topic == key.topic and s.partition in (None, key.partition)), None)
+        rows.append(
+            PartitionRow(
+                topic=key.topic,
+                partition=key.partition,
+                remote_topic=flow.remote_topic(key.topic),
+                records=stat.records if stat else 0,
+                bytes=stat.bytes if stat else 0,
+                cursor=stat.cursor if stat else None,
+                lag_records=sample.lag_records if sample else None,
+                record_age_ms=sample.record_age_ms if sample else None,
+                sampled_at=_iso(sample.sampled_at) if sample else None,
+                gap_count=stat.gap_count if stat else 0,
+                gap_offsets=stat.gap_offsets if stat else 0,
+                resets=resets[key],
+                stopped=stop,
+            )
+        )
+    return rows
+
+
+def _groups(flow: FlowConfig, store: MetadataStore) -> list[GroupRow]:
+    checkpoints: dict[str, list[datetime]] = defaultdict(list)
+    for checkpoint in store.checkpoints(flow.name):
+        checkpoints[checkpoint.group].append(checkpoint.emitted_at)
+    syncs = {sync.group: sync for sync in store.group_syncs(flow.name)}
+    rows = []
+    for group in sorted({*checkpoints, *syncs}):
+        sync = syncs.get(group)
+        emitted = checkpoints.get(group, [])
+        rows.append(
+            GroupRow(
+                group=group,
+                partitions=len(emitted),
+                last_checkpoint_at=_iso(max(emitted)) if emitted else None,
+                sync_outcome=sync.outcome.value if sync else None,
+                sync_detail=sync.detail if sync else None,
+                synced_at=_iso(sync.synced_at) if sync else None,
+            )
+        )
+    return rows
+
+
+def _batch_row(batch: Any) -> BatchRow:
+    seconds = (batch.finished_at - batch.created_at).total_seconds() if batch.finished_at else None
+    committed = batch.state == BatchState.COMMITTED and batch.records is not None
+    rate = batch.records / seconds if committed and seconds else None
+    return BatchRow(batch.id, batch.state.value, _iso(batch.created_at), seconds, batch.records, batch.bytes, rate)
+
+
+def _series(samples: list[LagSample]) -> list[SeriesPoint]:
+    """One point per sampling instant: total lag, oldest record age and the latency, over all partitions."""
+    by_time: dict[datetime, list[LagSample]] = defaultdict(list)
+    for sample in samples:
+        by_time[sample.sampled_at].append(sample)
+    points = []
+    for at in sorted(by_time):
+        group = by_time[at]
+        ages = [s.record_age_ms for s in group if s.record_age_ms is not None]
+        latencies = [s.replication_latency_ms for s in group if s.replication_latency_ms is not None]
+        points.append(
+            SeriesPoint(_iso(at), sum(s.lag_records for s in group), max(ages) if ages else None, max(latencies) if latencies else None)
+        )
+    return points
+
+
+def _iso(moment: datetime) -> str:
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return aware.astimezone(timezone.utc).isoformat(timespec="seconds")
