@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.mm2.policy import DefaultReplicationPolicy, is_cycle
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -33,6 +35,21 @@ def clusters(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
     finally:
         for name in ("a", "b"):
             stop_broker(name, home=test_home)
+
+
+@pytest.fixture(autouse=True)
+def no_heartbeats_topics_left_on_the_shared_source(request: pytest.FixtureRequest) -> Iterator[None]:
+    """MM2 replicates heartbeats topics whatever ``topics`` says, so a heartbeats topic a test leaves on the
+    shared cluster ``a`` would be copied by every later test's a->b flow (with that test's fresh metadata DB,
+    against the shared batch log): after each test that used the shared clusters, such topics are deleted."""
+    yield
+    if "clusters" not in request.fixturenames:
+        return
+    admin = AdminClient({"bootstrap.servers": request.getfixturevalue("clusters")["a"].bootstrap})
+    policy = DefaultReplicationPolicy()
+    left = [t for t in admin.list_topics(timeout=30).topics if policy.is_heartbeats_topic(t) and not is_cycle(policy, "b", t)]
+    for future in admin.delete_topics(left, operation_timeout=30).values() if left else ():
+        future.result()
 
 
 @pytest.fixture

@@ -135,11 +135,11 @@ def test_an_idle_run_skips_replicate_without_starting_spark(airflow_db, clusters
 
 def test_a_config_error_met_while_running_fails_at_once_without_retries(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
     create_topic(clusters["a"].bootstrap, f"{prefix}.wide")
-    body = f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 2\nreplication.factor = 3\nheartbeats.topic.replication.factor = 3"
+    body = f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 2\nreplication.factor = 3"
     config = write_config(tmp_path / "mm2.properties", clusters, body)
 
     run = run_flow(dag_bag_for, config)
 
     tis = {ti.task_id: ti for ti in run.get_task_instances()}
-    for task_id in ("sync_topics", "emit_heartbeats"):
-        assert (tis[task_id].state, tis[task_id].try_number) == ("failed", 1), task_id
+    assert (tis["sync_topics"].state, tis["sync_topics"].try_number) == ("failed", 1)
+    assert tis["record_batch"].state == "upstream_failed"

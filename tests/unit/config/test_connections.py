@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,14 @@ a->b.enabled = true
 """
 EXTRA = {"bootstrap.servers": "b1:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
          "sasl.username": "mirror", "sasl.password": SECRET}
+
+
+@pytest.fixture(autouse=True)
+def resolved_from_the_environment() -> Iterator[None]:
+    """The CLI's resolver, whatever an earlier in-process ``dag.test()`` installed (rule 3)."""
+    use_resolver(from_environment)
+    yield
+    use_resolver(from_environment)
 
 
 def flow(tmp_path: Path, text: str = CONFIG):
@@ -90,10 +99,7 @@ def test_an_installed_resolver_replaces_the_environment(tmp_path, monkeypatch):
         return FoundConnection("kafka", {"bootstrap.servers": "b7:9092", "enable.idempotence": True})
 
     use_resolver(airflow_like)
-    try:
-        config = flow(tmp_path).target_client("producer")
-    finally:
-        use_resolver(from_environment)
+    config = flow(tmp_path).target_client("producer")
     assert asked == ["target_kafka"]
     assert (config["bootstrap.servers"], config["enable.idempotence"]) == ("b7:9092", "true")
 
