@@ -34,6 +34,11 @@ SECTION_WHERE = "Where to start and stop"
 SECTION_SAFETY = "Safety"
 
 
+def date_time_param(title: str, description: str) -> Param:
+    """An optional time of the "Where to start and stop" section, picked with the form's date-time picker."""
+    return Param(None, type=["null", "string"], format="date-time", title=title, description=description, section=SECTION_WHERE)
+
+
 def flow_params() -> dict[str, Param]:
     """Params shown, with descriptions and JSON-schema validation, in the trigger form, grouped in sections:
     ``start_from`` proposes its keywords (a timestamp may still be typed), ``start_at`` and ``until`` have
@@ -64,23 +69,15 @@ def flow_params() -> dict[str, Param]:
             examples=list(START_KEYWORDS),
             section=SECTION_WHERE,
         ),
-        "start_at": Param(
-            None,
-            type=["null", "string"],
-            format="date-time",
-            title="Start at",
-            description="Start each partition at its first record stamped at or after this time (the same as "
-            "start_from set to that timestamp; leave start_from at 'stored').",
-            section=SECTION_WHERE,
+        "start_at": date_time_param(
+            "Start at",
+            "Start each partition at its first record stamped at or after this time (the same as start_from set to "
+            "that timestamp; leave start_from at 'stored').",
         ),
-        "until": Param(
-            None,
-            type=["null", "string"],
-            format="date-time",
-            title="Until",
-            description="Copy records stamped before this time. Default: no time bound (copy to the last stable "
-            "offset), except in backfill runs, which stop at their data interval end.",
-            section=SECTION_WHERE,
+        "until": date_time_param(
+            "Until",
+            "Copy records stamped before this time. Default: no time bound (copy to the last stable offset), except "
+            "in backfill runs, which stop at their data interval end.",
         ),
         "reset_cursor": Param(
             False,
