@@ -4,11 +4,15 @@ Contract: a run that copies records emits, through the flow's asset alias (:func
 event per remote topic it wrote, on ``kafka://{host:port}/{remote topic}`` (the scheme of Airflow's Kafka
 provider; ``host:port`` is the target's first bootstrap server), whose extra holds the run's last batch id and
 the records it copied into that topic.  A run that copies nothing emits none.
+
+What a run copied travels between its tasks (XCom) as a :data:`Copied` map: per remote-topic URI, the URI of
+its source topic (``kafka://{source host:port}/{topic}``) and the records copied, which is also what the run's
+lineage reports (:mod:`airmirror.dag_factory.lineage`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias
@@ -28,27 +32,32 @@ def topic_uri(bootstrap_servers: str, topic: str) -> str:
     return f"kafka://{bootstrap_servers.split(',')[0].strip()}/{topic}"
 
 
-def copied_by_uri(flow: FlowConfig, results: Iterable[RangeResult]) -> dict[str, int]:
-    """Records copied per remote-topic asset URI (topics that received none are left out)."""
-    bootstrap = flow.target_client("producer")["bootstrap.servers"]
-    copied: dict[str, int] = {}
-    for result in results:
-        if result.records:
-            uri = topic_uri(bootstrap, flow.remote_topic(result.topic))
-            copied[uri] = copied.get(uri, 0) + result.records
-    return copied
+Copied = dict[str, dict[str, Any]]
+"""Remote-topic URI -> ``{"source": source-topic URI, "records": records copied}`` (JSON, for XCom)."""
 
 
-def merge_copied(*parts: Mapping[str, int]) -> dict[str, int]:
-    merged: dict[str, int] = {}
+def copied_by_uri(flow: FlowConfig, results: Iterable[RangeResult]) -> Copied:
+    """What ``results`` copied, per remote topic (topics that received no record are left out)."""
+    source = flow.source_client("consumer")["bootstrap.servers"]
+    target = flow.target_client("producer")["bootstrap.servers"]
+    return merge_copied(
+        {topic_uri(target, flow.remote_topic(r.topic)): {"source": topic_uri(source, r.topic), "records": r.records}}
+        for r in results
+        if r.records
+    )
+
+
+def merge_copied(parts: Iterable[Copied]) -> Copied:
+    """One map of ``parts``, the records of a remote topic summed."""
+    merged: Copied = {}
     for part in parts:
-        for uri, records in part.items():
-            merged[uri] = merged.get(uri, 0) + records
+        for uri, copied in part.items():
+            merged.setdefault(uri, {"source": copied["source"], "records": 0})["records"] += copied["records"]
     return merged
 
 
-def emit_asset_events(outlet_events: Any, alias: str, copied: Mapping[str, int], batch_id: int | None) -> None:
+def emit_asset_events(outlet_events: Any, alias: str, copied: Copied, batch_id: int | None) -> None:
     """One event per remote topic with records (see the module contract)."""
-    for uri, records in sorted(copied.items()):
-        if records:
-            outlet_events[AssetAlias(alias)].add(Asset(uri), extra={"batch_id": batch_id, "records": records})
+    for uri, topic in sorted(copied.items()):
+        if topic["records"]:
+            outlet_events[AssetAlias(alias)].add(Asset(uri), extra={"batch_id": batch_id, "records": topic["records"]})

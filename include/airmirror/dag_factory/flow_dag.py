@@ -43,6 +43,7 @@ from airmirror.dag_factory import tasks
 from airmirror.dag_factory.assets import alias_name, emit_asset_events, merge_copied
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.dag_factory.emission import is_due
+from airmirror.dag_factory.lineage import report_lineage
 from airmirror.dag_factory.live import live_seconds
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.params import batch_options, flow_params, run_type_name
@@ -134,8 +135,9 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
                 recorded = tasks.record(config_path, name)
             except TopicsStopped as error:
                 raise AirflowFailException(str(error)) from error
-            everything = merge_copied(live["copied"], recorded["copied"])
+            everything = merge_copied([live["copied"], recorded["copied"]])
             emit_asset_events(context["outlet_events"], alias, everything, recorded["batch_id"] or live["batch_id"])
+            report_lineage(name, everything)
             context[RUN_LABEL] = f"{live['records'] + recorded['records']:,} records copied"  # type: ignore[literal-required]
             return recorded
 

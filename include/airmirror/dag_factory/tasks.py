@@ -27,7 +27,7 @@ from typing import Any
 
 from airmirror.checkpoints.emission import emit_checkpoints
 from airmirror.config import FlowConfig
-from airmirror.dag_factory.assets import copied_by_uri, merge_copied
+from airmirror.dag_factory.assets import Copied, copied_by_uri, merge_copied
 from airmirror.dag_factory.connections import resolve_connections_through_airflow
 from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
@@ -134,13 +134,13 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
     """A live run's ``replicate`` (:mod:`airmirror.dag_factory.live`): the planned batch first, then batches back
     to back on ``spark`` for ``seconds``; each is committed before the next is planned, and the last one is
     committed before the task ends."""
-    copied: dict[str, int] = {}
+    copied: Copied = {}
     last_batch: list[int] = []
     with masked_open_flow(config_path, flow_name) as (flow, store):
 
         def committed(summary: BatchSummary) -> None:
             publish_batch(flow, store, summary)
-            copied.update(merge_copied(copied, copied_by_uri(flow, summary.results)))
+            copied.update(merge_copied([copied, copied_by_uri(flow, summary.results)]))
             last_batch[:] = [summary.batch_id]
 
         report = replicate_continuously(
