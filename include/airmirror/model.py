@@ -113,6 +113,40 @@ class PlannedRange:
 
 
 @dataclass(frozen=True)
+class CursorState:
+    """A stored cursor, the source topic id (incarnation) it belongs to and the source leader epoch of the
+    record before it (``None`` when unknown)."""
+
+    next_offset: int
+    source_topic_id: str | None
+    leader_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why replication of a source topic (``partition`` ``None``: all of it) or partition is stopped."""
+
+    topic: str
+    partition: int | None
+    reason: str
+    stopped_at: datetime
+
+
+@dataclass(frozen=True)
+class SourceReset:
+    """A source partition that started again in a new incarnation, abandoning ``old_cursor``."""
+
+    topic: str
+    partition: int
+    batch_id: int
+    old_topic_id: str | None
+    new_topic_id: str | None
+    old_cursor: int
+    new_start: int
+    reset_at: datetime
+
+
+@dataclass(frozen=True)
 class RangeResult:
     """The outcome of copying one :class:`PlannedRange`, as committed to Kafka.
 

@@ -38,11 +38,10 @@ from airmirror.errors import InputError, ReplicationFailure
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
 from airmirror.kafka.offsets import divergence_points
 from airmirror.kafka.topics import TopicMapping, topic_ids
-from airmirror.model import PartitionKey, PartitionOffsets, PlannedRange
+from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange, Stop
 from airmirror.replication.planner import needs_validation
 from airmirror.replication.spark.progress import fence_partitions, forget_progress
 from airmirror.store import MetadataStore
-from airmirror.store.incarnations import CursorState, Stop
 
 log = logging.getLogger(__name__)
 

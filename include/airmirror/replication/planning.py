@@ -21,12 +21,11 @@ from airmirror.errors import InputError
 from airmirror.kafka.clients import source_admin
 from airmirror.kafka.offsets import partition_offsets
 from airmirror.kafka.topics import TopicMapping, topic_ids
-from airmirror.model import PartitionKey, PartitionOffsets, PlannedRange
+from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange
 from airmirror.replication.incarnations import diverged_cursors, refuse_source_resets
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.planner import moved_from, needs_work, plan_range, requested_start, source_reset
 from airmirror.store import MetadataStore
-from airmirror.store.incarnations import CursorState
 
 
 @dataclass(frozen=True)

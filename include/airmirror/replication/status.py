@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from airmirror.config import FlowConfig
 from airmirror.kafka.clients import source_admin
 from airmirror.kafka.topics import replicated_topics
+from airmirror.model import SourceReset, Stop
 from airmirror.replication.lag import lag_samples, newest_latency_ms, next_records
 from airmirror.replication.planning import plan_partitions
 from airmirror.store import MetadataStore
-from airmirror.store.incarnations import SourceReset, Stop
 
 FUTURE_TOLERANCE_MS = 60_000
 

@@ -19,12 +19,11 @@ Contracts:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, delete, select
 
-from airmirror.model import BatchState, PartitionKey, PlannedRange
+from airmirror.model import BatchState, CursorState, PartitionKey, PlannedRange, SourceReset, Stop
 from airmirror.store.schema import (
     WHOLE_TOPIC,
     batch_ranges,
@@ -36,40 +35,6 @@ from airmirror.store.schema import (
     source_resets,
     stops,
 )
-
-
-@dataclass(frozen=True)
-class CursorState:
-    """A stored cursor, the source topic id (incarnation) it belongs to and the source leader epoch of the
-    record before it (``None`` when unknown)."""
-
-    next_offset: int
-    source_topic_id: str | None
-    leader_epoch: int | None = None
-
-
-@dataclass(frozen=True)
-class Stop:
-    """Why replication of a source topic (``partition`` ``None``: all of it) or partition is stopped."""
-
-    topic: str
-    partition: int | None
-    reason: str
-    stopped_at: datetime
-
-
-@dataclass(frozen=True)
-class SourceReset:
-    """A source partition that started again in a new incarnation, abandoning ``old_cursor``."""
-
-    topic: str
-    partition: int
-    batch_id: int
-    old_topic_id: str | None
-    new_topic_id: str | None
-    old_cursor: int
-    new_start: int
-    reset_at: datetime
 
 
 def cursor_states(connection: Connection, flow: str) -> dict[PartitionKey, CursorState]:

@@ -33,7 +33,7 @@ from types import TracebackType
 from sqlalchemy import URL
 
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PartitionKey
+from airmirror.model import CursorState, PartitionKey, SourceReset, Stop
 from airmirror.store import incarnations
 from airmirror.store.batches import BatchStore, StaleCursorError
 from airmirror.store.checkpoints import CheckpointStore
@@ -46,7 +46,6 @@ from airmirror.store.engine import (
 )
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
 from airmirror.store.heartbeats import HeartbeatStore
-from airmirror.store.incarnations import CursorState, SourceReset, Stop
 from airmirror.store.lag import LagStore
 from airmirror.store.rows import utcnow
 
