@@ -23,6 +23,10 @@ from airmirror.errors import ReplicationFailure
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 ADMIN_USER = "admin"
+SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 30}
+"""Connect arguments of the local Airflow's SQLite metadata DB (sync and async engines, by import path): a
+connection waits up to 30 s for the write lock instead of sqlite3's 5 s, which the scheduler's transactions
+outlast at times on a loaded 2-core machine (the API then answered 500 "database is locked")."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class LocalAirflow:
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{__name__}.SQLITE_CONNECT_ARGS",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": f"{__name__}.SQLITE_CONNECT_ARGS",
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
