@@ -12,12 +12,17 @@ from airmirror.devtools.local_kafka.broker import (
 )
 from airmirror.devtools.local_kafka.jars import KAFKA_VERSION, kafka_classpath, resolve_maven_artifacts
 from airmirror.devtools.local_kafka.nodes import free_port
+from airmirror.devtools.local_kafka.security import BrokerSecurity, User
+from airmirror.devtools.local_kafka.tls import TlsMaterial
 
 __all__ = [
     "KAFKA_VERSION",
+    "BrokerSecurity",
     "BrokerStatus",
     "LocalBroker",
     "NodeStatus",
+    "TlsMaterial",
+    "User",
     "airmirror_home",
     "broker_status",
     "free_port",

@@ -5,9 +5,11 @@ broker and controller with node id ``i``, client port ``PORT + i - 1`` and a con
 nodes are controller quorum voters, so a cluster of three keeps working when any one node is down.
 Everything about the cluster lives in ``{home}/kafka/NAME/``:
 
-* ``meta.json``          name, first client port, controller ports and cluster id (ports and id fixed at
-                         first start) and the extra broker settings of the last start
+* ``meta.json``          name, first client port, controller ports, cluster id and security settings with
+                         their generated passwords (all fixed at first start) and the extra broker settings
+                         of the last start
 * ``log4j2.properties``  WARN-level logging to stdout
+* ``tls/``               the cluster's CA and broker certificate, with SSL or SASL_SSL (see ``tls.py``)
 * per node, in ``node-i/`` (a single node uses ``NAME/`` itself):
 
   * ``server.properties``  the node's config, rewritten from ``meta.json`` whenever the node starts
@@ -28,11 +30,20 @@ import re
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from airmirror.devtools.local_kafka.jars import exclusive_lock, kafka_classpath
+from airmirror.devtools.local_kafka.security import (
+    MANAGED_KEYS as SECURITY_KEYS,
+    MANAGED_PREFIX as SECURITY_PREFIX,
+    PLAINTEXT,
+    BrokerSecurity,
+    SecurityRecord,
+    User,
+    checked_security,
+)
 from airmirror.devtools.local_kafka.nodes import (
     HOST,
     NodeDir,
@@ -97,10 +108,11 @@ class NodeStatus:
 
 @dataclass(frozen=True)
 class BrokerStatus:
-    """One local cluster found under a home, with its nodes in node id order."""
+    """One local cluster found under a home, with its nodes in node id order and its client protocol."""
 
     name: str
     nodes: tuple[NodeStatus, ...]
+    protocol: str = PLAINTEXT
 
     @property
     def port(self) -> int:
@@ -123,6 +135,7 @@ class LocalBroker:
     """Handle on local cluster ``name``: node ids ``1..brokers`` on client ports ``port..port+brokers-1``.
 
     ``broker_config`` holds the extra broker settings it was started with; :meth:`restart` uses them again.
+    ``security`` is how clients connect (protocol, SASL users, TLS files and passwords; see :meth:`client_config`).
     """
 
     name: str
@@ -130,6 +143,7 @@ class LocalBroker:
     home: Path
     brokers: int = 1
     broker_config: Mapping[str, str] = field(default_factory=dict)
+    security: BrokerSecurity = field(default_factory=BrokerSecurity)
 
     @property
     def node_ids(self) -> range:
@@ -139,6 +153,11 @@ class LocalBroker:
     def bootstrap(self) -> str:
         """Every node's client address, comma-separated (the only one for a single node)."""
         return _addresses(range(self.port, self.port + self.brokers))
+
+    def client_config(self, user: str | User | None = None) -> dict[str, str]:
+        """confluent-kafka settings reaching this cluster as SASL ``user`` (name or :class:`User`; the first of
+        ``security.users`` if ``None``): ``bootstrap.servers`` plus :meth:`BrokerSecurity.librdkafka_config`."""
+        return {"bootstrap.servers": self.bootstrap, **self.security.librdkafka_config(user)}
 
     def status(self) -> BrokerStatus:
         """The cluster's current state, node by node.  ``ReplicationFailure`` if its ``meta.json`` is gone."""
@@ -150,7 +169,8 @@ class LocalBroker:
         stop_broker(self.name, home=self.home)
         start_broker(
             self.name, self.port, brokers=self.brokers, broker_config=self.broker_config,
-            home=self.home, timeout=timeout,
+            security=self.security.protocol, sasl_mechanism=self.security.sasl_mechanism,
+            users=self.security.users, home=self.home, timeout=timeout,
         )
         return self
 
@@ -193,6 +213,9 @@ def start_broker(
     *,
     brokers: int = 1,
     broker_config: Mapping[str, str] | None = None,
+    security: str = PLAINTEXT,
+    sasl_mechanism: str | None = None,
+    users: Sequence[str | tuple[str, str] | User] | None = None,
     home: Path | None = None,
     timeout: float = 60,
 ) -> LocalBroker:
@@ -200,24 +223,32 @@ def start_broker(
 
     Returns once every node serves requests as an active broker.  ``broker_config`` settings go into every
     node's ``server.properties`` after (so over) airmirror's defaults.  Idempotent: nodes already running
-    are kept, stopped ones are started.  The first start picks free controller ports, formats the storage
-    and records both in ``meta.json``; later starts reuse them and keep all data.  ``timeout`` bounds the
-    wait for the nodes (downloading the Kafka jars on the very first use is not counted).
+    are kept, stopped ones are started.  The first start picks free controller ports, generates the security
+    passwords and TLS files, formats the storage (with the SCRAM users) and records all of it in ``meta.json``;
+    later starts reuse them and keep all data.  ``timeout`` bounds the wait for the nodes (downloading the
+    Kafka jars on the very first use is not counted).
 
-    Raises ``InputError`` for a bad name, port, node count or setting, a port used by another process, a
-    cluster created with another number of nodes, or one running on another port or with other settings;
-    ``ReplicationFailure`` (with the tail of ``server.log``) when a node exits or does not become ready in
-    time, in which case the nodes started by this call are killed.
+    ``security`` is the client listener's protocol (PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL); with SASL,
+    ``sasl_mechanism`` (PLAIN or SCRAM-SHA-512, the default) and ``users`` (``NAME:PASSWORD`` strings,
+    ``(name, password)`` pairs or :class:`User`; one default user if none): see
+    :mod:`~airmirror.devtools.local_kafka.security`.  The handle's ``security`` holds what clients need.
+
+    Raises ``InputError`` for a bad name, port, node count, setting or security setting (naming its flag), a
+    port used by another process, a cluster created with another number of nodes or other security settings,
+    or one running on another port or with other settings; ``ReplicationFailure`` (with the tail of
+    ``server.log``) when a node exits or does not become ready in time, in which case the nodes started by
+    this call are killed.
     """
     _check_name(name)
     _check_ports(port, brokers)
     settings = _checked_broker_config(broker_config or {})
+    wanted = checked_security(security, sasl_mechanism, users)
     cluster = _ClusterDir.of(_resolve_home(home), name)
     cluster.root.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(cluster.lock_file):
-        meta = _meta_for_start(cluster, port, brokers, settings)
+        meta = _meta_for_start(cluster, port, brokers, settings, wanted)
         _start_nodes(cluster, meta, meta.node_ids, timeout)
-    return LocalBroker(name, port, cluster.home, brokers, settings)
+    return LocalBroker(name, port, cluster.home, brokers, settings, meta.security.security(cluster.root))
 
 
 def stop_broker(name: str, *, home: Path | None = None, timeout: float = 30) -> bool:
@@ -293,6 +324,7 @@ class _Meta:
     controller_ports: tuple[int, ...]
     cluster_id: str
     broker_config: dict[str, str] = field(default_factory=dict)
+    security: SecurityRecord = field(default_factory=SecurityRecord)
 
     @property
     def brokers(self) -> int:
@@ -335,6 +367,11 @@ def _checked_broker_config(config: Mapping[str, str]) -> dict[str, str]:
             raise InputError(f"invalid --broker-config key {key!r}: use only letters, digits, '.', '_' and '-'")
         if key in _MANAGED_KEYS:
             raise InputError(f"--broker-config {key} is not allowed: airmirror sets it for each node")
+        if key in SECURITY_KEYS or key.startswith(SECURITY_PREFIX):
+            raise InputError(
+                f"--broker-config {key} is not allowed: airmirror sets the listener's security "
+                "(see --security, --sasl-mechanism and --user)"
+            )
         settings[key] = str(value)
     return settings
 
@@ -343,21 +380,26 @@ def _resolve_home(home: Path | None) -> Path:
     return Path(home).absolute() if home is not None else airmirror_home()
 
 
-def _meta_for_start(cluster: _ClusterDir, port: int, brokers: int, settings: dict[str, str]) -> _Meta:
+def _meta_for_start(
+    cluster: _ClusterDir, port: int, brokers: int, settings: dict[str, str], security: BrokerSecurity
+) -> _Meta:
     """The ``meta.json`` to start the cluster with: new, or the recorded one moved to ``port`` with ``settings``.
 
-    ``InputError`` if the recorded cluster has another number of nodes, runs with another port or other
-    settings, or if ``port`` would put a node's client port on one of its controller ports.
+    ``InputError`` if the recorded cluster has another number of nodes or other security settings, runs with
+    another port or other settings, or if ``port`` would put a node's client port on one of its controller ports.
     """
     recorded = _load_meta(cluster)
     if recorded is None:
         controller_ports = _free_ports(brokers, avoid=range(port, port + brokers))
-        return _Meta(cluster.name, port, controller_ports, _new_cluster_id(), settings)
+        return _Meta(
+            cluster.name, port, controller_ports, _new_cluster_id(), settings, SecurityRecord.new(security)
+        )
     if recorded.brokers != brokers:
         raise InputError(
             f"broker '{cluster.name}' was created with --brokers {recorded.brokers}, not {brokers}; "
             f"delete {cluster.root} to create it again"
         )
+    _require_same_security(cluster, recorded.security.settings, security.settings())
     if any(node.running for node in _status(cluster, recorded).nodes):
         if port != recorded.port:
             raise InputError(
@@ -370,6 +412,18 @@ def _meta_for_start(cluster: _ClusterDir, port: int, brokers: int, settings: dic
     if clash:
         raise InputError(f"port {clash[0]} is a controller port of broker '{cluster.name}'; choose another port")
     return meta
+
+
+def _require_same_security(cluster: _ClusterDir, recorded: BrokerSecurity, wanted: BrokerSecurity) -> None:
+    """``InputError`` unless ``wanted`` equals the security settings the cluster was created with."""
+    if wanted == recorded:
+        return
+    created, asked = recorded.describe(), wanted.describe()
+    if created == asked:
+        created, asked = f"other --user passwords ({created})", "these"
+    raise InputError(
+        f"broker '{cluster.name}' was created with {created}, not {asked}; delete {cluster.root} to create it again"
+    )
 
 
 def _start_nodes(cluster: _ClusterDir, meta: _Meta, node_ids: Iterable[int], timeout: float) -> None:
@@ -388,9 +442,11 @@ def _start_nodes(cluster: _ClusterDir, meta: _Meta, node_ids: Iterable[int], tim
     if stopped:
         pids.update(_launch_nodes(cluster, meta, stopped))
     deadline = time.monotonic() + timeout
+    probe = meta.security.probe_config(cluster.root)
     try:
         for node in nodes:
-            wait_ready(node, pids[node.node_id], _address(meta.client_port(node.node_id)), deadline, timeout)
+            address = _address(meta.client_port(node.node_id))
+            wait_ready(node, pids[node.node_id], address, deadline, timeout, client_config=probe)
     except ReplicationFailure:
         _halt_nodes(cluster, meta, [node.node_id for node in stopped], None)
         raise
@@ -399,12 +455,18 @@ def _start_nodes(cluster: _ClusterDir, meta: _Meta, node_ids: Iterable[int], tim
 def _launch_nodes(cluster: _ClusterDir, meta: _Meta, nodes: list[NodeDir]) -> dict[int, int]:
     """Write the config of ``nodes``, format those never formatted, then launch them all; node id -> pid."""
     cluster.log4j_file.write_text(_LOG4J2_PROPERTIES)
+    tls = meta.security.tls_material(cluster.root)
+    if tls is not None:
+        tls.ensure(meta.name)
     classpath = kafka_classpath()
     for node in nodes:
         node.root.mkdir(exist_ok=True)
-        node.config_file.write_text(_server_properties(meta, node))
+        node.config_file.write_text(_server_properties(meta, node, cluster.root))
         if not (node.data_dir / "meta.properties").exists():
-            format_storage(node, classpath, meta.cluster_id, _initial_controllers(meta))
+            format_storage(
+                node, classpath, meta.cluster_id, _initial_controllers(meta),
+                scram_credentials=meta.security.scram_credentials(),
+            )
     return {node.node_id: launch(node, classpath, _address(meta.client_port(node.node_id))) for node in nodes}
 
 
@@ -437,7 +499,7 @@ def _status(cluster: _ClusterDir, meta: _Meta) -> BrokerStatus:
         )
         for node_id in meta.node_ids
     )
-    return BrokerStatus(meta.name, nodes)
+    return BrokerStatus(meta.name, nodes, meta.security.settings.protocol)
 
 
 def _load_meta(cluster: _ClusterDir) -> _Meta | None:
@@ -445,7 +507,8 @@ def _load_meta(cluster: _ClusterDir) -> _Meta | None:
         raw = json.loads(cluster.meta_file.read_text())
         if "controller_port" in raw:  # written for a single node, before clusters of several nodes
             raw["controller_ports"] = [raw.pop("controller_port")]
-        return _Meta(**{**raw, "controller_ports": tuple(raw["controller_ports"])})
+        security = SecurityRecord.from_json(raw.pop("security", None))  # absent: written before security
+        return _Meta(**{**raw, "controller_ports": tuple(raw["controller_ports"]), "security": security})
     except FileNotFoundError:
         return None
     except (ValueError, TypeError, KeyError) as exc:
@@ -461,7 +524,7 @@ def _require_meta(cluster: _ClusterDir) -> _Meta:
 
 def _save_meta(cluster: _ClusterDir, meta: _Meta) -> None:
     staging = cluster.meta_file.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(asdict(meta), indent=2) + "\n")
+    staging.write_text(json.dumps({**asdict(meta), "security": meta.security.to_json()}, indent=2) + "\n")
     staging.replace(cluster.meta_file)
 
 
@@ -516,8 +579,9 @@ def _require_free(port: int, what: str, home: Path) -> None:
     raise InputError(f"{what} {port} is already in use by {by}")
 
 
-def _server_properties(meta: _Meta, node: NodeDir) -> str:
-    """The node's ``server.properties``: airmirror's settings, then ``meta.broker_config`` over them."""
+def _server_properties(meta: _Meta, node: NodeDir, cluster_root: Path) -> str:
+    """The node's ``server.properties``: airmirror's settings (listeners and their security from
+    ``meta.security``, TLS files under ``cluster_root``), then ``meta.broker_config`` over them."""
     client = _address(meta.client_port(node.node_id))
     controller = _address(meta.controller_port(node.node_id))
     replicas = min(meta.brokers, _MAX_INTERNAL_REPLICAS)
@@ -525,11 +589,7 @@ def _server_properties(meta: _Meta, node: NodeDir) -> str:
         "process.roles": "broker,controller",
         "node.id": node.node_id,
         "controller.quorum.bootstrap.servers": _addresses(meta.controller_ports),
-        "listeners": f"PLAINTEXT://{client},CONTROLLER://{controller}",
-        "advertised.listeners": f"PLAINTEXT://{client}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        **meta.security.listener_properties(client, controller, cluster_root),
         "log.dirs": node.data_dir,
         "auto.create.topics.enable": "false",
         "num.partitions": 1,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 
 from airmirror.cli.parser import positive_int
-from airmirror.devtools.local_kafka import BrokerStatus, broker_status, start_broker, stop_broker
+from airmirror.devtools.local_kafka import BrokerStatus, LocalBroker, broker_status, start_broker, stop_broker
+from airmirror.devtools.local_kafka.security import PLAINTEXT, PROTOCOLS, SASL_MECHANISMS
 
 
 def broker_setting(value: str) -> tuple[str, str]:
@@ -25,17 +26,38 @@ def describe_nodes(status: BrokerStatus) -> str:
     return ", ".join(f"node {node.node_id} {state}" for node, state in zip(status.nodes, states))
 
 
+def describe_security(broker: LocalBroker) -> str | None:
+    """What a client needs to know of a secured cluster (passwords left out), or ``None`` for PLAINTEXT."""
+    security = broker.security
+    if security.protocol == PLAINTEXT:
+        return None
+    parts = [f"security {security.protocol}"]
+    if security.uses_sasl:
+        parts.append(f"{security.sasl_mechanism} users {', '.join(user.name for user in security.users)}")
+    if security.tls is not None:
+        parts.append(f"CA certificate {security.tls.ca_certificate}, truststore {security.tls.truststore}")
+    meta = broker.home / "kafka" / broker.name / "meta.json"
+    return "; ".join(parts) + f" (passwords in {meta})"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action == "start":
-        broker = start_broker(args.name, args.port, brokers=args.brokers, broker_config=dict(args.broker_config))
+        broker = start_broker(
+            args.name, args.port, brokers=args.brokers, broker_config=dict(args.broker_config),
+            security=args.security, sasl_mechanism=args.sasl_mechanism, users=args.user,
+        )
         pids = ", ".join(str(node.pid) for node in broker.status().nodes)
         print(f"kafka '{broker.name}' running on {broker.bootstrap} (pid{'s' if broker.brokers > 1 else ''} {pids})")
+        security = describe_security(broker)
+        if security is not None:
+            print(security)
     elif args.action == "stop":
         stopped = stop_broker(args.name)
         print(f"kafka '{args.name}' {'stopped' if stopped else 'was not running'}")
     else:
         for status in broker_status():
-            print(f"{status.name:<16} {status.bootstrap:<22} {describe_nodes(status)}")
+            protocol = "" if status.protocol == PLAINTEXT else f"{status.protocol} "
+            print(f"{status.name:<16} {status.bootstrap:<22} {protocol}{describe_nodes(status)}")
     return 0
 
 
@@ -53,6 +75,18 @@ def register(verbs: argparse._SubParsersAction) -> None:
     start.add_argument(
         "--broker-config", type=broker_setting, action="append", default=[], metavar="KEY=VALUE",
         help="extra setting for every node's server.properties (repeatable)",
+    )
+    start.add_argument(
+        "--security", type=str.upper, choices=PROTOCOLS, default=PLAINTEXT,
+        help="protocol of the client listener, also used between brokers (default PLAINTEXT)",
+    )
+    start.add_argument(
+        "--sasl-mechanism", type=str.upper, choices=SASL_MECHANISMS,
+        help="with SASL_PLAINTEXT or SASL_SSL (default SCRAM-SHA-512)",
+    )
+    start.add_argument(
+        "--user", action="append", metavar="NAME:PASSWORD",
+        help="a SASL user (repeatable; default airmirror:airmirror-secret)",
     )
     stop = actions.add_parser("stop")
     stop.add_argument("name")

@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -102,15 +102,21 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def format_storage(node: NodeDir, classpath: str, cluster_id: str, initial_controllers: str) -> None:
+def format_storage(
+    node: NodeDir, classpath: str, cluster_id: str, initial_controllers: str, *, scram_credentials: Sequence[str] = ()
+) -> None:
     """Format the node's ``data/`` for cluster ``cluster_id`` with the KRaft voters ``initial_controllers``.
 
     ``initial_controllers`` is Kafka's ``id@host:port:directory-id,...`` and must be the same for every node
-    of a cluster.  ``ReplicationFailure`` (with the tool's output) if formatting fails.
+    of a cluster.  ``scram_credentials`` (Kafka's ``MECHANISM=[name=N,password=P]``, the same for every node)
+    are written into the metadata log (``--add-scram``), so those SCRAM users exist from the broker's first
+    start.  ``ReplicationFailure`` (with the tool's output) if formatting fails.
     """
+    scram = [argument for credential in scram_credentials for argument in ("--add-scram", credential)]
     command = _jvm_command(
         node, _FORMAT_HEAP, classpath, "kafka.tools.StorageTool",
         "format", "-t", cluster_id, "-c", str(node.config_file), "--initial-controllers", initial_controllers,
+        *scram,
     )
     done = subprocess.run(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=_FORMAT_TIMEOUT_S
@@ -160,13 +166,18 @@ def halt(processes: Sequence[tuple[NodeDir, int]], graceful_timeout: float | Non
         raise ReplicationFailure(f"{node.label} (process {pid}) did not exit after SIGKILL")
 
 
-def wait_ready(node: NodeDir, pid: int, bootstrap: str, deadline: float, timeout: float) -> None:
+def wait_ready(
+    node: NodeDir, pid: int, bootstrap: str, deadline: float, timeout: float,
+    client_config: Mapping[str, str] | None = None,
+) -> None:
     """Return once the node answers a metadata request at ``bootstrap`` that lists it as an active broker.
 
+    ``client_config`` adds the settings a client needs to connect (security protocol, SASL login, CA).
     ``ReplicationFailure`` with the tail of ``server.log`` if the JVM ``pid`` exits first or the
     monotonic clock passes ``deadline`` (``timeout`` seconds after the start, for the message).
     """
     admin = AdminClient({
+        **(client_config or {}),
         "bootstrap.servers": bootstrap,
         "logger": _QUIET_CLIENT_LOG,
         "reconnect.backoff.ms": 100,
