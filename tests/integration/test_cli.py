@@ -71,6 +71,7 @@ def test_unreachable_cluster_is_a_runtime_failure(tmp_path: Path):
     config.write_text(VALID + "a.admin.request.timeout.ms = 2000\nairmirror.metadata.db.url = sqlite:///" + str(tmp_path / "m.db") + "\n")
     result = airmirror("status", str(config), "--flow", "a->b")
     assert result.returncode == 1, result.stderr
+    assert "airmirror: error: cannot reach cluster 'a' (" in result.stderr, result.stderr[-2000:]
 
 
 @pytest.mark.integration

@@ -246,18 +246,15 @@ def test_bad_target_credentials_fail_the_run_and_write_nothing(failed_runs: dict
         assert run.secret not in run.result.stdout + run.result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="product gap, reported: airmirror prints 'KafkaException: KafkaError{code=_TRANSPORT,...,str=\"Failed to "
-    "get metadata: Local: Broker transport failure\"}' after 30 s, naming neither cluster b nor the cause",
-)
-@pytest.mark.parametrize("case", CASES)
-def test_bad_target_credentials_fail_naming_the_target_cluster(failed_runs: dict[str, FailedRun], case: str) -> None:
+@pytest.mark.parametrize(("case", "cause"), [("wrong-password", "Authentication failed"), ("untrusted-certificate", "certificate verify failed")])
+def test_bad_target_credentials_fail_naming_the_target_cluster_and_the_cause(
+    secured: dict[str, LocalBroker], failed_runs: dict[str, FailedRun], case: str, cause: str
+) -> None:
     stderr = failed_runs[case].result.stderr
     errors = [line for line in stderr.splitlines() if line.startswith("airmirror: error:")]
     assert errors, stderr[-2000:]
-    assert "cluster 'b'" in errors[-1] or "cluster b" in errors[-1], errors[-1]
+    assert f"cannot reach cluster 'b' ({secured['b'].bootstrap}): " in errors[-1], errors[-1]
+    assert cause in errors[-1], errors[-1]
 
 
 # --- brokers replicating to each other over a secured listener ------------------------------------------------

@@ -7,24 +7,59 @@ for librdkafka, secrets resolved).  Producers and consumers of the copy job are 
 
 from __future__ import annotations
 
-from confluent_kafka.admin import AdminClient
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from airmirror.config import FlowConfig
+from airmirror.errors import ReplicationFailure
 
 REQUEST_TIMEOUT_S = 30.0
 """How long one admin or metadata request may take before it fails (every admin call of airmirror)."""
 
 
-def admin_client(flow: FlowConfig, alias: str) -> AdminClient:
+class ClusterAdmin(AdminClient):
+    """An admin client of cluster ``alias`` that keeps the last client-level error librdkafka reported for it (a
+    failed SASL authentication, a failed TLS handshake, a refused connection), so that a request the cluster
+    never answered can say which cluster it could not reach, and why (:meth:`unreachable`)."""
+
+    def __init__(self, alias: str, config: dict[str, Any]) -> None:
+        self.alias = alias
+        self.bootstrap = str(config.get("bootstrap.servers", ""))
+        self.last_error: KafkaError | None = None
+        super().__init__({**config, "error_cb": self._remember})
+
+    def _remember(self, error: KafkaError) -> None:
+        self.last_error = error
+
+    def unreachable(self, error: KafkaException) -> ReplicationFailure:
+        """The failure to raise for ``error``: the cluster, its bootstrap servers and librdkafka's own cause."""
+        self.poll(0)  # serve the error events queued while the request waited
+        cause = self.last_error.str() if self.last_error is not None else str(error)
+        return ReplicationFailure(f"cannot reach cluster '{self.alias}' ({self.bootstrap}): {cause}")
+
+
+def admin_client(flow: FlowConfig, alias: str) -> ClusterAdmin:
     """An admin client of cluster ``alias`` with the flow's settings for it."""
-    return AdminClient(flow.client_config(alias, "admin"))
+    return ClusterAdmin(alias, flow.client_config(alias, "admin"))
 
 
-def source_admin(flow: FlowConfig) -> AdminClient:
+def source_admin(flow: FlowConfig) -> ClusterAdmin:
     """An admin client of the flow's source cluster."""
     return admin_client(flow, flow.source)
 
 
-def target_admin(flow: FlowConfig) -> AdminClient:
+def target_admin(flow: FlowConfig) -> ClusterAdmin:
     """An admin client of the flow's target cluster."""
     return admin_client(flow, flow.target)
+
+
+def cluster_metadata(admin: ClusterAdmin, topic: str | None = None) -> ClusterMetadata:
+    """The cluster's topics (only ``topic`` if given); a cluster that does not answer within
+    :data:`REQUEST_TIMEOUT_S` (down, wrong credentials, an untrusted certificate) raises
+    :class:`~airmirror.errors.ReplicationFailure` naming it (:meth:`ClusterAdmin.unreachable`)."""
+    try:
+        return admin.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
+    except KafkaException as error:
+        raise admin.unreachable(error) from error

@@ -38,7 +38,7 @@ from confluent_kafka.admin import (
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.errors import ConfigError, ReplicationFailure
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, cluster_metadata
 
 COMPACTED = {"cleanup.policy": "compact"}
 """Topic configs of MM2's heartbeats and checkpoints topics: the newest record per key is kept."""
@@ -72,10 +72,10 @@ class TopicSyncReport:
     reconfigured: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def replicated_topics(flow: FlowConfig, source: AdminClient, topics_regex: str | None = None) -> list[TopicMapping]:
+def replicated_topics(flow: FlowConfig, source: ClusterAdmin, topics_regex: str | None = None) -> list[TopicMapping]:
     """Source topics this flow replicates (optionally narrowed by a regex on the source name), sorted."""
     subset = re.compile(topics_regex) if topics_regex else None
-    metadata = source.list_topics(timeout=REQUEST_TIMEOUT_S)
+    metadata = cluster_metadata(source)
     mappings = []
     for name, topic in sorted(metadata.topics.items()):
         if topic.error is not None or not flow.should_replicate(name):
@@ -105,13 +105,13 @@ def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, str | None
 
 
 def sync_topics(
-    flow: FlowConfig, source: AdminClient, target: AdminClient, mappings: list[TopicMapping], *, dry_run: bool = False
+    flow: FlowConfig, source: ClusterAdmin, target: ClusterAdmin, mappings: list[TopicMapping], *, dry_run: bool = False
 ) -> TopicSyncReport:
     """Create, grow and reconfigure remote topics per the module rules."""
     report = TopicSyncReport(mappings=list(mappings))
     if not mappings:
         return report
-    existing = {name: len(t.partitions) for name, t in target.list_topics(timeout=REQUEST_TIMEOUT_S).topics.items()}
+    existing = {name: len(t.partitions) for name, t in cluster_metadata(target).topics.items()}
     source_configs = describe_topic_configs(source, [m.source_topic for m in mappings])
     wanted = {m.source_topic: replicable_configs(flow, source_configs[m.source_topic]) for m in mappings}
     missing = [m for m in mappings if m.remote_topic not in existing]
@@ -215,7 +215,7 @@ def alter_configs(target: AdminClient, changes: dict[str, dict[str, str]]) -> No
 
 
 def ensure_internal_topic(
-    flow: FlowConfig, target: AdminClient, name: str, configs: Mapping[str, str], factor_key: str
+    flow: FlowConfig, target: ClusterAdmin, name: str, configs: Mapping[str, str], factor_key: str
 ) -> bool:
     """Create the one-partition internal topic ``name`` on the flow's target unless it exists; True when it
     was created.
@@ -223,7 +223,7 @@ def ensure_internal_topic(
     Its replication factor is the one ``factor_key`` gives the flow, and its configs are ``configs`` plus
     :func:`durability_configs` of that factor (which win over ``configs``).
     """
-    if name in target.list_topics(timeout=REQUEST_TIMEOUT_S).topics:
+    if name in cluster_metadata(target).topics:
         return False
     factor = flow.topic_replication_factor(factor_key)
     create_topics(flow, target, [TopicSpec(name, 1, {**configs, **durability_configs(factor)})], factor_key)

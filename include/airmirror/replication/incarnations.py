@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
+from airmirror.kafka.clients import cluster_metadata, source_admin
 from airmirror.kafka.offsets import divergence_points
 from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange, Stop
@@ -133,7 +133,7 @@ def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[Pl
 
 def source_partition_count(flow: FlowConfig, topic: str) -> int:
     """How many partitions the source topic has now (0 when it is gone)."""
-    metadata = source_admin(flow).list_topics(topic, timeout=REQUEST_TIMEOUT_S).topics.get(topic)
+    metadata = cluster_metadata(source_admin(flow), topic).topics.get(topic)
     return len(metadata.partitions) if metadata is not None and metadata.error is None else 0
 
 
