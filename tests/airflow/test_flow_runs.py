@@ -7,23 +7,11 @@ from datetime import datetime, timezone
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.airflow.run_helpers import asset_events
+from tests.airflow.run_helpers import asset_events, run_flow, task_states
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
 
 pytestmark = pytest.mark.integration
-
-
-def run_flow(dag_bag_for, config, conf: dict | None = None):
-    """One ``dag.test()`` run of flow a->b, parsed afresh as every Airflow worker does (``dag.test``
-    writes the run's conf into the parsed DAG's params)."""
-    bag = dag_bag_for(config)
-    assert bag.import_errors == {}
-    return bag.dags["airmirror__a__b"].test(run_conf=conf)
-
-
-def task_states(run) -> dict[str, str]:
-    return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
 def labels(run) -> dict[str, str | None]:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.airflow.test_flow_runs import run_flow, task_states
+from tests.airflow.run_helpers import run_flow, task_states
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, records_of, sample_records
 

@@ -1,169 +1,67 @@
 """Secured local clusters of their own: SASL_SSL with SCRAM-SHA-512 (started with the CLI) and with PLAIN, and
 two-node clusters whose brokers replicate to each other over SSL and over SASL_PLAINTEXT (SCRAM).
 
-Checked: ``airmirror replicate`` with an MM2 file holding only MM2's own security keys copies a topic record
-for record between two SASL_SSL clusters; a wrong target password and a target certificate of another CA each
-fail the run with exit 1, having written nothing to it (and should name the target: expected to fail for now)."""
+Checked, with an MM2 file holding only MM2's own security keys (the source's CA in a PKCS12 trust store, the
+target's in a PEM file): replicate, status, heartbeat, checkpoint with group offset sync and translate between two
+SASL_SSL clusters, record for record; a copy killed with kill -9 mid-write resumes exactly once; a wrong target
+password and a target certificate of another CA each fail the run with exit 1, naming the target cluster and the
+cause, having written nothing to it.  (The DAG run is in tests/airflow/test_secured_flow_run.py.)"""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
-from airmirror.devtools.local_kafka import LocalBroker, User, free_port, start_broker, stop_broker
+from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
 from airmirror.devtools.local_kafka.nodes import port_is_free
-from tests.conftest import write_config
-from tests.kafka_helpers import Record, sample_records
+from airmirror.mm2.wire_formats import Checkpoint, Heartbeat
+from tests.kafka_helpers import Record, recent_ms, sample_records
+from tests.polling import wait_until
+from tests.secured_clusters import (
+    PARTITIONS,
+    RECORDS_PER_PARTITION,
+    SECRETS,
+    commit_offsets,
+    create_topic,
+    group_offsets,
+    mm2_file,
+    produce,
+    read_partition,
+    records_in,
+    secured_clusters,
+    security_lines,
+    source_topic,
+)
 
 pytestmark = pytest.mark.integration
 
 SOURCE, TARGET = "secured-a", "secured-b"
-SOURCE_USER, TARGET_USER = ("mirror-a", "a-Secret:1"), ("mirror-b", "b-Secret=2")
-PARTITIONS = 2
 QUIET = logging.getLogger("tests.secured_brokers.refused_client")
 QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
-RECORDS_PER_PARTITION = 300
-
-
-def local_kafka(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "airmirror.cli", "local-kafka", *args],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "AIRMIRROR_HOME": str(home)},
-    )
 
 
 def airmirror(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
 
 
-def start_source_with_the_cli(home: Path) -> LocalBroker:
-    port = free_port()
-    user = ":".join(SOURCE_USER)
-    flags = ["--port", str(port), "--security", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-512", "--user", user]
-    started = local_kafka(home, "start", SOURCE, *flags)
-    assert started.returncode == 0, started.stderr
-    assert started.stdout.splitlines()[1].startswith("security SASL_SSL; SCRAM-SHA-512 users mirror-a; CA certificate")
-    assert SOURCE_USER[1] not in started.stdout
-    # the same settings again: the running cluster, and its handle
-    return start_broker(SOURCE, port, security="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", users=[user], home=home)
-
-
 @pytest.fixture(scope="module")
 def secured(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
-    """``a``: SASL_SSL with SCRAM-SHA-512, ``b``: SASL_SSL with PLAIN (two users), both used by this module only."""
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            source = pool.submit(start_source_with_the_cli, test_home)
-            target = pool.submit(
-                start_broker, TARGET, free_port(), security="SASL_SSL", sasl_mechanism="PLAIN",
-                users=[TARGET_USER, ("reader", "reader-pw")], home=test_home,
-            )
-            yield {"a": source.result(), "b": target.result()}
-    finally:
-        for name in (SOURCE, TARGET):
-            stop_broker(name, home=test_home)
-
-
-# --- small clients with the clusters' settings (tests/kafka_helpers.py takes a bootstrap string only) -------
-
-
-def create_topic(broker: LocalBroker, topic: str, partitions: int, replicas: int = 1, **config: str) -> None:
-    admin = AdminClient(broker.client_config())
-    admin.create_topics([NewTopic(topic, partitions, replicas, config=config)])[topic].result()
-
-
-def produce(broker: LocalBroker, topic: str, partition: int, records: list[Record], **settings: str) -> None:
-    producer = Producer({**broker.client_config(), "linger.ms": 5, **settings})
-    failures: list[str] = []
-    for r in records:
-        producer.produce(
-            topic, r.value, r.key, partition=partition, timestamp=r.timestamp, headers=list(r.headers) or None,
-            on_delivery=lambda error, _: failures.append(error.str()) if error is not None else None,
-        )
-    assert producer.flush(60) == 0 and not failures, failures[:1]
-
-
-def read_partition(broker: LocalBroker, topic: str, partition: int, user: str | None = None) -> list[Record]:
-    """Every committed record of one partition (read_committed, to its end)."""
-    consumer = Consumer({
-        **broker.client_config(user), "group.id": "airmirror-test-reader", "enable.auto.commit": False,
-        "isolation.level": "read_committed", "enable.partition.eof": True,
-    })
-    consumer.assign([TopicPartition(topic, partition, 0)])
-    records: list[Record] = []
-    try:
-        while True:
-            message = consumer.poll(30)
-            assert message is not None, f"no end of {topic}-{partition} within 30 s"
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    return records
-                raise RuntimeError(message.error())
-            records.append(
-                Record(message.key(), message.value(), tuple(message.headers() or ()), message.timestamp()[1])
-            )
-    finally:
-        consumer.close()
-
-
-def records_in(broker: LocalBroker, topic: str) -> int:
-    """How many records ``topic`` holds on ``broker`` (0 when it does not exist)."""
-    topics = AdminClient(broker.client_config()).list_topics(timeout=30).topics
-    if topic not in topics:
-        return 0
-    return sum(len(read_partition(broker, topic, partition)) for partition in topics[topic].partitions)
-
-
-# --- the MM2 file -------------------------------------------------------------------------------------------
-
-
-def security_lines(alias: str, broker: LocalBroker, password: str | None = None, ca: Path | None = None) -> str:
-    """MM2's own keys for cluster ``alias``: SASL login as the cluster's first user (with ``password`` instead of
-    its own if given) and the CA certificate as a PEM trust store (``ca`` instead of the cluster's if given)."""
-    security = broker.security
-    user = security.users[0]
-    login = security.jaas_config(User(user.name, password if password is not None else user.password))
-    assert security.tls is not None
-    return "\n".join([
-        f"{alias}.security.protocol = {security.protocol}",
-        f"{alias}.sasl.mechanism = {security.sasl_mechanism}",
-        f"{alias}.sasl.jaas.config = {login}",
-        f"{alias}.ssl.truststore.type = PEM",
-        f"{alias}.ssl.truststore.location = {ca or security.tls.ca_certificate}",
-    ])
-
-
-def mm2_file(tmp_path: Path, secured: dict[str, LocalBroker], prefix: str, target_lines: str | None = None) -> Path:
-    body = "\n".join([
-        "a->b.enabled = true",
-        f"topics = {prefix}.*",
-        "airmirror.spark.master = local[2]",
-        security_lines("a", secured["a"]),
-        target_lines or security_lines("b", secured["b"]),
-    ])
-    return write_config(tmp_path / "mm2.properties", secured, body)
-
-
-def source_topic(secured: dict[str, LocalBroker], prefix: str) -> tuple[str, dict[int, list[Record]]]:
-    topic = f"{prefix}.orders"
-    create_topic(secured["a"], topic, PARTITIONS)
-    sent = {p: sample_records(RECORDS_PER_PARTITION, prefix=f"{prefix}-{p}") for p in range(PARTITIONS)}
-    for partition, records in sent.items():
-        produce(secured["a"], topic, partition, records)
-    return topic, sent
+    with secured_clusters(test_home, (SOURCE, TARGET)) as clusters:
+        yield clusters
 
 
 # --- tests --------------------------------------------------------------------------------------------------
@@ -184,19 +82,91 @@ def test_clusters_accept_their_users_only(secured: dict[str, LocalBroker], prefi
     assert None not in delivered and read_partition(target, f"{prefix}.hello", 0) == sent
 
 
-def test_replicate_copies_between_sasl_ssl_clusters_record_for_record(
+def run_json(*args: str) -> dict:
+    """One verb of the CLI with ``--json``: its exit 0, its JSON, and no secret in its output."""
+    result = airmirror(*args, "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not any(secret in result.stdout + result.stderr for secret in SECRETS)
+    return json.loads(result.stdout)
+
+
+def test_every_feature_runs_between_sasl_ssl_clusters(secured: dict[str, LocalBroker], prefix: str, tmp_path: Path) -> None:
+    """replicate, status, heartbeat, checkpoint with group offset sync and translate, with MM2's own keys only
+    (the source trusts its CA through a PKCS12 trust store, the target through a PEM file)."""
+    source, target = secured["a"], secured["b"]
+    topic, sent = source_topic(secured, prefix)
+    group = f"{prefix}-billing"
+    commit_offsets(source, group, {(topic, 0): 120, (topic, 1): RECORDS_PER_PARTITION})
+    config = str(mm2_file(tmp_path, secured, prefix, extra="sync.group.offsets.enabled = true"))
+
+    started = time.monotonic()
+    copied = run_json("replicate", config, "--flow", "a->b")
+    print(f"replicate took {time.monotonic() - started:.1f} s: {copied}")
+    for partition, records in sent.items():
+        assert read_partition(target, f"a.{topic}", partition) == records
+
+    status = run_json("status", config, "--flow", "a->b")
+    assert status["total_lag"] == 0
+    assert {(p["topic"], p["partition"], p["cursor"]) for p in status["partitions"]} == {
+        (topic, p, RECORDS_PER_PARTITION) for p in range(PARTITIONS)
+    }
+
+    heartbeat = run_json("heartbeat", config, "--flow", "a->b")
+    [written] = [Heartbeat.decode(r.key, r.value) for r in read_partition(target, heartbeat["topic"], 0)]
+    assert (written.source_alias, written.target_alias) == ("a", "b")
+
+    checkpoints = run_json("checkpoint", config, "--flow", "a->b")
+    assert checkpoints["written"] == PARTITIONS, checkpoints
+    translated = run_json("translate", config, "--flow", "a->b", "--group", group)
+    expected = {p["partition"]: p["target_offset"] for p in translated["partitions"]}
+    assert None not in expected.values() and set(expected) == set(range(PARTITIONS)), translated
+    assert group_offsets(target, group, f"a.{topic}", PARTITIONS) == expected
+    remote = [Checkpoint.decode(r.key, r.value) for r in read_partition(target, "a.checkpoints.internal", 0)]
+    assert {(c.group, c.partition, c.downstream_offset) for c in remote} == {
+        (group, p, offset) for p, offset in expected.items()
+    }
+
+
+def bulk_records(label: str, count: int) -> list[Record]:
+    base = recent_ms()
+    return [Record(f"{label}-{i}".encode(), bytes(range(256)) + i.to_bytes(4, "big"), (), base + i) for i in range(count)]
+
+
+def uncommitted_end(broker: LocalBroker, topic: str, partition: int) -> int:
+    """The target partition's high watermark counting records of open transactions (0 before the topic exists)."""
+    consumer = Consumer({**broker.client_config(), "group.id": "airmirror-test-hw", "isolation.level": "read_uncommitted"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    except KafkaException:
+        return 0
+    finally:
+        consumer.close()
+
+
+def test_a_copy_killed_mid_write_resumes_exactly_once_over_sasl_ssl(
     secured: dict[str, LocalBroker], prefix: str, tmp_path: Path
 ) -> None:
-    topic, sent = source_topic(secured, prefix)
-    config = mm2_file(tmp_path, secured, prefix)
-    started = time.monotonic()
-    result = airmirror("replicate", str(config), "--flow", "a->b")
-    assert result.returncode == 0, result.stderr
-    print(f"replicate took {time.monotonic() - started:.1f} s:\n{result.stdout}")
-    for partition, records in sent.items():
-        assert read_partition(secured["b"], f"a.{topic}", partition) == records
-    for secret in (SOURCE_USER[1], TARGET_USER[1]):
-        assert secret not in result.stdout + result.stderr
+    """kill -9 of the whole replicate process group while chunk transactions commit on the secured target; the
+    next run resumes: every target partition equals its source, nothing lost, nothing twice."""
+    source, target = secured["a"], secured["b"]
+    topic, count = f"{prefix}.bulk", 20_000
+    create_topic(source, topic, PARTITIONS)
+    for partition in range(PARTITIONS):
+        produce(source, topic, partition, bulk_records(f"{partition}", count))
+    config = str(mm2_file(tmp_path, secured, prefix, extra="airmirror.transaction.max.records = 1000"))
+    process = subprocess.Popen([sys.executable, "-m", "airmirror.cli", "replicate", config, "--flow", "a->b"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: uncommitted_end(target, f"a.{topic}", 0) > 2000 or process.poll() is not None, 300, "writes")
+        assert process.poll() is None, "the batch finished before the fault could be injected"
+        os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(60)
+    assert records_in(target, f"a.{topic}") < PARTITIONS * count
+    resumed = airmirror("replicate", config, "--flow", "a->b")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for partition in range(PARTITIONS):
+        assert read_partition(target, f"a.{topic}", partition) == read_partition(source, topic, partition)
 
 
 @dataclass(frozen=True)

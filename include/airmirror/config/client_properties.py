@@ -2,7 +2,7 @@
 
 Contract of :func:`translate`: every Java key is either translated, or dropped with a warning naming it
 (Java-only settings meaningless for a byte copier, or settings of another client kind), or rejected with
-a :class:`ConfigError` naming it (unknown keys and settings librdkafka cannot honour, e.g. JKS stores,
+a :class:`ConfigError` naming it (unknown keys and settings librdkafka cannot honour, e.g. JKS files,
 OAUTHBEARER/GSSAPI JAAS logins).  No key is ever dropped silently.  Trust and key stores follow the rules
 of Java's ``DefaultSslEngineFactory`` (which combinations of type/location/password/inline PEM are valid).
 """
@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from airmirror.config.properties import Setting
 from airmirror.config.secrets import MaskedConfig
+from airmirror.config.trust_stores import pkcs12_trusted_pem
 from airmirror.errors import ConfigError
 
 CLIENT_KINDS: tuple[str, ...] = ("consumer", "producer", "admin")
@@ -222,6 +223,8 @@ _TRUST_STORE_KEYS = (
     "ssl.truststore.password",
     "ssl.truststore.certificates",
 )
+_PKCS12_READABLE = frozenset({"PKCS12", "JKS"})
+"""Trust store types read as PKCS12 (Java reads PKCS12 files under its default type name JKS too)."""
 _KEY_STORE_KEYS = (
     "ssl.keystore.type",
     "ssl.keystore.location",
@@ -306,6 +309,8 @@ def _trust_store(settings: Mapping[str, Setting]) -> dict[str, str]:
         if password is not None:
             raise _error("a trust store password is set but no trust store", password)
         return {}
+    if store_type in _PKCS12_READABLE and location is not None and certificates is None:
+        return {"ssl.ca.pem": pkcs12_trusted_pem(location, password)}
     if store_type != "PEM":
         raise _convert_to_pem("truststore", store_type, type_setting or location or certificates)
     if password is not None:

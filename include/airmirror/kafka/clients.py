@@ -31,7 +31,9 @@ class ClusterAdmin(AdminClient):
         super().__init__({**config, "error_cb": self._remember})
 
     def _remember(self, error: KafkaError) -> None:
-        self.last_error = error
+        """Keep ``error`` unless it is the summary "all brokers are down" that follows a cause already kept."""
+        if error.code() != KafkaError._ALL_BROKERS_DOWN or self.last_error is None:
+            self.last_error = error
 
     def unreachable(self, error: KafkaException) -> ReplicationFailure:
         """The failure to raise for ``error``: the cluster, its bootstrap servers and librdkafka's own cause."""

@@ -153,9 +153,10 @@ def test_pem_truststore_file_and_inline() -> None:
 @pytest.mark.parametrize(
     ("mapping", "key"),
     [
-        ({"ssl.truststore.location": "/ts.jks"}, "c.ssl.truststore.location"),
-        ({"ssl.truststore.type": "JKS", "ssl.truststore.location": "/ts.jks"}, "c.ssl.truststore.type"),
-        ({"ssl.truststore.type": "PKCS12", "ssl.truststore.location": "/ts.p12"}, "c.ssl.truststore.type"),
+        ({"ssl.truststore.location": "/no/such/ts.jks"}, "c.ssl.truststore.location"),
+        ({"ssl.truststore.type": "JKS", "ssl.truststore.location": "/no/such/ts.jks"}, "c.ssl.truststore.location"),
+        ({"ssl.truststore.type": "PKCS12", "ssl.truststore.certificates": "-"}, "c.ssl.truststore.type"),
+        ({"ssl.truststore.type": "BCFKS", "ssl.truststore.location": "/ts.bcfks"}, "c.ssl.truststore.type"),
         ({"ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca", "ssl.truststore.password": "x"},
          "c.ssl.truststore.password"),
         ({"ssl.truststore.password": "x"}, "c.ssl.truststore.password"),
@@ -166,7 +167,7 @@ def test_pem_truststore_file_and_inline() -> None:
 def test_truststore_rejections(mapping: dict[str, str], key: str) -> None:
     error = rejected(mapping)
     assert error.key == key
-    if "JKS" in str(error) or "PKCS12" in str(error):
+    if "PKCS12" in str(error) or "BCFKS" in str(error):
         assert "PEM" in str(error)
 
 
