@@ -43,8 +43,14 @@ def reader_group(purpose: str) -> str:
 
 
 def transactional_id(source: str, target: str, topic: str, partition: int) -> str:
-    """The producer ``transactional.id`` of one source partition's copies: fixed across attempts."""
-    return f"{GROUP_PREFIX}{joined(source, target, topic, partition)}"
+    """The producer ``transactional.id`` of one source partition's copies: fixed across attempts; it starts
+    with :func:`transactional_id_prefix`."""
+    return f"{transactional_id_prefix(source, target)}{joined(topic, partition)}"
+
+
+def transactional_id_prefix(source: str, target: str) -> str:
+    """What every transactional id of flow ``source->target`` starts with (and no other flow's does)."""
+    return f"{GROUP_PREFIX}{joined(source, target)}-"
 
 
 def anchor_group(source: str, target: str) -> str:

@@ -14,6 +14,7 @@ from airmirror.config import load_config
 from airmirror.config.durations import positive_duration
 from airmirror.errors import InputError
 from airmirror.heartbeats.emission import emit_heartbeat
+from airmirror.kafka.acls import principal, required_acls
 from airmirror.replication.continuous import StopOnSignals, replicate_continuously
 from airmirror.replication.incarnations import reset_topic
 from airmirror.replication.options import BatchOptions, parse_batch_options
@@ -108,4 +109,11 @@ def reset(args: argparse.Namespace) -> int:
     with open_flow(args.config, args.flow) as (flow, store):
         done = reset_topic(flow, store, args.topic, describe_holder("airmirror reset"))
     render.print_topic_reset(done, args.json)
+    return 0
+
+
+def acls(args: argparse.Namespace) -> int:
+    flow = load_config(args.config).flow(args.flow)
+    principals = {alias: principal(flow, alias) for alias in (flow.source, flow.target)}
+    render.print_acls(flow.name, principals, required_acls(flow), args.json)
     return 0

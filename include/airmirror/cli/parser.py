@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         verbs, "translate", "a source group's committed offsets translated to the target", commands.translate
     )
     translate.add_argument("--group", required=True, help="consumer group id on the source")
+    flow_verb(verbs, "acls", "the Kafka ACLs a flow's user needs on its source and target", commands.acls)
     reset = flow_verb(verbs, "reset", "re-seed a topic stopped by a deleted or recreated topic", commands.reset)
     reset.add_argument("--topic", required=True, help="source topic to copy again from its start")
 

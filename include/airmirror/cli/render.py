@@ -11,6 +11,7 @@ from typing import Any
 from airmirror.checkpoints.emission import CheckpointReport
 from airmirror.checkpoints.translate_view import GroupInspection
 from airmirror.heartbeats.emission import HeartbeatReport
+from airmirror.kafka.acls import AclRequirement
 from airmirror.model import GroupSyncOutcome, GroupSyncRecord, HeartbeatEmission, HeartbeatLatency
 from airmirror.replication.continuous import ContinuousReport
 from airmirror.replication.incarnations import TopicReset
@@ -203,3 +204,15 @@ def print_topic_reset(done: TopicReset, as_json: bool) -> None:
             f"the next run copies it from its start into {done.remote_topic}"
         )
 
+
+
+def print_acls(flow: str, principals: dict[str, str], acls: list[AclRequirement], as_json: bool) -> None:
+    """The ACLs of each cluster, for ``principals`` (cluster alias -> ``User:NAME``), as a table or JSON."""
+    if as_json:
+        print(to_json({"flow": flow, "principals": principals, "acls": [asdict(acl) for acl in acls]}))
+        return
+    for cluster, principal in principals.items():
+        print(f"cluster {cluster}: ALLOW {principal}")
+        print(f"  {'resource':<17} {'pattern':<9} {'name':<36} {'operations':<64} needed by")
+        for acl in (a for a in acls if a.cluster == cluster):
+            print(f"  {acl.resource_type:<17} {acl.pattern_type:<9} {acl.name:<36} {','.join(acl.operations):<64} {acl.purpose}")

@@ -85,6 +85,34 @@ def test_bad_security_is_input_error_naming_the_flag(protocol, mechanism, users,
     assert str(raised.value) == message
 
 
+@pytest.mark.parametrize(
+    ("protocol", "authorizer", "supers", "message"),
+    [
+        ("SSL", True, [], "--authorizer needs --security SASL_PLAINTEXT or SASL_SSL (ACLs name SASL users), not SSL"),
+        ("SASL_SSL", False, ["admin"], "--super-user needs --authorizer"),
+        ("SASL_SSL", True, ["carol"], "--super-user 'carol' is not one of the --user names (admin, mirror)"),
+        ("SASL_SSL", True, ["admin", "admin"], "--super-user 'admin' is given twice"),
+    ],
+)
+def test_bad_authorizer_settings_name_the_flag(protocol, authorizer, supers, message) -> None:
+    users = ["admin:a-pw", "mirror:m-pw"] if protocol.startswith("SASL") else None
+    with pytest.raises(InputError) as raised:
+        checked_security(protocol, users=users, authorizer=authorizer, super_users=supers)
+    assert str(raised.value) == message
+
+
+def test_the_authorizer_denies_by_default_and_trusts_brokers_super_users_and_the_controller_listener() -> None:
+    settings = checked_security("SASL_SSL", "PLAIN", ["admin:a-pw", "mirror:m-pw"], authorizer=True, super_users=["admin"])
+    record = SecurityRecord.new(settings)
+    properties = record.listener_properties(CLIENT, CONTROLLER, Path("/c"))
+    assert properties["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert properties["super.users"] == "User:airmirror-broker;User:admin;User:ANONYMOUS"
+    assert properties["allow.everyone.if.no.acl.found"] == "false"
+    assert SecurityRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+    assert settings.describe().endswith("--user admin:*** --user mirror:*** --authorizer --super-user admin")
+    assert "authorizer.class.name" not in listener_lines("SASL_SSL")[1]
+
+
 def test_no_repr_shows_a_password(tmp_path: Path) -> None:
     record = SecurityRecord.new(checked_security("SASL_SSL", users=["alice:alice-password"]))
     security = record.security(tmp_path)
@@ -343,6 +371,10 @@ def test_start_flags() -> None:
     args = parse("start", "s", "--port", "9092", "--security", "sasl_ssl", "--sasl-mechanism", "plain",
                  "--user", "alice:a:pw", "--user", "bob:b")
     assert (args.security, args.sasl_mechanism, args.user) == ("SASL_SSL", "PLAIN", ["alice:a:pw", "bob:b"])
+    assert (args.authorizer, args.super_user) == (False, None)
+    args = parse("start", "s", "--port", "9092", "--security", "SASL_SSL", "--user", "alice:a", "--authorizer",
+                 "--super-user", "alice")
+    assert (args.authorizer, args.super_user) == (True, ["alice"])
 
 
 @pytest.mark.parametrize(
@@ -353,6 +385,8 @@ def test_start_flags() -> None:
         (["--sasl-mechanism", "PLAIN"], "--sasl-mechanism needs --security SASL_PLAINTEXT or SASL_SSL"),
         (["--user", "alice:pw"], "--user needs --security SASL_PLAINTEXT or SASL_SSL"),
         (["--security", "SASL_SSL", "--user", "alice"], "invalid --user 'alice': expected NAME:PASSWORD"),
+        (["--security", "SSL", "--authorizer"], "--authorizer needs --security SASL_PLAINTEXT or SASL_SSL"),
+        (["--security", "SASL_SSL", "--super-user", "airmirror"], "--super-user needs --authorizer"),
     ],
 )
 def test_bad_start_flags_exit_2_naming_the_flag(flags, named, tmp_path, monkeypatch, capsys) -> None:

@@ -170,7 +170,8 @@ class LocalBroker:
         start_broker(
             self.name, self.port, brokers=self.brokers, broker_config=self.broker_config,
             security=self.security.protocol, sasl_mechanism=self.security.sasl_mechanism,
-            users=self.security.users, home=self.home, timeout=timeout,
+            users=self.security.users, authorizer=self.security.authorizer, super_users=self.security.super_users,
+            home=self.home, timeout=timeout,
         )
         return self
 
@@ -216,6 +217,8 @@ def start_broker(
     security: str = PLAINTEXT,
     sasl_mechanism: str | None = None,
     users: Sequence[str | tuple[str, str] | User] | None = None,
+    authorizer: bool = False,
+    super_users: Sequence[str] | None = None,
     home: Path | None = None,
     timeout: float = 60,
 ) -> LocalBroker:
@@ -231,7 +234,9 @@ def start_broker(
     ``security`` is the client listener's protocol (PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL); with SASL,
     ``sasl_mechanism`` (PLAIN or SCRAM-SHA-512, the default) and ``users`` (``NAME:PASSWORD`` strings,
     ``(name, password)`` pairs or :class:`User`; one default user if none): see
-    :mod:`~airmirror.devtools.local_kafka.security`.  The handle's ``security`` holds what clients need.
+    :mod:`~airmirror.devtools.local_kafka.security`.  ``authorizer`` turns on ACLs (SASL only), with the
+    brokers' user and ``super_users`` (names among ``users``) as super users.  The handle's ``security`` holds
+    what clients need.
 
     Raises ``InputError`` for a bad name, port, node count, setting or security setting (naming its flag), a
     port used by another process, a cluster created with another number of nodes or other security settings,
@@ -242,7 +247,7 @@ def start_broker(
     _check_name(name)
     _check_ports(port, brokers)
     settings = _checked_broker_config(broker_config or {})
-    wanted = checked_security(security, sasl_mechanism, users)
+    wanted = checked_security(security, sasl_mechanism, users, authorizer, super_users)
     cluster = _ClusterDir.of(_resolve_home(home), name)
     cluster.root.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(cluster.lock_file):
@@ -370,7 +375,7 @@ def _checked_broker_config(config: Mapping[str, str]) -> dict[str, str]:
         if key in SECURITY_KEYS or key.startswith(SECURITY_PREFIX):
             raise InputError(
                 f"--broker-config {key} is not allowed: airmirror sets the listener's security "
-                "(see --security, --sasl-mechanism and --user)"
+                "(see --security, --sasl-mechanism, --user and --authorizer)"
             )
         settings[key] = str(value)
     return settings

@@ -34,6 +34,8 @@ def describe_security(broker: LocalBroker) -> str | None:
     parts = [f"security {security.protocol}"]
     if security.uses_sasl:
         parts.append(f"{security.sasl_mechanism} users {', '.join(user.name for user in security.users)}")
+    if security.authorizer:
+        parts.append(f"ACLs required (super users {', '.join(security.super_users) or 'none but the brokers'})")
     if security.tls is not None:
         parts.append(f"CA certificate {security.tls.ca_certificate}, truststore {security.tls.truststore}")
     meta = broker.home / "kafka" / broker.name / "meta.json"
@@ -45,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         broker = start_broker(
             args.name, args.port, brokers=args.brokers, broker_config=dict(args.broker_config),
             security=args.security, sasl_mechanism=args.sasl_mechanism, users=args.user,
+            authorizer=args.authorizer, super_users=args.super_user,
         )
         pids = ", ".join(str(node.pid) for node in broker.status().nodes)
         print(f"kafka '{broker.name}' running on {broker.bootstrap} (pid{'s' if broker.brokers > 1 else ''} {pids})")
@@ -87,6 +90,14 @@ def register(verbs: argparse._SubParsersAction) -> None:
     start.add_argument(
         "--user", action="append", metavar="NAME:PASSWORD",
         help="a SASL user (repeatable; default airmirror:airmirror-secret)",
+    )
+    start.add_argument(
+        "--authorizer", action="store_true",
+        help="enforce ACLs with KRaft's StandardAuthorizer (SASL only): no ACL, no access",
+    )
+    start.add_argument(
+        "--super-user", action="append", metavar="NAME",
+        help="with --authorizer, a --user that ACLs do not restrict (repeatable)",
     )
     stop = actions.add_parser("stop")
     stop.add_argument("name")

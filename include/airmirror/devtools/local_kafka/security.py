@@ -12,6 +12,10 @@ recorded in its ``meta.json`` with the secrets generated then; a later start wit
   ``airmirror-secret``) is created.  The default mechanism is SCRAM-SHA-512.
 * SSL: the cluster's own CA and broker certificate (see :mod:`~airmirror.devtools.local_kafka.tls`); clients
   are not asked for certificates (``ssl.client.auth=none``).
+* ``--authorizer`` (SASL only): KRaft's ``StandardAuthorizer`` with ACLs, and no ACL means no access.  The super
+  users are the brokers' own user, the users named with ``--super-user`` and ``ANONYMOUS``, the principal of
+  the PLAINTEXT controller listener on 127.0.0.1 that the nodes use among themselves.  Every other user gets
+  only what ACLs grant it (created by a super user, e.g. with ``AdminClient.create_acls``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ PROTOCOLS = (PLAINTEXT, "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-512")
 DEFAULT_SASL_MECHANISM = "SCRAM-SHA-512"
 BROKER_USER = "airmirror-broker"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 CONTROLLER_LISTENER = "CONTROLLER"
 
 _USER_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -47,6 +52,7 @@ MANAGED_KEYS = frozenset({
     "sasl.jaas.config", "ssl.client.auth", "ssl.key.password",
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
     "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
 })
 MANAGED_PREFIX = "listener.name."
 
@@ -95,6 +101,8 @@ class BrokerSecurity:
     sasl_mechanism: str | None = None
     users: tuple[User, ...] = ()
     tls: TlsMaterial | None = None
+    authorizer: bool = False
+    super_users: tuple[str, ...] = ()
 
     @property
     def uses_sasl(self) -> bool:
@@ -106,7 +114,9 @@ class BrokerSecurity:
 
     def settings(self) -> BrokerSecurity:
         """The chosen settings alone (without the TLS files): what must match between starts."""
-        return BrokerSecurity(self.protocol, self.sasl_mechanism, self.users)
+        return BrokerSecurity(
+            self.protocol, self.sasl_mechanism, self.users, authorizer=self.authorizer, super_users=self.super_users
+        )
 
     def describe(self) -> str:
         """The settings as flags, passwords replaced by ``***``."""
@@ -114,6 +124,9 @@ class BrokerSecurity:
         if self.sasl_mechanism is not None:
             flags.append(f"--sasl-mechanism {self.sasl_mechanism}")
         flags += [f"--user {user.name}:***" for user in self.users]
+        if self.authorizer:
+            flags.append("--authorizer")
+        flags += [f"--super-user {name}" for name in self.super_users]
         return " ".join(flags)
 
     def user(self, name: str | None = None) -> User:
@@ -173,11 +186,15 @@ def checked_security(
     protocol: str = PLAINTEXT,
     sasl_mechanism: str | None = None,
     users: Iterable[str | tuple[str, str] | User] | None = None,
+    authorizer: bool = False,
+    super_users: Iterable[str] | None = None,
 ) -> BrokerSecurity:
-    """Validated settings; ``InputError`` naming ``--security``, ``--sasl-mechanism`` or ``--user``.
+    """Validated settings; ``InputError`` naming ``--security``, ``--sasl-mechanism``, ``--user``,
+    ``--authorizer`` or ``--super-user``.
 
     ``users`` are ``NAME:PASSWORD`` strings, ``(name, password)`` pairs or :class:`User`; with SASL and no
-    user, :data:`DEFAULT_USER`.  Protocol and mechanism are case-insensitive.
+    user, :data:`DEFAULT_USER`.  Protocol and mechanism are case-insensitive.  ``authorizer`` needs SASL (ACLs
+    name SASL users); ``super_users`` need ``authorizer`` and must be among the users.
     """
     if not isinstance(protocol, str) or protocol.upper() not in PROTOCOLS:
         raise InputError(f"invalid --security {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
@@ -198,9 +215,27 @@ def checked_security(
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise InputError(f"--user '{duplicates[0]}' is given twice")
+    checked_users = checked_users or ((DEFAULT_USER,) if sasl else ())
+    supers = _super_users(protocol, checked_users, authorizer, tuple(super_users or ()))
     if not sasl:
         return BrokerSecurity(protocol)
-    return BrokerSecurity(protocol, sasl_mechanism or DEFAULT_SASL_MECHANISM, checked_users or (DEFAULT_USER,))
+    mechanism = sasl_mechanism or DEFAULT_SASL_MECHANISM
+    return BrokerSecurity(protocol, mechanism, checked_users, authorizer=authorizer, super_users=supers)
+
+
+def _super_users(protocol: str, users: tuple[User, ...], authorizer: bool, names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` checked against the other settings (``InputError`` naming ``--authorizer`` or ``--super-user``)."""
+    if authorizer and not protocol.startswith("SASL_"):
+        raise InputError(f"--authorizer needs --security SASL_PLAINTEXT or SASL_SSL (ACLs name SASL users), not {protocol}")
+    if names and not authorizer:
+        raise InputError("--super-user needs --authorizer")
+    known = {user.name for user in users}
+    for name in names:
+        if name not in known:
+            raise InputError(f"--super-user '{name}' is not one of the --user names ({', '.join(sorted(known))})")
+        if names.count(name) > 1:
+            raise InputError(f"--super-user '{name}' is given twice")
+    return names
 
 
 def _user(user: str | tuple[str, str] | User) -> User:
@@ -235,8 +270,13 @@ class SecurityRecord:
             return cls()
         users = tuple(User(user["name"], user["password"]) for user in raw.get("users", ()))
         tls = raw.get("tls") or {}
+        authorizer = raw.get("authorizer") or {}
+        settings = BrokerSecurity(
+            raw["protocol"], raw.get("sasl_mechanism"), users,
+            authorizer=bool(authorizer), super_users=tuple(authorizer.get("super_users", ())),
+        )
         return cls(
-            BrokerSecurity(raw["protocol"], raw.get("sasl_mechanism"), users),
+            settings,
             raw.get("broker_password"), tls.get("truststore_password"), tls.get("keystore_password"),
         )
 
@@ -246,6 +286,8 @@ class SecurityRecord:
             raw["sasl_mechanism"] = self.settings.sasl_mechanism
             raw["users"] = [{"name": user.name, "password": user.password} for user in self.settings.users]
             raw["broker_password"] = self.broker_password
+        if self.settings.authorizer:
+            raw["authorizer"] = {"super_users": list(self.settings.super_users)}
         if self.settings.uses_tls:
             raw["tls"] = {"truststore_password": self.truststore_password, "keystore_password": self.keystore_password}
         return raw
@@ -268,7 +310,8 @@ class SecurityRecord:
         """The public view for a :class:`~airmirror.devtools.local_kafka.LocalBroker` handle."""
         settings = self.settings
         return BrokerSecurity(
-            settings.protocol, settings.sasl_mechanism, settings.users, self.tls_material(cluster_root)
+            settings.protocol, settings.sasl_mechanism, settings.users, self.tls_material(cluster_root),
+            authorizer=settings.authorizer, super_users=settings.super_users,
         )
 
     def probe_config(self, cluster_root: Path) -> dict[str, str]:
@@ -309,6 +352,13 @@ class SecurityRecord:
                 "sasl.enabled.mechanisms": mechanism,
                 "sasl.mechanism.inter.broker.protocol": mechanism,
                 f"{MANAGED_PREFIX}{protocol.lower()}.{mechanism.lower()}.sasl.jaas.config": jaas,
+            }
+        if self.settings.authorizer:
+            supers = (BROKER_USER, *self.settings.super_users, "ANONYMOUS")
+            properties |= {
+                "authorizer.class.name": STANDARD_AUTHORIZER,
+                "super.users": ";".join(f"User:{name}" for name in supers),
+                "allow.everyone.if.no.acl.found": "false",
             }
         tls = self.tls_material(cluster_root)
         if tls is not None:

@@ -1,0 +1,112 @@
+"""The Kafka ACLs a flow's user needs on its source and on its target cluster, derived from the flow's config.
+
+Contract of :func:`required_acls`: with brokers that enforce ACLs (KRaft's ``StandardAuthorizer``), granting
+exactly these to the user each cluster's client settings log in as is enough for every feature of the flow
+(replicate with exactly-once, status, heartbeat, checkpoint with group offset sync, translate), and none of them
+is more than a feature needs.  No ``Cluster`` ACL is needed: topics are created under ``Topic:CREATE``, and the
+copy producers are transactional, so they need no ``IdempotentWrite``.
+
+Names follow the config: replicated topics from ``topics`` (a plain name is LITERAL, ``name.*`` PREFIXED,
+anything else every topic, ``*``); remote topics and the checkpoints topic under the source alias's remote
+prefix; airmirror's own groups and transactional ids from :mod:`airmirror.names`; consumer groups from
+``groups`` like topics.  A topic the user may not DESCRIBE is invisible to it, as to MM2: it is not replicated
+and no error says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from airmirror import names
+from airmirror.config import FlowConfig
+from airmirror.mm2.policy import PatternList
+
+ALL = "*"
+READ_TOPIC = ("DESCRIBE", "READ", "DESCRIBE_CONFIGS")
+OWN_TOPIC = ("CREATE", "DESCRIBE", "READ", "WRITE")
+_LITERAL = re.compile(r"(?:[A-Za-z0-9_-]|\\?\.)+")
+
+
+@dataclass(frozen=True)
+class AclRequirement:
+    """One ACL entry: on ``cluster`` (a flow alias), ALLOW ``operations`` on the ``resource_type`` resource
+    ``name`` matched by ``pattern_type`` (``LITERAL`` or ``PREFIXED``), and which features need it."""
+
+    cluster: str
+    resource_type: str
+    pattern_type: str
+    name: str
+    operations: tuple[str, ...]
+    purpose: str
+
+
+def resource_patterns(patterns: PatternList) -> list[tuple[str, str]]:
+    """``(pattern type, name)`` covering every name the regexes match: a plain name is LITERAL, ``name.*``
+    PREFIXED ``name``; any other regex needs every name (LITERAL ``*``).  ``.`` is read as the dot of a topic
+    name (``orders.v1``), as users mean it."""
+    covered: list[tuple[str, str]] = []
+    for pattern in (p.pattern for p in patterns.patterns):
+        prefixed = pattern.endswith(".*")
+        stem = pattern[:-2] if prefixed else pattern
+        if not _LITERAL.fullmatch(stem) or (prefixed and not stem):
+            return [("LITERAL", ALL)]
+        entry = ("PREFIXED" if prefixed else "LITERAL", stem.replace("\\.", "."))
+        if entry not in covered:
+            covered.append(entry)
+    return covered
+
+
+def required_acls(flow: FlowConfig) -> list[AclRequirement]:
+    """Every ACL the flow's user needs, source cluster first (see the module contract)."""
+    source, target, policy = flow.source, flow.target, flow.policy
+    acls = [
+        AclRequirement(source, "TOPIC", pattern, name, READ_TOPIC, "replicate: list, read and sync the topics")
+        for pattern, name in resource_patterns(flow.topics.include)
+    ]
+    if flow.heartbeats.replication_enabled:
+        acls.append(AclRequirement(source, "TOPIC", "LITERAL", policy.heartbeats_topic(), READ_TOPIC,
+                                   "replicate: MM2 replicates the source's heartbeats"))
+    acls += [
+        AclRequirement(source, "GROUP", "LITERAL", names.reader_group("range"), ("DESCRIBE",),
+                       "replicate: the range readers' group, never committed"),
+        AclRequirement(source, "GROUP", "LITERAL", names.reader_group("status"), ("DESCRIBE",),
+                       "replicate, status: the offset checks' group, never committed"),
+        AclRequirement(source, "GROUP", "LITERAL", names.source_progress_group(source, target), ("DESCRIBE", "READ"),
+                       "replicate: commits the flow's position, for lag tools"),
+    ]
+    groups = resource_patterns(flow.groups.include)
+    if flow.checkpoints.enabled:
+        acls += [AclRequirement(source, "GROUP", pattern, name, ("DESCRIBE",), "checkpoint, translate: list the "
+                                "groups and read their offsets") for pattern, name in groups]
+    remote_prefix = policy.format_remote_topic(source, "")
+    acls += [
+        AclRequirement(target, "TOPIC", "PREFIXED", remote_prefix,
+                       (*OWN_TOPIC, "DESCRIBE_CONFIGS", "ALTER", "ALTER_CONFIGS"),
+                       "replicate: create, grow, configure and write remote topics; checkpoint: its topic"),
+        AclRequirement(target, "TOPIC", "LITERAL", names.batch_log_topic(source),
+                       (*OWN_TOPIC, "DESCRIBE_CONFIGS", "ALTER_CONFIGS"),
+                       "replicate: the batch log (exact offset-sync runs), kept compacted"),
+        AclRequirement(target, "TRANSACTIONAL_ID", "PREFIXED", names.transactional_id_prefix(source, target),
+                       ("DESCRIBE", "WRITE"), "replicate: one transactional producer per source partition"),
+        AclRequirement(target, "GROUP", "LITERAL", names.anchor_group(source, target), ("DESCRIBE", "READ"),
+                       "replicate: transactional offset commits that anchor each partition's last copy"),
+        AclRequirement(target, "GROUP", "LITERAL", names.reader_group("batch-log"), ("DESCRIBE",),
+                       "replicate: the batch log readers' group, never committed"),
+        AclRequirement(target, "GROUP", "LITERAL", names.reader_group("record"), ("DESCRIBE",),
+                       "replicate: reads copied heartbeats back for the replication latency"),
+    ]
+    if flow.heartbeats.enabled:
+        acls.append(AclRequirement(target, "TOPIC", "LITERAL", policy.heartbeats_topic(), ("CREATE", "DESCRIBE", "WRITE"),
+                                   "heartbeat: create and write the heartbeats topic"))
+    if flow.checkpoints.enabled and flow.checkpoints.sync_group_offsets_enabled:
+        acls += [AclRequirement(target, "GROUP", pattern, name, ("DESCRIBE", "READ"), "checkpoint: sync the groups' "
+                                "offsets while they are inactive") for pattern, name in groups]
+    return acls
+
+
+def principal(flow: FlowConfig, alias: str) -> str:
+    """The principal cluster ``alias``'s clients log in as: ``User:`` and the SASL user name of its settings, or
+    ``User:<principal>`` when they name none (SSL client certificates, no SASL)."""
+    name = flow.client_config(alias, "admin").get("sasl.username")
+    return f"User:{name}" if name else "User:<principal>"

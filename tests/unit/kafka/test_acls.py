@@ -1,0 +1,84 @@
+"""The ACL list derived from a flow's config (``airmirror acls``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airmirror.cli import main
+from airmirror.config import FlowConfig, load_config
+from airmirror.kafka.acls import required_acls, resource_patterns
+from airmirror.mm2.policy import PatternList
+
+BASE = """clusters = us, dr
+us.bootstrap.servers = 127.0.0.1:9092
+dr.bootstrap.servers = 127.0.0.1:9093
+us->dr.enabled = true
+"""
+
+
+def flow(tmp_path: Path, extra: str = "") -> FlowConfig:
+    path = tmp_path / "mm2.properties"
+    path.write_text(BASE + extra)
+    return load_config(path, env={}).flow("us->dr")
+
+
+@pytest.mark.parametrize(
+    ("patterns", "covered"),
+    [
+        ("orders", [("LITERAL", "orders")]),
+        ("orders, payments.v1", [("LITERAL", "orders"), ("LITERAL", "payments.v1")]),
+        (r"orders\.v1, sales.*", [("LITERAL", "orders.v1"), ("PREFIXED", "sales")]),
+        (".*", [("LITERAL", "*")]),
+        ("orders, (eu|us)-sales", [("LITERAL", "*")]),
+        ("orders, orders", [("LITERAL", "orders")]),
+    ],
+)
+def test_topic_and_group_regexes_become_literal_or_prefixed_resources(patterns: str, covered: list) -> None:
+    assert resource_patterns(PatternList.parse(patterns, key="topics")) == covered
+
+
+def test_a_flow_needs_no_cluster_acl_and_names_its_own_resources(tmp_path: Path) -> None:
+    acls = required_acls(flow(tmp_path, "topics = sales.*\nsync.group.offsets.enabled = true\n"))
+    table = {(a.cluster, a.resource_type, a.pattern_type, a.name): a.operations for a in acls}
+    assert not any(a.resource_type == "CLUSTER" for a in acls)
+    assert table[("us", "TOPIC", "PREFIXED", "sales")] == ("DESCRIBE", "READ", "DESCRIBE_CONFIGS")
+    assert table[("us", "GROUP", "LITERAL", "airmirror-us-dr")] == ("DESCRIBE", "READ")
+    assert table[("dr", "TOPIC", "PREFIXED", "us.")][:4] == ("CREATE", "DESCRIBE", "READ", "WRITE")
+    assert table[("dr", "TRANSACTIONAL_ID", "PREFIXED", "airmirror-us-dr-")] == ("DESCRIBE", "WRITE")
+    assert table[("dr", "GROUP", "LITERAL", "airmirror-eos-us-dr")] == ("DESCRIBE", "READ")
+    assert table[("dr", "GROUP", "LITERAL", "*")] == ("DESCRIBE", "READ")
+    assert ("dr", "TOPIC", "LITERAL", "airmirror-batches.us.internal") in table
+
+
+def test_disabled_features_need_nothing(tmp_path: Path) -> None:
+    acls = required_acls(flow(tmp_path, "topics = sales\nemit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n"
+                                        "heartbeats.replication.enabled = false\n"))
+    assert not any(a.name in ("heartbeats", "*") for a in acls)
+
+
+def test_the_transactional_id_prefix_covers_every_copy_producer(tmp_path: Path) -> None:
+    from airmirror import names
+
+    assert names.transactional_id("us-east", "dr", "orders", 3).startswith(names.transactional_id_prefix("us-east", "dr"))
+    assert not names.transactional_id("us", "east-dr", "o", 0).startswith(names.transactional_id_prefix("us-east", "dr"))
+
+
+def test_acls_verb_prints_json_with_the_sasl_principal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    login = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="mirror" password="pw-Secret";'
+    path = tmp_path / "mm2.properties"
+    path.write_text(BASE + f"dr.security.protocol = SASL_SSL\ndr.sasl.mechanism = PLAIN\ndr.sasl.jaas.config = {login}\n")
+    assert main(["acls", str(path), "--flow", "us->dr", "--json"]) == 0
+    out = capsys.readouterr().out
+    listed = json.loads(out)
+    assert listed["principals"] == {"us": "User:<principal>", "dr": "User:mirror"}
+    assert {acl["cluster"] for acl in listed["acls"]} == {"us", "dr"} and "pw-Secret" not in out
+
+
+def test_acls_verb_rejects_an_unknown_flow_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(BASE)
+    assert main(["acls", str(path), "--flow", "dr->us"]) == 2
+    assert "dr->us" in capsys.readouterr().err
