@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airmirror.devtools.local_kafka import LocalBroker, User, free_port, start_broker, stop_broker
+from airmirror.kafka.retry import retry_transient
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, sample_records
 
@@ -114,10 +115,12 @@ def records_in(broker: LocalBroker, topic: str) -> int:
 
 
 def commit_offsets(broker: LocalBroker, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit ``offsets`` for consumer group ``group`` as one of its consumers would."""
+    """Commit ``offsets`` for consumer group ``group`` as one of its consumers would (a fresh cluster's group
+    coordinator may still be loading: transient errors are retried)."""
     consumer = Consumer({**broker.client_config(), "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        retry_transient(lambda: consumer.commit(offsets=partitions, asynchronous=False), f"commit offsets of {group}")
     finally:
         consumer.close()
 
