@@ -37,3 +37,8 @@ class ConfigError(InputError):
 
 class ReplicationFailure(AirmirrorError):
     """A run-time failure (broker unreachable, Spark job failed, DB down).  Exit code 1."""
+
+
+class AccessDenied(ReplicationFailure):
+    """A cluster refused the flow's user an operation its ACLs do not grant; the message names the ACL to grant
+    (:mod:`airmirror.kafka.authorization`).  Exit code 1."""

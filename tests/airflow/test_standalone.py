@@ -83,7 +83,7 @@ def airflow_env(e2e_clusters, test_home, tmp_path_factory) -> Iterator[tuple[Loc
         airflow.start(config)
         yield airflow, brokers, prefix, config
     finally:
-        airflow.stop()
+        airflow.stop(timeout=10)
 
 
 def test_scheduled_run_replicates_the_flow_past_a_record_stamped_in_the_future(airflow_env):

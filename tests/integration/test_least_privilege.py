@@ -1,7 +1,9 @@
 """Least privilege against brokers that enforce ACLs (KRaft's StandardAuthorizer, started with
 ``airmirror local-kafka start --authorizer``): the flow's user holds exactly the ACLs ``airmirror acls`` lists,
 created by a super user, and every feature runs: replicate (exactly-once), status, heartbeat, checkpoint with
-group offset sync, translate; the target equals the source record for record."""
+group offset sync, translate; the target equals the source record for record.  Then, for each listed entry in
+turn, a fresh user holds every other one: a verb fails with exit 1 naming the refused resource and the entry to
+grant, operations included."""
 
 from __future__ import annotations
 
@@ -20,9 +22,12 @@ from confluent_kafka.admin import (
     AdminClient,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
-from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.devtools.local_kafka import LocalBroker, User, free_port, start_broker, stop_broker
 from tests.conftest import write_config
 from tests.secured_clusters import PARTITIONS, commit_offsets, group_offsets, read_partition, source_topic
 
@@ -102,3 +107,64 @@ def test_every_feature_runs_with_exactly_the_listed_acls(guarded: dict[str, Loca
     translated = run_json("translate", config, "--flow", "a->b", "--group", group)
     expected = {p["partition"]: p["target_offset"] for p in translated["partitions"]}
     assert group_offsets(guarded["b"], group, f"a.{topic}", PARTITIONS) == expected
+
+
+VERBS = ("replicate", "status", "heartbeat", "checkpoint", "translate")
+LISTED = (
+    "a-topics", "a-heartbeats", "a-progress-group", "a-groups",
+    "b-remote-topics", "b-batch-log", "b-transactional-ids", "b-anchor-group", "b-heartbeats", "b-synced-groups",
+)
+
+
+def login_as(guarded: dict[str, LocalBroker], user: str, password: str) -> None:
+    """Create SCRAM user ``user`` on both clusters, as the super user."""
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                          password.encode())
+    for broker in guarded.values():
+        admin = AdminClient(broker.client_config(ADMIN[0]))
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result()
+
+
+def delete_every_topic(broker: LocalBroker) -> None:
+    admin = AdminClient(broker.client_config(ADMIN[0]))
+    topics = [t for t in admin.list_topics(timeout=30).topics if not t.startswith("__")]
+    for future in admin.delete_topics(topics, operation_timeout=30).values() if topics else ():
+        future.result()
+
+
+@pytest.mark.parametrize("removed", range(len(LISTED)), ids=LISTED)
+def test_each_missing_acl_is_named_with_its_resource_and_operations(
+    guarded: dict[str, LocalBroker], prefix: str, tmp_path: Path, removed: int
+) -> None:
+    """Every entry is needed: without it, the verb that needs it first (then the others, in order) fails naming
+    it.  The target starts empty, so every topic is created anew."""
+    user, password = f"mirror{removed}", f"pw-{prefix}"
+    login_as(guarded, user, password)
+    topic, _ = source_topic(guarded, prefix, records=5)
+    group = f"{prefix}-billing"
+    commit_offsets(guarded["a"], group, {(topic, 0): 2, (topic, 1): 3})
+    login = guarded["a"].security.jaas_config(User(user, password))
+    config = str(write_config(tmp_path / "mm2.properties", guarded, "\n".join([
+        "security.protocol = SASL_PLAINTEXT", "sasl.mechanism = SCRAM-SHA-512", f"sasl.jaas.config = {login}",
+        "a->b.enabled = true", f"topics = {topic}", f"groups = {group}", "sync.group.offsets.enabled = true",
+        "airmirror.spark.master = local[1]",
+    ])))
+    listed = run_json("acls", config, "--flow", "a->b")
+    assert len(listed["acls"]) == len(LISTED)
+    missing = listed["acls"][removed]
+    for alias in ("a", "b"):
+        grant(guarded[alias], f"User:{user}", [acl for i, acl in enumerate(listed["acls"])
+                                               if acl["cluster"] == alias and i != removed])
+    delete_every_topic(guarded["b"])
+
+    needed_by = missing["purpose"].split(":")[0].split(",")[0]  # the first verb that needs it, tried first
+    for verb in (needed_by, *VERBS):
+        extra = ("--group", group) if verb == "translate" else ()
+        result = airmirror(verb, config, "--flow", "a->b", *extra)
+        if result.returncode != 0:
+            break
+    assert result.returncode == 1, f"every verb succeeded without {missing}"
+    acl = f"{', '.join(missing['operations'])} on {missing['resource_type']} {missing['pattern_type']} '{missing['name']}'"
+    assert f"refuses User:{user} access to {missing['resource_type']} '" in result.stderr, result.stderr
+    assert f"grant {acl}" in result.stderr, result.stderr

@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
+from airmirror.kafka.authorization import naming_refusals
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, target_admin
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import GroupSyncOutcome, GroupSyncRecord, PartitionKey, StoredCheckpoint
 from airmirror.store import MetadataStore
@@ -54,7 +54,8 @@ def sync_group_offsets(
     """Apply the contract to ``group`` with its newest ``checkpoints``; store, log and return the outcome."""
     admin = target_admin(flow)
     try:
-        record = _sync(flow, admin, group, checkpoints)
+        with naming_refusals(admin.access, group=group):
+            record = _sync(flow, admin, group, checkpoints)
     except ReplicationFailure as error:
         record = _record(group, GroupSyncOutcome.FAILED, "UNKNOWN", 0, str(error))
     store.record_group_sync(flow.name, record)
@@ -68,7 +69,7 @@ def sync_group_offsets(
 
 
 def _sync(
-    flow: FlowConfig, admin: AdminClient, group: str, checkpoints: Sequence[StoredCheckpoint]
+    flow: FlowConfig, admin: ClusterAdmin, group: str, checkpoints: Sequence[StoredCheckpoint]
 ) -> GroupSyncRecord:
     where = f"group '{group}' on cluster '{flow.target}'"
     description = retry_transient(

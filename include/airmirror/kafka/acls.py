@@ -9,8 +9,10 @@ copy producers are transactional, so they need no ``IdempotentWrite``.
 Names follow the config: replicated topics from ``topics`` (a plain name is LITERAL, ``name.*`` PREFIXED,
 anything else every topic, ``*``); remote topics and the checkpoints topic under the source alias's remote
 prefix; airmirror's own groups and transactional ids from :mod:`airmirror.names`; consumer groups from
-``groups`` like topics.  A topic the user may not DESCRIBE is invisible to it, as to MM2: it is not replicated
-and no error says so.
+``groups`` like topics.  airmirror's readers only assign partitions and never commit, so their groups need no
+ACL (:func:`~airmirror.kafka.authorization.refuses_unused_group`).  A topic or group the user may not DESCRIBE is
+invisible to a listing, as to MM2; one that ``topics`` or ``groups`` names plainly (or the source's heartbeats
+topic) is looked up by name, so that a missing ACL is an error (:mod:`airmirror.kafka.authorization`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,19 @@ def resource_patterns(patterns: PatternList) -> list[tuple[str, str]]:
     return covered
 
 
+def plain_names(patterns: PatternList) -> list[str]:
+    """The names ``patterns`` match by a plain name (LITERAL entries of :func:`resource_patterns`)."""
+    return [name for pattern, name in resource_patterns(patterns) if pattern == "LITERAL" and name != ALL]
+
+
+def named_source_topics(flow: FlowConfig) -> list[str]:
+    """The source topics the flow names plainly: those of ``topics``, and the heartbeats topic it replicates."""
+    topics = plain_names(flow.topics.include)
+    if flow.heartbeats.replication_enabled:
+        topics.append(flow.policy.heartbeats_topic())
+    return topics
+
+
 def required_acls(flow: FlowConfig) -> list[AclRequirement]:
     """Every ACL the flow's user needs, source cluster first (see the module contract)."""
     source, target, policy = flow.source, flow.target, flow.policy
@@ -67,14 +82,8 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
     if flow.heartbeats.replication_enabled:
         acls.append(AclRequirement(source, "TOPIC", "LITERAL", policy.heartbeats_topic(), READ_TOPIC,
                                    "replicate: MM2 replicates the source's heartbeats"))
-    acls += [
-        AclRequirement(source, "GROUP", "LITERAL", names.reader_group("range"), ("DESCRIBE",),
-                       "replicate: the range readers' group, never committed"),
-        AclRequirement(source, "GROUP", "LITERAL", names.reader_group("status"), ("DESCRIBE",),
-                       "replicate, status: the offset checks' group, never committed"),
-        AclRequirement(source, "GROUP", "LITERAL", names.source_progress_group(source, target), ("DESCRIBE", "READ"),
-                       "replicate: commits the flow's position, for lag tools"),
-    ]
+    acls.append(AclRequirement(source, "GROUP", "LITERAL", names.source_progress_group(source, target),
+                               ("DESCRIBE", "READ"), "replicate: commits the flow's position, for lag tools"))
     groups = resource_patterns(flow.groups.include)
     if flow.checkpoints.enabled:
         acls += [AclRequirement(source, "GROUP", pattern, name, ("DESCRIBE",), "checkpoint, translate: list the "
@@ -91,10 +100,6 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
                        ("DESCRIBE", "WRITE"), "replicate: one transactional producer per source partition"),
         AclRequirement(target, "GROUP", "LITERAL", names.anchor_group(source, target), ("DESCRIBE", "READ"),
                        "replicate: transactional offset commits that anchor each partition's last copy"),
-        AclRequirement(target, "GROUP", "LITERAL", names.reader_group("batch-log"), ("DESCRIBE",),
-                       "replicate: the batch log readers' group, never committed"),
-        AclRequirement(target, "GROUP", "LITERAL", names.reader_group("record"), ("DESCRIBE",),
-                       "replicate: reads copied heartbeats back for the replication latency"),
     ]
     if flow.heartbeats.enabled:
         acls.append(AclRequirement(target, "TOPIC", "LITERAL", policy.heartbeats_topic(), ("CREATE", "DESCRIBE", "WRITE"),

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.authorization import AccessScope, access_scope
 
 REQUEST_TIMEOUT_S = 30.0
 """How long one admin or metadata request may take before it fails (every admin call of airmirror)."""
@@ -22,10 +23,12 @@ REQUEST_TIMEOUT_S = 30.0
 class ClusterAdmin(AdminClient):
     """An admin client of cluster ``alias`` that keeps the last client-level error librdkafka reported for it (a
     failed SASL authentication, a failed TLS handshake, a refused connection), so that a request the cluster
-    never answered can say which cluster it could not reach, and why (:meth:`unreachable`)."""
+    never answered can say which cluster it could not reach, and why (:meth:`unreachable`).  ``access`` names
+    the ACL behind a refused request (:mod:`airmirror.kafka.authorization`)."""
 
-    def __init__(self, alias: str, config: dict[str, Any]) -> None:
+    def __init__(self, alias: str, config: dict[str, Any], access: AccessScope | None = None) -> None:
         self.alias = alias
+        self.access = access
         self.bootstrap = str(config.get("bootstrap.servers", ""))
         self.last_error: KafkaError | None = None
         super().__init__({**config, "error_cb": self._remember})
@@ -44,7 +47,7 @@ class ClusterAdmin(AdminClient):
 
 def admin_client(flow: FlowConfig, alias: str) -> ClusterAdmin:
     """An admin client of cluster ``alias`` with the flow's settings for it."""
-    return ClusterAdmin(alias, flow.client_config(alias, "admin"))
+    return ClusterAdmin(alias, flow.client_config(alias, "admin"), access_scope(flow, alias))
 
 
 def source_admin(flow: FlowConfig) -> ClusterAdmin:

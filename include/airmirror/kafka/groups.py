@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.routes import route
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
+from airmirror.kafka.acls import plain_names
+from airmirror.kafka.authorization import naming_refusals
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, source_admin
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey
 
@@ -33,22 +34,39 @@ def is_covered_group(flow: FlowConfig, group: str) -> bool:
     return flow.groups.matches(group) and not group.startswith(names.GROUP_PREFIX)
 
 
-def covered_groups(flow: FlowConfig, admin: AdminClient) -> list[str]:
-    """Every covered group of the source cluster, sorted."""
+def covered_groups(flow: FlowConfig, admin: ClusterAdmin) -> list[str]:
+    """Every covered group of the source cluster, sorted.  A group that ``groups`` names plainly and that the
+    cluster hides because the user may not DESCRIBE it raises :class:`~airmirror.errors.AccessDenied`."""
     listing = retry_transient(
         lambda: admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result(),
         f"list the consumer groups of cluster '{flow.source}'",
     )
-    return sorted(g.group_id for g in listing.valid if is_covered_group(flow, g.group_id))
+    listed = {g.group_id for g in listing.valid}
+    refuse_hidden_groups(admin, [g for g in plain_names(flow.groups.include) if g not in listed])
+    return sorted(g for g in listed if is_covered_group(flow, g))
 
 
-def committed_offsets(flow: FlowConfig, admin: AdminClient, group: str) -> dict[PartitionKey, CommittedOffset]:
+def refuse_hidden_groups(admin: ClusterAdmin, groups: list[str]) -> None:
+    """Raise :class:`~airmirror.errors.AccessDenied` for the first of ``groups`` the user may not DESCRIBE (a
+    group that does not exist is described as dead: no error)."""
+    if not groups:
+        return
+    for group, future in admin.describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S).items():
+        try:
+            with naming_refusals(admin.access, group=group):
+                future.result()
+        except KafkaException:
+            continue
+
+
+def committed_offsets(flow: FlowConfig, admin: ClusterAdmin, group: str) -> dict[PartitionKey, CommittedOffset]:
     """``group``'s committed offsets on the source, limited to routed topics."""
     request = [ConsumerGroupTopicPartitions(group)]
-    answer = retry_transient(
-        lambda: admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group].result(),
-        f"list the committed offsets of group '{group}' on cluster '{flow.source}'",
-    )
+    with naming_refusals(admin.access, group=group):
+        answer = retry_transient(
+            lambda: admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group].result(),
+            f"list the committed offsets of group '{group}' on cluster '{flow.source}'",
+        )
     return {
         PartitionKey(tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
         for tp in answer.topic_partitions

@@ -10,6 +10,7 @@ Contract:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from airmirror import names
 from airmirror.config import FlowConfig
-from airmirror.errors import ReplicationFailure
+from airmirror.errors import AccessDenied, ReplicationFailure
+from airmirror.kafka.authorization import access_scope, named, refuses_unused_group
 
 DELIVERY_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 15.0
@@ -34,21 +36,26 @@ class OutgoingRecord:
 
 
 def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord]) -> None:
-    """Write ``records`` in order to partition 0 of ``topic`` on the target and wait for every acknowledgement."""
+    """Write ``records`` in order to partition 0 of ``topic`` on the target and wait for every acknowledgement.
+    A refused write raises :class:`~airmirror.errors.AccessDenied` naming the ACL to grant."""
     if not records:
         return
-    failures: list[str] = []
+    failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, message: Message) -> None:
         if error is not None:
-            failures.append(error.str())
+            failures.append(error)
 
     producer = Producer({**flow.target_client("producer"), "enable.idempotence": True})
     for record in records:
         producer.produce(topic, record.value, record.key, partition=0, timestamp=record.timestamp, on_delivery=delivered)
     unsent = producer.flush(DELIVERY_TIMEOUT_S)
+    if failures:
+        refused = named(access_scope(flow, flow.target), KafkaException(failures[0]), topic=topic)
+        if isinstance(refused, AccessDenied):
+            raise refused
     if unsent or failures:
-        reason = failures[0] if failures else f"{unsent} records unacknowledged after {DELIVERY_TIMEOUT_S:.0f}s"
+        reason = failures[0].str() if failures else f"{unsent} records unacknowledged after {DELIVERY_TIMEOUT_S:.0f}s"
         raise ReplicationFailure(f"cannot write {len(records)} records to '{topic}' on cluster '{flow.target}': {reason}")
 
 
@@ -61,7 +68,10 @@ def read_record_at(consumer_config: Mapping[str, Any], topic: str, partition: in
     )
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + READ_TIMEOUT_S
         message = consumer.poll(READ_TIMEOUT_S)
+        while message is not None and refuses_unused_group(message.error()):
+            message = consumer.poll(max(deadline - time.monotonic(), 0))
         if message is None:
             raise TimeoutError(f"nothing readable within {READ_TIMEOUT_S:.0f}s")
         if message.error() is not None:

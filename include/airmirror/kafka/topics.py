@@ -38,6 +38,8 @@ from confluent_kafka.admin import (
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.errors import ConfigError, ReplicationFailure
+from airmirror.kafka.acls import named_source_topics
+from airmirror.kafka.authorization import naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, cluster_metadata
 
 COMPACTED = {"cleanup.policy": "compact"}
@@ -83,7 +85,22 @@ def replicated_topics(flow: FlowConfig, source: ClusterAdmin, topics_regex: str 
         if subset is not None and not subset.fullmatch(name):
             continue
         mappings.append(TopicMapping(name, flow.remote_topic(name), len(topic.partitions)))
+    refuse_hidden_topics(source, [t for t in named_source_topics(flow) if t not in metadata.topics])
     return mappings
+
+
+def refuse_hidden_topics(source: ClusterAdmin, topics: Sequence[str]) -> None:
+    """Raise :class:`~airmirror.errors.AccessDenied` for the first of ``topics`` (named by the flow, missing from
+    the listing) that the cluster hides because the user may not DESCRIBE it; one that does not exist is no
+    error."""
+    if not topics:
+        return
+    for name, future in source.describe_topics(TopicCollection(list(topics)), request_timeout=REQUEST_TIMEOUT_S).items():
+        try:
+            with naming_refusals(source.access, topic=name):
+                future.result()
+        except KafkaException:
+            continue
 
 
 def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, str | None]:
@@ -137,10 +154,13 @@ def sync_topics(
     return report
 
 
-def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+def describe_topic_configs(admin: ClusterAdmin, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    futures = admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
-    return {resource.name: future.result() for resource, future in futures.items()}
+    configs = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S).items():
+        with naming_refusals(admin.access, topic=resource.name):
+            configs[resource.name] = future.result()
+    return configs
 
 
 def replicable_configs(flow: FlowConfig, entries: dict[str, ConfigEntry]) -> dict[str, str]:
@@ -156,7 +176,7 @@ def replicable_configs(flow: FlowConfig, entries: dict[str, ConfigEntry]) -> dic
     }
 
 
-def create_topics(flow: FlowConfig, target: AdminClient, topics: Sequence[TopicSpec], factor_key: str) -> None:
+def create_topics(flow: FlowConfig, target: ClusterAdmin, topics: Sequence[TopicSpec], factor_key: str) -> None:
     """Create ``topics`` on the flow's target with the replication factor ``factor_key`` gives the flow.
 
     Topics that already exist are left as they are.  A factor the cluster cannot satisfy raises
@@ -168,7 +188,8 @@ def create_topics(flow: FlowConfig, target: AdminClient, topics: Sequence[TopicS
     new_topics = [NewTopic(t.name, t.partitions, factor, config=dict(t.configs)) for t in topics]
     for name, future in target.create_topics(new_topics, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
-            future.result()
+            with naming_refusals(target.access, topic=name):
+                future.result()
         except KafkaException as error:
             code = error.args[0].code()
             if code == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -183,18 +204,19 @@ def create_topics(flow: FlowConfig, target: AdminClient, topics: Sequence[TopicS
             raise ReplicationFailure(f"cannot create topic '{name}' on cluster '{flow.target}': {error}") from error
 
 
-def grow_topics(target: AdminClient, grown: dict[str, tuple[int, int]]) -> None:
+def grow_topics(target: ClusterAdmin, grown: dict[str, tuple[int, int]]) -> None:
     if not grown:
         return
     requests = [NewPartitions(name, new) for name, (_, new) in grown.items()]
     for name, future in target.create_partitions(requests, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
-            future.result()
+            with naming_refusals(target.access, topic=name):
+                future.result()
         except KafkaException as error:
             raise ReplicationFailure(f"cannot add partitions to remote topic '{name}': {error}") from error
 
 
-def alter_configs(target: AdminClient, changes: dict[str, dict[str, str]]) -> None:
+def alter_configs(target: ClusterAdmin, changes: dict[str, dict[str, str]]) -> None:
     if not changes:
         return
     resources = [
@@ -209,7 +231,8 @@ def alter_configs(target: AdminClient, changes: dict[str, dict[str, str]]) -> No
     ]
     for resource, future in target.incremental_alter_configs(resources, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
-            future.result()
+            with naming_refusals(target.access, topic=resource.name):
+                future.result()
         except KafkaException as error:
             raise ReplicationFailure(f"cannot update configs of remote topic '{resource.name}': {error}") from error
 

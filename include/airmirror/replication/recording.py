@@ -19,12 +19,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from airmirror import names
 from airmirror.config import FlowConfig
-from airmirror.errors import ReplicationFailure
+from airmirror.errors import AccessDenied, ReplicationFailure
 from airmirror.heartbeats.emission import observe_heartbeats
+from airmirror.kafka.authorization import naming_refusals
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
+from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
 from airmirror.replication.lag import sample_lag
 from airmirror.replication.offset_runs import merge_runs
@@ -94,11 +97,13 @@ def commit_source_progress(flow: FlowConfig, store: MetadataStore, committed: Co
     if not committed.results:
         return
     group = names.source_progress_group(flow.source, flow.target)
-    consumer = Consumer({**flow.source_client("consumer"), "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(r.topic, r.partition, r.end) for r in committed.results], asynchronous=False)
-    finally:
-        consumer.close()
+    admin = source_admin(flow)
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(r.topic, r.partition, r.end) for r in committed.results])
+    with naming_refusals(admin.access, group=group):
+        retry_transient(
+            lambda: admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[group].result(),
+            f"commit the position of {flow.name} as group '{group}' on cluster '{flow.source}'",
+        )
 
 
 def record_heartbeat_latency(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
@@ -117,9 +122,16 @@ AFTER_COMMIT: tuple[AfterCommit, ...] = (discard_batch_runs, commit_source_progr
 
 
 def after_commit(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
-    """Run :data:`AFTER_COMMIT` in order; a failing action is logged and the next one still runs."""
+    """Run :data:`AFTER_COMMIT` in order; a failing action is logged and the next one still runs.  A refusal
+    (:class:`~airmirror.errors.AccessDenied`) is raised once all have run: the batch stays committed, but the
+    flow's user lacks an ACL the flow needs."""
+    denied: AccessDenied | None = None
     for action in AFTER_COMMIT:
         try:
             action(flow, store, committed)
+        except AccessDenied as error:
+            denied = denied or error
         except Exception as error:  # noqa: BLE001 - the batch is committed; these actions only tidy up or inform
             log.warning("%s after batch %s of %s failed: %s", action.__name__, committed.batch_id, flow.name, error)
+    if denied is not None:
+        raise denied

@@ -9,7 +9,7 @@ import pytest
 
 from airmirror.cli import main
 from airmirror.config import FlowConfig, load_config
-from airmirror.kafka.acls import required_acls, resource_patterns
+from airmirror.kafka.acls import named_source_topics, plain_names, required_acls, resource_patterns
 from airmirror.mm2.policy import PatternList
 
 BASE = """clusters = us, dr
@@ -51,6 +51,13 @@ def test_a_flow_needs_no_cluster_acl_and_names_its_own_resources(tmp_path: Path)
     assert table[("dr", "GROUP", "LITERAL", "airmirror-eos-us-dr")] == ("DESCRIBE", "READ")
     assert table[("dr", "GROUP", "LITERAL", "*")] == ("DESCRIBE", "READ")
     assert ("dr", "TOPIC", "LITERAL", "airmirror-batches.us.internal") in table
+    assert not any(a.name.endswith("-reader") for a in acls), "readers never commit: their groups need no ACL"
+
+
+def test_plainly_named_topics_and_heartbeats_are_looked_up_by_name(tmp_path: Path) -> None:
+    assert named_source_topics(flow(tmp_path, "topics = orders, sales.*\n")) == ["orders", "heartbeats"]
+    assert named_source_topics(flow(tmp_path, "topics = .*\nheartbeats.replication.enabled = false\n")) == []
+    assert plain_names(PatternList.parse("billing, ops-.*", key="groups")) == ["billing"]
 
 
 def test_disabled_features_need_nothing(tmp_path: Path) -> None:

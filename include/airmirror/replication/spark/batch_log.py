@@ -45,6 +45,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from airmirror import names
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.authorization import raise_queued_refusal, refuses_unused_group
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import OffsetRun
@@ -60,6 +61,8 @@ LOG_TOPIC_CONFIG = {
     "segment.ms": str(3600 * 1000),
 }
 SCAN_TIMEOUT_S = 120.0
+ANCHOR_CALL_S = 10.0
+"""How long one look-up of committed anchors waits for the group coordinator before the next attempt."""
 
 
 @dataclass(frozen=True)
@@ -174,14 +177,21 @@ def read_anchors(
     consumer_config: Mapping[str, Any], group: str, partitions: Sequence[tuple[str, int]], timeout: float = 60.0
 ) -> dict[tuple[str, int], Progress | None]:
     """The trusted anchors of ``group`` for remote ``(topic, partition)`` pairs (``None`` where there is no
-    trustworthy one: see the module docstring).  Transient coordinator errors are retried until ``timeout``."""
+    trustworthy one: see the module docstring).  Transient coordinator errors are retried until ``timeout``; a
+    refused group raises at once (:func:`~airmirror.kafka.authorization.raise_queued_refusal`)."""
     if not partitions:
         return {}
     consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
+
+    def attempt() -> list[TopicPartition]:
+        try:
+            return committed_offsets(consumer, partitions, ANCHOR_CALL_S)
+        except KafkaException:
+            raise_queued_refusal(consumer)
+            raise
+
     try:
-        committed = retry_transient(
-            lambda: committed_offsets(consumer, partitions, timeout), f"read the anchors of group '{group}'", timeout
-        )
+        committed = retry_transient(attempt, f"read the anchors of group '{group}'", timeout)
     finally:
         consumer.close()
     return {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed}
@@ -253,6 +263,8 @@ def scan_log(
             for message in consumer.consume(1000, 0.2):
                 error = message.error()
                 if error is not None:
+                    if refuses_unused_group(error):
+                        continue
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(error)
                     position = max(position, message.offset())

@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import target_admin
 from airmirror.kafka.topics import topic_ids
 from airmirror.model import PlannedRange
@@ -78,6 +79,7 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
     consumer = flow.target_client("consumer")
     source_consumer = flow.source_client("consumer")
     bounds = transaction_bounds(flow)
+    source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
     remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges if r.size > 0})
     return [
         PartitionTask(
@@ -97,6 +99,8 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
             resets=r.reset_from is not None,
             start_epoch=r.start_epoch,
             known=progress[r.key],
+            source_access=source_access,
+            target_access=target_access,
             producer_config=producer,
             target_consumer_config=consumer,
             source_consumer_config=source_consumer,

@@ -64,6 +64,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.authorization import AccessScope, named, naming_refusals
 from airmirror.replication.offset_runs import RunBuilder
 from airmirror.replication.spark.batch_log import (
     Progress,
@@ -96,7 +97,8 @@ class TransactionBounds:
 class PartitionTask:
     """Everything a Spark task needs to copy one range; plain data, so it pickles to executors.
 
-    The client configurations can hold credentials, so they are left out of the repr.
+    The client configurations can hold credentials, so they are left out of the repr.  The access scopes name
+    the ACL behind a refusal (:mod:`airmirror.kafka.authorization`).
     """
 
     flow: str
@@ -115,6 +117,8 @@ class PartitionTask:
     resets: bool
     start_epoch: int | None
     known: Progress | None
+    source_access: AccessScope
+    target_access: AccessScope
     producer_config: dict[str, Any] = field(repr=False)
     target_consumer_config: dict[str, Any] = field(repr=False)
     source_consumer_config: dict[str, Any] = field(repr=False)
@@ -169,7 +173,8 @@ class DeliveryTracker:
         upstream, error, size = self.errors[0]
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             raise record_too_large(self.task, upstream, size)
-        raise KafkaException(error)
+        topic = self.task.log_topic if upstream < 0 else self.task.remote_topic
+        raise named(self.task.target_access, KafkaException(error), topic=topic)
 
 
 def record_too_large(task: PartitionTask, offset: int, size: int) -> ReplicationFailure:
@@ -401,13 +406,15 @@ def hard_deadline(seconds: float, what: str) -> Iterator[None]:
         timer.cancel()
 
 
-def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterable[str]) -> None:
+def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterable[str], access: AccessScope) -> None:
     """Fence every attempt still at work under these transactional ids: its open transaction is aborted and
-    it can never commit again.  Used before a resumed batch changes ranges such an attempt may be copying."""
+    it can never commit again.  Used before a resumed batch changes ranges such an attempt may be copying.
+    A refusal names the ACL to grant (``access``)."""
     for transactional_id in transactional_ids:
         producer = Producer({**producer_config, "transactional.id": transactional_id, "enable.sparse.connections": False})
-        await_broker_connections(producer, None)
-        producer.init_transactions(60)
+        with naming_refusals(access, transactional_id=transactional_id):
+            await_broker_connections(producer, None)
+            producer.init_transactions(60)
 
 
 def await_broker_connections(producer: Producer, topic: str | None) -> None:
@@ -476,9 +483,17 @@ def abort_quietly(producer: Producer) -> None:
 def copy_range(task: PartitionTask, first_attempt: bool) -> dict[str, Any]:
     """One Spark task of the copy job: read the task's range from the source and copy it; returns a summary.
 
-    The read is opened first, so source records are already being fetched while the producer fences.
+    The read is opened first, so source records are already being fetched while the producer fences.  A refusal
+    by either cluster names the ACL to grant (:mod:`airmirror.kafka.authorization`).
     """
-    with RangeReader(task.source_consumer_config, task.topic, task.partition, task.start, task.end, task.start_epoch) as reader:
+    reader = RangeReader(
+        task.source_consumer_config, task.topic, task.partition, task.start, task.end, task.start_epoch,
+        access=task.source_access,
+    )
+    target = naming_refusals(
+        task.target_access, topic=task.remote_topic, group=task.anchor_group, transactional_id=task.transactional_id
+    )
+    with reader, target:
         attempt = RangeCopy(task)
         progress = attempt.copy(reader, attempt.fence(first_attempt))
     return {"topic": task.topic, "partition": task.partition, "records": progress.records, "bytes": progress.bytes}

@@ -17,6 +17,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from airmirror import names
 from airmirror.config import FlowConfig
+from airmirror.kafka.authorization import access_scope, naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.replication.spark.batch_log import Progress, progress_key, read_progress, tombstone
@@ -27,14 +28,11 @@ def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[Partiti
     """The newest committed progress of every range that copies records."""
     copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
     keys = [PartitionKey(topic, partition) for topic, partition in copied.values()]
-    found = read_progress(
-        flow.target_client("consumer"),
-        names.anchor_group(flow.source, flow.target),
-        names.batch_log_topic(flow.source),
-        flow.name,
-        copied,
-        before_scan=lambda: fence_if_open(flow, keys),
-    )
+    group, log_topic = names.anchor_group(flow.source, flow.target), names.batch_log_topic(flow.source)
+    with naming_refusals(access_scope(flow, flow.target), group=group, topic=log_topic):
+        found = read_progress(
+            flow.target_client("consumer"), group, log_topic, flow.name, copied, before_scan=lambda: fence_if_open(flow, keys)
+        )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
 
 
@@ -42,7 +40,7 @@ def fence_partitions(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
     """Fence every copy attempt of the flow at these source partitions (see
     :func:`~airmirror.replication.spark.partition_writer.fence_attempts`)."""
     transactional_ids = [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
-    fence_attempts(flow.target_client("producer"), transactional_ids)
+    fence_attempts(flow.target_client("producer"), transactional_ids, access_scope(flow, flow.target))
 
 
 def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions: Iterable[int]) -> None:
@@ -59,7 +57,8 @@ def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions:
     admin = target_admin(flow)
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(remote_topic, p, 0) for p in numbers])
     try:
-        admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[group].result()
+        with naming_refusals(admin.access, group=group):
+            admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[group].result()
     except KafkaException as error:
         if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise

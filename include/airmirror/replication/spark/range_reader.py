@@ -42,6 +42,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from airmirror import names
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.authorization import AccessScope, named, refuses_unused_group
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 from airmirror.kafka.offsets import divergence_points, epoch_position
 from airmirror.model import PartitionKey
@@ -86,9 +87,18 @@ class RangeReader:
     """
 
     def __init__(
-        self, consumer_config: Mapping[str, str], topic: str, partition: int, start: int, end: int, start_epoch: int | None = None
+        self,
+        consumer_config: Mapping[str, str],
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        start_epoch: int | None = None,
+        *,
+        access: AccessScope | None = None,
     ) -> None:
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
+        self.access = access
         self.reached, self.reached_epoch = start, start_epoch
         self._consumer_config = consumer_config
         self._consumer: Consumer | None = None
@@ -120,7 +130,7 @@ class RangeReader:
         early_end_since: float | None = None
         while self.reached < self.end:
             last = self.end - 1
-            messages = consumer.consume(FETCH_BATCH, POLL_TIMEOUT_S)
+            messages = [m for m in consumer.consume(FETCH_BATCH, POLL_TIMEOUT_S) if not refuses_unused_group(m.error())]
             records = messages
             truncation: KafkaError | None = None
             for index, message in enumerate(messages):
@@ -130,7 +140,7 @@ class RangeReader:
                         truncation, records = error, messages[:index]
                         break
                     if error.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(error)
+                        raise named(self.access, KafkaException(error), topic=self.topic)
                     records = messages[:index]
                     if message.offset() >= self.end:
                         self.reached = self.end
