@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import threading
 import time
@@ -16,9 +14,12 @@ from kafka_io import TargetWatch
 
 from airmirror.devtools.local_kafka import KAFKA_VERSION, resolve_maven_artifacts
 from airmirror.devtools.local_kafka.jars import LOG4J_VERSION
+from airmirror.devtools.processes import stop_process_group
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 MM2_HEAP = "-Xmx1g"
+SPARK_SHUTDOWN_S = 60.0
+"""How long a copier's leftover processes (a Spark JVM finishing its shutdown) may take to exit by themselves."""
 MM2_LOG4J = """\
 status = warn
 appender.file.type = File
@@ -164,7 +165,7 @@ def run_copier(
         finally:
             peak = rss.stop()
             watch.stop()
-            stop_process_group(process)
+            stop_process_group(process, linger_s=SPARK_SHUTDOWN_S)
     stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
     relative = lambda t: None if t is None else t - started  # noqa: E731
     run = CopierRun(
@@ -184,29 +185,6 @@ def run_copier(
         tail = "\n".join(stderr.splitlines()[-30:])
         raise RuntimeError(f"copier {name} failed (exit {run.returncode}, all visible: {run.all_visible_s}):\n{tail}")
     return run
-
-
-def stop_process_group(process: subprocess.Popen, linger_s: float = 60.0) -> None:
-    """Stop the process group this benchmark started (leader ``process.pid``).
-
-    A leader still running gets SIGTERM (SIGKILL after 30 s).  Processes left in the group after the leader
-    exited (a Spark JVM finishing its own shutdown) get ``linger_s`` to exit by themselves, then SIGKILL.
-    """
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    deadline = time.monotonic() + linger_s
-    try:
-        while time.monotonic() < deadline:
-            os.killpg(process.pid, 0)
-            time.sleep(0.1)
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def mm2_classpath() -> str:

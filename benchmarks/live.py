@@ -22,8 +22,10 @@ from pathlib import Path
 import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from copiers import stop_process_group
+from copiers import SPARK_SHUTDOWN_S
 from kafka_io import create_topic
+
+from airmirror.devtools.processes import stop_process_group
 
 READY_TIMEOUT_S = 180.0
 DRAIN_TIMEOUT_S = 180.0
@@ -167,7 +169,7 @@ def run_live(
             cpu_s = cpu.stop()
             watch.stop()
         finally:
-            stop_process_group(process)
+            stop_process_group(process, linger_s=SPARK_SHUTDOWN_S)
     lags = watch.lags_ms[1:]
     if not complete or len(lags) != produced:
         raise RuntimeError(f"{name}: {len(lags)} of {produced} records visible on the target")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from collections import Counter
@@ -20,6 +19,7 @@ import httpx
 import pyspark
 
 from airmirror.devtools.local_kafka import free_port
+from airmirror.devtools.processes import stop_process_group
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 LOOPBACK = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_MASTER_HOST": "127.0.0.1"}
@@ -55,16 +55,6 @@ def spark_process(args: list[str], log: Path) -> subprocess.Popen:
         )
 
 
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
-
-
 @contextmanager
 def spark_standalone(home: Path, workers: int = 2) -> Iterator[SparkCluster]:
     """Start a master and ``workers`` one-core workers; yield once the master lists every worker ALIVE."""
@@ -77,7 +67,7 @@ def spark_standalone(home: Path, workers: int = 2) -> Iterator[SparkCluster]:
         master = spark_process(
             ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)], home / "master.log"
         )
-        stack.callback(stop, master)
+        stack.callback(stop_process_group, master)
         for n, web_port in enumerate(worker_ports):
             work_dir = home / f"worker-{n}"
             worker = spark_process(
@@ -85,7 +75,7 @@ def spark_standalone(home: Path, workers: int = 2) -> Iterator[SparkCluster]:
                  "--webui-port", str(web_port), "--work-dir", str(work_dir)],
                 home / f"worker-{n}.log",
             )
-            stack.callback(stop, worker)
+            stack.callback(stop_process_group, worker)
         wait_for_workers(cluster, workers, home)
         yield cluster
 

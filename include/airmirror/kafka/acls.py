@@ -51,7 +51,7 @@ def resource_patterns(patterns: PatternList) -> list[tuple[str, str]]:
     for pattern in (p.pattern for p in patterns.patterns):
         prefixed = pattern.endswith(".*")
         stem = pattern[:-2] if prefixed else pattern
-        if not _LITERAL.fullmatch(stem) or (prefixed and not stem):
+        if not _LITERAL.fullmatch(stem):
             return [("LITERAL", ALL)]
         entry = ("PREFIXED" if prefixed else "LITERAL", stem.replace("\\.", "."))
         if entry not in covered:
