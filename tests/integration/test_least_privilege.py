@@ -1,7 +1,8 @@
 """Least privilege against brokers that enforce ACLs (KRaft's StandardAuthorizer, started with
 ``airmirror local-kafka start --authorizer``): the flow's user holds exactly the ACLs ``airmirror acls`` lists,
-created by a super user, and every feature runs: replicate (exactly-once), status, heartbeat, checkpoint with
-group offset sync, translate; the target equals the source record for record.  Then, for each listed entry in
+created by a super user, and every feature runs: replicate (exactly-once) with topic ACL sync, status, heartbeat,
+checkpoint with group offset sync, translate; the target equals the source record for record, and holds the
+source's topic ACLs per MM2's rules.  Then, for each listed entry in
 turn, a fresh user holds every other one: a verb fails with exit 1 naming the refused resource and the entry to
 grant, operations included."""
 
@@ -15,8 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -29,6 +32,7 @@ from confluent_kafka.admin import (
 
 from airmirror.devtools.local_kafka import LocalBroker, User, free_port, start_broker, stop_broker
 from tests.conftest import write_config
+from tests.polling import wait_until
 from tests.secured_clusters import PARTITIONS, commit_offsets, group_offsets, read_partition, source_topic
 
 pytestmark = pytest.mark.integration
@@ -74,16 +78,47 @@ def mirror_config(tmp_path: Path, guarded: dict[str, LocalBroker], prefix: str) 
     return write_config(tmp_path / "mm2.properties", guarded, body)
 
 
+RESOURCE_TYPES = {"CLUSTER": ResourceType.BROKER}  # confluent-kafka's name of Kafka's Cluster resource
+
+
 def grant(broker: LocalBroker, principal: str, acls: list[dict]) -> None:
     """Create ``acls`` (as ``airmirror acls --json`` lists them) for ``principal``, as the super user."""
     bindings = [
-        AclBinding(ResourceType[acl["resource_type"]], acl["name"], ResourcePatternType[acl["pattern_type"]],
+        AclBinding(RESOURCE_TYPES.get(acl["resource_type"]) or ResourceType[acl["resource_type"]], acl["name"], ResourcePatternType[acl["pattern_type"]],
                    principal, "*", AclOperation[operation], AclPermissionType.ALLOW)
         for acl in acls for operation in acl["operations"]
     ]
     admin = AdminClient(broker.client_config(ADMIN[0]))
     for future in admin.create_acls(bindings).values():
         future.result()
+
+
+SOURCE_TOPIC_ACLS = [
+    ("User:alice", "READ", "ALLOW"), ("User:alice", "WRITE", "ALLOW"), ("User:bob", "ALL", "ALLOW"),
+    ("User:eve", "READ", "DENY"),
+]
+SYNCED_TOPIC_ACLS = {  # MM2's rules: ALLOW WRITE dropped, ALLOW ALL read as READ, DENY copied; the target's own kept
+    ("User:alice", "READ", "ALLOW"), ("User:bob", "READ", "ALLOW"), ("User:eve", "READ", "DENY"),
+    ("User:dave", "DESCRIBE", "ALLOW"),
+}
+
+
+def create_acl(broker: LocalBroker, topic: str, principal: str, operation: str, permission: str,
+               pattern: str = "LITERAL") -> None:
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType[pattern], principal, "*",
+                         AclOperation[operation], AclPermissionType[permission])
+    admin = AdminClient(broker.client_config(ADMIN[0]))
+    for future in admin.create_acls([binding]).values():
+        future.result()
+
+
+def topic_acls(broker: LocalBroker, topic: str) -> set[tuple[str, str, str]]:
+    """Every ACL on topic resource ``topic`` (LITERAL), as (principal, operation, permission)."""
+    admin = AdminClient(broker.client_config(ADMIN[0]))
+    found = admin.describe_acls(AclBindingFilter(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY,
+    )).result()
+    return {(b.principal, b.operation.name, b.permission_type.name) for b in found}
 
 
 def test_every_feature_runs_with_exactly_the_listed_acls(guarded: dict[str, LocalBroker], prefix: str, tmp_path: Path) -> None:
@@ -96,10 +131,15 @@ def test_every_feature_runs_with_exactly_the_listed_acls(guarded: dict[str, Loca
     assert listed["principals"] == {"a": "User:mirror", "b": "User:mirror"}
     for alias in ("a", "b"):
         grant(guarded[alias], listed["principals"][alias], [acl for acl in listed["acls"] if acl["cluster"] == alias])
+    for principal, operation, permission in SOURCE_TOPIC_ACLS:
+        create_acl(guarded["a"], topic, principal, operation, permission)
+    create_acl(guarded["a"], prefix, "User:carol", "READ", "ALLOW", "PREFIXED")
+    create_acl(guarded["b"], f"a.{topic}", "User:dave", "DESCRIBE", "ALLOW")
 
     run_json("replicate", config, "--flow", "a->b")
     for partition, records in sent.items():
         assert read_partition(guarded["b"], f"a.{topic}", partition) == records
+    assert topic_acls(guarded["b"], f"a.{topic}") == SYNCED_TOPIC_ACLS
     assert run_json("status", config, "--flow", "a->b")["total_lag"] == 0
     assert run_json("heartbeat", config, "--flow", "a->b")["heartbeat"] is not None
     checkpoints = run_json("checkpoint", config, "--flow", "a->b")
@@ -111,19 +151,30 @@ def test_every_feature_runs_with_exactly_the_listed_acls(guarded: dict[str, Loca
 
 VERBS = ("replicate", "status", "heartbeat", "checkpoint", "translate")
 LISTED = (
-    "a-topics", "a-heartbeats", "a-progress-group", "a-groups",
-    "b-remote-topics", "b-batch-log", "b-transactional-ids", "b-anchor-group", "b-heartbeats", "b-synced-groups",
+    "a-topics", "a-heartbeats", "a-progress-group", "a-groups", "a-cluster",
+    "b-remote-topics", "b-batch-log", "b-transactional-ids", "b-anchor-group", "b-cluster", "b-heartbeats",
+    "b-synced-groups",
 )
 
 
 def login_as(guarded: dict[str, LocalBroker], user: str, password: str) -> None:
-    """Create SCRAM user ``user`` on both clusters, as the super user."""
+    """Create SCRAM user ``user`` on both clusters, as the super user, and wait until it can log in (airmirror
+    takes a refused login as final)."""
     upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
                                           password.encode())
     for broker in guarded.values():
         admin = AdminClient(broker.client_config(ADMIN[0]))
         for future in admin.alter_user_scram_credentials([upsert]).values():
             future.result()
+        wait_until(lambda: can_log_in(broker, User(user, password)), 30, f"{user} to log in to {broker.name}")
+
+
+def can_log_in(broker: LocalBroker, user: User) -> bool:
+    try:
+        AdminClient(broker.client_config(user)).list_topics(timeout=2)
+    except KafkaException:
+        return False
+    return True
 
 
 def delete_every_topic(broker: LocalBroker) -> None:

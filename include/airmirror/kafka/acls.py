@@ -3,8 +3,9 @@
 Contract of :func:`required_acls`: with brokers that enforce ACLs (KRaft's ``StandardAuthorizer``), granting
 exactly these to the user each cluster's client settings log in as is enough for every feature of the flow
 (replicate with exactly-once, status, heartbeat, checkpoint with group offset sync, translate), and none of them
-is more than a feature needs.  No ``Cluster`` ACL is needed: topics are created under ``Topic:CREATE``, and the
-copy producers are transactional, so they need no ``IdempotentWrite``.
+is more than a feature needs.  ``Cluster`` ACLs are needed only by topic ACL sync (``sync.topic.acls.enabled``,
+on by default: DESCRIBE on the source to read ACLs, ALTER on the target to create them): topics are created under
+``Topic:CREATE``, and the copy producers are transactional, so they need no ``IdempotentWrite``.
 
 Names follow the config: replicated topics from ``topics`` (a plain name is LITERAL, ``name.*`` PREFIXED,
 anything else every topic, ``*``); remote topics and the checkpoints topic under the source alias's remote
@@ -25,6 +26,8 @@ from airmirror.config import FlowConfig
 from airmirror.mm2.policy import PatternList
 
 ALL = "*"
+CLUSTER = "kafka-cluster"
+"""The name of Kafka's one Cluster resource."""
 READ_TOPIC = ("DESCRIBE", "READ", "DESCRIBE_CONFIGS")
 OWN_TOPIC = ("CREATE", "DESCRIBE", "READ", "WRITE")
 _LITERAL = re.compile(r"(?:[A-Za-z0-9_-]|\\?\.)+")
@@ -88,6 +91,9 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
     if flow.checkpoints.enabled:
         acls += [AclRequirement(source, "GROUP", pattern, name, ("DESCRIBE",), "checkpoint, translate: list the "
                                 "groups and read their offsets") for pattern, name in groups]
+    if flow.topic_sync.sync_acls_enabled:
+        acls.append(AclRequirement(source, "CLUSTER", "LITERAL", CLUSTER, ("DESCRIBE",),
+                                   "replicate: read the topic ACLs to sync (sync.topic.acls.enabled)"))
     remote_prefix = policy.format_remote_topic(source, "")
     acls += [
         AclRequirement(target, "TOPIC", "PREFIXED", remote_prefix,
@@ -101,6 +107,9 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
         AclRequirement(target, "GROUP", "LITERAL", names.anchor_group(source, target), ("DESCRIBE", "READ"),
                        "replicate: transactional offset commits that anchor each partition's last copy"),
     ]
+    if flow.topic_sync.sync_acls_enabled:
+        acls.append(AclRequirement(target, "CLUSTER", "LITERAL", CLUSTER, ("ALTER",),
+                                   "replicate: create the synced topic ACLs (sync.topic.acls.enabled)"))
     if flow.heartbeats.enabled:
         acls.append(AclRequirement(target, "TOPIC", "LITERAL", policy.heartbeats_topic(), ("CREATE", "DESCRIBE", "WRITE"),
                                    "heartbeat: create and write the heartbeats topic"))

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, AirmirrorError
-from airmirror.kafka.acls import ALL, AclRequirement, principal, required_acls
+from airmirror.kafka.acls import ALL, CLUSTER, AclRequirement, principal, required_acls
 
 REFUSED_RESOURCE = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "TOPIC",
@@ -86,12 +86,13 @@ def named(
     transactional_id: str | None = None,
 ) -> Exception:
     """``error``, or if it is a refusal, :meth:`AccessScope.denied` for the resource of the refused type among
-    ``topic``, ``group`` and ``transactional_id`` (the ones the failed call used).  Without a scope, ``error``."""
+    ``topic``, ``group`` and ``transactional_id`` (the ones the failed call used) or the cluster.  Without a
+    scope, ``error``."""
     refused = refusal(error)
     if scope is None or refused is None or isinstance(error, AccessDenied):
         return error
     resource_type = REFUSED_RESOURCE[refused.code()]
-    name = {"TOPIC": topic, "GROUP": group, "TRANSACTIONAL_ID": transactional_id}.get(resource_type)
+    name = {"TOPIC": topic, "GROUP": group, "TRANSACTIONAL_ID": transactional_id, "CLUSTER": CLUSTER}[resource_type]
     return scope.denied(resource_type, name, refused.name())
 
 

@@ -7,6 +7,7 @@ for librdkafka, secrets resolved).  Producers and consumers of the copy job are 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -18,6 +19,10 @@ from airmirror.kafka.authorization import AccessScope, access_scope
 
 REQUEST_TIMEOUT_S = 30.0
 """How long one admin or metadata request may take before it fails (every admin call of airmirror)."""
+METADATA_SLICE_S = 1.0
+"""How long a metadata request waits before :func:`cluster_metadata` checks for a refused login and asks again."""
+REFUSED_LOGIN = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
+"""Client errors no retry cures: failed SASL authentication, failed TLS handshake (an untrusted certificate)."""
 
 
 class ClusterAdmin(AdminClient):
@@ -38,9 +43,13 @@ class ClusterAdmin(AdminClient):
         if error.code() != KafkaError._ALL_BROKERS_DOWN or self.last_error is None:
             self.last_error = error
 
+    def refused_login(self) -> bool:
+        """True once the cluster refused the login or the TLS handshake (see :data:`REFUSED_LOGIN`)."""
+        self.poll(0)  # serve the error events queued while a request waited
+        return self.last_error is not None and self.last_error.code() in REFUSED_LOGIN
+
     def unreachable(self, error: KafkaException) -> ReplicationFailure:
         """The failure to raise for ``error``: the cluster, its bootstrap servers and librdkafka's own cause."""
-        self.poll(0)  # serve the error events queued while the request waited
         cause = self.last_error.str() if self.last_error is not None else str(error)
         return ReplicationFailure(f"cannot reach cluster '{self.alias}' ({self.bootstrap}): {cause}")
 
@@ -61,10 +70,14 @@ def target_admin(flow: FlowConfig) -> ClusterAdmin:
 
 
 def cluster_metadata(admin: ClusterAdmin, topic: str | None = None) -> ClusterMetadata:
-    """The cluster's topics (only ``topic`` if given); a cluster that does not answer within
-    :data:`REQUEST_TIMEOUT_S` (down, wrong credentials, an untrusted certificate) raises
-    :class:`~airmirror.errors.ReplicationFailure` naming it (:meth:`ClusterAdmin.unreachable`)."""
-    try:
-        return admin.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
-    except KafkaException as error:
-        raise admin.unreachable(error) from error
+    """The cluster's topics (only ``topic`` if given).  A cluster that refuses the login or the TLS handshake
+    (wrong credentials, an untrusted certificate) fails at once, as Java clients do; one that does not answer
+    within :data:`REQUEST_TIMEOUT_S` (down, restarting) fails then.  Both raise
+    :class:`~airmirror.errors.ReplicationFailure` naming the cluster and the cause (:meth:`ClusterAdmin.unreachable`)."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while True:
+        try:
+            return admin.list_topics(topic, timeout=min(METADATA_SLICE_S, max(deadline - time.monotonic(), 0.1)))
+        except KafkaException as error:
+            if admin.refused_login() or time.monotonic() >= deadline:
+                raise admin.unreachable(error) from error

@@ -1,7 +1,8 @@
 """One micro-batch of a flow, in four steps shared by the CLI, the Airflow tasks and the tests.
 
 1. :func:`sync_flow_topics` - select the source topics, refuse a ``start_from`` that would move existing
-   cursors without ``reset_cursor`` (before anything changes), and create/grow/reconfigure remote topics.
+   cursors without ``reset_cursor`` (before anything changes), create/grow/reconfigure remote topics, and copy
+   topic ACLs (:mod:`airmirror.kafka.acl_sync`).
 2. :func:`plan_batch` - resume the flow's unfinished batch if there is one (:mod:`airmirror.replication.resume`),
    otherwise plan a new one from the stored cursors (:mod:`airmirror.replication.planning`) and store it
    (state RUNNING) before anything is copied.  A resumed batch keeps its original ranges: a retry never
@@ -29,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
+from airmirror.kafka.acl_sync import sync_topic_acls
 from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.kafka.topics import (
     TopicMapping,
@@ -82,7 +84,7 @@ class BatchSummary:
 
 
 def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptions) -> TopicSyncReport:
-    """Step 1: select topics and sync them to the target (nothing changes in a dry run).
+    """Step 1: select topics and sync them, with their ACLs, to the target (nothing changes in a dry run).
 
     A ``start_from`` that would move existing cursors without ``reset_cursor`` is rejected first
     (:func:`~airmirror.replication.planning.refuse_moving_cursors`), before anything changes.  Remote topics deleted or recreated under the flow are stopped, never recreated
@@ -95,6 +97,8 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     if not options.dry_run:
         record_remote_topics(flow, store, target, mappings)
         ensure_batch_log(flow, target)
+        if flow.topic_sync.sync_acls_enabled:
+            sync_topic_acls(flow, source, target)
     return report
 
 

@@ -40,10 +40,11 @@ def test_topic_and_group_regexes_become_literal_or_prefixed_resources(patterns: 
     assert resource_patterns(PatternList.parse(patterns, key="topics")) == covered
 
 
-def test_a_flow_needs_no_cluster_acl_and_names_its_own_resources(tmp_path: Path) -> None:
+def test_a_flow_names_its_own_resources_and_needs_cluster_acls_only_for_acl_sync(tmp_path: Path) -> None:
     acls = required_acls(flow(tmp_path, "topics = sales.*\nsync.group.offsets.enabled = true\n"))
     table = {(a.cluster, a.resource_type, a.pattern_type, a.name): a.operations for a in acls}
-    assert not any(a.resource_type == "CLUSTER" for a in acls)
+    assert table[("us", "CLUSTER", "LITERAL", "kafka-cluster")] == ("DESCRIBE",)  # topic ACL sync, on by default
+    assert table[("dr", "CLUSTER", "LITERAL", "kafka-cluster")] == ("ALTER",)
     assert table[("us", "TOPIC", "PREFIXED", "sales")] == ("DESCRIBE", "READ", "DESCRIBE_CONFIGS")
     assert table[("us", "GROUP", "LITERAL", "airmirror-us-dr")] == ("DESCRIBE", "READ")
     assert table[("dr", "TOPIC", "PREFIXED", "us.")][:4] == ("CREATE", "DESCRIBE", "READ", "WRITE")
@@ -62,8 +63,9 @@ def test_plainly_named_topics_and_heartbeats_are_looked_up_by_name(tmp_path: Pat
 
 def test_disabled_features_need_nothing(tmp_path: Path) -> None:
     acls = required_acls(flow(tmp_path, "topics = sales\nemit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n"
-                                        "heartbeats.replication.enabled = false\n"))
+                                        "heartbeats.replication.enabled = false\nsync.topic.acls.enabled = false\n"))
     assert not any(a.name in ("heartbeats", "*") for a in acls)
+    assert not any(a.resource_type == "CLUSTER" for a in acls), "without ACL sync no Cluster ACL is needed"
 
 
 def test_the_transactional_id_prefix_covers_every_copy_producer(tmp_path: Path) -> None:

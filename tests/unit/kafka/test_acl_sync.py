@@ -1,0 +1,70 @@
+"""MM2's topic ACL sync rules: which source ACLs reach the target, and as what."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+from airmirror.config import FlowConfig, load_config
+from airmirror.kafka.acl_sync import remote_acl, unique
+
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+
+
+@pytest.fixture
+def flow(tmp_path: Path) -> FlowConfig:
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = us, dr\nus.bootstrap.servers = h:1\ndr.bootstrap.servers = h:2\nus->dr.enabled = true\n"
+                    "topics = orders.*\ntopics.exclude = orders.secret\n")
+    return load_config(path, env={}).flow("us->dr")
+
+
+def topic_acl(name: str, operation: AclOperation, permission: AclPermissionType = ALLOW,
+              pattern: ResourcePatternType = LITERAL, principal: str = "User:alice") -> AclBinding:
+    return AclBinding(ResourceType.TOPIC, name, pattern, principal, "10.0.0.1", operation, permission)
+
+
+@pytest.mark.parametrize(
+    ("operation", "permission", "copied"),
+    [
+        (AclOperation.READ, ALLOW, (AclOperation.READ, ALLOW)),
+        (AclOperation.DESCRIBE, ALLOW, (AclOperation.DESCRIBE, ALLOW)),
+        (AclOperation.ALL, ALLOW, (AclOperation.READ, ALLOW)),
+        (AclOperation.WRITE, ALLOW, None),
+        (AclOperation.WRITE, DENY, (AclOperation.WRITE, DENY)),
+        (AclOperation.ALL, DENY, (AclOperation.ALL, DENY)),
+    ],
+)
+def test_allow_write_is_dropped_allow_all_becomes_read_and_the_rest_is_copied(
+    flow: FlowConfig, operation: AclOperation, permission: AclPermissionType, copied: tuple | None
+) -> None:
+    remote = remote_acl(flow, topic_acl("orders.eu", operation, permission))
+    if copied is None:
+        assert remote is None
+        return
+    assert remote is not None
+    assert (remote.restype, remote.name, remote.resource_pattern_type) == (ResourceType.TOPIC, "us.orders.eu", LITERAL)
+    assert (remote.principal, remote.host, remote.operation, remote.permission_type) == ("User:alice", "10.0.0.1", *copied)
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        topic_acl("orders", AclOperation.READ, pattern=PREFIXED),
+        topic_acl("*", AclOperation.READ),
+        topic_acl("payments", AclOperation.READ),
+        topic_acl("orders.secret", AclOperation.READ),
+        AclBinding(ResourceType.GROUP, "orders.eu", LITERAL, "User:alice", "*", AclOperation.READ, ALLOW),
+    ],
+    ids=["prefixed", "wildcard", "not-replicated", "excluded", "group"],
+)
+def test_only_literal_acls_of_replicated_topics_are_copied(flow: FlowConfig, binding: AclBinding) -> None:
+    assert remote_acl(flow, binding) is None
+
+
+def test_allow_all_and_allow_read_of_one_principal_are_copied_once(flow: FlowConfig) -> None:
+    copies = [remote_acl(flow, topic_acl("orders.eu", op)) for op in (AclOperation.ALL, AclOperation.READ)]
+    assert len(unique(copies)) == 1
