@@ -12,8 +12,7 @@ from pathlib import Path
 import psutil
 from kafka_io import TargetWatch
 
-from airmirror.devtools.local_kafka import KAFKA_VERSION, resolve_maven_artifacts
-from airmirror.devtools.local_kafka.jars import LOG4J_VERSION
+from airmirror.devtools.local_kafka import mm2_classpath
 from airmirror.devtools.processes import stop_process_group
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -185,15 +184,6 @@ def run_copier(
         tail = "\n".join(stderr.splitlines()[-30:])
         raise RuntimeError(f"copier {name} failed (exit {run.returncode}, all visible: {run.all_visible_s}):\n{tail}")
     return run
-
-
-def mm2_classpath() -> str:
-    """MirrorMaker 2 (``connect-mirror`` and its runtime) at the brokers' Kafka version, from Maven Central."""
-    coords = [
-        f"org.apache.kafka:connect-mirror:{KAFKA_VERSION}",
-        f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}",
-    ]
-    return str(resolve_maven_artifacts(coords, f"mm2-{KAFKA_VERSION}") / "*")
 
 
 def flow_lines(source_alias: str, target_alias: str, source: str, target: str, topic: str) -> list[str]:

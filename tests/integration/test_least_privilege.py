@@ -151,7 +151,7 @@ def test_every_feature_runs_with_exactly_the_listed_acls(guarded: dict[str, Loca
 
 VERBS = ("replicate", "status", "heartbeat", "checkpoint", "translate")
 LISTED = (
-    "a-topics", "a-heartbeats", "a-progress-group", "a-groups", "a-cluster",
+    "a-topics", "a-heartbeats", "a-progress-group", "a-groups", "a-cluster", "a-offset-syncs",
     "b-remote-topics", "b-batch-log", "b-transactional-ids", "b-anchor-group", "b-cluster", "b-heartbeats",
     "b-synced-groups",
 )

@@ -1,5 +1,7 @@
-"""MM2's own Java client reads our checkpoints: ``RemoteClusterUtils.translateOffsets`` from the
-``connect-mirror-client`` jar on Maven Central must return the offsets airmirror translated."""
+"""MM2's own Java code reads what airmirror writes: ``RemoteClusterUtils.translateOffsets`` from the
+``connect-mirror-client`` jar on Maven Central must return the offsets airmirror translated from our checkpoints,
+and MM2's ``OffsetSyncStore`` (``connect-mirror``) must translate from our offset-syncs topic, never past the
+exact position and exactly at the end of what was copied."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from airmirror.checkpoints.translation import Translator
-from airmirror.devtools.local_kafka import KAFKA_VERSION, resolve_maven_artifacts
+from airmirror.devtools.local_kafka import KAFKA_VERSION, mm2_classpath, resolve_maven_artifacts
 from airmirror.model import PartitionKey
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce
@@ -18,7 +20,9 @@ from tests.mirror_helpers import checkpoint, commit_offsets, opened, produce_tra
 
 pytestmark = pytest.mark.integration
 
-JAVA_SOURCE = Path(__file__).parents[1] / "java" / "TranslateOffsets.java"
+JAVA_DIR = Path(__file__).parents[1] / "java"
+JAVA_SOURCE = JAVA_DIR / "TranslateOffsets.java"
+SYNC_READER_SOURCE = JAVA_DIR / "org" / "apache" / "kafka" / "connect" / "mirror" / "ReadOffsetSyncs.java"
 SLF4J_VERSION = "1.7.36"
 """The slf4j-api version connect-mirror-client depends on; the matching no-op binding keeps the run quiet."""
 
@@ -50,7 +54,35 @@ def translate_offsets(tmp_path_factory: pytest.TempPathFactory) -> Translate:
     return translate
 
 
-def test_remote_cluster_utils_returns_our_translated_offsets(clusters, spark, prefix, tmp_path, translate_offsets):
+ReadSyncs = Callable[[str, dict[tuple[str, int], list[int]]], dict[tuple[str, int, int], int | None]]
+
+
+@pytest.fixture(scope="module")
+def read_offset_syncs(tmp_path_factory: pytest.TempPathFactory) -> ReadSyncs:
+    """``(source bootstrap, {(topic, partition): upstream offsets}) -> {(topic, partition, upstream): downstream}``
+    as MM2's ``OffsetSyncStore`` translates them from the offset-syncs topic of flow a->b (``None``: no sync)."""
+    classes = tmp_path_factory.mktemp("mm2-classes")
+    classpath = f"{classes}:{mm2_classpath()}"
+    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(SYNC_READER_SOURCE)], check=True, timeout=120)
+
+    def read(bootstrap: str, queries: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int, int], int | None]:
+        args = [f"{topic}:{partition}:{','.join(map(str, offsets))}" for (topic, partition), offsets in queries.items()]
+        done = subprocess.run(
+            ["java", "-cp", classpath, "org.apache.kafka.connect.mirror.ReadOffsetSyncs", bootstrap, "a", "b", *args],
+            capture_output=True, text=True, timeout=120, check=True,
+        )
+        found = {}
+        for line in done.stdout.splitlines():
+            topic, partition, upstream, downstream = line.split(" ")
+            found[(topic, int(partition), int(upstream))] = None if downstream == "none" else int(downstream)
+        return found
+
+    return read
+
+
+def test_remote_cluster_utils_returns_our_translated_offsets(
+    clusters, spark, prefix, tmp_path, translate_offsets, read_offset_syncs
+):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     plain, transactional, group = f"{prefix}.plain", f"{prefix}.tx", f"{prefix}-java-app"
     create_topic(a, plain, 2)
@@ -79,4 +111,16 @@ def test_remote_cluster_utils_returns_our_translated_offsets(clusters, spark, pr
         (f"a.{plain}", 1): (8, "first"),
         (f"a.{transactional}", 0): (11, "in-an-aborted-transaction"),
     }
+
+    ends = {(plain, 0): 30, (plain, 1): 8, (transactional, 0): 24}  # each log's end: every record copied
+    mm2 = read_offset_syncs(a, {key: list(range(end + 1)) for key, end in ends.items()})
+    with opened(config) as (flow, store):
+        translator = Translator(flow, store)
+        exact = {(t, p, u): translator.translate({PartitionKey(t, p): u})[PartitionKey(t, p)].downstream_offset
+                 for (t, p), end in ends.items() for u in range(end + 1)}
+    assert mm2.keys() == exact.keys()
+    past = {query: (mm2[query], exact[query]) for query in exact if mm2[query] is None or mm2[query] > exact[query]}
+    assert not past, f"MM2 translated past the exact position (or found no sync): {past}"
+    # the sync at each run's last record makes the end exact
+    assert {key: mm2[(*key, end)] for key, end in ends.items()} == {key: exact[(*key, end)] for key, end in ends.items()}
 

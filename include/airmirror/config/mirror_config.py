@@ -618,6 +618,14 @@ class FlowConfig:
         """Name on the target of source topic ``topic``."""
         return self.policy.format_remote_topic(self.source, topic)
 
+    def offset_syncs_place(self) -> tuple[str, str]:
+        """``(cluster alias, topic)`` of the flow's MM2 offset-syncs topic, per ``offset-syncs.topic.location``:
+        ``mm2-offset-syncs.{target}.internal`` on the source, or ``mm2-offset-syncs.{source}.internal`` on the
+        target."""
+        if self.offset_syncs.topic_location == "target":
+            return self.target, self.policy.offset_syncs_topic(self.source)
+        return self.source, self.policy.offset_syncs_topic(self.target)
+
     def _client(self, alias: str, kind: str) -> ClientSettings:
         if alias not in (self.source, self.target):
             raise ValueError(f"cluster {alias!r} is not part of flow {self.name}")

@@ -75,6 +75,16 @@ def named_source_topics(flow: FlowConfig) -> list[str]:
     return topics
 
 
+def offset_syncs_acl(flow: FlowConfig) -> AclRequirement | None:
+    """What writing MM2's offset-syncs topic needs, where ``offset-syncs.topic.location`` puts it (none when
+    ``emit.offset-syncs.enabled`` is off)."""
+    if not flow.offset_syncs.emit_enabled:
+        return None
+    alias, topic = flow.offset_syncs_place()
+    return AclRequirement(alias, "TOPIC", "LITERAL", topic, ("CREATE", "DESCRIBE", "WRITE"),
+                          "replicate: MM2's offset-syncs topic (emit.offset-syncs.enabled)")
+
+
 def required_acls(flow: FlowConfig) -> list[AclRequirement]:
     """Every ACL the flow's user needs, source cluster first (see the module contract)."""
     source, target, policy = flow.source, flow.target, flow.policy
@@ -94,6 +104,9 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
     if flow.topic_sync.sync_acls_enabled:
         acls.append(AclRequirement(source, "CLUSTER", "LITERAL", CLUSTER, ("DESCRIBE",),
                                    "replicate: read the topic ACLs to sync (sync.topic.acls.enabled)"))
+    offset_syncs = offset_syncs_acl(flow)
+    if offset_syncs is not None and offset_syncs.cluster == source:
+        acls.append(offset_syncs)
     remote_prefix = policy.format_remote_topic(source, "")
     acls += [
         AclRequirement(target, "TOPIC", "PREFIXED", remote_prefix,
@@ -110,6 +123,8 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
     if flow.topic_sync.sync_acls_enabled:
         acls.append(AclRequirement(target, "CLUSTER", "LITERAL", CLUSTER, ("ALTER",),
                                    "replicate: create the synced topic ACLs (sync.topic.acls.enabled)"))
+    if offset_syncs is not None and offset_syncs.cluster == target:
+        acls.append(offset_syncs)
     if flow.heartbeats.enabled:
         acls.append(AclRequirement(target, "TOPIC", "LITERAL", policy.heartbeats_topic(), ("CREATE", "DESCRIBE", "WRITE"),
                                    "heartbeat: create and write the heartbeats topic"))

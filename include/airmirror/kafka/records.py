@@ -35,9 +35,11 @@ class OutgoingRecord:
     timestamp: int
 
 
-def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord]) -> None:
-    """Write ``records`` in order to partition 0 of ``topic`` on the target and wait for every acknowledgement.
-    A refused write raises :class:`~airmirror.errors.AccessDenied` naming the ACL to grant."""
+def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord], cluster: str | None = None) -> None:
+    """Write ``records`` in order to partition 0 of ``topic`` on the target (or on cluster ``cluster``) and wait
+    for every acknowledgement.  A refused write raises :class:`~airmirror.errors.AccessDenied` naming the ACL to
+    grant."""
+    alias = cluster or flow.target
     if not records:
         return
     failures: list[KafkaError] = []
@@ -46,17 +48,17 @@ def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord
         if error is not None:
             failures.append(error)
 
-    producer = Producer({**flow.target_client("producer"), "enable.idempotence": True})
+    producer = Producer({**flow.client_config(alias, "producer"), "enable.idempotence": True})
     for record in records:
         producer.produce(topic, record.value, record.key, partition=0, timestamp=record.timestamp, on_delivery=delivered)
     unsent = producer.flush(DELIVERY_TIMEOUT_S)
     if failures:
-        refused = named(access_scope(flow, flow.target), KafkaException(failures[0]), topic=topic)
+        refused = named(access_scope(flow, alias), KafkaException(failures[0]), topic=topic)
         if isinstance(refused, AccessDenied):
             raise refused
     if unsent or failures:
         reason = failures[0].str() if failures else f"{unsent} records unacknowledged after {DELIVERY_TIMEOUT_S:.0f}s"
-        raise ReplicationFailure(f"cannot write {len(records)} records to '{topic}' on cluster '{flow.target}': {reason}")
+        raise ReplicationFailure(f"cannot write {len(records)} records to '{topic}' on cluster '{alias}': {reason}")
 
 
 def read_record_at(consumer_config: Mapping[str, Any], topic: str, partition: int, offset: int) -> Message:

@@ -177,7 +177,8 @@ def replicable_configs(flow: FlowConfig, entries: dict[str, ConfigEntry]) -> dic
 
 
 def create_topics(flow: FlowConfig, target: ClusterAdmin, topics: Sequence[TopicSpec], factor_key: str) -> None:
-    """Create ``topics`` on the flow's target with the replication factor ``factor_key`` gives the flow.
+    """Create ``topics`` on the cluster of ``target`` (the flow's target, or its source for MM2's offset-syncs topic)
+    with the replication factor ``factor_key`` gives the flow.
 
     Topics that already exist are left as they are.  A factor the cluster cannot satisfy raises
     :class:`ConfigError` naming ``factor_key``; any other failure raises :class:`ReplicationFailure`.
@@ -196,12 +197,12 @@ def create_topics(flow: FlowConfig, target: ClusterAdmin, topics: Sequence[Topic
                 continue
             if code == KafkaError.INVALID_REPLICATION_FACTOR:
                 raise ConfigError(
-                    f"cannot create topic '{name}' on cluster '{flow.target}' with replication factor {factor}: "
+                    f"cannot create topic '{name}' on cluster '{target.alias}' with replication factor {factor}: "
                     f"{error.args[0].str()}",
                     key=factor_key,
                     line=flow.line_of(factor_key),
                 ) from error
-            raise ReplicationFailure(f"cannot create topic '{name}' on cluster '{flow.target}': {error}") from error
+            raise ReplicationFailure(f"cannot create topic '{name}' on cluster '{target.alias}': {error}") from error
 
 
 def grow_topics(target: ClusterAdmin, grown: dict[str, tuple[int, int]]) -> None:
@@ -240,8 +241,8 @@ def alter_configs(target: ClusterAdmin, changes: dict[str, dict[str, str]]) -> N
 def ensure_internal_topic(
     flow: FlowConfig, target: ClusterAdmin, name: str, configs: Mapping[str, str], factor_key: str
 ) -> bool:
-    """Create the one-partition internal topic ``name`` on the flow's target unless it exists; True when it
-    was created.
+    """Create the one-partition internal topic ``name`` on the cluster of ``target`` (see :func:`create_topics`)
+    unless it exists; True when it was created.
 
     Its replication factor is the one ``factor_key`` gives the flow, and its configs are ``configs`` plus
     :func:`durability_configs` of that factor (which win over ``configs``).

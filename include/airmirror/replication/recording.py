@@ -4,18 +4,20 @@
 range not yet done in Kafka, so the metadata DB never runs ahead of the target.
 
 After the DB commit, :data:`AFTER_COMMIT` runs in order.  These actions only tidy up or inform: each failure is
-logged and never fails the committed batch.
+logged and never undoes the committed batch; a refusal (a missing ACL) fails the run once all have run.
 1. :func:`discard_batch_runs` tombstones the batch's runs records (the DB holds them now);
 2. :func:`commit_source_progress` commits the new cursors to the source as group offsets, so any Kafka lag
    tool shows the flow's lag (the DB stays authoritative);
-3. :func:`record_heartbeat_latency` stores the replication latency of copied heartbeats;
-4. :func:`record_lag` stores a lag sample of every partition the batch planned
+3. :func:`emit_offset_syncs` writes MM2's offset-syncs topic (:mod:`airmirror.replication.offset_syncs_topic`);
+4. :func:`record_heartbeat_latency` stores the replication latency of copied heartbeats;
+5. :func:`record_lag` stores a lag sample of every partition the batch planned
    (:mod:`airmirror.replication.lag`), so the figures are kept over time.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +33,7 @@ from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
 from airmirror.replication.lag import sample_lag
 from airmirror.replication.offset_runs import merge_runs
+from airmirror.replication.offset_syncs_topic import write_offset_syncs
 from airmirror.replication.spark.batch_log import Progress, RunsRecord, read_runs, runs_key, tombstone
 from airmirror.replication.spark.progress import range_progress, unfinished
 from airmirror.store import MetadataStore
@@ -106,6 +109,17 @@ def commit_source_progress(flow: FlowConfig, store: MetadataStore, committed: Co
         )
 
 
+def emit_offset_syncs(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
+    """Write the batch's exact runs to MM2's offset-syncs topic (``emit.offset-syncs.enabled``)."""
+    if not flow.offset_syncs.emit_enabled:
+        return
+    runs = {
+        key: [run for record in sorted(records, key=lambda r: (r.chunk, r.part)) for run in record.runs]
+        for key, records in committed.runs.items()
+    }
+    write_offset_syncs(flow, runs, int(time.time() * 1000))
+
+
 def record_heartbeat_latency(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
     """Store the replication latency of the heartbeats the batch copied."""
     observe_heartbeats(flow, store, committed.planned, committed.results)
@@ -118,7 +132,9 @@ def record_lag(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch
 
 
 AfterCommit = Callable[[FlowConfig, MetadataStore, CommittedBatch], None]
-AFTER_COMMIT: tuple[AfterCommit, ...] = (discard_batch_runs, commit_source_progress, record_heartbeat_latency, record_lag)
+AFTER_COMMIT: tuple[AfterCommit, ...] = (
+    discard_batch_runs, commit_source_progress, emit_offset_syncs, record_heartbeat_latency, record_lag
+)
 
 
 def after_commit(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:

@@ -45,6 +45,7 @@ def test_a_flow_names_its_own_resources_and_needs_cluster_acls_only_for_acl_sync
     table = {(a.cluster, a.resource_type, a.pattern_type, a.name): a.operations for a in acls}
     assert table[("us", "CLUSTER", "LITERAL", "kafka-cluster")] == ("DESCRIBE",)  # topic ACL sync, on by default
     assert table[("dr", "CLUSTER", "LITERAL", "kafka-cluster")] == ("ALTER",)
+    assert table[("us", "TOPIC", "LITERAL", "mm2-offset-syncs.dr.internal")] == ("CREATE", "DESCRIBE", "WRITE")
     assert table[("us", "TOPIC", "PREFIXED", "sales")] == ("DESCRIBE", "READ", "DESCRIBE_CONFIGS")
     assert table[("us", "GROUP", "LITERAL", "airmirror-us-dr")] == ("DESCRIBE", "READ")
     assert table[("dr", "TOPIC", "PREFIXED", "us.")][:4] == ("CREATE", "DESCRIBE", "READ", "WRITE")
@@ -63,9 +64,18 @@ def test_plainly_named_topics_and_heartbeats_are_looked_up_by_name(tmp_path: Pat
 
 def test_disabled_features_need_nothing(tmp_path: Path) -> None:
     acls = required_acls(flow(tmp_path, "topics = sales\nemit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n"
-                                        "heartbeats.replication.enabled = false\nsync.topic.acls.enabled = false\n"))
+                                        "heartbeats.replication.enabled = false\nsync.topic.acls.enabled = false\n"
+                                        "emit.offset-syncs.enabled = false\n"))
     assert not any(a.name in ("heartbeats", "*") for a in acls)
     assert not any(a.resource_type == "CLUSTER" for a in acls), "without ACL sync no Cluster ACL is needed"
+    assert not any(a.name.startswith("mm2-offset-syncs") for a in acls)
+
+
+def test_the_offset_syncs_topic_is_needed_where_its_location_puts_it(tmp_path: Path) -> None:
+    acls = required_acls(flow(tmp_path, "topics = sales\noffset-syncs.topic.location = target\n"))
+    assert [(a.cluster, a.operations) for a in acls if a.name == "mm2-offset-syncs.us.internal"] == [
+        ("dr", ("CREATE", "DESCRIBE", "WRITE"))
+    ]
 
 
 def test_the_transactional_id_prefix_covers_every_copy_producer(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from airmirror.devtools.local_kafka.broker import (
     start_broker,
     stop_broker,
 )
-from airmirror.devtools.local_kafka.jars import KAFKA_VERSION, kafka_classpath, resolve_maven_artifacts
+from airmirror.devtools.local_kafka.jars import KAFKA_VERSION, kafka_classpath, mm2_classpath, resolve_maven_artifacts
 from airmirror.devtools.local_kafka.nodes import free_port
 from airmirror.devtools.local_kafka.security import BrokerSecurity, User
 from airmirror.devtools.local_kafka.tls import TlsMaterial
@@ -28,6 +28,7 @@ __all__ = [
     "free_port",
     "kafka_classpath",
     "kill_broker",
+    "mm2_classpath",
     "resolve_maven_artifacts",
     "start_broker",
     "stop_broker",

@@ -85,6 +85,13 @@ def kafka_classpath() -> str:
     return str(resolve_maven_artifacts(KAFKA_COORDS, f"kafka-{KAFKA_VERSION}") / "*")
 
 
+def mm2_classpath() -> str:
+    """Java classpath (``DIR/*``) of MirrorMaker 2 (``connect-mirror`` and its runtime, logging through log4j) at
+    the brokers' Kafka version, resolving the jars if needed: the bench's MM2 and the MM2 compatibility tests."""
+    coords = [f"org.apache.kafka:connect-mirror:{KAFKA_VERSION}", f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}"]
+    return str(resolve_maven_artifacts(coords, f"mm2-{KAFKA_VERSION}") / "*")
+
+
 def _manifest_of(lib: Path) -> str | None:
     try:
         return (lib / _MANIFEST).read_text()

@@ -1,0 +1,58 @@
+"""MM2's offset-syncs topic, written from the exact runs of every committed batch (``emit.offset-syncs.enabled``).
+
+airmirror translates from the exact runs in its metadata DB and needs no offset-syncs topic; it writes one so that
+tools built on MM2's client (its ``OffsetSyncStore``, MM2 checkpoint connectors) see airmirror's copies too.
+
+Contract:
+- Topic and place are MM2's: with ``offset-syncs.topic.location = source`` (the default) the topic
+  ``mm2-offset-syncs.{target}.internal`` on the source cluster, with ``target`` ``mm2-offset-syncs.{source}.internal``
+  on the target; one partition, compacted, ``offset-syncs.topic.replication.factor`` replicas; records in MM2's
+  ``OffsetSync`` format, keyed by source topic and partition.
+- Syncs are exact: each names a copied record's source offset and its offset in the remote topic.  Per partition
+  and batch they come in source order: the first record of every run (so every gap a run break marks, a
+  compaction hole or transaction markers, starts with a sync), every ``offset.lag.max``-th record of a run after
+  that, and the run's last record, so MM2's translation of a position at the end of the batch is exact.
+- They are written after the batch's DB commit (an after-commit action): a batch that fails writes none, and a
+  resumed batch writes its syncs once it commits.  A write that fails is logged and that batch's syncs stay
+  missing (airmirror's own translation does not read them); a refused one fails the run, naming the ACL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from airmirror.config import FlowConfig
+from airmirror.kafka.clients import admin_client
+from airmirror.kafka.records import OutgoingRecord, write_records
+from airmirror.kafka.topics import COMPACTED, ensure_internal_topic
+from airmirror.mm2.wire_formats import OffsetSync
+from airmirror.model import OffsetRun
+
+REPLICATION_FACTOR_KEY = "offset-syncs.topic.replication.factor"
+
+
+def offset_syncs(topic: str, partition: int, runs: Iterable[OffsetRun], lag_max: int) -> list[OffsetSync]:
+    """The syncs of one partition's ``runs`` (in source order), per the module contract."""
+    step = max(lag_max, 1)
+    syncs: list[OffsetSync] = []
+    for run in runs:
+        shift = run.downstream_start - run.upstream_start
+        last = run.upstream_end - 1
+        upstreams = list(range(run.upstream_start, last + 1, step))
+        if upstreams[-1] != last:
+            upstreams.append(last)
+        syncs += [OffsetSync(topic, partition, upstream, upstream + shift) for upstream in upstreams]
+    return syncs
+
+
+def write_offset_syncs(flow: FlowConfig, runs: dict[tuple[str, int], list[OffsetRun]], timestamp_ms: int) -> int:
+    """Write the syncs of ``runs`` (source ``(topic, partition)`` -> its runs of one batch, in order) to the
+    flow's offset-syncs topic, creating it first if needed; returns how many were written."""
+    syncs = [s for (topic, partition), parts in sorted(runs.items())
+             for s in offset_syncs(topic, partition, parts, flow.offset_syncs.lag_max)]
+    if not syncs:
+        return 0
+    alias, topic = flow.offset_syncs_place()
+    ensure_internal_topic(flow, admin_client(flow, alias), topic, COMPACTED, REPLICATION_FACTOR_KEY)
+    write_records(flow, topic, [OutgoingRecord(s.key(), s.value(), timestamp_ms) for s in syncs], cluster=alias)
+    return len(syncs)

@@ -1,0 +1,44 @@
+"""Which offset syncs a batch's exact runs give MM2's offset-syncs topic, and where that topic is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airmirror.config import load_config
+from airmirror.mm2.wire_formats import OffsetSync
+from airmirror.model import OffsetRun
+from airmirror.replication.offset_syncs_topic import offset_syncs
+
+
+def pairs(syncs: list[OffsetSync]) -> list[tuple[int, int]]:
+    return [(s.upstream_offset, s.downstream_offset) for s in syncs]
+
+
+def test_a_run_gives_its_first_record_every_lag_max_th_and_its_last() -> None:
+    syncs = offset_syncs("orders", 3, [OffsetRun(1000, 1250, 40)], lag_max=100)
+    assert pairs(syncs) == [(1000, 40), (1100, 140), (1200, 240), (1249, 289)]
+    assert {(s.topic, s.partition) for s in syncs} == {("orders", 3)}
+
+
+def test_every_run_starts_with_a_sync_so_holes_are_exact() -> None:
+    runs = [OffsetRun(0, 10, 0), OffsetRun(12, 13, 10), OffsetRun(20, 25, 11)]  # markers at 10-11, a hole at 13-19
+    assert pairs(offset_syncs("t", 0, runs, lag_max=100)) == [(0, 0), (9, 9), (12, 10), (20, 11), (24, 15)]
+
+
+def test_lag_max_zero_syncs_every_record() -> None:
+    assert pairs(offset_syncs("t", 0, [OffsetRun(5, 8, 0)], lag_max=0)) == [(5, 0), (6, 1), (7, 2)]
+
+
+@pytest.mark.parametrize(("location", "place"), [
+    ("", ("us", "mm2-offset-syncs.dr.internal")),
+    ("source", ("us", "mm2-offset-syncs.dr.internal")),
+    ("target", ("dr", "mm2-offset-syncs.us.internal")),
+])
+def test_the_topic_is_where_offset_syncs_topic_location_puts_it(tmp_path: Path, location: str, place: tuple) -> None:
+    path = tmp_path / "mm2.properties"
+    setting = f"offset-syncs.topic.location = {location}\n" if location else ""
+    path.write_text("clusters = us, dr\nus.bootstrap.servers = h:1\ndr.bootstrap.servers = h:2\nus->dr.enabled = true\n"
+                    + setting)
+    assert load_config(path, env={}).flow("us->dr").offset_syncs_place() == place
