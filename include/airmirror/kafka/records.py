@@ -35,10 +35,16 @@ class OutgoingRecord:
     timestamp: int
 
 
-def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord], cluster: str | None = None) -> None:
+def write_records(
+    flow: FlowConfig,
+    topic: str,
+    records: Sequence[OutgoingRecord],
+    cluster: str | None = None,
+    timeout: float = DELIVERY_TIMEOUT_S,
+) -> None:
     """Write ``records`` in order to partition 0 of ``topic`` on the target (or on cluster ``cluster``) and wait
-    for every acknowledgement.  A refused write raises :class:`~airmirror.errors.AccessDenied` naming the ACL to
-    grant."""
+    up to ``timeout`` seconds for every acknowledgement.  A refused write raises
+    :class:`~airmirror.errors.AccessDenied` naming the ACL to grant."""
     alias = cluster or flow.target
     if not records:
         return
@@ -51,13 +57,13 @@ def write_records(flow: FlowConfig, topic: str, records: Sequence[OutgoingRecord
     producer = Producer({**flow.client_config(alias, "producer"), "enable.idempotence": True})
     for record in records:
         producer.produce(topic, record.value, record.key, partition=0, timestamp=record.timestamp, on_delivery=delivered)
-    unsent = producer.flush(DELIVERY_TIMEOUT_S)
+    unsent = producer.flush(timeout)
     if failures:
         refused = named(access_scope(flow, alias), KafkaException(failures[0]), topic=topic)
         if isinstance(refused, AccessDenied):
             raise refused
     if unsent or failures:
-        reason = failures[0].str() if failures else f"{unsent} records unacknowledged after {DELIVERY_TIMEOUT_S:.0f}s"
+        reason = failures[0].str() if failures else f"{unsent} records unacknowledged after {timeout:.0f}s"
         raise ReplicationFailure(f"cannot write {len(records)} records to '{topic}' on cluster '{alias}': {reason}")
 
 

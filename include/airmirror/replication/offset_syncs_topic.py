@@ -13,8 +13,9 @@ Contract:
   compaction hole or transaction markers, starts with a sync), every ``offset.lag.max``-th record of a run after
   that, and the run's last record, so MM2's translation of a position at the end of the batch is exact.
 - They are written after the batch's DB commit (an after-commit action): a batch that fails writes none, and a
-  resumed batch writes its syncs once it commits.  A write that fails is logged and that batch's syncs stay
-  missing (airmirror's own translation does not read them); a refused one fails the run, naming the ACL.
+  resumed batch writes its syncs once it commits.  A write that fails, or is not acknowledged within
+  :data:`DELIVERY_TIMEOUT_S`, is logged and that batch's syncs stay missing (airmirror's own translation does not
+  read them); a refused one fails the run, naming the ACL.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import OffsetRun
 
 REPLICATION_FACTOR_KEY = "offset-syncs.topic.replication.factor"
+DELIVERY_TIMEOUT_S = 5.0
+"""How long a batch waits for its syncs to be acknowledged: they only inform, so a source broker that is down
+costs a batch this much at most (and that batch's syncs)."""
 
 
 def offset_syncs(topic: str, partition: int, runs: Iterable[OffsetRun], lag_max: int) -> list[OffsetSync]:
@@ -54,5 +58,6 @@ def write_offset_syncs(flow: FlowConfig, runs: dict[tuple[str, int], list[Offset
         return 0
     alias, topic = flow.offset_syncs_place()
     ensure_internal_topic(flow, admin_client(flow, alias), topic, COMPACTED, REPLICATION_FACTOR_KEY)
-    write_records(flow, topic, [OutgoingRecord(s.key(), s.value(), timestamp_ms) for s in syncs], cluster=alias)
+    records = [OutgoingRecord(s.key(), s.value(), timestamp_ms) for s in syncs]
+    write_records(flow, topic, records, cluster=alias, timeout=DELIVERY_TIMEOUT_S)
     return len(syncs)
