@@ -110,7 +110,6 @@ BIG_RECORD_SIZE = 100
 BIG_TRANSACTION_TIMEOUT_MS = 15_000
 BIG_RSS_RATIO_LIMIT = 1.2
 BIG_RUN_FIGURES = ("records", "wall_s", "records_per_s", "mb_s", "steady_mb_s", "peak_rss_mb", "peak_rss_by_role_mb")
-SETTLE_S = 3.0
 COPY_JOB_LOG = re.compile(
     r"copy job of batch \d+: (?P<ranges>\d+) ranges, (?P<records>\d+) records, (?P<bytes>\d+) bytes"
     r" in (?P<seconds>[\d.]+) s"
@@ -381,7 +380,7 @@ def run_live_case(clusters: Clusters, args: argparse.Namespace, workdir: Path) -
     }
     results = {}
     for name, (command, topic, remote) in cases.items():
-        time.sleep(SETTLE_S)
+        time.sleep(args.settle_seconds)
         log(f"live {name} ...")
         live_dir = workdir / f"live-{name}"
         live_dir.mkdir()
@@ -404,7 +403,7 @@ def run_scaling(clusters: Clusters, base: dict, args: argparse.Namespace, workdi
         ("records_x4", args.records * 4, args.partitions),
         ("partitions_x4", args.records, args.partitions * 4),
     ):
-        time.sleep(SETTLE_S)
+        time.sleep(args.settle_seconds)
         source = prepare_source(clusters, f"bench-{key.replace('_', '-')}", partitions, records, args.record_size)
         flow = airmirror_flow(clusters, source, workdir, f"air{key.replace('_', '')}", args.spark_master)
         result = run_airmirror(clusters, source, flow, workdir, args.timeout * 4, name=f"airmirror_{key}")
@@ -429,7 +428,7 @@ def run_big_partition(clusters: Clusters, args: argparse.Namespace, workdir: Pat
     """
     runs: dict[str, dict] = {}
     for label, records in (("small", args.big_partition_records // 10), ("big", args.big_partition_records)):
-        time.sleep(SETTLE_S)
+        time.sleep(args.settle_seconds)
         source = prepare_source(clusters, f"bench-big-{label}", 1, records, BIG_RECORD_SIZE, stamp_now=True)
         flow = airmirror_flow(
             clusters,
@@ -439,7 +438,7 @@ def run_big_partition(clusters: Clusters, args: argparse.Namespace, workdir: Pat
             args.spark_master,
             {"transaction.timeout.ms": BIG_TRANSACTION_TIMEOUT_MS},
         )
-        time.sleep(SETTLE_S)
+        time.sleep(args.settle_seconds)
         log(f"airmirror big partition ({label}, {records:,} records) ...")
         timeout = args.timeout * max(1.0, records / 1_000_000)
         result = run_airmirror(clusters, source, flow, workdir, timeout, name=f"airmirror_big_{label}", timeline=True)
@@ -607,6 +606,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="only the big-partition case: no main load, copiers, latency or scaling",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="per copier run, seconds")
+    parser.add_argument(
+        "--settle-seconds", type=float, default=3.0, help="pause before each copier run, so the one before it does not skew it"
+    )
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (broker data, copier logs)")
     args = parser.parse_args(argv)
@@ -669,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in COPIERS:
             if name not in args.copiers:
                 continue
-            time.sleep(SETTLE_S)
+            time.sleep(args.settle_seconds)
             log(f"{name} ...")
             if name == "raw_pipe":
                 result = run_raw_pipe(clusters, source, workdir, args.timeout)
@@ -685,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         document["ratios"], document["steady_ratios"] = ratios(document["copiers"])
         if not args.skip_latency and flow is not None:
-            time.sleep(SETTLE_S)
+            time.sleep(args.settle_seconds)
             document["latency"] = run_latency(clusters, source, flow, args.record_size, workdir, args.timeout)
             log(f"latency: {document['latency']}")
         if not args.skip_live:

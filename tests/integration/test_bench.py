@@ -36,7 +36,7 @@ BIG_FIGURES = {
 def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--records", "3000", "--record-size", "512",
-         "--partitions", "3", "--big-partition-records", "20000", "--live-rate", "300", "--live-seconds", "3",
+         "--partitions", "3", "--big-partition-records", "20000", "--live-rate", "300", "--live-seconds", "3", "--settle-seconds", "0",
          "--results-dir", str(tmp_path)],
         capture_output=True,
         text=True,

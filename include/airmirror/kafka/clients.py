@@ -18,7 +18,8 @@ from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, access_scope
 
 REQUEST_TIMEOUT_S = 30.0
-"""How long one admin or metadata request may take before it fails (every admin call of airmirror)."""
+"""How long one admin or metadata request may take before it fails (every admin call of airmirror), unless the
+cluster's admin ``request.timeout.ms`` bounds :func:`cluster_metadata`."""
 METADATA_SLICE_S = 1.0
 """How long a metadata request waits before :func:`cluster_metadata` checks for a refused login and asks again."""
 REFUSED_LOGIN = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
@@ -29,12 +30,15 @@ class ClusterAdmin(AdminClient):
     """An admin client of cluster ``alias`` that keeps the last client-level error librdkafka reported for it (a
     failed SASL authentication, a failed TLS handshake, a refused connection), so that a request the cluster
     never answered can say which cluster it could not reach, and why (:meth:`unreachable`).  ``access`` names
-    the ACL behind a refused request (:mod:`airmirror.kafka.authorization`)."""
+    the ACL behind a refused request (:mod:`airmirror.kafka.authorization`).  ``request_timeout_s`` is the
+    cluster's admin ``request.timeout.ms`` (MM2's key, librdkafka's ``socket.timeout.ms``) if set, else
+    :data:`REQUEST_TIMEOUT_S`."""
 
     def __init__(self, alias: str, config: dict[str, Any], access: AccessScope | None = None) -> None:
         self.alias = alias
         self.access = access
         self.bootstrap = str(config.get("bootstrap.servers", ""))
+        self.request_timeout_s = int(config["socket.timeout.ms"]) / 1000 if "socket.timeout.ms" in config else REQUEST_TIMEOUT_S
         self.last_error: KafkaError | None = None
         super().__init__({**config, "error_cb": self._remember})
 
@@ -72,9 +76,9 @@ def target_admin(flow: FlowConfig) -> ClusterAdmin:
 def cluster_metadata(admin: ClusterAdmin, topic: str | None = None) -> ClusterMetadata:
     """The cluster's topics (only ``topic`` if given).  A cluster that refuses the login or the TLS handshake
     (wrong credentials, an untrusted certificate) fails at once, as Java clients do; one that does not answer
-    within :data:`REQUEST_TIMEOUT_S` (down, restarting) fails then.  Both raise
+    within its ``request_timeout_s`` (down, restarting) fails then.  Both raise
     :class:`~airmirror.errors.ReplicationFailure` naming the cluster and the cause (:meth:`ClusterAdmin.unreachable`)."""
-    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    deadline = time.monotonic() + admin.request_timeout_s
     while True:
         try:
             return admin.list_topics(topic, timeout=min(METADATA_SLICE_S, max(deadline - time.monotonic(), 0.1)))

@@ -79,7 +79,7 @@ from airmirror.replication.spark.range_reader import RangeReader
 
 TRANSACTION_TIMEOUT_MS = 900_000
 TRANSACTION_CALL_S = 30.0
-HARD_DEADLINE_GRACE_S = 30.0
+HARD_DEADLINE_GRACE_S = 10.0
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
 
@@ -342,12 +342,13 @@ class RangeCopy:
         )
         encoded = committed.encode()
         producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, task.topic, task.partition), partition=0)
-        with hard_deadline(2 * TRANSACTION_CALL_S, f"commit of chunk {chunk} of {task.name}"):
+        with hard_deadline(TRANSACTION_CALL_S, f"sending the anchor of chunk {chunk} of {task.name}"):
             producer.send_offsets_to_transaction(
                 [TopicPartition(task.remote_topic, task.partition, committed.downstream_position, metadata=encoded)],
                 self.group_metadata,
                 TRANSACTION_CALL_S,
             )
+        with hard_deadline(TRANSACTION_CALL_S, f"commit of chunk {chunk} of {task.name}"):
             producer.commit_transaction(TRANSACTION_CALL_S)
         return committed
 
@@ -387,8 +388,10 @@ def resume_from(task: PartitionTask, found: Progress | None) -> Progress:
 def hard_deadline(seconds: float, what: str) -> Iterator[None]:
     """End this process if the block is still running ``HARD_DEADLINE_GRACE_S`` after ``seconds``.
 
-    After a transaction coordinator restarts, librdkafka's transactional calls have been seen to block far past
-    their own timeout, and Spark never times a task out, so one stuck call would hold the batch forever.  Exiting
+    After a transaction or group coordinator restarts, librdkafka's transactional calls have been seen to block
+    far past their own timeout (``send_offsets_to_transaction`` waits for a coordinator it never looks up
+    again), and Spark never times a task out, so one stuck call would hold the batch forever.  A call still
+    running ``HARD_DEADLINE_GRACE_S`` past its own timeout is taken as stuck.  Exiting
     the Python worker fails the Spark task; its retry's ``init_transactions()`` fences the stuck producer and
     continues after the last committed chunk (the module docstring's rules), as after any killed worker.
     Used only inside copy tasks."""
