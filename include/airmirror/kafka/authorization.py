@@ -14,7 +14,8 @@ config.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -108,6 +109,18 @@ def naming_refusals(
         if failure is error:
             raise
         raise failure from error
+
+
+def raise_first_refusal(scope: AccessScope | None, futures: Mapping[str, Future], resource: str) -> None:
+    """Raise :class:`~airmirror.errors.AccessDenied` for the first of ``futures`` (one per ``resource``, ``topic``
+    or ``group``, by name) that the cluster refused; any other error of a future (a topic or group that does not
+    exist) is no error."""
+    for name, future in futures.items():
+        try:
+            with naming_refusals(scope, **{resource: name}):
+                future.result()
+        except KafkaException:
+            continue
 
 
 def refuses_unused_group(error: KafkaError | None) -> bool:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions
 
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.routes import route
 from airmirror.kafka.acls import plain_names
-from airmirror.kafka.authorization import naming_refusals
+from airmirror.kafka.authorization import naming_refusals, raise_first_refusal
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, source_admin
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey
@@ -49,14 +49,8 @@ def covered_groups(flow: FlowConfig, admin: ClusterAdmin) -> list[str]:
 def refuse_hidden_groups(admin: ClusterAdmin, groups: list[str]) -> None:
     """Raise :class:`~airmirror.errors.AccessDenied` for the first of ``groups`` the user may not DESCRIBE (a
     group that does not exist is described as dead: no error)."""
-    if not groups:
-        return
-    for group, future in admin.describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S).items():
-        try:
-            with naming_refusals(admin.access, group=group):
-                future.result()
-        except KafkaException:
-            continue
+    if groups:
+        raise_first_refusal(admin.access, admin.describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S), "group")
 
 
 def committed_offsets(flow: FlowConfig, admin: ClusterAdmin, group: str) -> dict[PartitionKey, CommittedOffset]:

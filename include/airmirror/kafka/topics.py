@@ -39,7 +39,7 @@ from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.errors import ConfigError, ReplicationFailure
 from airmirror.kafka.acls import named_source_topics
-from airmirror.kafka.authorization import naming_refusals
+from airmirror.kafka.authorization import naming_refusals, raise_first_refusal
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, cluster_metadata
 
 COMPACTED = {"cleanup.policy": "compact"}
@@ -93,14 +93,8 @@ def refuse_hidden_topics(source: ClusterAdmin, topics: Sequence[str]) -> None:
     """Raise :class:`~airmirror.errors.AccessDenied` for the first of ``topics`` (named by the flow, missing from
     the listing) that the cluster hides because the user may not DESCRIBE it; one that does not exist is no
     error."""
-    if not topics:
-        return
-    for name, future in source.describe_topics(TopicCollection(list(topics)), request_timeout=REQUEST_TIMEOUT_S).items():
-        try:
-            with naming_refusals(source.access, topic=name):
-                future.result()
-        except KafkaException:
-            continue
+    if topics:
+        raise_first_refusal(source.access, source.describe_topics(TopicCollection(list(topics)), request_timeout=REQUEST_TIMEOUT_S), "topic")
 
 
 def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, str | None]:
