@@ -18,7 +18,9 @@ What it does (every number in one run, on one machine: only the ratios between c
      start-up included, exactly-once (one Kafka transaction per partition), read_committed.
 3. Verification: per partition, a digest of every record's key, value, headers and timestamp, in offset
    order, must equal the source's; any difference fails the bench (exit 1).
-4. Extra airmirror measurements: live latency (1,000 new records produced, then ``airmirror replicate``
+4. Extra airmirror measurements: ``airmirror verify`` (issue 14) of the base copy, right after it, beside it:
+   wall time of the whole command and of its Spark job, as records/s and as multiples of the copy's (above 1:
+   verify is faster); live latency (1,000 new records produced, then ``airmirror replicate``
    started at once: time from the first produce to all of them visible to read_committed consumers on the
    target) and growth of wall time with the record count (x1, x4) and partition count (P, 4P).
 5. Live case (issue 11, ``live.py``): airmirror ``replicate --continuous`` and MM2 tuned, each running (and past a
@@ -63,7 +65,8 @@ mm2_default, mm2_tuned, airmirror), ``--spark-master`` (airmirror's default ``lo
 ``--skip-latency``, ``--skip-scaling``, ``--live-rate R``, ``--live-seconds S``, ``--skip-live``,
 ``--big-partition-records N`` (the small run is N/10),
 ``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
-``--timeout``, ``--results-dir``, ``--keep`` (keep brokers' data and logs).
+``--timeout``, ``--settle-seconds`` (pause before each copier run, default 3), ``--results-dir``, ``--keep``
+(keep brokers' data and logs).
 
 The big-partition case alone, at its defaults (loads and digests 11 million records; about 6 minutes on 2 cores)::
 
@@ -110,6 +113,7 @@ BIG_RECORD_SIZE = 100
 BIG_TRANSACTION_TIMEOUT_MS = 15_000
 BIG_RSS_RATIO_LIMIT = 1.2
 BIG_RUN_FIGURES = ("records", "wall_s", "records_per_s", "mb_s", "steady_mb_s", "peak_rss_mb", "peak_rss_by_role_mb")
+VERIFY_JOB_LOG = re.compile(r"verify job: \d+ partitions, (?P<records>\d+) source records, \d+ target records in (?P<seconds>[\d.]+) s")
 COPY_JOB_LOG = re.compile(
     r"copy job of batch \d+: (?P<ranges>\d+) ranges, (?P<records>\d+) records, (?P<bytes>\d+) bytes"
     r" in (?P<seconds>[\d.]+) s"
@@ -317,6 +321,29 @@ def run_airmirror(
     return result
 
 
+def run_verify(source: SourceTopic, flow: AirmirrorFlow, copied: dict, timeout: float) -> dict:
+    """``airmirror verify`` of the flow the base run copied, beside that copy: wall time of the whole command and
+    of its Spark job, in records/s, and the ratios to the copy's (above 1: verify is faster)."""
+    command = [str(Path(sys.executable).parent / "airmirror"), "-v", "verify", str(flow.config), "--flow", flow.flow, "--json"]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    wall_s = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"VERIFICATION FAILED: airmirror verify exited {done.returncode}: {done.stderr[-2000:]}")
+    job = VERIFY_JOB_LOG.search(done.stderr)
+    if job is None or int(job.group("records")) != source.records:
+        raise SystemExit(f"VERIFICATION FAILED: airmirror verify compared {job and job.group('records')} records, expected {source.records}")
+    job_s = float(job.group("seconds"))
+    return {
+        "wall_s": round(wall_s, 2),
+        "job_s": round(job_s, 2),
+        "records_per_s": round(source.records / wall_s),
+        "job_records_per_s": round(source.records / job_s),
+        "vs_replicate_wall": round(copied["wall_s"] / wall_s, 2),
+        "vs_copy_job": round(copied["steady_s"] / job_s, 2),
+    }
+
+
 def run_latency(
     clusters: Clusters, source: SourceTopic, flow: AirmirrorFlow, size: int, workdir: Path, timeout: float
 ) -> dict:
@@ -516,6 +543,15 @@ def table(document: dict) -> str:
             lines.append(
                 f"| {key.removeprefix('airmirror_vs_')} | {value:.2f} | {document['steady_ratios'][key]:.2f} |"
             )
+    checked = document.get("verify")
+    if checked:
+        lines += [
+            "",
+            "| airmirror verify | wall s | records/s | Spark job s | job records/s | x replicate wall | x copy job |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            f"| verify | {checked['wall_s']:.1f} | {checked['records_per_s']:,} | {checked['job_s']:.1f} | "
+            f"{checked['job_records_per_s']:,} | {checked['vs_replicate_wall']:.2f} | {checked['vs_copy_job']:.2f} |",
+        ]
     latency = document.get("latency")
     if latency:
         lines += [
@@ -686,6 +722,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{result['peak_rss_mb']} MB peak RSS"
             )
         document["ratios"], document["steady_ratios"] = ratios(document["copiers"])
+        if flow is not None:
+            document["verify"] = run_verify(source, flow, document["copiers"]["airmirror"], args.timeout)
+            log(f"verify: {document['verify']}")
         if not args.skip_latency and flow is not None:
             time.sleep(args.settle_seconds)
             document["latency"] = run_latency(clusters, source, flow, args.record_size, workdir, args.timeout)

@@ -8,7 +8,7 @@ a cursor is the next source offset to copy.  Timestamps are timezone-aware UTC.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -289,3 +289,90 @@ class HeartbeatEmission:
 
     topic: str
     heartbeat_at: datetime
+
+
+class Verdict(str, enum.Enum):
+    """How one partition's target compares with its source over the replicated range (``airmirror verify``)."""
+
+    EQUAL = "equal"
+    MISSING = "missing"
+    EXTRA = "extra"
+    DIFFERENT = "different"
+
+
+@dataclass(frozen=True)
+class ComparisonFigures:
+    """What comparing a source partition with its remote partition found.
+
+    ``verdict`` is the first difference found in target order; ``first_offset`` is where: a source offset for
+    ``missing`` and ``different``, a target offset for ``extra``, ``None`` when ``equal``.  ``missing``,
+    ``extra`` and ``different`` count every difference; ``compacted_source`` and ``compacted_target`` count
+    records absent on one side that compaction of that side explains (a tombstone, or a key written again
+    later), which are not differences.  The digests are SHA-256, in offset order, over each side's records
+    compared (key, value, headers, timestamp).
+    """
+
+    verdict: Verdict
+    first_offset: int | None
+    source_records: int
+    target_records: int
+    missing: int = 0
+    extra: int = 0
+    different: int = 0
+    compacted_source: int = 0
+    compacted_target: int = 0
+    source_digest: str = ""
+    target_digest: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionVerification(ComparisonFigures):
+    """The comparison of one source partition with its remote partition: the source range ``[source_start,
+    source_end)`` (the replicated offsets still in the source log, up to the cursor) with the target range
+    ``[target_start, target_end)`` (their copies, up to the remote partition's last stable offset), through the
+    exact offset-sync runs; ``note`` says what retention left out."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    source_start: int
+    source_end: int
+    target_start: int
+    target_end: int
+    note: str = ""
+
+    @property
+    def key(self) -> PartitionKey:
+        return PartitionKey(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """One ``airmirror verify`` of a flow: when it ran, which topics it covered (``topics_regex``; ``None`` for
+    all) and the result per partition."""
+
+    flow: str
+    verified_at: datetime
+    topics_regex: str | None
+    partitions: list[PartitionVerification]
+    id: int | None = None
+
+    @property
+    def equal(self) -> bool:
+        return all(p.verdict is Verdict.EQUAL for p in self.partitions)
+
+    def counts(self) -> dict[str, int]:
+        """How many partitions got each verdict, every verdict listed."""
+        return {v.value: sum(p.verdict is v for p in self.partitions) for v in Verdict}
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON values (verdicts as strings, the time in ISO-8601), for ``--json``, XCom and ``status``."""
+        return {
+            "id": self.id,
+            "flow": self.flow,
+            "verified_at": self.verified_at.isoformat(),
+            "topics": self.topics_regex,
+            "equal": self.equal,
+            "verdicts": self.counts(),
+            "partitions": [{**asdict(p), "verdict": p.verdict.value} for p in self.partitions],
+        }

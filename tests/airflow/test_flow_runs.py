@@ -19,17 +19,19 @@ def labels(run) -> dict[str, str | None]:
     return {ti.task_id: ti.rendered_map_index for ti in run.get_task_instances()}
 
 
-def test_run_copies_every_topic_of_the_flow(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
+def test_run_copies_every_topic_of_the_flow_and_verifies_it_when_asked(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     create_topic(a, f"{prefix}.orders", 2)
     for p in range(2):
         produce(a, f"{prefix}.orders", p, sample_records(40, f"p{p}"))
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
 
-    run = run_flow(dag_bag_for, config)
+    run = run_flow(dag_bag_for, config, {"verify": True})
 
     assert set(task_states(run).values()) == {"success"}
     assert labels(run)["record_batch"] == "80 records copied"
+    verified = run.get_task_instance("verify").xcom_pull(task_ids="verify")
+    assert verified["equal"] and verified["verdicts"]["equal"] == 2
     batch_id = run.get_task_instance("record_batch").xcom_pull(task_ids="record_batch")["batch_id"]
     assert asset_events(run) == {f"kafka://{b}/a.{prefix}.orders": {"batch_id": batch_id, "records": 80}}
     for p in range(2):

@@ -51,6 +51,8 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
         assert all(figures[f] > 0 for f in FIGURES), (name, figures)
     assert set(document["ratios"]) == RATIOS == set(document["steady_ratios"])
     assert document["latency"]["records"] == 1000
+    assert all(document["verify"][f] > 0 for f in ("wall_s", "job_s", "records_per_s", "vs_copy_job")), document["verify"]
+    assert "| airmirror verify |" in completed.stdout
     assert document["scaling"]["records_x4"]["records"] == 12000
     assert document["scaling"]["partitions_x4"]["partitions"] == 12
     live = document["live_lag_ms"]

@@ -22,7 +22,18 @@ from sqlalchemy import create_engine, insert, inspect, make_url, select, text, u
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from airmirror.errors import ReplicationFailure
-from airmirror.model import BatchState, Gap, OffsetRun, PartitionKey, PartitionStats, PlannedRange, RangeResult
+from airmirror.model import (
+    BatchState,
+    Gap,
+    OffsetRun,
+    PartitionKey,
+    PartitionStats,
+    PartitionVerification,
+    PlannedRange,
+    RangeResult,
+    Verdict,
+    Verification,
+)
 from airmirror.store import (
     DEFAULT_LEASE_TTL_SECONDS,
     FlowBusyError,
@@ -36,6 +47,7 @@ from airmirror.store import (
 )
 from airmirror.store.engine import MIGRATIONS_DIR
 from airmirror.store.flow_lease import acquire_flow
+from airmirror.store.rows import utcnow
 from airmirror.store.schema import VERSION_TABLE, batches, cursors, flow_leases, metadata
 from tests.postgres_server import PostgresServer, postgres_server
 
@@ -396,6 +408,29 @@ def test_partition_stats_summarise_committed_batches_and_gaps(store: MetadataSto
     )
     assert set(stats) == {key(0), key(1)}
     assert store.partition_stats("another flow") == {}
+
+
+def test_a_verification_is_stored_whole_and_the_newest_is_read_back(store: MetadataStore) -> None:
+    assert store.last_verification("a->b") is None
+    extra = PartitionVerification(
+        topic="orders", partition=1, remote_topic="a.orders", verdict=Verdict.EXTRA, first_offset=2**40,
+        source_start=0, source_end=10, target_start=0, target_end=11, source_records=10, target_records=11, extra=1,
+        source_digest="ab" * 32, target_digest="cd" * 32, note="",
+    )
+    equal = PartitionVerification(
+        topic="orders", partition=0, remote_topic="a.orders", verdict=Verdict.EQUAL, first_offset=None,
+        source_start=5, source_end=10, target_start=0, target_end=5, source_records=5, target_records=5,
+        compacted_source=2, note="source offsets before 5 deleted by retention, not compared",
+    )
+    store.record_verification(Verification("a->b", utcnow() - timedelta(hours=1), None, [equal]))
+    stored = store.record_verification(Verification("a->b", utcnow(), "orders", [extra, equal]))
+
+    newest = store.last_verification("a->b")
+
+    assert (newest.id, newest.topics_regex, newest.verified_at) == (stored.id, "orders", stored.verified_at)
+    assert newest.partitions == [equal, extra]
+    assert newest.counts() == {"equal": 1, "missing": 0, "extra": 1, "different": 0} and not newest.equal
+    assert store.last_verification("b->a") is None
 
 
 def test_commit_fails_while_the_database_is_down_and_succeeds_after_restart(postgres: PostgresServer) -> None:

@@ -21,6 +21,7 @@ from airmirror.replication.options import BatchOptions, parse_batch_options
 from airmirror.replication.pipeline import replicate_once
 from airmirror.replication.spark.session import BackgroundSession, spark_session
 from airmirror.replication.status import flow_status
+from airmirror.replication.verification import verify_flow
 from airmirror.store import describe_holder
 from airmirror.store.opening import open_flow
 
@@ -80,8 +81,19 @@ def status(args: argparse.Namespace) -> int:
         current = flow_status(flow, store)
         emission = store.heartbeat_emission(flow.name)
         latencies, syncs = store.heartbeat_latencies(flow.name), store.group_syncs(flow.name)
-    render.print_status(current, emission, latencies, syncs, args.json)
+        verification = store.last_verification(flow.name)
+    render.print_status(current, emission, latencies, syncs, verification, args.json)
     return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    """Exit 0 when every partition is equal, 1 when any differs."""
+    topics = parse_batch_options(named=flag, topics=args.topics).topics_regex
+    with open_flow(args.config, args.flow) as (flow, store):
+        spark = BackgroundSession(flow.spark.master, f"airmirror verify {flow.name}", flow.spark.conf)
+        verification = verify_flow(flow, store, spark, topics, render.print_verify_progress)
+    render.print_verification(verification, args.json)
+    return 0 if verification.equal else 1
 
 
 def heartbeat(args: argparse.Namespace) -> int:

@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
         verbs, "translate", "a source group's committed offsets translated to the target", commands.translate
     )
     translate.add_argument("--group", required=True, help="consumer group id on the source")
+    verify = flow_verb(
+        verbs, "verify", "compare every replicated partition with its source, record by record (exit 1: differences)", commands.verify
+    )
+    verify.add_argument("--topics", help="regex narrowing the flow's topics to verify")
     flow_verb(verbs, "acls", "the Kafka ACLs a flow's user needs on its source and target", commands.acls)
     reset = flow_verb(verbs, "reset", "re-seed a topic stopped by a deleted or recreated topic", commands.reset)
     reset.add_argument("--topic", required=True, help="source topic to copy again from its start")

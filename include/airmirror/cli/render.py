@@ -12,7 +12,15 @@ from airmirror.checkpoints.emission import CheckpointReport
 from airmirror.checkpoints.translate_view import GroupInspection
 from airmirror.heartbeats.emission import HeartbeatReport
 from airmirror.kafka.acls import AclRequirement
-from airmirror.model import GroupSyncOutcome, GroupSyncRecord, HeartbeatEmission, HeartbeatLatency
+from airmirror.model import (
+    GroupSyncOutcome,
+    GroupSyncRecord,
+    HeartbeatEmission,
+    HeartbeatLatency,
+    PartitionVerification,
+    Verdict,
+    Verification,
+)
 from airmirror.replication.continuous import ContinuousReport
 from airmirror.replication.incarnations import TopicReset
 from airmirror.replication.pipeline import BatchSummary, ReplicateReport
@@ -78,6 +86,7 @@ def print_status(
     emission: HeartbeatEmission | None,
     latencies: list[HeartbeatLatency],
     syncs: list[GroupSyncRecord],
+    verification: Verification | None,
     as_json: bool,
 ) -> None:
     if as_json:
@@ -85,6 +94,7 @@ def print_status(
             "heartbeat_emitted": None if emission is None else asdict(emission),
             "heartbeats": [asdict(latency) for latency in latencies],
             "group_syncs": [asdict(sync) for sync in syncs],
+            "verification": None if verification is None else verification.as_dict(),
         }
         print(to_json({**status.as_dict(), **extras}))
         return
@@ -114,6 +124,11 @@ def print_status(
             f"(batch {reset.batch_id}): cursor {reset.old_cursor} of topic id {reset.old_topic_id} abandoned, "
             f"copied again from {reset.new_start} of topic id {reset.new_topic_id}"
         )
+    if verification is not None:
+        print(f"last verification {verification.id} at {verification.verified_at.isoformat(timespec='seconds')}: {verdict_counts(verification)}")
+        for partition in verification.partitions:
+            if partition.verdict is not Verdict.EQUAL:
+                print(describe_verified_partition(partition))
     if emission is not None:
         print(f"heartbeat emitted to {emission.topic} at {emission.heartbeat_at.isoformat(timespec='seconds')}")
     for latency in latencies:
@@ -216,3 +231,39 @@ def print_acls(flow: str, principals: dict[str, str], acls: list[AclRequirement]
         print(f"  {'resource':<17} {'pattern':<9} {'name':<36} {'operations':<64} needed by")
         for acl in (a for a in acls if a.cluster == cluster):
             print(f"  {acl.resource_type:<17} {acl.pattern_type:<9} {acl.name:<36} {','.join(acl.operations):<64} {acl.purpose}")
+
+
+def verdict_counts(verification: Verification) -> str:
+    """``3 equal, 1 extra``: how many partitions got each verdict."""
+    return ", ".join(f"{n} {verdict}" for verdict, n in verification.counts().items() if n) or "no partitions"
+
+
+def describe_verified_partition(p: PartitionVerification) -> str:
+    """One line: the verdict and where, the ranges compared, the records of each side and any compaction."""
+    where = {Verdict.EXTRA: "at target offset", Verdict.MISSING: "from source offset", Verdict.DIFFERENT: "at source offset"}
+    verdict = p.verdict.value if p.verdict is Verdict.EQUAL else f"{p.verdict.value.upper()} {where[p.verdict]} {p.first_offset}"
+    counts = ", ".join(f"{n} {name}" for name, n in (("missing", p.missing), ("extra", p.extra), ("different", p.different)) if n)
+    compaction = ", ".join(
+        f"{n} compacted on the {side}" for side, n in (("source", p.compacted_source), ("target", p.compacted_target)) if n
+    )
+    details = "; ".join(part for part in (counts, compaction, p.note) if part)
+    return (
+        f"  {p.topic}-{p.partition} -> {p.remote_topic}: {verdict}; source [{p.source_start}, {p.source_end}) "
+        f"{p.source_records} records, target [{p.target_start}, {p.target_end}) {p.target_records} records"
+        + (f" ({details})" if details else "")
+    )
+
+
+def print_verification(verification: Verification, as_json: bool) -> None:
+    if as_json:
+        print(to_json(verification.as_dict()))
+        return
+    narrowed = f" (topics {verification.topics_regex})" if verification.topics_regex else ""
+    print(f"verification {verification.id} of flow {verification.flow}{narrowed}: {verdict_counts(verification)}")
+    for partition in verification.partitions:
+        print(describe_verified_partition(partition))
+
+
+def print_verify_progress(done: int, total: int) -> None:
+    """The verify job's progress, on stderr so that ``--json`` output stays clean."""
+    print(f"verify: {done} of {total} partitions compared", file=sys.stderr, flush=True)

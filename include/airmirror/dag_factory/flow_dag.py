@@ -14,6 +14,7 @@ serializes into its database holds no secret either.
 Task graph of ``airmirror__{source}__{target}``::
 
     sync_topics -> plan_batch -> replicate -> record_batch -> emit_checkpoints (runs whatever happened)
+                                                           -> verify (only with the ``verify`` param)
     emit_heartbeats (independent)
 
 With ``airmirror.live = true`` ``emit_checkpoints`` is independent too, and a live run's ``replicate`` and
@@ -158,6 +159,7 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         else:
             emit_checkpoints(recorded)
         emit_heartbeats()
+        verify_task(config_path, flow)(recorded)
 
     return flow_dag()
 
@@ -236,6 +238,34 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
         return tasks.replicate_live(config_path, name, spark, run_options_or_fail(context), seconds)
 
     return replicate()
+
+
+def skip_unless_verify(context: Mapping[str, Any]) -> None:
+    """The ``verify`` task's pre-execute check: skipped, before any Spark session starts, unless the run's
+    ``verify`` param is set (a dry run never verifies)."""
+    if not context["params"].get("verify") or run_options_or_fail(context).dry_run:
+        raise AirflowSkipException("verify param not set")
+
+
+def verify_task(config_path: str, flow: FlowConfig) -> Any:
+    """``airmirror verify`` as a task after ``record_batch`` (so after each backfill interval, too), in the
+    worker's Spark session; it fails, without retries, when any partition differs."""
+    name = flow.name
+
+    @task.pyspark(
+        task_id="verify",
+        conn_id=flow.spark.conn_id,
+        config_kwargs=copy_job_conf(flow.spark.conf),
+        pre_execute=skip_unless_verify,
+        retries=0,
+    )
+    def verify(_: Any = None, spark: Any = None, sc: Any = None) -> dict[str, Any]:
+        document = tasks.verify(config_path, name, spark, run_options_or_fail().topics_regex)
+        if not document["equal"]:
+            raise AirflowFailException(f"verification {document['id']} of flow {name}: {document['verdicts']}")
+        return document
+
+    return verify
 
 
 def templated_secrets(spark_conf: Mapping[str, str]) -> dict[str, str]:

@@ -32,6 +32,7 @@ BACKFILL_RUN_TYPE = "backfill"  # DagRunType.BACKFILL_JOB
 SECTION_WHAT = "What to copy"
 SECTION_WHERE = "Where to start and stop"
 SECTION_SAFETY = "Safety"
+SECTION_VERIFY = "Verification"
 
 
 def date_time_param(title: str, description: str) -> Param:
@@ -88,6 +89,14 @@ def flow_params() -> dict[str, Param]:
         ),
         "dry_run": Param(
             False, type="boolean", title="Dry run", description="Plan and log the batch; change nothing.", section=SECTION_SAFETY
+        ),
+        "verify": Param(
+            False,
+            type="boolean",
+            title="Verify",
+            description="After the batch is recorded, compare every replicated partition (narrowed by 'Topics subset') "
+            "with its source, record by record, as 'airmirror verify' does; the task fails on any difference.",
+            section=SECTION_VERIFY,
         ),
     }
 

@@ -39,6 +39,7 @@ from airmirror.replication.continuous import from_the_cursors, replicate_continu
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import BatchSummary, plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
+from airmirror.replication.verification import verify_flow
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.store.opening import open_flow
 
@@ -196,3 +197,17 @@ def emit(config_path: str, flow_name: str, what: str, window_seconds: float | No
             return 1
         interval = flow.heartbeats.interval_seconds if what == "heartbeats" else flow.checkpoints.interval_seconds
         return emit_repeatedly(emit_once, interval, window_seconds)
+
+
+@no_retry_on_bad_input
+def verify(config_path: str, flow_name: str, spark: Any, topics_regex: str | None) -> dict[str, Any]:
+    """``airmirror verify`` of the flow on ``spark`` (it holds the flow's lease itself); returns the stored
+    verification as plain values (``equal`` says whether every partition is equal)."""
+    with masked_open_flow(config_path, flow_name) as (flow, store):
+        verification = verify_flow(
+            flow, store, lambda: spark, topics_regex, lambda done, total: log.info("verify: %d of %d partitions compared", done, total), task_holder()
+        )
+    document = verification.as_dict()
+    for partition in document["partitions"]:
+        log.info("%s-%s: %s %s", partition["topic"], partition["partition"], partition["verdict"], partition["first_offset"] or "")
+    return document

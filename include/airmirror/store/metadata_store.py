@@ -9,6 +9,7 @@ contracts in its module's docstring:
 * :mod:`airmirror.store.checkpoints`: checkpoints and group offset syncs.
 * :mod:`airmirror.store.heartbeats`: heartbeat emissions and replication latency.
 * :mod:`airmirror.store.incarnations`: cursor incarnations, remote topic ids, stops and source resets.
+* :mod:`airmirror.store.verifications`: every ``airmirror verify`` and its result per partition.
 * :mod:`airmirror.store.flow_lease`: :meth:`MetadataStore.hold_flow` lets one run at a time work on a flow.
 * :mod:`airmirror.store.engine`: engines, transactions and schema migrations.
 
@@ -48,11 +49,12 @@ from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, Flo
 from airmirror.store.heartbeats import HeartbeatStore
 from airmirror.store.lag import LagStore
 from airmirror.store.rows import utcnow
+from airmirror.store.verifications import VerificationStore
 
 __all__ = ["MIGRATIONS_DIR", "MetadataStore", "StaleCursorError", "alembic_config", "create_store_engine"]
 
 
-class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore):
+class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore):
     """Repository over the metadata store tables (see the module docstring for the contracts)."""
 
     def __repr__(self) -> str:

@@ -36,6 +36,9 @@ Tables and their contracts:
   ``airmirror_cursors.leader_epoch`` is the source leader epoch of the record before the cursor, used to
   validate it (see :mod:`airmirror.replication.planner`); ``airmirror_batch_ranges.start_epoch``/``end_epoch`` are the
   epochs at a range's two ends and ``truncated_at`` the offset where the source log diverged below the cursor.
+* ``airmirror_verifications``: one row per ``airmirror verify`` of a flow, with when it ran and the topics it
+  covered; ``airmirror_verified_partitions``: its result per partition (see
+  :class:`~airmirror.model.PartitionVerification`).  Rows are only added.
 * ``airmirror_flow_leases``: per flow the run that holds it (at most one), until ``expires_at``; see
   :mod:`airmirror.store.flow_lease`.  ``token`` identifies one acquisition, ``process`` the holder's
   process on its machine (so that a run on the same machine can take over at once from a dead holder).
@@ -65,7 +68,7 @@ from sqlalchemy import (
     TypeDecorator,
 )
 
-from airmirror.model import BatchState, GroupSyncOutcome
+from airmirror.model import BatchState, GroupSyncOutcome, Verdict
 
 VERSION_TABLE = "airmirror_alembic_version"
 TABLE_PREFIX = "airmirror_"
@@ -350,3 +353,43 @@ source_resets = Table(
     Column("reset_at", UTCDateTime(), nullable=False),
 )
 Index("ix_airmirror_source_resets_flow_id", source_resets.c.flow, source_resets.c.id)
+
+verifications = Table(
+    "airmirror_verifications",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("flow", String(FLOW_LENGTH), nullable=False),
+    Column("verified_at", UTCDateTime(), nullable=False),
+    Column("topics_regex", Text),
+)
+Index("ix_airmirror_verifications_flow_id", verifications.c.flow, verifications.c.id)
+
+verified_partitions = Table(
+    "airmirror_verified_partitions",
+    metadata,
+    Column(
+        "verification_id",
+        ID,
+        ForeignKey("airmirror_verifications.id", name="fk_airmirror_verified_partitions_verification"),
+        primary_key=True,
+    ),
+    _topic(),
+    _partition(),
+    Column("remote_topic", String(TOPIC_LENGTH), nullable=False),
+    Column("verdict", Enum(Verdict, name="verdict", native_enum=False, create_constraint=True, length=16), nullable=False),
+    Column("first_offset", BigInteger),
+    Column("source_start", BigInteger, nullable=False),
+    Column("source_end", BigInteger, nullable=False),
+    Column("target_start", BigInteger, nullable=False),
+    Column("target_end", BigInteger, nullable=False),
+    Column("source_records", BigInteger, nullable=False),
+    Column("target_records", BigInteger, nullable=False),
+    Column("missing", BigInteger, nullable=False),
+    Column("extra", BigInteger, nullable=False),
+    Column("different", BigInteger, nullable=False),
+    Column("compacted_source", BigInteger, nullable=False),
+    Column("compacted_target", BigInteger, nullable=False),
+    Column("source_digest", String(64), nullable=False),
+    Column("target_digest", String(64), nullable=False),
+    Column("note", Text, nullable=False),
+)

@@ -115,7 +115,7 @@ def test_a_picked_start_time_starts_like_a_timestamp_start_from(start_from):
 
 def test_the_trigger_form_groups_params_and_offers_pickers():
     params = flow_params()
-    assert {param.schema["section"] for param in params.values()} == {"What to copy", "Where to start and stop", "Safety"}
+    assert {param.schema["section"] for param in params.values()} == {"What to copy", "Where to start and stop", "Safety", "Verification"}
     assert params["start_from"].schema["examples"] == ["stored", "earliest", "latest"]
     assert params["start_at"].schema["format"] == params["until"].schema["format"] == "date-time"
     assert all(param.description for param in params.values())
