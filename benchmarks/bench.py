@@ -91,19 +91,12 @@ from pathlib import Path
 
 import psutil
 from confluent_kafka.admin import AdminClient
-from copiers import (
-    CopierRun,
-    TreeRss,
-    airmirror_properties,
-    mm2_command,
-    mm2_properties,
-    run_copier,
-    write_mm2_files,
-)
+from copiers import CopierRun, TreeRss, airmirror_properties, mm2_properties, run_copier
 from kafka_io import TargetWatch, create_topic, end_offsets, load_topic, topic_digest, warm_up_cluster
 from live import run_live
 
 from airmirror.devtools.local_kafka import KAFKA_VERSION, free_port, start_broker, stop_broker
+from airmirror.devtools.mm2 import mm2_command, write_mm2_files
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

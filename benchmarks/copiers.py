@@ -12,23 +12,10 @@ from pathlib import Path
 import psutil
 from kafka_io import TargetWatch
 
-from airmirror.devtools.local_kafka import mm2_classpath
 from airmirror.devtools.processes import stop_process_group
 
-MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
-MM2_HEAP = "-Xmx1g"
 SPARK_SHUTDOWN_S = 60.0
 """How long a copier's leftover processes (a Spark JVM finishing its shutdown) may take to exit by themselves."""
-MM2_LOG4J = """\
-status = warn
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.file.ref = FILE
-"""
 
 
 @dataclass
@@ -224,30 +211,6 @@ def mm2_properties(source_alias: str, target_alias: str, source: str, target: st
             f"{source_alias}.consumer.max.poll.records = 5000",
         ]
     return "\n".join(lines) + "\n"
-
-
-def mm2_command(config: Path, log_config: Path, target_alias: str) -> list[str]:
-    """Dedicated mode, driving only the flows into ``target_alias``."""
-    return [
-        "java",
-        MM2_HEAP,
-        "-XX:+UseG1GC",
-        "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={log_config}",
-        "-cp",
-        mm2_classpath(),
-        MM2_MAIN,
-        str(config),
-        "--clusters",
-        target_alias,
-    ]
-
-
-def write_mm2_files(workdir: Path, name: str, properties: str) -> tuple[Path, Path]:
-    config, log_config = workdir / f"{name}.properties", workdir / f"{name}-log4j2.properties"
-    config.write_text(properties)
-    log_config.write_text(MM2_LOG4J.format(log=workdir / f"{name}.log"))
-    return config, log_config
 
 
 def airmirror_properties(
