@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -18,6 +18,19 @@ class Record:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp: int
+
+
+def end_offset(bootstrap: str, topic: str, partition: int, *, committed: bool = False) -> int:
+    """The partition's end: its high watermark, counting records of open transactions, or with ``committed`` its
+    last stable offset; 0 while the topic does not exist."""
+    isolation = "read_committed" if committed else "read_uncommitted"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "airmirror-test-end-offset", "isolation.level": isolation})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    except KafkaException:
+        return 0
+    finally:
+        consumer.close()
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:

@@ -30,7 +30,7 @@ from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker,
 from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import Record, create_topic, produce, recent_ms, records_of
+from tests.kafka_helpers import Record, create_topic, end_offset, produce, recent_ms, records_of
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -59,17 +59,6 @@ def start_cli(config: Path) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-
-
-def uncommitted_end(bootstrap: str, topic: str, partition: int) -> int:
-    """High watermark including records of open transactions."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "airmirror-test-hw", "isolation.level": "read_uncommitted"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
-    except Exception:  # noqa: BLE001 - topic not created yet, or the broker is restarting
-        return 0
-    finally:
-        consumer.close()
 
 
 def run_until_success(config: Path, attempts: int = 3) -> None:
@@ -144,7 +133,7 @@ def expiring_target(test_home) -> Iterator[LocalBroker]:
 def test_spark_worker_killed_mid_write(clusters, flow_config):
     config, topic = flow_config
     process = start_cli(config)
-    wait_until(lambda: uncommitted_end(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes")
+    wait_until(lambda: end_offset(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes")
     assert process.poll() is None, "the batch finished before the fault could be injected"
     killed = python_workers_of(process)
     assert killed
@@ -237,7 +226,7 @@ def test_resume_after_the_anchors_expired(clusters, expiring_target, prefix, tmp
 def test_target_broker_restarted_mid_batch(clusters, flow_config):
     config, topic = flow_config
     process = start_cli(config)
-    wait_until(lambda: uncommitted_end(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes")
+    wait_until(lambda: end_offset(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes")
     assert process.poll() is None, "the batch finished before the fault could be injected"
     clusters["b"].restart()
     process.communicate(timeout=600)

@@ -25,13 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker
 from airmirror.devtools.local_kafka.nodes import port_is_free
 from tests.conftest import write_config
-from tests.kafka_helpers import records_of
+from tests.kafka_helpers import end_offset, records_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -162,16 +162,6 @@ def run_until_success(config: Path, attempts: int = 3) -> dict:
     raise AssertionError(f"replicate did not succeed in {attempts} attempts")
 
 
-def uncommitted_end(bootstrap: str, topic: str, partition: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "airmirror-test-hw", "isolation.level": "read_uncommitted"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
-    except Exception:  # noqa: BLE001 - the remote topic does not exist yet
-        return 0
-    finally:
-        consumer.close()
-
-
 def test_source_leader_killed_mid_batch(source3, clusters, prefix, tmp_path):
     a, b = source3.bootstrap, clusters["b"].bootstrap
     topic, remote = f"{prefix}.failover", f"a.{prefix}.failover"
@@ -193,12 +183,12 @@ def test_source_leader_killed_mid_batch(source3, clusters, prefix, tmp_path):
     try:
         process = start_cli(config)
         wait_until(
-            lambda: uncommitted_end(b, remote, 0) > 2000 or process.poll() is not None, 300, "writes to partition 0",
+            lambda: end_offset(b, remote, 0) > 2000 or process.poll() is not None, 300, "writes to partition 0",
         )
         assert process.poll() is None, "the batch finished before the fault could be injected"
         killed = partition_state(a, topic)[0][0]
         source3.kill_node(killed)
-        at_kill = uncommitted_end(b, remote, 0)
+        at_kill = end_offset(b, remote, 0)
         print(f"killed node {killed}, the leader of partition 0, with {at_kill} records written to {remote}-0")
         assert at_kill < BACKLOG // PARTITIONS, "partition 0 was copied before its leader was killed"
         wait_until(lambda: partition_state(a, topic)[0][0] not in (killed, -1), 60, "a new leader of partition 0")
