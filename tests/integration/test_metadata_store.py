@@ -22,6 +22,7 @@ from sqlalchemy import create_engine, insert, inspect, make_url, select, text, u
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from airmirror.errors import ReplicationFailure
+from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import (
     BatchState,
     Gap,
@@ -431,6 +432,23 @@ def test_a_verification_is_stored_whole_and_the_newest_is_read_back(store: Metad
     assert newest.partitions == [equal, extra]
     assert newest.counts() == {"equal": 1, "missing": 0, "extra": 1, "different": 0} and not newest.equal
     assert store.last_verification("b->a") is None
+
+
+def test_a_takeover_is_one_committed_batch_with_its_runs_and_mm2_syncs(store: MetadataStore) -> None:
+    key = PartitionKey("orders", 0)
+    plan = PlannedRange("orders", 0, 0, 120, "a.orders")
+    result = RangeResult("orders", 0, 0, 120, 20, 0, (OffsetRun(100, 120, 100),), 100, 120)
+    syncs = [OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 100, 100)]
+
+    batch_id = store.record_takeover("a->b", [plan], [result], syncs, {"takeover": "mm2"})
+
+    assert store.cursors("a->b") == {key: 120} and store.unfinished_batch("a->b") is None
+    assert store.batches("a->b")[0].id == batch_id and store.offset_runs("a->b", key) == [OffsetRun(100, 120, 100)]
+    assert store.mm2_sync_before("a->b", key, 57) == (syncs[0], 100)
+    assert store.mm2_sync_before("a->b", PartitionKey("orders", 1), 57) == (None, None)
+    with pytest.raises(StaleCursorError):
+        store.record_takeover("a->b", [plan], [result], syncs, {"takeover": "mm2"})
+    assert store.cursors("a->b") == {key: 120}
 
 
 def test_commit_fails_while_the_database_is_down_and_succeeds_after_restart(postgres: PostgresServer) -> None:

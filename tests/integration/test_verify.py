@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from airmirror.config import load_config
@@ -21,7 +20,7 @@ from airmirror.replication.pipeline import plan_batch, replicate_once, sync_flow
 from airmirror.replication.verification import verify_flow
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import Record, create_topic, produce, read_partition, recent_ms, sample_records
+from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms, sample_records
 
 pytestmark = pytest.mark.integration
 
@@ -40,14 +39,6 @@ def verify(config: Path, spark, topics: str | None = None):
     flow = load_config(config).flow("a->b")
     with MetadataStore.open(flow.metadata_db_url) as store:
         return verify_flow(flow, store, lambda: spark, topics)
-
-
-def high_watermark(bootstrap: str, topic: str, partition: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "airmirror-test-verify"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
-    finally:
-        consumer.close()
 
 
 def with_headers(count: int, label: str) -> list[Record]:
@@ -69,7 +60,7 @@ def test_equal_after_replication_then_extra_at_a_record_written_into_the_target(
     assert verification.equal and [p.verdict for p in verification.partitions] == [Verdict.EQUAL] * 2
     assert all(p.source_records == p.target_records == 40 and p.source_digest == p.target_digest for p in verification.partitions)
 
-    intruder = high_watermark(b, f"a.{topic}", 1)
+    intruder = end_offset(b, f"a.{topic}", 1)
     produce(b, f"a.{topic}", 1, [Record(b"intruder", b"not from the source", (), recent_ms())])
 
     result = airmirror("verify", str(config), "--flow", "a->b", "--json")

@@ -15,6 +15,12 @@ no readable record: aborted, transaction marker, compacted away, lost to retenti
 4. else (``u <= c`` and nothing was copied at or after ``u``): just after the last copied record of ``P``, or,
    if ``P`` never copied a record, the target partition's log start offset.
 
+Taken over from MM2 (``airmirror takeover``): below the highest MM2 offset sync imported for ``P`` (where the
+exact runs of ``P`` begin), ``u`` translates as MM2 translates it: with the newest imported sync ``s`` at or
+before ``u``, ``s.downstream`` if ``u`` is ``s.upstream``, else ``s.downstream + 1`` (never past the exact
+position, possibly before it: the group re-reads records, it never skips any); not yet when no sync is at or
+before ``u``.  Rules 2-4 apply from that sync on.
+
 **Failback** (a topic that originated on the target, e.g. ``b.orders`` on ``a`` in flow ``a->b``: a cycle the
 flow never copies).  As MM2 does, the checkpoint names the upstream topic on the target (``orders``).  The runs
 of the reverse flow (``b->a``, same metadata database) map ``orders`` (upstream) to ``b.orders`` (downstream),
@@ -43,18 +49,31 @@ from airmirror.config import FlowConfig
 from airmirror.config.routes import Route, route
 from airmirror.kafka.clients import target_admin
 from airmirror.kafka.offsets import list_offsets
+from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import OffsetRun, PartitionKey
 from airmirror.store import MetadataStore
 
 
 def forward_position(
-    upstream_offset: int, cursor: int | None, covering: OffsetRun | None, last: OffsetRun | None, target_start: int
+    upstream_offset: int,
+    cursor: int | None,
+    covering: OffsetRun | None,
+    last: OffsetRun | None,
+    target_start: int,
+    mm2_sync: OffsetSync | None = None,
+    mm2_end: int | None = None,
 ) -> int | None:
-    """Forward rules 1-4.  ``covering``: the run containing or following ``upstream_offset``;
-    ``last``: the partition's last run (only used when ``covering`` is ``None``)."""
+    """Forward rules 1-4, and MM2's rule below ``mm2_end``.  ``covering``: the run containing or following
+    ``upstream_offset``; ``last``: the partition's last run (only used when ``covering`` is ``None``);
+    ``mm2_sync``: the newest imported MM2 sync at or before it; ``mm2_end``: the highest imported upstream
+    offset of the partition (``None`` when it was not taken over from MM2)."""
     if cursor is None or upstream_offset > cursor:
         return None
-    if covering is not None:
+    if mm2_end is not None and upstream_offset < mm2_end:
+        if mm2_sync is None:
+            return None
+        position = mm2_sync.downstream_offset + (0 if upstream_offset == mm2_sync.upstream_offset else 1)
+    elif covering is not None:
         position = covering.downstream_start + max(0, upstream_offset - covering.upstream_start)
     elif last is not None:
         position = last.downstream_start + last.length
@@ -126,7 +145,8 @@ class Translator:
             return None
         covering = self._store.find_offset_run(self._flow.name, key, upstream_offset)
         last = None if covering is not None else self._store.last_offset_run(self._flow.name, key)
-        return forward_position(upstream_offset, cursor, covering, last, target_start)
+        mm2_sync, mm2_end = self._store.mm2_sync_before(self._flow.name, key, upstream_offset)
+        return forward_position(upstream_offset, cursor, covering, last, target_start, mm2_sync, mm2_end)
 
     def _failback(
         self, flow_name: str, key: PartitionKey, offset: int, cursor: int, target_start: int, in_flight: set[PartitionKey]

@@ -21,6 +21,7 @@ from airmirror.replication.options import BatchOptions, parse_batch_options
 from airmirror.replication.pipeline import replicate_once
 from airmirror.replication.spark.session import BackgroundSession, spark_session
 from airmirror.replication.status import flow_status
+from airmirror.replication.takeover import take_over_from_mm2
 from airmirror.replication.verification import verify_flow
 from airmirror.store import describe_holder
 from airmirror.store.opening import open_flow
@@ -121,6 +122,13 @@ def reset(args: argparse.Namespace) -> int:
     with open_flow(args.config, args.flow) as (flow, store):
         done = reset_topic(flow, store, args.topic, describe_holder("airmirror reset"))
     render.print_topic_reset(done, args.json)
+    return 0
+
+
+def takeover(args: argparse.Namespace) -> int:
+    with open_flow(args.config, args.flow) as (flow, store):
+        plan = take_over_from_mm2(flow, store, dry_run=args.dry_run)
+    render.print_takeover(plan, args.json)
     return 0
 
 

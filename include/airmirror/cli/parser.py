@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         verbs, "verify", "compare every replicated partition with its source, record by record (exit 1: differences)", commands.verify
     )
     verify.add_argument("--topics", help="regex narrowing the flow's topics to verify")
+    takeover = flow_verb(
+        verbs, "takeover", "continue a flow exactly where a stopped MirrorMaker 2 left it", commands.takeover
+    )
+    takeover.add_argument(
+        "--from-mm2", action="store_true", required=True, help="take over from MirrorMaker 2 (dedicated mode), which must be stopped"
+    )
+    takeover.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     flow_verb(verbs, "acls", "the Kafka ACLs a flow's user needs on its source and target", commands.acls)
     reset = flow_verb(verbs, "reset", "re-seed a topic stopped by a deleted or recreated topic", commands.reset)
     reset.add_argument("--topic", required=True, help="source topic to copy again from its start")

@@ -25,6 +25,7 @@ from airmirror.replication.continuous import ContinuousReport
 from airmirror.replication.incarnations import TopicReset
 from airmirror.replication.pipeline import BatchSummary, ReplicateReport
 from airmirror.replication.status import FlowStatus, PartitionStatus
+from airmirror.replication.takeover import TakeoverPlan
 
 
 def to_json(document: Any) -> str:
@@ -267,3 +268,21 @@ def print_verification(verification: Verification, as_json: bool) -> None:
 def print_verify_progress(done: int, total: int) -> None:
     """The verify job's progress, on stderr so that ``--json`` output stays clean."""
     print(f"verify: {done} of {total} partitions compared", file=sys.stderr, flush=True)
+
+
+def print_takeover(plan: TakeoverPlan, as_json: bool) -> None:
+    if as_json:
+        print(to_json(plan.as_dict()))
+        return
+    done = "plan (dry run, nothing changed)" if plan.batch_id is None else f"took over as batch {plan.batch_id}"
+    print(f"flow {plan.flow} from MirrorMaker 2 (worker group {plan.worker_group}, offsets in {plan.offsets_topic}): {done}")
+    for p in plan.partitions:
+        stored = "-" if p.mm2_offset is None else str(p.mm2_offset)
+        last = "-" if p.last_copied is None else str(p.last_copied)
+        recopied = f", {p.recopied} re-copied by MM2" if p.recopied else ""
+        note = f" ({p.note})" if p.note else ""
+        print(
+            f"  {p.topic}-{p.partition} -> {p.remote_topic}: MM2 stored {stored}, last copied {last}; continues at {p.cursor}"
+            f"{recopied}; {len(p.syncs)} offset syncs imported{note}"
+        )
+    print(f"  {len(plan.checkpoints)} MM2 checkpoints imported")

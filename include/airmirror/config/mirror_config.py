@@ -282,6 +282,11 @@ class MirrorConfig:
         """airmirror's local state folder: ``$AIRMIRROR_HOME`` (default ``./.airmirror``), absolute."""
         return os.path.abspath(self._env.get("AIRMIRROR_HOME") or "./.airmirror")
 
+    def cluster_value(self, alias: str, key: str) -> str | None:
+        """The value of ``{alias}.{key}`` in the file, if set."""
+        setting = self._cluster[alias].get(key)
+        return None if setting is None else setting.value
+
     def top_level_settings(self) -> Mapping[str, Setting]:
         """The file's top-level (connector and ``airmirror.*``) settings, which every flow inherits."""
         return self._top
@@ -625,6 +630,15 @@ class FlowConfig:
         if self.offset_syncs.topic_location == "target":
             return self.target, self.policy.offset_syncs_topic(self.source)
         return self.source, self.policy.offset_syncs_topic(self.target)
+
+    def mm2_worker(self) -> tuple[str, str]:
+        """``(group id, offsets topic)`` of the MM2 dedicated-mode worker that runs this flow on its target
+        cluster: MM2's ``{source}-mm2`` and ``mm2-offsets.{source}.internal`` unless the file sets
+        ``{target}.group.id`` or ``offset.storage.topic`` (top-level, which wins, or ``{target}.``)."""
+        group = self._config.cluster_value(self.target, "group.id") or f"{self.source}-mm2"
+        top = self._config.top_level_settings().get("offset.storage.topic")
+        offsets = (top.value if top is not None else None) or self._config.cluster_value(self.target, "offset.storage.topic")
+        return group, offsets or f"mm2-offsets.{self.source}.internal"
 
     def _client(self, alias: str, kind: str) -> ClientSettings:
         if alias not in (self.source, self.target):

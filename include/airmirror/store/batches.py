@@ -17,6 +17,8 @@ Contracts:
 * **Exact offset translation**: ``airmirror_offset_syncs`` holds one row per contiguous run of
   copied records (:class:`~airmirror.model.OffsetRun`), so upstream offset ``u`` inside a run maps
   to ``downstream_start + (u - upstream_start)`` with no approximation.
+* **Takeover**: :meth:`BatchStore.record_takeover` stores what MM2 copied as one committed batch, with
+  MM2's imported offset syncs (``airmirror_mm2_syncs``), in one transaction.
 * **Errors**: arguments that break these contracts raise ``ValueError``; database failures raise
   :class:`~airmirror.errors.ReplicationFailure` (see :mod:`airmirror.store.engine`).
 """
@@ -32,6 +34,7 @@ from sqlalchemy import Connection, Row, Select, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airmirror.errors import ReplicationFailure
+from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import (
     BatchRecord,
     BatchState,
@@ -45,7 +48,7 @@ from airmirror.model import (
 from airmirror.store import incarnations
 from airmirror.store.engine import EngineHolder
 from airmirror.store.rows import as_columns, from_columns, insert_many, update_many, utcnow
-from airmirror.store.schema import batch_ranges, batches, cursors, gaps, offset_syncs
+from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs
 
 
 class StaleCursorError(ReplicationFailure):
@@ -143,35 +146,51 @@ class BatchStore(EngineHolder):
         either way nothing is written.
         """
         with self._transaction(f"commit batch {batch_id}") as connection:
-            flow = _lock_running_batch(connection, batch_id, "committed")
-            planned = _ranges_of(connection, [batch_id]).get(batch_id, [])
-            pairs = _pair_results(batch_id, planned, results)
-            stored = _check_cursors(connection, flow, batch_id, planned)
-            now = utcnow()
-            stored_ids = {key: state.source_topic_id for key, state in incarnations.cursor_states(connection, flow).items()}
-            incarnations.commit_resets(connection, flow, batch_id, planned, stored_ids, now)
-            _advance_cursors(connection, flow, batch_id, pairs, stored, now)
-            _store_outcomes(connection, batch_id, pairs)
+            _commit_running(connection, batch_id, results)
+
+    def record_takeover(
+        self, flow: str, ranges: Sequence[PlannedRange], results: Sequence[RangeResult], syncs: Sequence[OffsetSync], params: Mapping[str, Any]
+    ) -> int:
+        """Record what another replicator (MM2) copied as one committed batch of ``flow``, in ONE transaction:
+        its ``ranges`` and ``results`` as :meth:`begin_batch` and :meth:`commit_batch` would store them (the
+        cursors move to the results' ends), and its imported offset ``syncs`` in ``airmirror_mm2_syncs``.
+        Raises :class:`ReplicationFailure` when the flow has a ``RUNNING`` batch; nothing is written then."""
+        _validate_plan(ranges)
+        _validate_params(params)
+        with self._transaction(f"record the takeover of flow {flow!r}") as connection:
+            try:
+                batch_id: int = connection.execute(
+                    insert(batches).values(flow=flow, state=BatchState.RUNNING, created_at=utcnow(), params=dict(params))
+                ).inserted_primary_key[0]
+            except IntegrityError as exc:
+                raise ReplicationFailure(f"flow {flow!r} has a RUNNING batch: finish it before a takeover") from exc
+            insert_many(connection, batch_ranges, [_range_row(batch_id, planned) for planned in ranges])
+            _commit_running(connection, batch_id, results)
             insert_many(
                 connection,
-                offset_syncs,
-                [_offset_sync_row(flow, batch_id, result, run) for _, result in pairs for run in result.runs],
+                mm2_syncs,
+                [
+                    {"flow": flow, "topic": sync.topic, "partition": sync.partition, "upstream_offset": sync.upstream_offset,
+                     "downstream_offset": sync.downstream_offset, "batch_id": batch_id}
+                    for sync in syncs
+                ],
             )
-            insert_many(
-                connection,
-                gaps,
-                [_gap_row(flow, batch_id, gap, now) for plan, _ in pairs if (gap := plan.gap()) is not None],
-            )
-            connection.execute(
-                update(batches)
-                .where(batches.c.id == batch_id)
-                .values(
-                    state=BatchState.COMMITTED,
-                    finished_at=now,
-                    records=sum(result.records for _, result in pairs),
-                    bytes=sum(result.bytes for _, result in pairs),
-                )
-            )
+        return batch_id
+
+    def mm2_sync_before(self, flow: str, key: PartitionKey, upstream_offset: int) -> tuple[OffsetSync | None, int | None]:
+        """The newest imported MM2 sync at or before ``upstream_offset`` (``None`` if none), and the partition's
+        highest imported upstream offset (``None`` when nothing was imported for it)."""
+        where = (mm2_syncs.c.flow == flow, mm2_syncs.c.topic == key.topic, mm2_syncs.c.partition == key.partition)
+        with self._transaction(f"look up MM2 syncs of {key} in flow {flow!r}") as connection:
+            newest = connection.execute(select(func.max(mm2_syncs.c.upstream_offset)).where(*where)).scalar()
+            row = connection.execute(
+                select(mm2_syncs.c.upstream_offset, mm2_syncs.c.downstream_offset)
+                .where(*where, mm2_syncs.c.upstream_offset <= upstream_offset)
+                .order_by(mm2_syncs.c.upstream_offset.desc())
+                .limit(1)
+            ).one_or_none()
+        sync = None if row is None else OffsetSync(key.topic, key.partition, row.upstream_offset, row.downstream_offset)
+        return sync, newest
 
     def fail_batch(self, batch_id: int, reason: str) -> None:
         """Mark a ``RUNNING`` batch ``FAILED`` with ``reason``; its cursors stay where they were."""
@@ -328,6 +347,39 @@ def _batch_records(connection: Connection, rows: Sequence[Row[Any]]) -> list[Bat
         )
         for row in rows
     ]
+
+
+def _commit_running(connection: Connection, batch_id: int, results: Sequence[RangeResult]) -> None:
+    """The body of :meth:`BatchStore.commit_batch`, inside the caller's transaction."""
+    flow = _lock_running_batch(connection, batch_id, "committed")
+    planned = _ranges_of(connection, [batch_id]).get(batch_id, [])
+    pairs = _pair_results(batch_id, planned, results)
+    stored = _check_cursors(connection, flow, batch_id, planned)
+    now = utcnow()
+    stored_ids = {key: state.source_topic_id for key, state in incarnations.cursor_states(connection, flow).items()}
+    incarnations.commit_resets(connection, flow, batch_id, planned, stored_ids, now)
+    _advance_cursors(connection, flow, batch_id, pairs, stored, now)
+    _store_outcomes(connection, batch_id, pairs)
+    insert_many(
+        connection,
+        offset_syncs,
+        [_offset_sync_row(flow, batch_id, result, run) for _, result in pairs for run in result.runs],
+    )
+    insert_many(
+        connection,
+        gaps,
+        [_gap_row(flow, batch_id, gap, now) for plan, _ in pairs if (gap := plan.gap()) is not None],
+    )
+    connection.execute(
+        update(batches)
+        .where(batches.c.id == batch_id)
+        .values(
+            state=BatchState.COMMITTED,
+            finished_at=now,
+            records=sum(result.records for _, result in pairs),
+            bytes=sum(result.bytes for _, result in pairs),
+        )
+    )
 
 
 def _lock_running_batch(connection: Connection, batch_id: int, outcome: str) -> str:

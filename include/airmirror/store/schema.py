@@ -36,6 +36,9 @@ Tables and their contracts:
   ``airmirror_cursors.leader_epoch`` is the source leader epoch of the record before the cursor, used to
   validate it (see :mod:`airmirror.replication.planner`); ``airmirror_batch_ranges.start_epoch``/``end_epoch`` are the
   epochs at a range's two ends and ``truncated_at`` the offset where the source log diverged below the cursor.
+* ``airmirror_mm2_syncs``: MM2's offset syncs (``upstream_offset`` copied to ``downstream_offset``) imported by
+  ``airmirror takeover`` for the part of a partition MM2 copied; below the first upstream offset of the
+  partition's exact runs they translate as MM2 translates (see :mod:`airmirror.checkpoints.translation`).
 * ``airmirror_verifications``: one row per ``airmirror verify`` of a flow, with when it ran and the topics it
   covered; ``airmirror_verified_partitions``: its result per partition (see
   :class:`~airmirror.model.PartitionVerification`).  Rows are only added.
@@ -353,6 +356,17 @@ source_resets = Table(
     Column("reset_at", UTCDateTime(), nullable=False),
 )
 Index("ix_airmirror_source_resets_flow_id", source_resets.c.flow, source_resets.c.id)
+
+mm2_syncs = Table(
+    "airmirror_mm2_syncs",
+    metadata,
+    _flow(),
+    _topic(),
+    _partition(),
+    Column("upstream_offset", BigInteger, primary_key=True),
+    Column("downstream_offset", BigInteger, nullable=False),
+    _batch_ref(),
+)
 
 verifications = Table(
     "airmirror_verifications",

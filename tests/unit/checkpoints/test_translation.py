@@ -17,6 +17,7 @@ import pytest
 from airmirror.checkpoints.translation import failback_position, forward_position
 from airmirror.config import load_config
 from airmirror.config.routes import Route, route
+from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import build_runs
 
@@ -158,3 +159,13 @@ def test_routes_follow_the_topic_filter(tmp_path: Path):
 def test_identity_policy_has_no_failback_routes(tmp_path: Path):
     flow = flow_config(tmp_path, "replication.policy.class = IdentityReplicationPolicy\n")
     assert route(flow, "b.orders") == Route("b.orders", "b.orders", "a->b", "b.orders", failback=False)
+
+
+def test_below_the_imported_mm2_syncs_a_group_translates_as_mm2_translates():
+    sync = OffsetSync("orders", 0, 100, 250)
+    run = OffsetRun(300, 400, 450)
+    below_mm2_end = {"cursor": 400, "covering": run, "last": None, "target_start": 0, "mm2_end": 300}
+    assert forward_position(100, mm2_sync=sync, **below_mm2_end) == 250
+    assert forward_position(150, mm2_sync=sync, **below_mm2_end) == 251
+    assert forward_position(50, mm2_sync=None, **below_mm2_end) is None
+    assert forward_position(320, mm2_sync=sync, **below_mm2_end) == 470
