@@ -9,12 +9,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
 from airmirror.checkpoints.translation import Translator
+from airmirror.cli import main
 from airmirror.config import load_config
 from airmirror.devtools.mm2 import mm2_command, write_mm2_files
 from airmirror.mm2.wire_formats import Checkpoint
@@ -33,8 +35,24 @@ LATER_RECORDS = 100
 GROUP_POSITION = 150
 
 
-def airmirror(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def airmirror(capsys) -> Callable[..., Run]:
+    """The ``airmirror`` command, run in this process (its ``main``), with what it printed."""
+
+    def run(*args: str) -> Run:
+        capsys.readouterr()
+        code = main(list(args))
+        printed = capsys.readouterr()
+        return Run(code, printed.out, printed.err)
+
+    return run
 
 
 def mm2_properties(clusters, prefix: str) -> str:
@@ -68,7 +86,7 @@ def mm2_checkpoint(bootstrap: str, group: str, remote: str, partition: int) -> C
     return newest
 
 
-def test_takeover_continues_exactly_where_a_stopped_mm2_left_off(clusters, prefix, tmp_path):
+def test_takeover_continues_exactly_where_a_stopped_mm2_left_off(clusters, prefix, tmp_path, airmirror):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic, remote, group = f"{prefix}.orders", f"a.{prefix}.orders", f"{prefix}-readers"
     create_topic(a, topic, PARTITIONS)

@@ -5,14 +5,15 @@ compaction noted after the source was compacted; bad input and an unfinished bat
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from airmirror.cli import main
 from airmirror.config import load_config
 from airmirror.model import Verdict
 from airmirror.replication.options import BatchOptions
@@ -25,8 +26,24 @@ from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_
 pytestmark = pytest.mark.integration
 
 
-def airmirror(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def airmirror(capsys) -> Callable[..., Run]:
+    """The ``airmirror`` command, run in this process (its ``main``), with what it printed."""
+
+    def run(*args: str) -> Run:
+        capsys.readouterr()
+        code = main(list(args))
+        printed = capsys.readouterr()
+        return Run(code, printed.out, printed.err)
+
+    return run
 
 
 def replicate(config: Path, spark, **options) -> None:
@@ -46,7 +63,7 @@ def with_headers(count: int, label: str) -> list[Record]:
     return [Record(f"{label}-{i}".encode(), f"value {i}".encode(), (("seq", str(i).encode()), ("empty", None)), base + i) for i in range(count)]
 
 
-def test_equal_after_replication_then_extra_at_a_record_written_into_the_target(clusters, spark, prefix, tmp_path):
+def test_equal_after_replication_then_extra_at_a_record_written_into_the_target(clusters, spark, prefix, tmp_path, airmirror):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.orders"
     create_topic(a, topic, 2)
@@ -125,7 +142,7 @@ def compact_now(bootstrap: str, topic: str) -> None:
         produce(bootstrap, topic, 0, [Record(f"roll-{time.time()}".encode(), b"x", (), recent_ms())])
 
 
-def test_bad_input_is_refused_with_exit_2_naming_it(clusters, prefix, tmp_path):
+def test_bad_input_is_refused_with_exit_2_naming_it(clusters, prefix, tmp_path, airmirror):
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
 
     bad_regex = airmirror("verify", str(config), "--flow", "a->b", "--topics", "[")
@@ -137,7 +154,7 @@ def test_bad_input_is_refused_with_exit_2_naming_it(clusters, prefix, tmp_path):
     assert unknown.returncode == 2 and "a->c" in unknown.stderr
 
 
-def test_an_unfinished_batch_is_refused_until_it_is_finished(clusters, prefix, tmp_path):
+def test_an_unfinished_batch_is_refused_until_it_is_finished(clusters, prefix, tmp_path, airmirror):
     a = clusters["a"].bootstrap
     create_topic(a, f"{prefix}.late")
     produce(a, f"{prefix}.late", 0, sample_records(5, "l", recent_ms()))
