@@ -24,14 +24,14 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from airmirror.model import ComparisonFigures, OffsetRun, Verdict
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """What a comparison looks at of one record; ``headers`` is empty for a record without headers."""
 
     offset: int
@@ -182,12 +182,17 @@ def _explained_later(side: _Side, later_keys: Callable[[], Iterator[bytes | None
     return explained
 
 
+_FIXED = struct.Struct(">qiii")
+
+
 def canonical_bytes(record: Record) -> bytes:
-    """The bytes a digest takes of a record: each field length-prefixed (-1 for null), headers in order."""
-    parts = [struct.pack(">q", record.timestamp), _field(record.key), _field(record.value), struct.pack(">i", len(record.headers))]
-    for name, value in record.headers:
-        parts += [_field(name.encode("utf-8")), _field(value)]
-    return b"".join(parts)
+    """The bytes a digest takes of a record: the timestamp, the key's and the value's lengths (-1 for null) and
+    the header count, then the key, the value and each header (name and value, length-prefixed) in order."""
+    _, key, value, headers, timestamp = record
+    fixed = _FIXED.pack(timestamp, -1 if key is None else len(key), -1 if value is None else len(value), len(headers))
+    if not headers:
+        return b"".join((fixed, key or b"", value or b""))
+    return b"".join([fixed, key or b"", value or b"", *(_field(name.encode("utf-8")) + _field(data) for name, data in headers)])
 
 
 def _field(data: bytes | None) -> bytes:

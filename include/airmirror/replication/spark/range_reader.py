@@ -123,6 +123,12 @@ class RangeReader:
     def record_batches(self) -> Iterator[pa.RecordBatch]:
         """The committed records with ``start <= offset < end``, in offset order, as Arrow batches (empty
         ones while the read waits)."""
+        for messages in self.messages():
+            yield to_record_batch(messages, self.topic, self.partition) if messages else EMPTY_BATCH
+
+    def messages(self) -> Iterator[list[Message]]:
+        """The same records as :meth:`record_batches`, as lists of consumed messages (empty ones while the read
+        waits), for readers that want each record as Python values rather than Arrow columns."""
         consumer = self._consumer
         if consumer is None or self.start >= self.end:
             self.reached = self.end
@@ -157,9 +163,7 @@ class RangeReader:
                 if self.reached < self.end:
                     self.reached = records[-1].offset() + 1
                 self.reached_epoch = records[-1].leader_epoch()
-                yield to_record_batch(records, self.topic, self.partition)
-            else:
-                yield EMPTY_BATCH
+            yield records
             if truncation is not None:
                 self._check_truncation(consumer, truncation)
             if early_end_since is not None and time.monotonic() - early_end_since > EARLY_END_WAIT_S:

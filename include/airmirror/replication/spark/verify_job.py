@@ -55,16 +55,12 @@ class VerifyTask:
 
 
 def records_of(reader: RangeReader) -> Iterator[Record]:
-    """The records ``reader`` yields, as :class:`~airmirror.replication.partition_compare.Record` values."""
-    for batch in reader.record_batches():
-        if batch.num_rows == 0:
-            continue
-        columns = batch.to_pydict()
-        for offset, key, value, headers, timestamp in zip(
-            columns["offset"], columns["key"], columns["value"], columns["headers"], columns["timestamp"], strict=True
-        ):
-            pairs = tuple((h["key"], h["value"]) for h in headers) if headers else ()
-            yield Record(offset, key, value, pairs, timestamp)
+    """The records ``reader`` reads, as :class:`~airmirror.replication.partition_compare.Record` values (straight
+    from the consumed messages: no Arrow conversion and back)."""
+    for messages in reader.messages():
+        for message in messages:
+            headers = message.headers()
+            yield Record(message.offset(), message.key(), message.value(), tuple(headers) if headers else (), message.timestamp()[1])
 
 
 def verify_partition(task: VerifyTask) -> dict[str, Any]:
