@@ -43,6 +43,7 @@ from airmirror.store.engine import (
     alembic_config,
     create_store_engine,
     current_revision,
+    head_revision,
     upgrade_to_head,
 )
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
@@ -51,7 +52,24 @@ from airmirror.store.lag import LagStore
 from airmirror.store.rows import utcnow
 from airmirror.store.verifications import VerificationStore
 
-__all__ = ["MIGRATIONS_DIR", "MetadataStore", "StaleCursorError", "alembic_config", "create_store_engine"]
+__all__ = [
+    "MIGRATIONS_DIR",
+    "MetadataStore",
+    "SchemaNotCurrentError",
+    "StaleCursorError",
+    "alembic_config",
+    "create_store_engine",
+]
+
+
+class SchemaNotCurrentError(ReplicationFailure):
+    """The store's schema is not the one this airmirror reads: ``revision`` (``None`` before the first
+    migration) is not ``head``.  Only a store opened to write (:meth:`MetadataStore.open`) migrates it."""
+
+    def __init__(self, where: str, revision: str | None, head: str) -> None:
+        shown = "no schema yet" if revision is None else f"schema revision {revision}"
+        super().__init__(f"metadata store {where} has {shown}; this airmirror reads revision {head}")
+        self.revision, self.head = revision, head
 
 
 class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore):
@@ -70,6 +88,13 @@ class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore, Verif
             store.dispose()
             raise
         return store
+
+    @classmethod
+    def open_read_only(cls, url: str | URL) -> MetadataStore:
+        """Connect to ``url`` for reading only: nothing is created or migrated, and every write fails
+        (:func:`~airmirror.store.engine.create_store_engine` with ``read_only``).  Call :meth:`check_schema`
+        before reading."""
+        return cls(create_store_engine(url, read_only=True))
 
     def __enter__(self) -> MetadataStore:
         return self
@@ -101,11 +126,20 @@ class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore, Verif
 
     def schema_version(self) -> str:
         """The Alembic revision the database is at."""
-        with self._transaction("read the schema version") as connection:
-            version = current_revision(connection)
+        version = self._revision()
         if version is None:
             raise ReplicationFailure(f"metadata store {self._where} has no schema yet: run migrate()")
         return version
+
+    def check_schema(self) -> None:
+        """Raise :class:`SchemaNotCurrentError` unless the database is at this airmirror's newest migration."""
+        version = self._revision()
+        if version != head_revision():
+            raise SchemaNotCurrentError(self._where, version, head_revision())
+
+    def _revision(self) -> str | None:
+        with self._transaction("read the schema version") as connection:
+            return current_revision(connection)
 
     # Topic incarnations: each a transaction around the SQL of airmirror.store.incarnations (see its contracts).
 
