@@ -15,11 +15,14 @@ no readable record: aborted, transaction marker, compacted away, lost to retenti
 4. else (``u <= c`` and nothing was copied at or after ``u``): just after the last copied record of ``P``, or,
    if ``P`` never copied a record, the target partition's log start offset.
 
-Taken over from MM2 (``airmirror takeover``): below the highest MM2 offset sync imported for ``P`` (where the
-exact runs of ``P`` begin), ``u`` translates as MM2 translates it: with the newest imported sync ``s`` at or
-before ``u``, ``s.downstream`` if ``u`` is ``s.upstream``, else ``s.downstream + 1`` (never past the exact
-position, possibly before it: the group re-reads records, it never skips any); not yet when no sync is at or
-before ``u``.  Rules 2-4 apply from that sync on.
+Taken over from MM2 (``airmirror takeover``): below ``exact_from``, where the exact runs of ``P`` begin (the
+takeover's walk of MM2's tail starts at MM2's last offset sync; without a walk, because MM2 wrote no sync or
+retention deleted its record, at the takeover's cursor), MM2 copied the records and only its imported syncs say
+where.  There ``u`` translates as MM2 translates it: with the newest imported sync ``s`` at or before ``u``,
+``s.downstream`` if ``u`` is ``s.upstream``, else ``s.downstream + 1`` (never past the exact position, possibly
+before it: the group re-reads records, it never skips any); with no sync at or before ``u``, no translation
+(``None``), as MM2 gives none and writes no checkpoint: never the first run's downstream offset, which lies past
+MM2's copies of the records from ``u`` on.  Rules 2-4 apply from ``exact_from`` on.
 
 **Failback** (a topic that originated on the target, e.g. ``b.orders`` on ``a`` in flow ``a->b``: a cycle the
 flow never copies).  As MM2 does, the checkpoint names the upstream topic on the target (``orders``).  The runs
@@ -61,15 +64,15 @@ def forward_position(
     last: OffsetRun | None,
     target_start: int,
     mm2_sync: OffsetSync | None = None,
-    mm2_end: int | None = None,
+    exact_from: int | None = None,
 ) -> int | None:
-    """Forward rules 1-4, and MM2's rule below ``mm2_end``.  ``covering``: the run containing or following
+    """Forward rules 1-4, and MM2's rule below ``exact_from``.  ``covering``: the run containing or following
     ``upstream_offset``; ``last``: the partition's last run (only used when ``covering`` is ``None``);
-    ``mm2_sync``: the newest imported MM2 sync at or before it; ``mm2_end``: the highest imported upstream
-    offset of the partition (``None`` when it was not taken over from MM2)."""
+    ``mm2_sync``: the newest imported MM2 sync at or before it; ``exact_from``: where the partition's exact runs
+    begin after a takeover from MM2 (``None`` when it was not taken over)."""
     if cursor is None or upstream_offset > cursor:
         return None
-    if mm2_end is not None and upstream_offset < mm2_end:
+    if exact_from is not None and upstream_offset < exact_from:
         if mm2_sync is None:
             return None
         position = mm2_sync.downstream_offset + (0 if upstream_offset == mm2_sync.upstream_offset else 1)
@@ -145,8 +148,8 @@ class Translator:
             return None
         covering = self._store.find_offset_run(self._flow.name, key, upstream_offset)
         last = None if covering is not None else self._store.last_offset_run(self._flow.name, key)
-        mm2_sync, mm2_end = self._store.mm2_sync_before(self._flow.name, key, upstream_offset)
-        return forward_position(upstream_offset, cursor, covering, last, target_start, mm2_sync, mm2_end)
+        mm2_sync, exact_from = self._store.mm2_sync_before(self._flow.name, key, upstream_offset)
+        return forward_position(upstream_offset, cursor, covering, last, target_start, mm2_sync, exact_from)
 
     def _failback(
         self, flow_name: str, key: PartitionKey, offset: int, cursor: int, target_start: int, in_flight: set[PartitionKey]

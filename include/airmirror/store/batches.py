@@ -178,19 +178,39 @@ class BatchStore(EngineHolder):
         return batch_id
 
     def mm2_sync_before(self, flow: str, key: PartitionKey, upstream_offset: int) -> tuple[OffsetSync | None, int | None]:
-        """The newest imported MM2 sync at or before ``upstream_offset`` (``None`` if none), and the partition's
-        highest imported upstream offset (``None`` when nothing was imported for it)."""
-        where = (mm2_syncs.c.flow == flow, mm2_syncs.c.topic == key.topic, mm2_syncs.c.partition == key.partition)
+        """The newest imported MM2 sync at or before ``upstream_offset`` (``None`` if none), and where the exact
+        positions of a partition taken over from MM2 begin (``None`` when it was not taken over): the first
+        upstream offset of the takeover's runs (its walk of MM2's tail), else its cursor (it walked nothing, so
+        every offset below the cursor is MM2's copy without exact positions).  The takeover is the flow's first
+        committed batch (:meth:`record_takeover` refuses a flow with cursors)."""
         with self._transaction(f"look up MM2 syncs of {key} in flow {flow!r}") as connection:
-            newest = connection.execute(select(func.max(mm2_syncs.c.upstream_offset)).where(*where)).scalar()
+            first = connection.execute(
+                select(batches.c.id, batches.c.params)
+                .where(batches.c.flow == flow, batches.c.state == BatchState.COMMITTED)
+                .order_by(batches.c.id)
+                .limit(1)
+            ).one_or_none()
+            if first is None or first.params.get("takeover") != "mm2":
+                return None, None
+            in_takeover = (batch_ranges.c.batch_id == first.id, batch_ranges.c.topic == key.topic, batch_ranges.c.partition == key.partition)
+            cursor = connection.execute(select(batch_ranges.c.end_offset).where(*in_takeover)).scalar()
+            if cursor is None:
+                return None, None
+            walked = connection.execute(
+                select(func.min(offset_syncs.c.upstream_start)).where(
+                    offset_syncs.c.flow == flow, offset_syncs.c.topic == key.topic,
+                    offset_syncs.c.partition == key.partition, offset_syncs.c.batch_id == first.id,
+                )
+            ).scalar()
             row = connection.execute(
                 select(mm2_syncs.c.upstream_offset, mm2_syncs.c.downstream_offset)
-                .where(*where, mm2_syncs.c.upstream_offset <= upstream_offset)
+                .where(mm2_syncs.c.flow == flow, mm2_syncs.c.topic == key.topic, mm2_syncs.c.partition == key.partition,
+                       mm2_syncs.c.upstream_offset <= upstream_offset)
                 .order_by(mm2_syncs.c.upstream_offset.desc())
                 .limit(1)
             ).one_or_none()
         sync = None if row is None else OffsetSync(key.topic, key.partition, row.upstream_offset, row.downstream_offset)
-        return sync, newest
+        return sync, cursor if walked is None else walked
 
     def fail_batch(self, batch_id: int, reason: str) -> None:
         """Mark a ``RUNNING`` batch ``FAILED`` with ``reason``; its cursors stay where they were."""

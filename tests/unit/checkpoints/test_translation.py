@@ -20,6 +20,7 @@ from airmirror.config.routes import Route, route
 from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import build_runs
+from airmirror.replication.takeover_tail import imported_syncs
 
 
 @dataclass
@@ -164,8 +165,92 @@ def test_identity_policy_has_no_failback_routes(tmp_path: Path):
 def test_below_the_imported_mm2_syncs_a_group_translates_as_mm2_translates():
     sync = OffsetSync("orders", 0, 100, 250)
     run = OffsetRun(300, 400, 450)
-    below_mm2_end = {"cursor": 400, "covering": run, "last": None, "target_start": 0, "mm2_end": 300}
-    assert forward_position(100, mm2_sync=sync, **below_mm2_end) == 250
-    assert forward_position(150, mm2_sync=sync, **below_mm2_end) == 251
-    assert forward_position(50, mm2_sync=None, **below_mm2_end) is None
-    assert forward_position(320, mm2_sync=sync, **below_mm2_end) == 470
+    below_exact = {"cursor": 400, "covering": run, "last": None, "target_start": 0, "exact_from": 300}
+    assert forward_position(100, mm2_sync=sync, **below_exact) == 250
+    assert forward_position(150, mm2_sync=sync, **below_exact) == 251
+    assert forward_position(50, mm2_sync=None, **below_exact) is None
+    assert forward_position(320, mm2_sync=sync, **below_exact) == 470
+
+
+def test_a_takeover_without_mm2_syncs_never_translates_past_mm2s_copies():
+    """MM2 copied source 0..299 to target 0..299 and left no sync; airmirror continues at 300 (target 300 on):
+    a group at 150 has no translation (as with MM2), not airmirror's first downstream offset 300."""
+    first_batch = OffsetRun(300, 400, 300)
+    taken_over = {"cursor": 400, "last": first_batch, "target_start": 0, "mm2_sync": None, "exact_from": 300}
+    assert forward_position(150, covering=first_batch, **taken_over) is None
+    assert forward_position(300, covering=first_batch, **taken_over) == 300
+    assert forward_position(350, covering=first_batch, **taken_over) == 350
+
+
+@dataclass
+class TakenOver:
+    """A source partition of ``size`` records: MM2 copied a prefix (at least once: a restart copies again from
+    its stored offset), airmirror took it over and copied the rest.  ``copies`` holds every target record as
+    ``(upstream, downstream)``; ``runs``, ``syncs``, ``exact_from`` and ``cursor`` are what airmirror stored."""
+
+    size: int
+    copies: list[tuple[int, int]]
+    runs: list[OffsetRun]
+    syncs: list[OffsetSync]
+    exact_from: int
+    cursor: int
+    target_start: int
+
+    def forward(self, offset: int) -> int | None:
+        covering = next((r for r in self.runs if r.upstream_end > offset), None)
+        sync = max((s for s in self.syncs if s.upstream_offset <= offset), key=lambda s: s.upstream_offset, default=None)
+        last = self.runs[-1] if self.runs else None
+        return forward_position(offset, self.cursor, covering, last, self.target_start, sync, self.exact_from)
+
+
+def take_over(rng: random.Random) -> TakenOver:
+    """MM2 copies, stops (its stored offset may lag), airmirror takes over one of three ways, then copies the rest."""
+    size = rng.randint(1, 30)
+    copied_by_mm2 = rng.randint(1, size)
+    restart = rng.randint(0, copied_by_mm2 - 1)
+    first_run = list(range(rng.randint(restart, copied_by_mm2)))
+    copies, written = [], []
+    for start, upstreams in ((0, first_run), (len(first_run), list(range(restart, copied_by_mm2)))):
+        for downstream, upstream in enumerate(upstreams, start):
+            copies.append((upstream, downstream))
+            if downstream == start or rng.random() < 0.2:  # MM2 syncs a run's first record, then some others
+                written.append(OffsetSync("orders", 0, upstream, downstream))
+    anchor, imported = imported_syncs(written)
+    case = rng.choice(["walk", "no syncs", "sync record gone"])
+    target_start = anchor.downstream_offset + 1 if case == "sync record gone" else 0
+    if case == "walk":
+        mapped = [(u, d) for u, d in copies if d >= anchor.downstream_offset]
+        runs, exact_from, cursor = list(build_runs(*zip(*mapped))), anchor.upstream_offset, mapped[-1][0] + 1
+    else:
+        stored = rng.randint(-1, copied_by_mm2 - 1)  # MM2's stored offset lags what it copied
+        runs, exact_from, cursor = [], stored + 1, stored + 1
+        imported = [] if case == "no syncs" else imported
+    later = list(range(cursor, size))
+    downstream = len(copies) + rng.choice([0, 1])
+    runs += build_runs(later, list(range(downstream, downstream + len(later))))
+    copies += zip(later, range(downstream, downstream + len(later)))
+    return TakenOver(size, copies, runs, imported, exact_from, size, target_start)
+
+
+TAKEOVERS = [take_over(random.Random(seed)) for seed in range(300)]
+
+
+@pytest.mark.parametrize("taken", TAKEOVERS)
+def test_after_a_takeover_translation_never_skips_a_record(taken: TakenOver):
+    """Whatever the origin of a position, a consumer resuming at the translation reads a copy of every source
+    record at or after its committed offset (still on the target); from ``exact_from`` on, exactly there."""
+    for committed in range(taken.size + 2):
+        position = taken.forward(committed)
+        if committed > taken.cursor:
+            assert position is None
+            continue
+        if position is None:
+            assert committed < taken.exact_from and not any(s.upstream_offset <= committed for s in taken.syncs), taken
+            continue
+        for upstream in range(committed, taken.size):
+            kept = [d for u, d in taken.copies if u == upstream and d >= taken.target_start]
+            assert not kept or max(kept) >= position, (taken, committed, position, upstream)
+        if committed >= taken.exact_from:
+            exact = [r.downstream_start + u - r.upstream_start for r in taken.runs for u in range(r.upstream_start, r.upstream_end) if u >= committed]
+            after_runs = taken.runs[-1].downstream_start + taken.runs[-1].length if taken.runs else taken.target_start
+            assert position == max(exact[0] if exact else after_runs, taken.target_start), (taken, committed)
