@@ -9,7 +9,11 @@ with every cluster down.  Every figure is one the tasks recorded:
 - the flow's heartbeat latency (newest observation per heartbeat route);
 - per consumer group: the newest checkpoint (partitions, when) and the newest group offset sync outcome;
 - recent batches with their throughput;
-- lag and latency over time (:data:`SERIES_WINDOW`), for the chart.
+- lag and latency over time (:data:`SERIES_WINDOW`), for the chart, downsampled by the database to at most
+  :data:`SERIES_POINTS` points (:meth:`~airmirror.store.lag.LagStore.lag_series`).
+
+Every read is bounded: the rows read grow with the partitions and groups of the flow (one each), never with
+the sample rate.  The view only reads, so it works on a store opened read-only.
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ from typing import Any
 from airmirror.config import FlowConfig
 from airmirror.model import BatchState, GroupSyncOutcome, LagSample, PartitionKey
 from airmirror.store import MetadataStore
+from airmirror.store.lag import LagPoint
 
 SERIES_WINDOW = timedelta(hours=6)
+SERIES_POINTS = 300
+"""The most points the chart shows, whatever the sample rate."""
 RECENT_BATCHES = 20
 
 
@@ -102,9 +109,10 @@ def flow_view(flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime
     """Everything the view shows of ``flow`` (see the module contract)."""
     now = now or datetime.now(timezone.utc)
     view = FlowView(flow.name, dag_id, (flow.source, flow.target))
-    samples = store.lag_samples(flow.name, since=now - SERIES_WINDOW)
-    view.partitions = _partitions(flow, store, _newest(samples))
-    view.series = _series(samples)
+    since = now - SERIES_WINDOW
+    newest = {sample.key: sample for sample in store.newest_lag_samples(flow.name, since)}
+    view.partitions = _partitions(flow, store, newest)
+    view.series = [_series_point(point) for point in store.lag_series(flow.name, since, now, SERIES_POINTS)]
     latencies = store.heartbeat_latencies(flow.name)
     if latencies:
         newest = max(latencies, key=lambda latency: latency.observed_at)
@@ -112,14 +120,6 @@ def flow_view(flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime
     view.groups = _groups(flow, store)
     view.batches = [_batch_row(batch) for batch in store.batches(flow.name, limit=RECENT_BATCHES)]
     return view
-
-
-def _newest(samples: list[LagSample]) -> dict[PartitionKey, LagSample]:
-    newest: dict[PartitionKey, LagSample] = {}
-    for sample in samples:
-        if sample.key not in newest or sample.sampled_at > newest[sample.key].sampled_at:
-            newest[sample.key] = sample
-    return newest
 
 
 def _partitions(flow: FlowConfig, store: MetadataStore, newest: dict[PartitionKey, LagSample]) -> list[PartitionRow]:
@@ -181,20 +181,8 @@ def _batch_row(batch: Any) -> BatchRow:
     return BatchRow(batch.id, batch.state.value, _iso(batch.created_at), seconds, batch.records, batch.bytes, rate)
 
 
-def _series(samples: list[LagSample]) -> list[SeriesPoint]:
-    """One point per sampling instant: total lag, oldest record age and the latency, over all partitions."""
-    by_time: dict[datetime, list[LagSample]] = defaultdict(list)
-    for sample in samples:
-        by_time[sample.sampled_at].append(sample)
-    points = []
-    for at in sorted(by_time):
-        group = by_time[at]
-        ages = [s.record_age_ms for s in group if s.record_age_ms is not None]
-        latencies = [s.replication_latency_ms for s in group if s.replication_latency_ms is not None]
-        points.append(
-            SeriesPoint(_iso(at), sum(s.lag_records for s in group), max(ages) if ages else None, max(latencies) if latencies else None)
-        )
-    return points
+def _series_point(point: LagPoint) -> SeriesPoint:
+    return SeriesPoint(_iso(point.at), point.lag_records, point.record_age_ms, point.replication_latency_ms)
 
 
 def _iso(moment: datetime) -> str:

@@ -26,14 +26,20 @@ th:first-child, td:first-child, td.text { text-align: left; }
 """
 
 
-def index_page(flows: Sequence[tuple[str, str]], config_path: str) -> str:
-    """The list of the config's flows, each linking to its view."""
+def index_page(flows: Sequence[tuple[str, str]]) -> str:
+    """The list of ``(flow, dag_id)``, each flow linking to its view."""
     items = "".join(f'<li><a href="flows/{quote(name, safe="")}">{escape(name)}</a> <span class="muted">{escape(dag_id)}</span></li>' for name, dag_id in flows)
-    return _document("airmirror replication", f"<h1>airmirror replication</h1><p class=muted>{escape(config_path)}</p><ul>{items}</ul>")
+    shown = f"<ul>{items}</ul>" if items else "<p class=muted>No flow whose DAG you may read.</p>"
+    return _document("airmirror replication", f"<h1>airmirror replication</h1>{shown}")
 
 
 def not_a_flow_page(dag_id: str) -> str:
     return _document("airmirror replication", f"<h1>{escape(dag_id)}</h1><p>This DAG replicates no airmirror flow of the configuration.</p>")
+
+
+def store_unavailable_page(flow: str, reason: str) -> str:
+    """Why ``flow``'s view cannot be shown (``reason`` names no file or URL)."""
+    return _document(f"airmirror {flow}", f"<h1>Flow {escape(flow)}</h1><p>{escape(reason)}</p>")
 
 
 def flow_page(view: FlowView) -> str:

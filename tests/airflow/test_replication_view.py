@@ -1,0 +1,130 @@
+"""The replication view inside Airflow's real API app, in process: the flow DAGs parsed and stored in Airflow's
+metadata DB as the DAG processor stores them, the app built by Airflow (``create_app``) with the airmirror
+plugin mounted by Airflow's plugin manager, real logins (``POST /auth/token``) and per-DAG permission decided
+by a real auth manager (:mod:`tests.airflow.dag_scoped_auth`: SimpleAuthManager plus "``reader`` may not read
+``airmirror__a__c``", since SimpleAuthManager alone cannot refuse one DAG to a user).
+
+Four flows, each with its own metadata DB: a->b and a->c are migrated and hold samples, b->a's DB file does
+not exist and c->a's is an empty SQLite file.  The view must not create, migrate or write any of them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+
+from airmirror.model import LagSample
+from airmirror.store import MetadataStore
+from tests.airflow.dag_scoped_auth import CLASS_PATH, HIDDEN_DAG, READER
+
+pytestmark = pytest.mark.integration
+
+ADMIN = "admin"
+FLOWS = {"a->b": "migrated", "a->c": "migrated", "b->a": "missing", "c->a": "empty"}
+
+
+@dataclass(frozen=True)
+class ViewServer:
+    client: httpx.Client
+    home: Path
+    tokens: dict[str, str]
+
+    def get(self, path: str, user: str | None = None) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.tokens[user]}"} if user else {}
+        return self.client.get(path, headers=headers)
+
+
+def tables(path: Path) -> list[str]:
+    with sqlite3.connect(path) as connection:
+        return [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+
+
+@pytest.fixture(scope="module")
+def view(airflow_db, tmp_path_factory) -> Iterator[ViewServer]:
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    from fastapi.testclient import TestClient
+
+    home = tmp_path_factory.mktemp("replication-view")
+    lines = ["clusters = a, b, c", *(f"{alias}.bootstrap.servers = 127.0.0.1:1" for alias in "abc")]
+    for flow, state in FLOWS.items():
+        db = home / f"{flow.replace('->', '_')}.db"
+        lines += [f"{flow}.enabled = true", f"{flow}.airmirror.metadata.db.url = sqlite:///{db}"]
+        if state == "migrated":
+            with MetadataStore.open(f"sqlite:///{db}") as store:
+                now = datetime.now(timezone.utc)
+                samples = [LagSample("orders", 0, now - timedelta(minutes=m), 10 * m, None, None) for m in (2, 1)]
+                store.record_lag_samples(flow, samples)
+        elif state == "empty":
+            sqlite3.connect(db).close()
+    config = home / "mm2.properties"
+    config.write_text("\n".join(lines) + "\n")
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AIRMIRROR_CONFIG", str(config))
+        env.setenv("AIRFLOW__CORE__AUTH_MANAGER", CLASS_PATH)
+        env.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", f"{ADMIN}:admin,{READER}:viewer")
+        env.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(home / "passwords.json"))
+        bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
+        assert bag.import_errors == {}
+        DagBundlesManager().sync_bundles_to_db()
+        sync_bag_to_db(bag, "dags-folder", None)
+        purge_cached_app()
+        app = create_app(apps="core")
+        try:
+            with TestClient(app) as client:
+                passwords = json.loads((home / "passwords.json").read_text())
+                logins = {user: client.post("/auth/token", json={"username": user, "password": passwords[user]})
+                          for user in (ADMIN, READER)}
+                yield ViewServer(client, home, {user: login.json()["access_token"] for user, login in logins.items()})
+        finally:
+            purge_cached_app()
+
+
+def test_a_user_sees_only_the_flows_whose_dag_they_may_read(view: ViewServer):
+    assert view.get(f"/api/v2/dags/{HIDDEN_DAG}", READER).status_code == 403, "Airflow itself refuses the DAG"
+    assert {f["flow"] for f in view.get("/airmirror/api/flows", READER).json()} == {"a->b", "b->a", "c->a"}
+    assert {f["flow"] for f in view.get("/airmirror/api/flows", ADMIN).json()} == set(FLOWS)
+    index = view.get("/airmirror/", READER)
+    assert index.status_code == 200 and "a-&gt;b" in index.text and "a-&gt;c" not in index.text
+    for path in ("/airmirror/api/flows/a-%3Ec", "/airmirror/flows/a-%3Ec", f"/airmirror/dags/{HIDDEN_DAG}"):
+        assert view.get(path, READER).status_code == 404, path
+        assert view.get(path, ADMIN).status_code == 200, path
+    page = view.get("/airmirror/flows/a-%3Eb", READER)
+    assert page.status_code == 200 and 'data-topic="orders"' in page.text and "<polyline" in page.text
+
+
+def test_without_login_nothing_answers_and_no_api_schema_or_docs_are_published(view: ViewServer):
+    for path in ("/airmirror/", "/airmirror/api/flows", "/airmirror/flows/a-%3Eb"):
+        assert view.get(path).status_code in (401, 403), path
+    for path in ("/airmirror/openapi.json", "/airmirror/docs", "/airmirror/redoc"):
+        assert view.get(path).status_code in (401, 403, 404), path
+        assert view.get(path, ADMIN).status_code == 404, path
+
+
+def test_a_get_never_creates_or_migrates_a_store_and_says_why_it_shows_nothing(view: ViewServer):
+    missing, empty = view.home / "b_a.db", view.home / "c_a.db"
+    for flow, why in (("b-%3Ea", "cannot be read"), ("c-%3Ea", "has no schema yet")):
+        page = view.get(f"/airmirror/flows/{flow}", READER)
+        assert page.status_code == 503 and why in page.text
+        assert view.get(f"/airmirror/api/flows/{flow}", READER).status_code == 503
+    assert not missing.exists()
+    assert tables(empty) == []
+
+
+def test_no_page_shows_a_file_path(view: ViewServer):
+    home = str(view.home)
+    paths = ["/airmirror/", "/airmirror/api/flows", "/airmirror/dags/airmirror__a__b"]
+    for flow in ("a-%3Eb", "b-%3Ea", "c-%3Ea"):
+        paths += [f"/airmirror/flows/{flow}", f"/airmirror/api/flows/{flow}"]
+    for path in paths:
+        shown = view.get(path, ADMIN).text
+        assert home not in shown and ".db" not in shown and "mm2.properties" not in shown, path
