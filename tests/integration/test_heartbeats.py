@@ -11,6 +11,7 @@ import json
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -123,4 +124,27 @@ def test_cli_heartbeat_honours_emit_heartbeats_enabled(isolated, tmp_path):
     result = airmirror("heartbeat", str(disabled), "--flow", "a->b")
     assert result.returncode == 0, result.stderr
     assert "emit.heartbeats.enabled is false, no heartbeat written" in result.stdout
+    assert end_offset(b, "heartbeats") == written
+
+
+
+def test_a_negative_interval_turns_emission_off_and_a_live_window_returns_at_once(isolated, tmp_path, capsys):
+    """MM2 starts no heartbeat or checkpoint task for a negative ``emit.*.interval.seconds``: the verbs write
+    nothing and name the key, and a live run's emission task returns at once instead of spinning."""
+    from airmirror.cli import main
+    from airmirror.dag_factory.tasks import emit
+
+    b = isolated["b"].bootstrap
+    with opened(config_for(tmp_path, isolated), "a->b") as (flow, store):
+        emit_heartbeat(flow, store)
+    written = end_offset(b, "heartbeats")
+    off = "emit.heartbeats.interval.seconds = -1\nemit.checkpoints.interval.seconds = -5"
+    config = str(config_for(tmp_path, isolated, off))
+    assert main(["heartbeat", config, "--flow", "a->b"]) == 0
+    assert "emit.heartbeats.interval.seconds is -1 (negative: off, as in MM2), no heartbeat written" in capsys.readouterr().out
+    assert main(["checkpoint", config, "--flow", "a->b"]) == 0
+    assert "emit.checkpoints.interval.seconds is -5 (negative: off, as in MM2), no checkpoints" in capsys.readouterr().out
+    started = time.monotonic()
+    assert [emit(config, "a->b", what, 60.0) for what in ("heartbeats", "checkpoints")] == [0, 0]
+    assert time.monotonic() - started < 10
     assert end_offset(b, "heartbeats") == written

@@ -2,8 +2,8 @@
 (the DAG's checkpoint task and ``airmirror checkpoint`` both call :func:`emit_checkpoints`).
 
 Contract of one run for flow ``source->target``:
-1. ``emit.checkpoints.enabled = false``: nothing happens (no group offset sync either, as in MM2); the
-   report says so.
+1. ``emit.checkpoints.enabled = false`` or a negative ``emit.checkpoints.interval.seconds``: nothing happens
+   (no group offset sync either, as in MM2, which then runs no checkpoint task); the report says which key.
 2. Groups: every source group covered by :mod:`airmirror.kafka.groups` with committed offsets on routed
    topics (replicated topics, and failback topics, see :mod:`airmirror.checkpoints.translation`).
 3. Each committed offset is translated exactly; an offset not yet translatable yields no checkpoint.
@@ -79,10 +79,11 @@ class GroupCheckpoints:
 
 @dataclass
 class CheckpointReport:
-    """What one :func:`emit_checkpoints` run did; ``enabled`` is false when ``emit.checkpoints.enabled`` is."""
+    """What one :func:`emit_checkpoints` run did; ``off_by`` says what turned checkpoints off
+    (:attr:`~airmirror.config.flow_settings.CheckpointSettings.off_by`), ``None`` when they were emitted."""
 
     flow: str
-    enabled: bool
+    off_by: str | None
     topic: str
     groups: list[GroupCheckpoints] = field(default_factory=list)
     seconds: float = 0.0
@@ -104,9 +105,9 @@ def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport
     """One checkpoint run of ``flow`` (see the module contract)."""
     started = time.monotonic()
     topic = flow.policy.checkpoints_topic(flow.source)
-    report = CheckpointReport(flow.name, flow.checkpoints.enabled, topic)
-    if not flow.checkpoints.enabled:
-        log.info("emit.checkpoints.enabled is false for %s: no checkpoints, no group offset sync", flow.name)
+    report = CheckpointReport(flow.name, flow.checkpoints.off_by, topic)
+    if report.off_by is not None:
+        log.info("%s for %s: no checkpoints, no group offset sync", report.off_by, flow.name)
         return report
     committed = group_offsets(flow)
     translator = Translator(flow, store)

@@ -170,17 +170,18 @@ def print_heartbeat_report(report: HeartbeatReport, as_json: bool) -> None:
     if as_json:
         print(to_json({"flow": report.flow, "topic": report.topic, "heartbeat": None if heartbeat is None else asdict(heartbeat)}))
     elif heartbeat is None:
-        print(f"flow {report.flow}: emit.heartbeats.enabled is false, no heartbeat written")
+        print(f"flow {report.flow}: {report.off_by}, no heartbeat written")
     else:
         print(f"flow {report.flow}: heartbeat {heartbeat.timestamp} written to {report.topic} on {heartbeat.target_alias}")
 
 
 def print_checkpoint_report(report: CheckpointReport, as_json: bool) -> None:
     if as_json:
-        print(to_json({**asdict(report), "written": report.written, "skipped_groups": report.skipped_groups}))
+        extra = {"enabled": report.off_by is None, "written": report.written, "skipped_groups": report.skipped_groups}
+        print(to_json({**asdict(report), **extra}))
         return
-    if not report.enabled:
-        print(f"flow {report.flow}: emit.checkpoints.enabled is false, no checkpoints and no group offset sync")
+    if report.off_by is not None:
+        print(f"flow {report.flow}: {report.off_by}, no checkpoints and no group offset sync")
         return
     print(f"flow {report.flow}: {report.written} checkpoints written to {report.topic} for {len(report.groups)} groups")
     for group in report.groups:

@@ -2,9 +2,10 @@
 
 Each group is a small frozen value built by :class:`~airmirror.config.mirror_config.FlowConfig` from MM2's keys
 (flow-level ``{source}->{target}.KEY`` beats top-level ``KEY``) and airmirror's ``airmirror.*`` keys; each class
-docstring names the key behind every field.  MM2 keys that only tune MM2's own scheduling
-(``refresh.*.interval.seconds``, ``sync.*.interval.seconds``, ``tasks.max``, ...) are validated but have no
-field: every airmirror run lists topics and groups afresh.
+docstring names the key behind every field.  MM2's ``{task}.interval.seconds`` keys turn their task off when
+negative, as in MM2 (the ``enabled`` fields and ``off_by`` say so), and are refused when 0; beyond that, the ones
+that only tune MM2's own scheduling (``refresh.*.interval.seconds``, ``sync.*.interval.seconds``) and
+``tasks.max`` have no field: every airmirror run lists topics and groups afresh and syncs at every batch.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from airmirror.mm2.policy import PatternList
 @dataclass(frozen=True)
 class TopicSyncSettings:
     """Step 1, remote topics: ``replication.factor`` of created topics (-1: the broker's default),
-    ``sync.topic.configs.enabled``, ``sync.topic.acls.enabled`` and ``config.properties.exclude`` (topic configs
-    never copied)."""
+    ``sync.topic.configs.enabled`` (false, or a negative ``sync.topic.configs.interval.seconds``: configs are
+    copied when a topic is created, never synced after), ``sync.topic.acls.enabled`` (false, or a negative
+    ``sync.topic.acls.interval.seconds``: no ACL sync) and ``config.properties.exclude`` (topic configs never
+    copied)."""
 
     replication_factor: int
     sync_configs_enabled: bool
@@ -42,22 +45,34 @@ class CopySettings:
 
 @dataclass(frozen=True)
 class HeartbeatSettings:
-    """``emit.heartbeats.enabled``, ``emit.heartbeats.interval.seconds`` and ``heartbeats.replication.enabled``
-    (copy the source's heartbeats topics whatever ``topics`` says)."""
+    """``emit.heartbeats.enabled`` and ``emit.heartbeats.interval.seconds`` (``off_by`` names the one that turns
+    emission off, ``None`` while on), and ``heartbeats.replication.enabled`` (copy the source's heartbeats topics
+    whatever ``topics`` says)."""
 
-    enabled: bool
+    off_by: str | None
     interval_seconds: int
     replication_enabled: bool
+
+    @property
+    def enabled(self) -> bool:
+        """True when heartbeats are emitted (then ``interval_seconds`` is positive)."""
+        return self.off_by is None
 
 
 @dataclass(frozen=True)
 class CheckpointSettings:
-    """``emit.checkpoints.enabled``, ``emit.checkpoints.interval.seconds`` and ``sync.group.offsets.enabled``
-    (commit translated offsets of inactive groups on the target)."""
+    """``emit.checkpoints.enabled`` and ``emit.checkpoints.interval.seconds`` (``off_by`` names the one that turns
+    emission off, ``None`` while on), and ``sync.group.offsets.enabled`` (commit translated offsets of inactive
+    groups on the target; false too when ``sync.group.offsets.interval.seconds`` is negative)."""
 
-    enabled: bool
+    off_by: str | None
     interval_seconds: int
     sync_group_offsets_enabled: bool
+
+    @property
+    def enabled(self) -> bool:
+        """True when checkpoints are emitted (then ``interval_seconds`` is positive)."""
+        return self.off_by is None
 
 
 @dataclass(frozen=True)

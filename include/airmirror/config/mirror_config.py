@@ -20,7 +20,10 @@ rejected, naming both flows and the DAG id.
 
 Replication factors (``replication.factor``, MM2's ``{heartbeats|checkpoints|offset-syncs}.topic.replication.factor``
 and airmirror's ``airmirror.batch.log.topic.replication.factor``) must be positive, or -1 for the target
-broker's default.
+broker's default.  The batch-log topic is airmirror's counterpart of MM2's worker offsets topic on the target, so
+without its own key it takes MM2's ``offset.storage.replication.factor`` as MM2's worker of the flow reads it
+(top-level, which wins, or ``{target}.``), else ``offset-syncs.topic.replication.factor`` (default 3): an MM2 file
+made for a one-broker cluster works unchanged.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import re
 from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
+from typing import NamedTuple
 
 from airmirror import names
 from airmirror.config.connections import CONN_ID_KEY, kafka_client_settings
@@ -62,7 +66,7 @@ SOURCE_RESET_POLICIES = ("reset", "fail")
 (see :mod:`airmirror.replication.incarnations`); the first is the default."""
 _MM2_DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
-_INT_DEFAULTS: dict[str, int] = {
+_INTERVAL_DEFAULTS: dict[str, int] = {
     "refresh.topics.interval.seconds": 600,
     "refresh.groups.interval.seconds": 600,
     "sync.topic.configs.interval.seconds": 600,
@@ -70,6 +74,11 @@ _INT_DEFAULTS: dict[str, int] = {
     "emit.heartbeats.interval.seconds": 1,
     "emit.checkpoints.interval.seconds": 60,
     "sync.group.offsets.interval.seconds": 60,
+}
+"""MM2's ``{task}.interval.seconds`` keys, each beside its ``{task}.enabled`` flag: negative turns the task off
+(MM2's Scheduler never runs a task with a negative interval, and its heartbeat and checkpoint connectors start no
+task), 0 is refused (MM2's scheduler refuses a zero period; its emitters would spin)."""
+_INT_DEFAULTS: dict[str, int] = {
     "offset.lag.max": 100,
     "tasks.max": 1,
     "admin.timeout.ms": 60000,
@@ -84,6 +93,10 @@ _REPLICATION_FACTOR_DEFAULTS: dict[str, int] = {
     BATCH_LOG_REPLICATION_FACTOR_KEY: 3,
 }
 BROKER_DEFAULT_REPLICATION_FACTOR = -1
+_WORKER_OFFSETS_FACTOR_KEY = "offset.storage.replication.factor"
+_WORKER_KEYS_READ = frozenset({"group.id", "offset.storage.topic", _WORKER_OFFSETS_FACTOR_KEY})
+"""Worker keys of a flow's target cluster that airmirror reads (:meth:`FlowConfig.mm2_worker`, the batch log's
+replication factor), so ``{alias}.KEY`` is not reported as ignored."""
 _BOOL_DEFAULTS: dict[str, bool] = {
     "refresh.topics.enabled": True,
     "refresh.groups.enabled": True,
@@ -132,6 +145,7 @@ _OTHER_MM2_KEYS = frozenset(
 )
 _MM2_KEYS = frozenset(
     {
+        *_INTERVAL_DEFAULTS,
         *_INT_DEFAULTS,
         *_REPLICATION_FACTOR_DEFAULTS,
         *_BOOL_DEFAULTS,
@@ -176,6 +190,11 @@ def load_config(path: str | PathLike[str], env: Mapping[str, str] | None = None)
     environment = os.environ if env is None else env
     settings = resolve_references(load_properties(path), environment)
     return MirrorConfig(Path(path), settings, environment)
+
+
+def _interval_key(flag_key: str) -> str:
+    """MM2's interval key beside flag ``{task}.enabled``: ``{task}.interval.seconds``."""
+    return flag_key.removesuffix(".enabled") + ".interval.seconds"
 
 
 def _is_mm2_key(key: str) -> bool:
@@ -286,6 +305,11 @@ class MirrorConfig:
         """The value of ``{alias}.{key}`` in the file, if set."""
         setting = self._cluster[alias].get(key)
         return None if setting is None else setting.value
+
+    def worker_setting(self, target: str, key: str) -> Setting | None:
+        """Worker setting ``key`` (an ``offset.storage.*`` key) of the MM2 worker that runs flows into
+        ``target``, as MM2's ``workerConfig`` reads it: top-level ``KEY`` wins over ``{target}.KEY``."""
+        return self._top.get(key) or self._cluster[target].get(key)
 
     def top_level_settings(self) -> Mapping[str, Setting]:
         """The file's top-level (connector and ``airmirror.*``) settings, which every flow inherits."""
@@ -408,7 +432,7 @@ class MirrorConfig:
                 )
         for settings in self._cluster.values():
             for key, setting in settings.items():
-                if _is_worker_key(key):
+                if _is_worker_key(key) and key not in _WORKER_KEYS_READ:
                     self._warn(f"{setting.describe()}: ignored, Kafka Connect worker setting")
                 elif _is_mm2_key(key):
                     self._warn(
@@ -463,6 +487,26 @@ class MirrorConfig:
                 )
 
 
+class _ReplicationFactor(NamedTuple):
+    """A flow's replication factor of one topic kind, and the key (unprefixed) and line that supplied it."""
+
+    value: int
+    key: str
+    line: int | None
+
+
+def _checked_factor(key: str, setting: Setting) -> _ReplicationFactor:
+    """Replication-factor ``key`` as ``setting`` gives it: positive, or -1 for the broker default."""
+    value = _parse_int(setting)
+    if value < 1 and value != BROKER_DEFAULT_REPLICATION_FACTOR:
+        raise ConfigError(
+            f"value {value} must be positive, or {BROKER_DEFAULT_REPLICATION_FACTOR} for the broker default",
+            key=setting.key,
+            line=setting.line,
+        )
+    return _ReplicationFactor(value, key, setting.line)
+
+
 def _reaches(edges: Mapping[str, set[str]], start: str, goal: str) -> bool:
     seen: set[str] = set()
     pending = [start]
@@ -489,18 +533,23 @@ class FlowConfig:
         self.target = target
         self.name = f"{source}{_FLOW_ARROW}{target}"
         ints = {key: self._int(key, default) for key, default in _INT_DEFAULTS.items()}
+        intervals = {key: self._interval(key, default) for key, default in _INTERVAL_DEFAULTS.items()}
         flags = {key: self._bool(key, default) for key, default in _BOOL_DEFAULTS.items()}
-        self._replication_factors = {
-            key: self._replication_factor_setting(key, default) for key, default in _REPLICATION_FACTOR_DEFAULTS.items()
+        off_by = {
+            key: self._off_by(key, flags[key], intervals) for key in flags if _interval_key(key) in intervals
         }
+        self._replication_factors = {
+            key: self._replication_factor(key, default) for key, default in _REPLICATION_FACTOR_DEFAULTS.items()
+        }
+        self._replication_factors[BATCH_LOG_REPLICATION_FACTOR_KEY] = self._batch_log_replication_factor()
         self.topics = RegexFilter(self._patterns("topics"), self._patterns("topics.exclude"))
         self.groups = RegexFilter(self._patterns("groups"), self._patterns("groups.exclude"))
         self.policy: ReplicationPolicy = self._load_policy(flags)
         self._check_default_only_classes()
         self.topic_sync = TopicSyncSettings(
-            replication_factor=self._replication_factors["replication.factor"],
-            sync_configs_enabled=flags["sync.topic.configs.enabled"],
-            sync_acls_enabled=flags["sync.topic.acls.enabled"],
+            replication_factor=self._replication_factors["replication.factor"].value,
+            sync_configs_enabled=off_by["sync.topic.configs.enabled"] is None,
+            sync_acls_enabled=off_by["sync.topic.acls.enabled"] is None,
             config_properties_exclude=self._patterns("config.properties.exclude"),
         )
         self.copy = CopySettings(
@@ -511,14 +560,14 @@ class FlowConfig:
             source_reset_policy=self._choice("airmirror.source.reset.policy", SOURCE_RESET_POLICIES),
         )
         self.heartbeats = HeartbeatSettings(
-            enabled=flags["emit.heartbeats.enabled"],
-            interval_seconds=ints["emit.heartbeats.interval.seconds"],
+            off_by=off_by["emit.heartbeats.enabled"],
+            interval_seconds=intervals["emit.heartbeats.interval.seconds"],
             replication_enabled=flags["heartbeats.replication.enabled"],
         )
         self.checkpoints = CheckpointSettings(
-            enabled=flags["emit.checkpoints.enabled"],
-            interval_seconds=ints["emit.checkpoints.interval.seconds"],
-            sync_group_offsets_enabled=flags["sync.group.offsets.enabled"],
+            off_by=off_by["emit.checkpoints.enabled"],
+            interval_seconds=intervals["emit.checkpoints.interval.seconds"],
+            sync_group_offsets_enabled=off_by["sync.group.offsets.enabled"] is None,
         )
         self.offset_syncs = OffsetSyncSettings(
             emit_enabled=flags["emit.offset-syncs.enabled"],
@@ -573,9 +622,13 @@ class FlowConfig:
     def topic_replication_factor(self, key: str) -> int:
         """The replication factor that ``key`` (one of the replication-factor keys, e.g.
         ``heartbeats.topic.replication.factor``) gives this flow: positive, or -1 for the broker default."""
-        if key not in self._replication_factors:
-            raise ValueError(f"{key!r} is not a replication-factor key ({', '.join(self._replication_factors)})")
-        return self._replication_factors[key]
+        return self._replication_factor_of(key).value
+
+    def replication_factor_origin(self, key: str) -> tuple[str, int | None]:
+        """The key (without flow or cluster prefix) and line that supplied :meth:`topic_replication_factor` of
+        ``key``: ``key`` itself, or for the batch log the MM2 key it fell back to; line ``None`` for a default."""
+        factor = self._replication_factor_of(key)
+        return factor.key, factor.line
 
     def line_of(self, key: str) -> int | None:
         """Line of the key that supplied the effective value of ``key`` (``None`` when defaulted)."""
@@ -636,9 +689,8 @@ class FlowConfig:
         cluster: MM2's ``{source}-mm2`` and ``mm2-offsets.{source}.internal`` unless the file sets
         ``{target}.group.id`` or ``offset.storage.topic`` (top-level, which wins, or ``{target}.``)."""
         group = self._config.cluster_value(self.target, "group.id") or f"{self.source}-mm2"
-        top = self._config.top_level_settings().get("offset.storage.topic")
-        offsets = (top.value if top is not None else None) or self._config.cluster_value(self.target, "offset.storage.topic")
-        return group, offsets or f"mm2-offsets.{self.source}.internal"
+        offsets = self._config.worker_setting(self.target, "offset.storage.topic")
+        return group, (offsets.value if offsets is not None else "") or f"mm2-offsets.{self.source}.internal"
 
     def _client(self, alias: str, kind: str) -> ClientSettings:
         if alias not in (self.source, self.target):
@@ -654,22 +706,55 @@ class FlowConfig:
         setting = self.setting(key)
         return default if setting is None else _parse_int(setting)
 
-    def _bool(self, key: str, default: bool) -> bool:
-        setting = self.setting(key)
-        return default if setting is None else _parse_bool(setting)
-
-    def _replication_factor_setting(self, key: str, default: int) -> int:
+    def _interval(self, key: str, default: int) -> int:
+        """An MM2 interval key (see ``_INTERVAL_DEFAULTS``): any integer but 0."""
         setting = self.setting(key)
         if setting is None:
             return default
         value = _parse_int(setting)
-        if value < 1 and value != BROKER_DEFAULT_REPLICATION_FACTOR:
+        if value == 0:
             raise ConfigError(
-                f"value {value} must be positive, or {BROKER_DEFAULT_REPLICATION_FACTOR} for the broker default",
+                "value 0 is not an interval: give a positive number of seconds, or a negative one to turn this "
+                "off as MM2 does",
                 key=setting.key,
                 line=setting.line,
             )
         return value
+
+    def _off_by(self, flag_key: str, enabled: bool, intervals: Mapping[str, int]) -> str | None:
+        """What turns off the MM2 task of ``flag_key`` (e.g. ``emit.heartbeats.enabled``), as MM2's
+        ``*Interval()`` methods decide: the flag when false, else a negative ``{task}.interval.seconds``;
+        ``None`` when the task runs."""
+        if not enabled:
+            return f"{flag_key} is false"
+        interval_key = _interval_key(flag_key)
+        if intervals[interval_key] < 0:
+            return f"{interval_key} is {intervals[interval_key]} (negative: off, as in MM2)"
+        return None
+
+    def _bool(self, key: str, default: bool) -> bool:
+        setting = self.setting(key)
+        return default if setting is None else _parse_bool(setting)
+
+    def _replication_factor_of(self, key: str) -> _ReplicationFactor:
+        if key not in self._replication_factors:
+            raise ValueError(f"{key!r} is not a replication-factor key ({', '.join(self._replication_factors)})")
+        return self._replication_factors[key]
+
+    def _replication_factor(self, key: str, default: int) -> _ReplicationFactor:
+        setting = self.setting(key)
+        return _ReplicationFactor(default, key, None) if setting is None else _checked_factor(key, setting)
+
+    def _batch_log_replication_factor(self) -> _ReplicationFactor:
+        """The batch log's own key, else MM2's worker ``offset.storage.replication.factor`` of the target, else
+        ``offset-syncs.topic.replication.factor`` (see the module docstring)."""
+        own = self.setting(BATCH_LOG_REPLICATION_FACTOR_KEY)
+        if own is not None:
+            return _checked_factor(BATCH_LOG_REPLICATION_FACTOR_KEY, own)
+        worker = self._config.worker_setting(self.target, _WORKER_OFFSETS_FACTOR_KEY)
+        if worker is not None:
+            return _checked_factor(_WORKER_OFFSETS_FACTOR_KEY, worker)
+        return self._replication_factors["offset-syncs.topic.replication.factor"]
 
     def _positive_int(self, key: str) -> int | None:
         setting = self.setting(key)

@@ -39,6 +39,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
+from airmirror.config.flow_settings import CheckpointSettings, HeartbeatSettings
 from airmirror.config.secrets import is_secret_key
 from airmirror.dag_factory import tasks
 from airmirror.dag_factory.assets import alias_name, emit_asset_events, merge_copied
@@ -144,11 +145,11 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
 
         @task
         def emit_heartbeats() -> None:
-            run_emission("heartbeats", flow.heartbeats.interval_seconds, flow.heartbeats.enabled, flow.dag.live, config_path, name)
+            run_emission("heartbeats", flow.heartbeats, flow.dag.live, config_path, name)
 
         @task(trigger_rule="all_done")
         def emit_checkpoints(_: Any = None) -> None:
-            run_emission("checkpoints", flow.checkpoints.interval_seconds, flow.checkpoints.enabled, flow.dag.live, config_path, name)
+            run_emission("checkpoints", flow.checkpoints, flow.dag.live, config_path, name)
 
         planned = plan_batch(sync_topics())
         copied = replicate_task(config_path, flow, spark_app)
@@ -164,11 +165,13 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
     return flow_dag()
 
 
-def run_emission(what: str, interval_seconds: int, enabled: bool, live: bool, config_path: str, name: str) -> None:
-    """Emit heartbeats or checkpoints if the flow enables them: in a live run every ``interval_seconds`` for its
-    window (:mod:`airmirror.dag_factory.live`), otherwise once if this run's interval is due."""
-    if not enabled:
-        raise AirflowSkipException(f"emit.{what}.enabled is false")
+def run_emission(what: str, settings: HeartbeatSettings | CheckpointSettings, live: bool, config_path: str, name: str) -> None:
+    """Emit heartbeats or checkpoints if the flow enables them: in a live run every ``settings.interval_seconds``
+    for its window (:mod:`airmirror.dag_factory.live`), otherwise once if this run's interval is due.  When they
+    are off (``emit.{what}.enabled = false`` or a negative interval) the task is skipped, naming the key."""
+    if settings.off_by is not None:
+        raise AirflowSkipException(settings.off_by)
+    interval_seconds = settings.interval_seconds
     context = get_current_context()
     window = live_seconds(live, context)
     if window is None and not is_due(interval_seconds, context.get("data_interval_start"), context.get("data_interval_end")):

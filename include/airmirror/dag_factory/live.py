@@ -13,7 +13,8 @@ Rules:
 3. ``emit_heartbeats`` and ``emit_checkpoints`` do not wait for ``replicate``: in a live run each emits at
    once and then every ``emit.*.interval.seconds`` for the window (:func:`emit_repeatedly`), whatever
    ``replicate`` does, failures included.  An emission that fails is logged and tried again at the next tick;
-   the task fails only if the last emission of its window failed.
+   the task fails only if the last emission of its window failed.  Emission the flow turns off (the ``enabled``
+   key false, or a negative interval as in MM2) skips the task at once, naming the key.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ def emit_repeatedly(
     *,
     stop: threading.Event | None = None,
 ) -> int:
-    """Call ``emit`` now and then every ``interval_seconds`` until ``window_seconds`` have passed (rule 3);
-    returns how many emissions succeeded.  Ticks are kept on a fixed grid from the start, so a slow emission
-    does not drift the ones after it; ticks missed while an emission ran are skipped, not bunched."""
+    """Call ``emit`` now and then every ``interval_seconds`` (positive, else ValueError) until ``window_seconds``
+    have passed (rule 3); returns how many emissions succeeded.  Ticks are kept on a fixed grid from the start, so
+    a slow emission does not drift the ones after it; ticks missed while an emission ran are skipped, not bunched."""
+    if interval_seconds <= 0:
+        raise ValueError(f"an emission interval must be positive, not {interval_seconds}")
     stop = stop or threading.Event()
     started = time.monotonic()
     deadline = started + window_seconds

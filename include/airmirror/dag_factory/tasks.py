@@ -183,8 +183,13 @@ def emit(config_path: str, flow_name: str, what: str, window_seconds: float | No
     """Emit the flow's ``what`` (``heartbeats``: one heartbeat to the target in MM2's format; ``checkpoints``:
     checkpoints for its source groups, and group offset sync when enabled, with their metrics): once, or, with ``window_seconds``
     (a live run), every ``emit.{what}.interval.seconds`` for that long on one opened flow
-    (:func:`airmirror.dag_factory.live.emit_repeatedly`).  Returns how many emissions succeeded."""
+    (:func:`airmirror.dag_factory.live.emit_repeatedly`).  Returns how many emissions succeeded: 0 at once when
+    the flow turns them off (``emit.{what}.enabled = false`` or a negative interval, as in MM2)."""
     with masked_open_flow(config_path, flow_name) as (flow, store):
+        settings = flow.heartbeats if what == "heartbeats" else flow.checkpoints
+        if settings.off_by is not None:
+            log.info("%s for %s: no %s emitted", settings.off_by, flow.name, what)
+            return 0
 
         def emit_once() -> None:
             if what == "heartbeats":
@@ -195,8 +200,7 @@ def emit(config_path: str, flow_name: str, what: str, window_seconds: float | No
         if window_seconds is None:
             emit_once()
             return 1
-        interval = flow.heartbeats.interval_seconds if what == "heartbeats" else flow.checkpoints.interval_seconds
-        return emit_repeatedly(emit_once, interval, window_seconds)
+        return emit_repeatedly(emit_once, settings.interval_seconds, window_seconds)
 
 
 @no_retry_on_bad_input

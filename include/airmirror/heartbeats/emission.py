@@ -4,8 +4,9 @@ Emitting (the DAG's heartbeat task and ``airmirror heartbeat`` call :func:`emit_
 ``Heartbeat(source, target, now)`` is written to the policy's heartbeats topic (``heartbeats``) partition 0 on
 the flow's TARGET, as MM2's heartbeat connector does; the topic is created if missing (one partition,
 compacted, see :func:`airmirror.kafka.topics.ensure_internal_topic`).  Once the target acknowledged it, the emission is stored in the
-metadata DB (``airmirror status`` shows it).  With ``emit.heartbeats.enabled = false`` nothing is written and
-the report says so.
+metadata DB (``airmirror status`` shows it).  With ``emit.heartbeats.enabled = false`` or a negative
+``emit.heartbeats.interval.seconds`` (MM2 then runs no heartbeat task) nothing is written and the report says
+which key turned heartbeats off.
 
 Replication: heartbeats topics of the source (``heartbeats``, ``c.heartbeats``...) are replicated like any
 topic, whatever ``topics`` says (MM2's rule in :func:`airmirror.mm2.policy.should_replicate_topic`), to
@@ -40,19 +41,21 @@ REPLICATION_FACTOR_KEY = "heartbeats.topic.replication.factor"
 
 @dataclass(frozen=True)
 class HeartbeatReport:
-    """What :func:`emit_heartbeat` did: ``heartbeat`` is ``None`` when heartbeats are disabled."""
+    """What :func:`emit_heartbeat` did: ``heartbeat`` is ``None`` when heartbeats are off, and ``off_by`` then
+    says why (:attr:`~airmirror.config.flow_settings.HeartbeatSettings.off_by`)."""
 
     flow: str
     topic: str
     heartbeat: Heartbeat | None
+    off_by: str | None = None
 
 
 def emit_heartbeat(flow: FlowConfig, store: MetadataStore) -> HeartbeatReport:
     """Write one heartbeat of ``flow`` to its target (see the module docstring)."""
     topic = flow.policy.heartbeats_topic()
-    if not flow.heartbeats.enabled:
-        log.info("emit.heartbeats.enabled is false for %s: no heartbeat written", flow.name)
-        return HeartbeatReport(flow.name, topic, None)
+    if flow.heartbeats.off_by is not None:
+        log.info("%s for %s: no heartbeat written", flow.heartbeats.off_by, flow.name)
+        return HeartbeatReport(flow.name, topic, None, flow.heartbeats.off_by)
     ensure_internal_topic(flow, target_admin(flow), topic, COMPACTED, REPLICATION_FACTOR_KEY)
     heartbeat = Heartbeat(flow.source, flow.target, _now_ms())
     write_records(flow, topic, [OutgoingRecord(heartbeat.key(), heartbeat.value(), heartbeat.timestamp)])

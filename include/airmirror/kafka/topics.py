@@ -175,7 +175,9 @@ def create_topics(flow: FlowConfig, target: ClusterAdmin, topics: Sequence[Topic
     with the replication factor ``factor_key`` gives the flow.
 
     Topics that already exist are left as they are.  A factor the cluster cannot satisfy raises
-    :class:`ConfigError` naming ``factor_key``; any other failure raises :class:`ReplicationFailure`.
+    :class:`ConfigError` naming the key that supplied the factor (``factor_key``, or the MM2 key the batch log's
+    factor fell back to, see :meth:`~airmirror.config.FlowConfig.replication_factor_origin`); any other failure
+    raises :class:`ReplicationFailure`.
     """
     if not topics:
         return
@@ -190,11 +192,12 @@ def create_topics(flow: FlowConfig, target: ClusterAdmin, topics: Sequence[Topic
             if code == KafkaError.TOPIC_ALREADY_EXISTS:
                 continue
             if code == KafkaError.INVALID_REPLICATION_FACTOR:
+                origin_key, origin_line = flow.replication_factor_origin(factor_key)
                 raise ConfigError(
                     f"cannot create topic '{name}' on cluster '{target.alias}' with replication factor {factor}: "
                     f"{error.args[0].str()}",
-                    key=factor_key,
-                    line=flow.line_of(factor_key),
+                    key=origin_key,
+                    line=origin_line,
                 ) from error
             raise ReplicationFailure(f"cannot create topic '{name}' on cluster '{target.alias}': {error}") from error
 

@@ -64,8 +64,8 @@ def test_mm2_defaults(tmp_path: Path) -> None:
     f = flow(tmp_path)
     assert (f.source, f.target, f.name) == ("a", "b", "a->b")
     assert (f.topic_sync.replication_factor, f.topic_sync.sync_configs_enabled, f.topic_sync.sync_acls_enabled) == (2, True, True)
-    assert f.heartbeats == HeartbeatSettings(enabled=True, interval_seconds=1, replication_enabled=True)
-    assert f.checkpoints == CheckpointSettings(enabled=True, interval_seconds=60, sync_group_offsets_enabled=False)
+    assert f.heartbeats == HeartbeatSettings(off_by=None, interval_seconds=1, replication_enabled=True)
+    assert f.checkpoints == CheckpointSettings(off_by=None, interval_seconds=60, sync_group_offsets_enabled=False)
     assert f.offset_syncs == OffsetSyncSettings(emit_enabled=True, lag_max=100, topic_location="source")
     assert f.copy == CopySettings(None, 500_000, 256 * 1024 * 1024, 60, "reset")
     assert f.dag == DagSettings(schedule="1m", task_retries=3, live=False)
@@ -526,3 +526,87 @@ def test_flows_with_distinct_dag_ids_are_accepted(tmp_path: Path) -> None:
     text = colliding_config("us.east, b, c", "us.east->b", "b->us.east") + "us.east->c.enabled = true\nc->b.enabled = true\n"
     flows = load(tmp_path, text).enabled_flows()
     assert [f.name for f in flows] == ["us.east->b", "b->us.east", "us.east->c", "c->b"]
+
+
+INTERVAL_TASKS = {  # MM2's interval key -> whether FlowConfig runs its task
+    "emit.heartbeats.interval.seconds": lambda f: f.heartbeats.enabled,
+    "emit.checkpoints.interval.seconds": lambda f: f.checkpoints.enabled,
+    "sync.group.offsets.interval.seconds": lambda f: f.checkpoints.sync_group_offsets_enabled,
+    "sync.topic.acls.interval.seconds": lambda f: f.topic_sync.sync_acls_enabled,
+    "sync.topic.configs.interval.seconds": lambda f: f.topic_sync.sync_configs_enabled,
+}
+
+
+@pytest.mark.parametrize("key", INTERVAL_TASKS)
+def test_a_negative_interval_turns_its_task_off_as_in_mm2(tmp_path: Path, key: str) -> None:
+    on = "sync.group.offsets.enabled = true\n"
+    assert INTERVAL_TASKS[key](flow(tmp_path, on + f"{key} = 5\n")) is True
+    assert INTERVAL_TASKS[key](flow(tmp_path, on + f"{key} = -1\n")) is False
+    assert INTERVAL_TASKS[key](flow(tmp_path, on + f"{key} = -1\na->b.{key} = 5\n")) is True
+
+
+def test_what_turns_emission_off_is_named(tmp_path: Path) -> None:
+    negative = flow(tmp_path, "a->b.emit.heartbeats.interval.seconds = -1\nemit.checkpoints.enabled = false\n")
+    assert negative.heartbeats.off_by == "emit.heartbeats.interval.seconds is -1 (negative: off, as in MM2)"
+    assert negative.heartbeats.interval_seconds == -1
+    assert negative.checkpoints.off_by == "emit.checkpoints.enabled is false"
+    both = flow(tmp_path, "emit.heartbeats.enabled = false\nemit.heartbeats.interval.seconds = -1\n")
+    assert both.heartbeats.off_by == "emit.heartbeats.enabled is false"
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["emit.heartbeats.interval.seconds", "a->b.emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
+     "sync.topic.acls.interval.seconds", "sync.topic.configs.interval.seconds", "refresh.topics.interval.seconds",
+     "a->b.refresh.groups.interval.seconds"],
+)
+def test_a_zero_interval_is_refused_naming_key_and_line(tmp_path: Path, key: str) -> None:
+    error = rejection(tmp_path, BASE + f"{key} = 0\n")
+    assert (error.key, error.line) == (key, 5)
+    assert "negative one to turn this off" in str(error)
+
+
+BATCH_LOG = "airmirror.batch.log.topic.replication.factor"
+
+
+@pytest.mark.parametrize(
+    ("extra", "factor", "origin"),
+    [
+        ("", 3, ("offset-syncs.topic.replication.factor", None)),
+        ("offset-syncs.topic.replication.factor = 2\n", 2, ("offset-syncs.topic.replication.factor", 5)),
+        ("a->b.offset-syncs.topic.replication.factor = 2\n", 2, ("offset-syncs.topic.replication.factor", 5)),
+        ("b.offset.storage.replication.factor = 1\noffset-syncs.topic.replication.factor = 2\n", 1,
+         ("offset.storage.replication.factor", 5)),
+        ("b.offset.storage.replication.factor = 2\noffset.storage.replication.factor = 1\n", 1,
+         ("offset.storage.replication.factor", 6)),
+        ("offset.storage.replication.factor = -1\n", -1, ("offset.storage.replication.factor", 5)),
+        (f"offset.storage.replication.factor = 1\na->b.{BATCH_LOG} = 2\n", 2, (BATCH_LOG, 6)),
+    ],
+    ids=["defaults", "offset-syncs", "flow offset-syncs", "target worker", "top-level worker wins",
+         "broker default", "own key"],
+)
+def test_batch_log_factor_falls_back_to_mm2_worker_then_offset_syncs_keys(
+    tmp_path: Path, extra: str, factor: int, origin: tuple[str, int | None]
+) -> None:
+    f = flow(tmp_path, extra)
+    assert f.topic_replication_factor(BATCH_LOG) == factor
+    assert f.replication_factor_origin(BATCH_LOG) == origin
+
+
+def test_the_worker_factor_of_another_cluster_is_not_the_targets(tmp_path: Path) -> None:
+    assert flow(tmp_path, "a.offset.storage.replication.factor = 1\n").topic_replication_factor(BATCH_LOG) == 3
+
+
+@pytest.mark.parametrize("key", ["offset.storage.replication.factor", "b.offset.storage.replication.factor"])
+def test_the_worker_factor_is_validated_like_the_others(tmp_path: Path, key: str) -> None:
+    error = rejection(tmp_path, BASE + f"{key} = 0\n")
+    assert (error.key, error.line) == (key, 5)
+    assert "positive" in str(error)
+
+
+def test_worker_keys_airmirror_reads_are_not_reported_as_ignored(tmp_path: Path) -> None:
+    warnings = load(tmp_path, BASE + "b.offset.storage.replication.factor = 1\nb.offset.storage.topic = x\n"
+                    "b.group.id = g\nb.config.storage.replication.factor = 1\n").warnings
+    assert [w for w in warnings if "worker" in w] == [
+        "key 'b.config.storage.replication.factor' (line 8): ignored, Kafka Connect worker setting"
+    ]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from airmirror.config import load_config
 from airmirror.dag_factory.live import emit_repeatedly, live_seconds
 
 END = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
@@ -77,3 +79,25 @@ def test_a_stop_ends_the_window_early() -> None:
     stop = threading.Event()
     stop.set()
     assert emit_repeatedly(lambda: None, 10, 3600, stop=stop) == 0
+
+
+@pytest.mark.parametrize("interval", [0, -1])
+def test_emissions_never_repeat_at_an_interval_that_is_not_positive(interval: float) -> None:
+    calls: list[float] = []
+    with pytest.raises(ValueError, match="must be positive"):
+        emit_repeatedly(lambda: calls.append(time.monotonic()), interval, 5)
+    assert calls == []
+
+
+@pytest.mark.parametrize("what", ["heartbeats", "checkpoints"])
+def test_an_emission_task_turned_off_by_a_negative_interval_skips_naming_the_key(tmp_path: Path, what: str) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airmirror.dag_factory.flow_dag import run_emission
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n"
+                    f"emit.{what}.interval.seconds = -1\n")
+    flow = load_config(path, env={}).flow("a->b")
+    with pytest.raises(AirflowSkipException, match=rf"emit\.{what}\.interval\.seconds is -1 \(negative: off"):
+        run_emission(what, getattr(flow, what), True, str(path), flow.name)
