@@ -292,12 +292,22 @@ class HeartbeatEmission:
 
 
 class Verdict(str, enum.Enum):
-    """How one partition's target compares with its source over the replicated range (``airmirror verify``)."""
+    """How one partition's target compares with its source over the replicated range (``airmirror verify``).
+
+    The first four come from comparing records.  The others say why a partition with a cursor could not be
+    compared at all; none of them is ``equal``: a verification that could not look at data never proves it.
+    """
 
     EQUAL = "equal"
     MISSING = "missing"
     EXTRA = "extra"
     DIFFERENT = "different"
+    STOPPED = "stopped"
+    SOURCE_DELETED = "source_deleted"
+    SOURCE_RECREATED = "source_recreated"
+    TARGET_DELETED = "target_deleted"
+    TARGET_RECREATED = "target_recreated"
+    NO_RUNS = "no_runs"
 
 
 @dataclass(frozen=True)
@@ -330,7 +340,9 @@ class PartitionVerification(ComparisonFigures):
     """The comparison of one source partition with its remote partition: the source range ``[source_start,
     source_end)`` (the replicated offsets still in the source log, up to the cursor) with the target range
     ``[target_start, target_end)`` (their copies, up to the remote partition's last stable offset), through the
-    exact offset-sync runs; ``note`` says what retention left out."""
+    exact offset-sync runs; ``note`` says what retention left out, ``reason`` why the verdict is not ``equal``
+    (empty when it is).  A partition that could not be compared has empty ranges at its cursor and no
+    records."""
 
     topic: str
     partition: int
@@ -340,6 +352,7 @@ class PartitionVerification(ComparisonFigures):
     target_start: int
     target_end: int
     note: str = ""
+    reason: str = ""
 
     @property
     def key(self) -> PartitionKey:

@@ -416,7 +416,12 @@ def test_a_verification_is_stored_whole_and_the_newest_is_read_back(store: Metad
     extra = PartitionVerification(
         topic="orders", partition=1, remote_topic="a.orders", verdict=Verdict.EXTRA, first_offset=2**40,
         source_start=0, source_end=10, target_start=0, target_end=11, source_records=10, target_records=11, extra=1,
-        source_digest="ab" * 32, target_digest="cd" * 32, note="",
+        source_digest="ab" * 32, target_digest="cd" * 32, note="", reason="target offset 1099511627776 is no copy",
+    )
+    stopped = PartitionVerification(
+        topic="refunds", partition=0, remote_topic="a.refunds", verdict=Verdict.STOPPED, first_offset=None,
+        source_start=7, source_end=7, target_start=0, target_end=0, source_records=0, target_records=0,
+        reason="replication stopped: remote topic a.refunds was deleted",
     )
     equal = PartitionVerification(
         topic="orders", partition=0, remote_topic="a.orders", verdict=Verdict.EQUAL, first_offset=None,
@@ -424,13 +429,14 @@ def test_a_verification_is_stored_whole_and_the_newest_is_read_back(store: Metad
         compacted_source=2, note="source offsets before 5 deleted by retention, not compared",
     )
     store.record_verification(Verification("a->b", utcnow() - timedelta(hours=1), None, [equal]))
-    stored = store.record_verification(Verification("a->b", utcnow(), "orders", [extra, equal]))
+    stored = store.record_verification(Verification("a->b", utcnow(), "orders|refunds", [extra, equal, stopped]))
 
     newest = store.last_verification("a->b")
 
-    assert (newest.id, newest.topics_regex, newest.verified_at) == (stored.id, "orders", stored.verified_at)
-    assert newest.partitions == [equal, extra]
-    assert newest.counts() == {"equal": 1, "missing": 0, "extra": 1, "different": 0} and not newest.equal
+    assert (newest.id, newest.topics_regex, newest.verified_at) == (stored.id, "orders|refunds", stored.verified_at)
+    assert newest.partitions == [equal, extra, stopped]
+    assert {k: n for k, n in newest.counts().items() if n} == {"equal": 1, "extra": 1, "stopped": 1} and not newest.equal
+    assert set(newest.counts()) == {v.value for v in Verdict}
     assert store.last_verification("b->a") is None
 
 

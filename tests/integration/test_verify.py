@@ -1,6 +1,8 @@
 """``airmirror verify`` against real clusters and real Spark: equal after a replication, extra after a record is
 written straight into the remote topic, missing after the cursor was moved past uncopied records, equal with
-compaction noted after the source was compacted; bad input and an unfinished batch are refused."""
+compaction noted after the source was compacted; partitions whose topics were stopped, deleted or recreated,
+or whose records no run maps, get verdicts of their own; records deleted from one side are excused only where
+retention explains them; bad input and an unfinished batch are refused."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from airmirror.cli import main
@@ -21,6 +24,7 @@ from airmirror.replication.pipeline import plan_batch, replicate_once, sync_flow
 from airmirror.replication.verification import verify_flow
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
+from tests.integration.test_incarnations import delete_topic_and_wait, recreate_topic
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms, sample_records
 
 pytestmark = pytest.mark.integration
@@ -84,9 +88,11 @@ def test_equal_after_replication_then_extra_at_a_record_written_into_the_target(
 
     assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
-    assert document["verdicts"] == {"equal": 1, "missing": 0, "extra": 1, "different": 0} and not document["equal"]
+    assert {verdict: n for verdict, n in document["verdicts"].items() if n} == {"equal": 1, "extra": 1} and not document["equal"]
+    assert set(document["verdicts"]) == {verdict.value for verdict in Verdict}
     extra = document["partitions"][1]
     assert (extra["verdict"], extra["first_offset"], extra["extra"]) == ("extra", intruder, 1)
+    assert extra["reason"] == f"target offset {intruder} is no copy of a source record"
     assert "verify: 2 of 2 partitions compared" in result.stderr
     status = airmirror("status", str(config), "--flow", "a->b", "--json")
     assert json.loads(status.stdout)["verification"]["id"] == document["id"]
@@ -130,11 +136,7 @@ def test_a_source_compacted_after_the_copy_is_equal_with_compaction_noted(cluste
 def compact_now(bootstrap: str, topic: str) -> None:
     """Make the cleaner compact ``topic`` now: short segments and any dirty ratio, then roll segments with
     records of fresh keys until holes show in the first 40 offsets."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    settings = {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.001"}
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
+    set_topic_configs(bootstrap, topic, {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.001"})
     deadline = time.monotonic() + 90
     while len([o for o, _ in read_partition(bootstrap, topic, 0) if o < 40]) == 40:
         assert time.monotonic() < deadline, "the broker never compacted the topic"
@@ -168,3 +170,83 @@ def test_an_unfinished_batch_is_refused_until_it_is_finished(clusters, prefix, t
 
     assert result.returncode == 1
     assert f"flow a->b has unfinished batch {batch.batch_id}" in result.stderr
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, partition, before)]).values():
+        future.result(30)
+
+
+def set_topic_configs(bootstrap: str, topic: str, settings: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()]
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]).values():
+        future.result(30)
+
+
+def test_partitions_that_cannot_be_compared_get_verdicts_of_their_own_never_equal(clusters, spark, prefix, tmp_path, airmirror):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    names = {label: f"{prefix}.{label}" for label in ("kept", "stopped", "gone", "dropped", "reborn", "latest")}
+    for label in ("kept", "stopped", "gone", "dropped", "reborn"):
+        create_topic(a, names[label])
+        produce(a, names[label], 0, sample_records(10, label, recent_ms()))
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+    replicate(config, spark)
+    create_topic(a, names["latest"])
+    produce(a, names["latest"], 0, sample_records(10, "latest", recent_ms()))
+    replicate(config, spark, topics_regex=names["latest"], start_from="latest")
+    target, source = AdminClient({"bootstrap.servers": b}), AdminClient({"bootstrap.servers": a})
+    target.delete_topics([f"a.{names['stopped']}"], operation_timeout=30)[f"a.{names['stopped']}"].result()
+    delete_topic_and_wait(target, f"a.{names['stopped']}")
+    assert airmirror("replicate", str(config), "--flow", "a->b").returncode == 1  # stops the topic
+    target.delete_topics([f"a.{names['gone']}"], operation_timeout=30)[f"a.{names['gone']}"].result()
+    delete_topic_and_wait(target, f"a.{names['gone']}")
+    source.delete_topics([names["dropped"]], operation_timeout=30)[names["dropped"]].result()
+    delete_topic_and_wait(source, names["dropped"])
+    recreate_topic(a, names["reborn"])
+    produce(a, names["reborn"], 0, sample_records(10, "reborn", recent_ms()))
+
+    result = airmirror("verify", str(config), "--flow", "a->b", "--json")
+
+    assert result.returncode == 1, result.stderr
+    verdicts = {p["topic"]: (p["verdict"], p["reason"]) for p in json.loads(result.stdout)["partitions"]}
+    assert {topic: verdict for topic, (verdict, _) in verdicts.items()} == {
+        names["kept"]: "equal",
+        names["stopped"]: "stopped",
+        names["gone"]: "target_deleted",
+        names["dropped"]: "source_deleted",
+        names["reborn"]: "source_recreated",
+        names["latest"]: "no_runs",
+    }
+    assert verdicts[names["kept"]][1] == "" and all(reason for verdict, reason in verdicts.values() if verdict != "equal")
+    assert f"remote topic a.{names['stopped']} on cluster b was deleted" in verdicts[names["stopped"]][1]
+    assert "0 to 9 lie below the cursor" in verdicts[names["latest"]][1]
+    narrowed = airmirror("verify", str(config), "--flow", "a->b", "--topics", f"{names['kept']}|{names['stopped']}")
+    assert narrowed.returncode == 1 and "STOPPED: replication stopped" in narrowed.stdout, narrowed.stderr
+
+
+def test_records_deleted_from_one_side_are_missing_unless_retention_explains_them(clusters, spark, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    young, aged, both = f"{prefix}.young", f"{prefix}.aged", f"{prefix}.both"
+    hours_ago = recent_ms() - 2 * 3_600_000
+    for topic, stamped in ((young, recent_ms()), (aged, hours_ago), (both, recent_ms())):
+        create_topic(a, topic)
+        produce(a, topic, 0, sample_records(30, topic, stamped))
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+    replicate(config, spark)
+    delete_records(b, f"a.{young}", 0, 10)  # an operator's mistake: 7-day retention, the source still holds them
+    set_topic_configs(a, aged, {"retention.ms": "3600000"})
+    delete_records(a, aged, 0, 10)  # what the source's one-hour retention does to records two hours old
+    delete_records(a, both, 0, 10)
+    delete_records(b, f"a.{both}", 0, 10)
+
+    partitions = {p.topic: p for p in verify(config, spark).partitions}
+
+    missing = partitions[young]
+    assert (missing.verdict, missing.first_offset, missing.missing, missing.target_records) == (Verdict.MISSING, 0, 10, 20)
+    assert "deleted from the target while the source holds them" in missing.reason
+    assert (partitions[aged].verdict, partitions[aged].source_start, partitions[aged].target_start) == (Verdict.EQUAL, 10, 10)
+    assert "deleted by the source's retention.ms" in partitions[aged].note
+    assert (partitions[both].verdict, partitions[both].source_records) == (Verdict.EQUAL, 20)
+    assert "deleted on both sides" in partitions[both].note

@@ -241,19 +241,25 @@ def verdict_counts(verification: Verification) -> str:
 
 
 def describe_verified_partition(p: PartitionVerification) -> str:
-    """One line: the verdict and where, the ranges compared, the records of each side and any compaction."""
-    where = {Verdict.EXTRA: "at target offset", Verdict.MISSING: "from source offset", Verdict.DIFFERENT: "at source offset"}
-    verdict = p.verdict.value if p.verdict is Verdict.EQUAL else f"{p.verdict.value.upper()} {where[p.verdict]} {p.first_offset}"
+    """One line: the verdict and where, the ranges compared, the records of each side and any compaction; the
+    reason of a partition that could not be compared."""
+    if p.verdict not in WHERE and p.verdict is not Verdict.EQUAL:
+        return f"  {p.topic}-{p.partition} -> {p.remote_topic}: {p.verdict.value.upper()}: {p.reason}"
+    verdict = p.verdict.value if p.verdict is Verdict.EQUAL else f"{p.verdict.value.upper()} {WHERE[p.verdict]} {p.first_offset}"
     counts = ", ".join(f"{n} {name}" for name, n in (("missing", p.missing), ("extra", p.extra), ("different", p.different)) if n)
     compaction = ", ".join(
         f"{n} compacted on the {side}" for side, n in (("source", p.compacted_source), ("target", p.compacted_target)) if n
     )
-    details = "; ".join(part for part in (counts, compaction, p.note) if part)
+    details = "; ".join(part for part in (p.reason, counts, compaction, p.note) if part)
     return (
         f"  {p.topic}-{p.partition} -> {p.remote_topic}: {verdict}; source [{p.source_start}, {p.source_end}) "
         f"{p.source_records} records, target [{p.target_start}, {p.target_end}) {p.target_records} records"
         + (f" ({details})" if details else "")
     )
+
+
+#: Where the first difference of a compared partition is, by verdict.
+WHERE = {Verdict.EXTRA: "at target offset", Verdict.MISSING: "from source offset", Verdict.DIFFERENT: "at source offset"}
 
 
 def print_verification(verification: Verification, as_json: bool) -> None:

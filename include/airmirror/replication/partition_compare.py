@@ -13,6 +13,10 @@ Contract:
   (the keys each side holds beyond the compared range).  Explained absences are counted as compaction.
 - A source record and its copy that differ in key, value, headers (in order; no headers equals an empty list)
   or timestamp are **different** at the source offset.
+- Records deleted from the start of one side only (a :class:`Lost` range of source offsets, which the caller
+  could not explain by that side's ``retention.ms``) are **missing** at their source offset, unless the side's
+  ``retention.bytes`` explains them once the side has been read: :attr:`Lost.excused` is asked at the end, after
+  every record has passed :meth:`Lost.weigh`.
 - The verdict is the first difference in target order; every difference is counted.
 """
 
@@ -42,6 +46,44 @@ class Record(NamedTuple):
 
     def content(self) -> tuple[bytes | None, bytes | None, Headers, int]:
         return self.key, self.value, self.headers, self.timestamp
+
+
+#: The fewest bytes Kafka stores per record beside its key, value and headers (length, attributes, timestamp
+#: and offset deltas, key and value lengths, header count: one varint byte each at least).
+RECORD_OVERHEAD_BYTES = 7
+
+
+@dataclass
+class Lost:
+    """Source offsets ``[start, end)`` whose records one side (``side``: ``"source"`` or ``"target"``) no longer
+    holds, although the other side does, and which that side's ``retention.ms`` does not explain.
+
+    Retention by size explains them when the side still holds at least ``retention_bytes`` (Kafka deletes a
+    segment by size only while the rest of the log stays at or above ``retention.bytes``).  What the side holds
+    is counted from the records read (:meth:`weigh`): key, value, headers and :data:`RECORD_OVERHEAD_BYTES` each,
+    a lower bound of their size in the log, so a deletion is never excused by an overestimate.
+    ``retention_bytes`` is ``-1`` when the topic has no size limit.  ``records`` and ``excused`` are set by
+    :func:`compare_partition`.
+    """
+
+    side: str
+    start: int
+    end: int
+    retention_bytes: int
+    held_bytes: int = 0
+    records: int = 0
+    excused: bool = False
+
+    def __contains__(self, offset: int | None) -> bool:
+        return offset is not None and self.start <= offset < self.end
+
+    def weigh(self, record: Record) -> None:
+        """Add ``record``, read on this side, to what the side is known to hold."""
+        headers = sum(len(name) + len(data or b"") for name, data in record.headers)
+        self.held_bytes += len(record.key or b"") + len(record.value or b"") + headers + RECORD_OVERHEAD_BYTES
+
+    def explained_by_size(self) -> bool:
+        return self.retention_bytes >= 0 and self.held_bytes >= self.retention_bytes
 
 
 class RunMap:
@@ -105,20 +147,29 @@ def compare_partition(
     target_compacted: bool,
     source_later_keys: Callable[[], Iterator[bytes | None]] = lambda: iter(()),
     target_later_keys: Callable[[], Iterator[bytes | None]] = lambda: iter(()),
+    lost: Lost | None = None,
 ) -> ComparisonFigures:
-    """Compare ``source`` with ``target`` (each in offset order) per the module contract."""
+    """Compare ``source`` with ``target`` (each in offset order) per the module contract; ``lost``, when given,
+    is updated with how many of its records were read and whether retention by size excuses them."""
     mapping = RunMap(runs)
     counts: Counter[str] = Counter()
     differences = _Differences(counts)
     sources, targets = _Side(source_compacted), _Side(target_compacted)
     source_records, target_records = iter(source), iter(target)
     s, t = next(source_records, None), next(target_records, None)
+    absences: list[tuple[int, int]] = []
+    lost_on_source = lost is not None and lost.side == "source"
+    lost_on_target = lost is not None and lost.side == "target"
 
     def take_source(record: Record) -> None:
         counts["compacted_source"] += len(sources.seen(record))
+        if lost_on_source:
+            lost.weigh(record)
 
     def take_target(record: Record) -> None:
         counts["compacted_target"] += len(targets.seen(record))
+        if lost_on_target:
+            lost.weigh(record)
 
     def absent(side: _Side, record: Record, place: int, verdict: Verdict, offset: int) -> None:
         """``record`` has no counterpart on ``side``: compaction of that side, or a difference."""
@@ -146,14 +197,25 @@ def compare_partition(
             take_target(t)
             s, t = next(source_records, None), next(target_records, None)
         elif s is not None and (t is None or mapped < t.offset):
-            absent(targets, s, mapped, Verdict.MISSING, s.offset)
+            if lost_on_target and s.offset in lost:
+                absences.append((mapped, s.offset))
+            else:
+                absent(targets, s, mapped, Verdict.MISSING, s.offset)
             take_source(s)
             s = next(source_records, None)
         else:
-            absent(sources, t, t.offset, Verdict.EXTRA, t.offset)
+            original = mapping.to_source(t.offset)
+            if lost_on_source and original in lost:
+                absences.append((t.offset, original))
+            else:
+                absent(sources, t, t.offset, Verdict.EXTRA, t.offset)
             take_target(t)
             t = next(target_records, None)
 
+    if lost is not None:
+        lost.records, lost.excused = len(absences), lost.explained_by_size()
+        for place, offset in absences if not lost.excused else ():
+            differences.add(place, Verdict.MISSING, offset)
     counts["compacted_source"] += _explained_later(sources, source_later_keys)
     counts["compacted_target"] += _explained_later(targets, target_later_keys)
     for verdict, side in ((Verdict.MISSING, targets), (Verdict.EXTRA, sources)):
@@ -197,3 +259,20 @@ def canonical_bytes(record: Record) -> bytes:
 
 def _field(data: bytes | None) -> bytes:
     return struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
+
+
+def verdict_reason(figures: ComparisonFigures, lost: Lost | None = None) -> str:
+    """Why a compared partition is not equal, in words (empty when it is)."""
+    offset = figures.first_offset
+    if figures.verdict is Verdict.MISSING and lost is not None and offset in lost:
+        other = "target" if lost.side == "source" else "source"
+        return (
+            f"source offset {offset} and {lost.records - 1} more were deleted from the {lost.side} while the {other} holds them, "
+            f"before the {lost.side}'s retention.ms or retention.bytes could have deleted them"
+        )
+    reasons = {
+        Verdict.MISSING: f"source offset {offset} is not in the target",
+        Verdict.EXTRA: f"target offset {offset} is no copy of a source record",
+        Verdict.DIFFERENT: f"the copy of source offset {offset} differs from it",
+    }
+    return reasons.get(figures.verdict, "")

@@ -3,14 +3,18 @@
 Contract:
 - The run holds the flow's lease, so no batch copies while it compares, and refuses a flow with an
   unfinished batch (its committed chunks are in the target but not yet in the DB): finish it first.
-- Every partition with a cursor (narrowed by ``--topics``) is compared, one Spark task each
-  (:mod:`airmirror.replication.spark.verify_job`): the source from its first copied offset to the cursor,
-  the remote partition from that offset's copy to its last stable offset, so anything written into the
-  remote topic after the last copy is found too.  The offset-sync runs in the DB say which source offset
-  each target offset holds (:mod:`airmirror.replication.partition_compare` gives the verdicts).
-- Offsets retention has since deleted, on either side, are left out of the comparison, and the partition's
-  note says how many.  A compacted topic (``cleanup.policy`` with ``compact``) may have lost superseded
-  records and tombstones on either side after the copy: that is counted as compaction, not as a difference.
+- Every partition with a cursor (narrowed by ``--topics``) gets a verdict, whether or not its topics still
+  exist or the flow still selects them.  One whose topics are gone, recreated or stopped, or whose records
+  below the cursor no offset-sync run maps, gets a verdict of its own, never ``equal``, with its reason
+  (:mod:`airmirror.replication.verify_bounds`).  The others are compared by one Spark task each
+  (:mod:`airmirror.replication.spark.verify_job`): the source from its first copied offset to the cursor, the
+  remote partition from that offset's copy to its last stable offset, so anything written into the remote
+  topic after the last copy is found too.  The offset-sync runs in the DB say which source offset each target
+  offset holds (:mod:`airmirror.replication.partition_compare` gives the verdicts).
+- Records deleted from the start of either side are left out only where retention explains them (see
+  :mod:`~airmirror.replication.verify_bounds`); the partition's note says what was left out.  A compacted topic
+  (``cleanup.policy`` with ``compact``) may have lost superseded records and tombstones on either side after the
+  copy: that is counted as compaction, not as a difference.
 - Nothing changes on either cluster.  The result is stored in the metadata DB with its time
   (:meth:`~airmirror.store.MetadataStore.record_verification`) and shown by ``airmirror status``.
 """
@@ -18,20 +22,23 @@ Contract:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from confluent_kafka.admin import ConfigEntry
 from pyspark.sql import SparkSession
 
 from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.kafka.authorization import access_scope
-from airmirror.kafka.clients import source_admin, target_admin
-from airmirror.kafka.offsets import partition_offsets
-from airmirror.kafka.topics import describe_topic_configs, replicated_topics
-from airmirror.model import OffsetRun, PartitionKey, PartitionOffsets, PartitionVerification, Verdict, Verification
-from airmirror.replication.partition_compare import RunMap
+from airmirror.kafka.clients import ClusterAdmin, cluster_metadata, source_admin, target_admin
+from airmirror.kafka.offsets import offsets_for_time, partition_offsets
+from airmirror.kafka.topics import describe_topic_configs, topic_ids
+from airmirror.model import PartitionKey, PartitionVerification, Verdict, Verification
 from airmirror.replication.spark.verify_job import VerifyTask, run_verify_job
+from airmirror.replication.verify_bounds import Horizons, Retention, Topics, compared_bounds, uncomparable, unmapped_below_cursor
 from airmirror.store import MetadataStore, describe_holder
 from airmirror.store.rows import utcnow
 
@@ -39,64 +46,118 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Bounds:
-    """The compared ranges of one partition, after retention on either side."""
+class VerificationPlan:
+    """The Spark tasks of the partitions to compare, and the verdicts of those that cannot be compared."""
 
-    source_start: int
-    target_start: int
-    note: str
-
-
-def compared_bounds(runs: list[OffsetRun], source: PartitionOffsets, target: PartitionOffsets) -> Bounds:
-    """Where the comparison of a partition starts on each side: its first copied offset and that offset's copy,
-    moved past what retention deleted since on the source, then on the target."""
-    mapping = RunMap(runs)
-    start = max(runs[0].upstream_start, source.log_start)
-    following = next((r for r in runs if r.upstream_end > start), None)
-    notes = []
-    if source.log_start > runs[0].upstream_start:
-        notes.append(f"source offsets before {source.log_start} deleted by retention, not compared")
-    if following is None:
-        return Bounds(start, target.stable_end, "; ".join(notes))
-    target_start = mapping.to_target(max(start, following.upstream_start))
-    assert target_start is not None
-    if target.log_start > target_start:
-        notes.append(f"target offsets before {target.log_start} deleted by retention, not compared")
-        target_start = target.log_start
-        after = next((r for r in runs if r.downstream_start + r.length > target_start), None)
-        start = mapping.to_source(max(target_start, after.downstream_start)) if after is not None else source.stable_end
-        assert start is not None
-    return Bounds(start, target_start, "; ".join(notes))
+    tasks: list[VerifyTask]
+    uncompared: list[PartitionVerification]
 
 
-def compacted(configs: dict[str, dict]) -> dict[str, bool]:
-    """Per topic, whether its ``cleanup.policy`` includes ``compact``."""
-    return {topic: "compact" in (entries["cleanup.policy"].value or "") for topic, entries in configs.items()}
+def uncompared(key: PartitionKey, remote_topic: str, cursor: int, verdict: Verdict, reason: str) -> PartitionVerification:
+    """The verdict of a partition whose records were not read: empty ranges at its cursor, no records."""
+    return PartitionVerification(
+        topic=key.topic, partition=key.partition, remote_topic=remote_topic, verdict=verdict, first_offset=None,
+        source_start=cursor, source_end=cursor, target_start=0, target_end=0, source_records=0, target_records=0,
+        reason=reason,
+    )
 
 
-def verify_tasks(flow: FlowConfig, store: MetadataStore, topics_regex: str | None) -> list[VerifyTask]:
-    """One task per replicated partition with a cursor (see the module contract)."""
-    source, target = source_admin(flow), target_admin(flow)
-    cursors = store.cursors(flow.name)
-    mappings = replicated_topics(flow, source, topics_regex)
-    remote = {m.source_topic: m.remote_topic for m in mappings}
-    keys = [k for m in mappings for p in range(m.partitions) if (k := PartitionKey(m.source_topic, p)) in cursors]
-    runs = {key: store.offset_runs(flow.name, key) for key in keys}
-    keys = [key for key in keys if runs[key]]
+def topic_states(flow: FlowConfig, store: MetadataStore, source: ClusterAdmin, target: ClusterAdmin, keys: Sequence[PartitionKey]) -> dict[str, Topics]:
+    """Per source topic of ``keys``: its and its remote topic's incarnation now and when copied."""
+    names = sorted({key.topic for key in keys})
+    remotes = {name: flow.remote_topic(name) for name in names}
+    source_listing, target_listing = cluster_metadata(source).topics, cluster_metadata(target).topics
+    source_ids, target_ids = topic_ids(source, names), topic_ids(target, remotes.values())
+    recorded, cursors = store.remote_topic_ids(flow.name), store.cursor_states(flow.name)
+    cursor_ids = {key.topic: state.source_topic_id for key, state in cursors.items() if state.source_topic_id is not None}
+
+    def partitions(listing: Mapping, topic: str) -> int:
+        return len(listing[topic].partitions) if topic in listing and listing[topic].error is None else 0
+
+    return {
+        name: Topics(
+            source_id=source_ids.get(name), source_partitions=partitions(source_listing, name),
+            target_id=target_ids.get(remotes[name]), target_partitions=partitions(target_listing, remotes[name]),
+            cursor_source_id=cursor_ids.get(name), recorded_target_id=recorded.get(remotes[name]),
+        )
+        for name in names
+    }
+
+
+def retentions(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, tuple[bool, Retention]]:
+    """Per topic: whether it is compacted, and its deletion by retention."""
+
+    def value(entries: dict[str, ConfigEntry], name: str) -> str | None:
+        return entries[name].value if name in entries else None
+
+    found = {}
+    for topic, entries in describe_topic_configs(admin, sorted(set(topics))).items():
+        policy = value(entries, "cleanup.policy") or ""
+        found[topic] = ("compact" in policy, Retention.of(policy, value(entries, "retention.ms"), value(entries, "retention.bytes")))
+    return found
+
+
+def retention_horizons(admin: ClusterAdmin, keys: Mapping[PartitionKey, int], ends: Mapping[PartitionKey, int], now_ms: int) -> dict[PartitionKey, int]:
+    """Per partition of ``keys`` (each with the other side's ``retention.ms``), the first offset of a record
+    younger than ``now_ms`` minus that retention; one look-up per distinct retention."""
+    found: dict[PartitionKey, int] = {}
+    for retention_ms in sorted(set(keys.values())):
+        group = [key for key, ms in keys.items() if ms == retention_ms]
+        found.update(offsets_for_time(admin, group, now_ms - retention_ms, dict(ends)))
+    return found
+
+
+def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str | None) -> VerificationPlan:
+    """What to compare and what cannot be (see the module contract)."""
+    subset = re.compile(topics_regex) if topics_regex else None
+    cursors = store.cursor_states(flow.name)
+    keys = sorted(key for key in cursors if subset is None or subset.fullmatch(key.topic))
     if not keys:
         narrowed = f" matching --topics '{topics_regex}'" if topics_regex else ""
         raise InputError(f"--flow {flow.name}: no partition{narrowed} has been replicated yet; nothing to verify")
-    source_offsets = partition_offsets(source, keys)
-    remote_keys = {key: PartitionKey(remote[key.topic], key.partition) for key in keys}
-    target_offsets = partition_offsets(target, list(remote_keys.values()))
-    source_compacted = compacted(describe_topic_configs(source, sorted({k.topic for k in keys})))
-    target_compacted = compacted(describe_topic_configs(target, sorted(set(remote.values()))))
+    source, target = source_admin(flow), target_admin(flow)
+    topics = topic_states(flow, store, source, target, keys)
+    stops = {(stop.topic, stop.partition): stop for stop in store.stops(flow.name)}
+    remote = {key: PartitionKey(flow.remote_topic(key.topic), key.partition) for key in keys}
+    verdicts: list[PartitionVerification] = []
+    readable = []
+    for key in keys:
+        stop = stops.get((key.topic, key.partition)) or stops.get((key.topic, None))
+        found = uncomparable(key.partition, topics[key.topic], stop, remote[key].topic)
+        if found is not None:
+            verdicts.append(uncompared(key, remote[key].topic, cursors[key].next_offset, *found))
+        else:
+            readable.append(key)
+    if not readable:
+        return VerificationPlan([], verdicts)
+    runs = {key: store.offset_runs(flow.name, key) for key in readable}
+    source_offsets = partition_offsets(source, readable)
+    target_offsets = partition_offsets(target, [remote[key] for key in readable])
+    source_topics = retentions(source, [key.topic for key in readable])
+    target_topics = retentions(target, [remote[key].topic for key in readable])
+    compared = []
+    for key in readable:
+        reason = unmapped_below_cursor(runs[key], cursors[key], source_offsets[key])
+        if reason is not None:
+            verdicts.append(uncompared(key, remote[key].topic, cursors[key].next_offset, Verdict.NO_RUNS, reason))
+        else:
+            compared.append(key)
+    now_ms = int(time.time() * 1000)
+    target_retention_ms = {key: target_topics[remote[key].topic][1].ms for key in compared}
+    source_retention_ms = {remote[key]: source_topics[key.topic][1].ms for key in compared}
+    source_horizons = retention_horizons(source, {k: ms for k, ms in target_retention_ms.items() if ms >= 0}, {k: o.stable_end for k, o in source_offsets.items()}, now_ms)
+    target_horizons = retention_horizons(target, {k: ms for k, ms in source_retention_ms.items() if ms >= 0}, {k: o.stable_end for k, o in target_offsets.items()}, now_ms)
     source_config, target_config = flow.source_client("consumer"), flow.target_client("consumer")
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
     tasks = []
-    for key in keys:
-        remote_key = remote_keys[key]
-        bounds = compared_bounds(runs[key], source_offsets[key], target_offsets[remote_key])
+    for key in compared:
+        remote_key, cursor = remote[key], cursors[key].next_offset
+        source_compacted, source_retention = source_topics[key.topic]
+        target_compacted, target_retention = target_topics[remote_key.topic]
+        bounds = compared_bounds(
+            runs[key], cursor, source_offsets[key], target_offsets[remote_key], (source_retention, target_retention),
+            Horizons(source_horizons.get(key), target_horizons.get(remote_key)),
+        )
         tasks.append(
             VerifyTask(
                 topic=key.topic,
@@ -104,20 +165,21 @@ def verify_tasks(flow: FlowConfig, store: MetadataStore, topics_regex: str | Non
                 remote_topic=remote_key.topic,
                 runs=runs[key],
                 source_start=bounds.source_start,
-                source_end=max(bounds.source_start, cursors[key]),
-                source_later_end=max(cursors[key], source_offsets[key].stable_end),
+                source_end=max(bounds.source_start, cursor),
+                source_later_end=max(cursor, source_offsets[key].stable_end),
                 target_start=bounds.target_start,
                 target_end=max(bounds.target_start, target_offsets[remote_key].stable_end),
-                source_compacted=source_compacted[key.topic],
-                target_compacted=target_compacted[remote_key.topic],
+                source_compacted=source_compacted,
+                target_compacted=target_compacted,
                 note=bounds.note,
+                lost=bounds.lost,
                 source_access=source_access,
                 target_access=target_access,
                 source_consumer_config=source_config,
                 target_consumer_config=target_config,
             )
         )
-    return tasks
+    return VerificationPlan(tasks, verdicts)
 
 
 def verify_flow(
@@ -136,11 +198,10 @@ def verify_flow(
                 f"flow {flow.name} has unfinished batch {unfinished.id}: its copies are in the target but not yet "
                 "recorded; run `airmirror replicate` to finish it, then verify"
             )
-        tasks = verify_tasks(flow, store, topics_regex)
-        log.info("verifying %d partitions of flow %s", len(tasks), flow.name)
+        plan = verification_plan(flow, store, topics_regex)
+        log.info("verifying %d partitions of flow %s (%d cannot be compared)", len(plan.tasks), flow.name, len(plan.uncompared))
         verified_at = utcnow()
-        rows = run_verify_job(spark(), tasks, on_progress)
-    partitions = sorted(
-        (PartitionVerification(**{**row, "verdict": Verdict(row["verdict"])}) for row in rows), key=lambda p: p.key
-    )
+        rows = run_verify_job(spark(), plan.tasks, on_progress) if plan.tasks else []
+    compared = [PartitionVerification(**{**row, "verdict": Verdict(row["verdict"])}) for row in rows]
+    partitions = sorted(compared + plan.uncompared, key=lambda p: p.key)
     return store.record_verification(Verification(flow.name, verified_at, topics_regex, partitions))

@@ -406,4 +406,5 @@ verified_partitions = Table(
     Column("source_digest", String(64), nullable=False),
     Column("target_digest", String(64), nullable=False),
     Column("note", Text, nullable=False),
+    Column("reason", Text, nullable=False, server_default=""),
 )

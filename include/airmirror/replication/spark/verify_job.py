@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from airmirror.kafka.authorization import AccessScope
 from airmirror.model import OffsetRun
-from airmirror.replication.partition_compare import Record, compare_partition
+from airmirror.replication.partition_compare import Lost, Record, compare_partition, verdict_reason
 from airmirror.replication.spark.copy_job import task_failure
 from airmirror.replication.spark.range_reader import RangeReader
 
@@ -34,7 +34,7 @@ PROGRESS_INTERVAL_S = 1.0
 class VerifyTask:
     """What one Spark task compares: source ``[source_start, source_end)`` with remote ``[target_start,
     target_end)`` through ``runs``; keys in source ``[source_end, source_later_end)`` may explain a source
-    compaction.  Plain data, so it pickles to executors; the client configurations are left out of the repr."""
+    compaction; ``lost`` is what one side lost that only its ``retention.bytes`` may still explain.  Plain data, so it pickles to executors; the client configurations are left out of the repr."""
 
     topic: str
     partition: int
@@ -48,6 +48,7 @@ class VerifyTask:
     source_compacted: bool
     target_compacted: bool
     note: str
+    lost: Lost | None
     source_access: AccessScope
     target_access: AccessScope
     source_consumer_config: dict[str, Any] = field(repr=False)
@@ -84,7 +85,12 @@ def verify_partition(task: VerifyTask) -> dict[str, Any]:
             source_compacted=task.source_compacted,
             target_compacted=task.target_compacted,
             source_later_keys=source_later_keys,
+            lost=task.lost,
         )
+    note = task.note
+    if task.lost is not None and task.lost.excused:
+        excused = f"{task.lost.records} records deleted from the {task.lost.side} only, below source offset {task.lost.end}, explained by its retention.bytes, not compared"
+        note = "; ".join(part for part in (note, excused) if part)
     figures = asdict(result)
     figures["verdict"] = result.verdict.value
     return {
@@ -95,7 +101,8 @@ def verify_partition(task: VerifyTask) -> dict[str, Any]:
         "source_end": task.source_end,
         "target_start": task.target_start,
         "target_end": task.target_end,
-        "note": task.note,
+        "note": note,
+        "reason": verdict_reason(result, task.lost),
         **figures,
     }
 

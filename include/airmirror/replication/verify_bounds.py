@@ -1,0 +1,170 @@
+"""What ``airmirror verify`` may compare of one partition, and what it must not call equal.  Pure logic: the
+caller (:mod:`airmirror.replication.verification`) brings what the clusters and the store say.
+
+Contract:
+- A partition with a cursor is compared only when its source topic and remote topic are the incarnations the
+  flow copied between, and it is not stopped.  Otherwise it gets a verdict of its own (:func:`uncomparable`),
+  checked in this order: ``stopped``, ``source_deleted``, ``source_recreated``, ``target_deleted``,
+  ``target_recreated``; then ``no_runs`` when the source holds records below the cursor that no offset-sync run
+  maps (the cursor was moved by ``--start-from``, a reset or a takeover without MM2 offset syncs): nothing
+  proves they reached the target.  None of these is ``equal``.
+- The compared source range starts at the first copied offset, the remote range at its copy
+  (:func:`compared_bounds`).  Records deleted from the start of a side are left out only when retention
+  explains them: the other side deleted them too, or the side's ``cleanup.policy`` deletes and its
+  ``retention.ms`` is shorter than their age (every deleted record is older than the other side's first record
+  younger than ``now - retention.ms``: ``horizon``).  Otherwise they stay in the comparison as a
+  :class:`~airmirror.replication.partition_compare.Lost` range, **missing** unless the side's
+  ``retention.bytes`` explains them once it has been read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airmirror.model import CursorState, OffsetRun, PartitionOffsets, Stop, Verdict
+from airmirror.replication.partition_compare import Lost, RunMap
+
+
+@dataclass(frozen=True)
+class Retention:
+    """A topic's deletion settings on one side: ``ms`` and ``bytes`` are ``-1`` when unlimited or when its
+    ``cleanup.policy`` does not delete."""
+
+    ms: int
+    bytes: int
+
+    @classmethod
+    def of(cls, cleanup_policy: str, retention_ms: str | None, retention_bytes: str | None) -> Retention:
+        if "delete" not in cleanup_policy:
+            return cls(-1, -1)
+        return cls(int(retention_ms or -1), int(retention_bytes or -1))
+
+
+@dataclass(frozen=True)
+class Topics:
+    """What a partition's two topics are now and were when copied: the ids of the source and remote topic now
+    (``None``: deleted), their partition counts, the source id the cursor was taken on and the remote id the
+    flow recorded when it first wrote there."""
+
+    source_id: str | None
+    source_partitions: int
+    target_id: str | None
+    target_partitions: int
+    cursor_source_id: str | None
+    recorded_target_id: str | None
+
+
+def uncomparable(partition: int, topics: Topics, stop: Stop | None, remote_topic: str) -> tuple[Verdict, str] | None:
+    """The verdict and reason of a partition that cannot be compared for a reason of its topics (see the
+    module contract), or ``None`` when its records can be read on both sides."""
+    if stop is not None:
+        return Verdict.STOPPED, f"replication stopped at {stop.stopped_at.isoformat(timespec='seconds')}: {stop.reason}"
+    if topics.source_id is None:
+        return Verdict.SOURCE_DELETED, "the source topic no longer exists: its copies cannot be compared"
+    if partition >= topics.source_partitions:
+        return Verdict.SOURCE_DELETED, "the source partition no longer exists: its copies cannot be compared"
+    if topics.cursor_source_id is not None and topics.cursor_source_id != topics.source_id:
+        return (
+            Verdict.SOURCE_RECREATED,
+            f"the source topic was recreated (topic id {topics.source_id}; the cursor belongs to "
+            f"{topics.cursor_source_id}): its records are not the ones that were copied",
+        )
+    if topics.target_id is None or partition >= topics.target_partitions:
+        return Verdict.TARGET_DELETED, f"remote topic {remote_topic} (partition {partition}) does not exist on the target"
+    if topics.recorded_target_id is not None and topics.recorded_target_id != topics.target_id:
+        return (
+            Verdict.TARGET_RECREATED,
+            f"remote topic {remote_topic} was recreated (topic id {topics.target_id}; the flow wrote to "
+            f"{topics.recorded_target_id}): the copies are gone",
+        )
+    return None
+
+
+def unmapped_below_cursor(runs: Sequence[OffsetRun], cursor: CursorState, source: PartitionOffsets) -> str | None:
+    """Why a partition without offset-sync runs cannot be proven (``no_runs``), or ``None`` when the source
+    holds no record below its cursor (nothing was there to copy) so that comparing the empty range is a proof."""
+    if runs or cursor.next_offset <= source.log_start:
+        return None
+    return (
+        f"source offsets {source.log_start} to {cursor.next_offset - 1} lie below the cursor but no offset-sync run "
+        "maps them (the cursor was moved by --start-from, a reset or a takeover without MM2 offset syncs): nothing "
+        "proves they reached the target"
+    )
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Where the comparison of a partition starts on each side, what retention explains (``note``) and what
+    was deleted from one side only without an explanation by age (``lost``)."""
+
+    source_start: int
+    target_start: int
+    note: str = ""
+    lost: Lost | None = None
+
+
+@dataclass(frozen=True)
+class Horizons:
+    """Per side, the first offset younger than the *other* side's ``retention.ms`` (``None``: unlimited): every
+    record below it is old enough for the other side's retention to have deleted its counterpart."""
+
+    source: int | None
+    target: int | None
+
+
+def compared_bounds(
+    runs: Sequence[OffsetRun],
+    cursor: int,
+    source: PartitionOffsets,
+    target: PartitionOffsets,
+    retention: tuple[Retention, Retention],
+    horizons: Horizons,
+) -> Bounds:
+    """The compared ranges' starts (see the module contract); ``retention`` is (source's, target's)."""
+    if not runs:
+        return Bounds(cursor, target.log_start)
+    mapping = RunMap(runs)
+    first = runs[0].upstream_start
+    on_source = max(first, source.log_start)  # the first copied offset the source still holds
+    on_target = first_source_copied_at_or_after(runs, target.log_start)  # ... whose copy the target still holds
+    on_target = cursor if on_target is None else max(first, on_target)
+    both_dropped = min(on_source, on_target)
+    notes = [f"offsets {first} to {both_dropped - 1} deleted on both sides by retention, not compared"] if both_dropped > first else []
+    if on_source > on_target:  # the source lost records whose copies the target holds
+        last_copy = mapping.to_target(last_copied_below(runs, on_source))
+        target_start = max(target.log_start, first_copy_at_or_after(runs, on_target, target.stable_end))
+        if horizons.target is not None and last_copy is not None and last_copy < horizons.target:
+            notes.append(f"source offsets {on_target} to {on_source - 1} deleted by the source's retention.ms, not compared")
+            target_start = max(target.log_start, first_copy_at_or_after(runs, on_source, target.stable_end))
+            return Bounds(on_source, target_start, "; ".join(notes))
+        return Bounds(on_source, target_start, "; ".join(notes), Lost("source", on_target, on_source, retention[0].bytes))
+    if on_target > on_source:  # the target lost copies of records the source holds
+        if horizons.source is not None and on_target - 1 < horizons.source:
+            notes.append(f"copies of source offsets {on_source} to {on_target - 1} deleted by the target's retention.ms, not compared")
+            return Bounds(on_target, target.log_start, "; ".join(notes))
+        return Bounds(on_source, target.log_start, "; ".join(notes), Lost("target", on_source, on_target, retention[1].bytes))
+    return Bounds(on_source, max(target.log_start, first_copy_at_or_after(runs, on_source, target.stable_end)), "; ".join(notes))
+
+
+def first_source_copied_at_or_after(runs: Sequence[OffsetRun], target_offset: int) -> int | None:
+    """The first source offset whose copy is at or after ``target_offset``; ``None`` when no copy is."""
+    for run in runs:
+        if run.downstream_start + run.length > target_offset:
+            return run.upstream_start + max(0, target_offset - run.downstream_start)
+    return None
+
+
+def first_copy_at_or_after(runs: Sequence[OffsetRun], source_offset: int, otherwise: int) -> int:
+    """The target offset of the first copy of a source offset at or after ``source_offset`` (``otherwise`` when
+    none is copied)."""
+    for run in runs:
+        if run.upstream_end > source_offset:
+            return run.downstream_start + max(0, source_offset - run.upstream_start)
+    return otherwise
+
+
+def last_copied_below(runs: Sequence[OffsetRun], source_offset: int) -> int:
+    """The last copied source offset below ``source_offset`` (``source_offset - 1`` when none is)."""
+    below = [min(run.upstream_end, source_offset) - 1 for run in runs if run.upstream_start < source_offset]
+    return max(below, default=source_offset - 1)

@@ -1,0 +1,140 @@
+"""What verify may compare of a partition, and what it must never call equal (pure rules)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from airmirror.model import CursorState, OffsetRun, PartitionOffsets, Stop, Verdict
+from airmirror.replication.partition_compare import Lost, Record, compare_partition
+from airmirror.replication.verify_bounds import (
+    Horizons,
+    Retention,
+    Topics,
+    compared_bounds,
+    uncomparable,
+    unmapped_below_cursor,
+)
+
+SAME = Topics(source_id="S1", source_partitions=2, target_id="T1", target_partitions=2, cursor_source_id="S1", recorded_target_id="T1")
+WEEK = Retention(7 * 86_400_000, -1)
+STOP = Stop("orders", None, "remote topic a.orders was deleted", datetime(2026, 11, 26, tzinfo=timezone.utc))
+
+
+@pytest.mark.parametrize(
+    ("topics", "stop", "verdict"),
+    [
+        (SAME, STOP, Verdict.STOPPED),
+        (Topics(None, 0, "T1", 2, "S1", "T1"), None, Verdict.SOURCE_DELETED),
+        (Topics("S1", 1, "T1", 2, "S1", "T1"), None, Verdict.SOURCE_DELETED),
+        (Topics("S2", 2, "T1", 2, "S1", "T1"), None, Verdict.SOURCE_RECREATED),
+        (Topics("S1", 2, None, 0, "S1", "T1"), None, Verdict.TARGET_DELETED),
+        (Topics("S1", 2, "T1", 1, "S1", "T1"), None, Verdict.TARGET_DELETED),
+        (Topics("S1", 2, "T2", 2, "S1", "T1"), None, Verdict.TARGET_RECREATED),
+    ],
+)
+def test_a_partition_whose_topics_changed_gets_its_own_verdict_with_a_reason(topics, stop, verdict):
+    found = uncomparable(1, topics, stop, "a.orders")
+
+    assert found is not None and found[0] is verdict and found[1]
+
+
+def test_a_stop_comes_first_and_unknown_ids_of_old_cursors_are_no_change():
+    assert uncomparable(1, Topics(None, 0, None, 0, "S1", "T1"), STOP, "a.orders")[0] is Verdict.STOPPED
+    assert uncomparable(1, SAME, None, "a.orders") is None
+    assert uncomparable(1, Topics("S1", 2, "T1", 2, None, None), None, "a.orders") is None
+
+
+def test_records_below_a_cursor_that_no_run_maps_cannot_be_proven():
+    reason = unmapped_below_cursor([], CursorState(300, "S1"), PartitionOffsets(0, 400))
+
+    assert reason is not None and "0 to 299" in reason
+    assert unmapped_below_cursor([], CursorState(0, "S1"), PartitionOffsets(0, 0)) is None
+    assert unmapped_below_cursor([OffsetRun(0, 300, 0)], CursorState(300, "S1"), PartitionOffsets(0, 400)) is None
+
+
+RUNS = [OffsetRun(0, 100, 0)]
+
+
+def bounds(source: PartitionOffsets, target: PartitionOffsets, horizons=Horizons(None, None), retention=(WEEK, WEEK)):
+    return compared_bounds(RUNS, 100, source, target, retention, horizons)
+
+
+def test_nothing_deleted_compares_from_the_first_copy():
+    found = bounds(PartitionOffsets(0, 100), PartitionOffsets(0, 100))
+
+    assert (found.source_start, found.target_start, found.note, found.lost) == (0, 0, "", None)
+
+
+def test_records_deleted_on_both_sides_are_left_out_with_a_note():
+    found = bounds(PartitionOffsets(30, 100), PartitionOffsets(30, 100))
+
+    assert (found.source_start, found.target_start, found.lost) == (30, 30, None)
+    assert "0 to 29 deleted on both sides" in found.note
+
+
+def test_copies_deleted_from_the_target_only_and_younger_than_its_retention_are_lost():
+    found = bounds(PartitionOffsets(0, 100), PartitionOffsets(40, 100), Horizons(source=0, target=None))
+
+    assert (found.source_start, found.target_start) == (0, 40)
+    assert found.lost == Lost("target", 0, 40, -1)
+
+
+def test_copies_deleted_from_the_target_only_and_older_than_its_retention_are_left_out():
+    found = bounds(PartitionOffsets(0, 100), PartitionOffsets(40, 100), Horizons(source=50, target=None))
+
+    assert (found.source_start, found.target_start, found.lost) == (40, 40, None)
+    assert "copies of source offsets 0 to 39 deleted by the target's retention.ms" in found.note
+
+
+def test_records_deleted_from_the_source_only_are_lost_unless_their_copies_are_older_than_its_retention():
+    young = bounds(PartitionOffsets(25, 100), PartitionOffsets(0, 100), Horizons(source=None, target=10))
+    old = bounds(PartitionOffsets(25, 100), PartitionOffsets(0, 100), Horizons(source=None, target=25))
+
+    assert (young.source_start, young.target_start, young.lost) == (25, 0, Lost("source", 0, 25, -1))
+    assert (old.source_start, old.target_start, old.lost) == (25, 25, None)
+    assert "source offsets 0 to 24 deleted by the source's retention.ms" in old.note
+
+
+def test_unlimited_retention_explains_nothing():
+    found = bounds(PartitionOffsets(0, 100), PartitionOffsets(40, 100), Horizons(None, None), (Retention(-1, -1), Retention(-1, -1)))
+
+    assert found.lost == Lost("target", 0, 40, -1)
+
+
+def test_a_policy_that_does_not_delete_has_no_retention():
+    assert Retention.of("compact", "1000", "5000") == Retention(-1, -1)
+    assert Retention.of("compact,delete", "1000", "5000") == Retention(1000, 5000)
+
+
+def records(offsets, size=10):
+    return [Record(o, b"k%d" % o, b"v" * size, (), 1_000 + o) for o in offsets]
+
+
+def test_lost_copies_are_missing_from_their_first_source_offset():
+    lost = Lost("target", 0, 40, -1)
+
+    figures = compare_partition(RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=lost)
+
+    assert (figures.verdict, figures.first_offset, figures.missing) == (Verdict.MISSING, 0, 40)
+    assert (lost.records, lost.excused) == (40, False)
+
+
+def test_lost_source_records_are_missing_at_their_source_offset():
+    lost = Lost("source", 0, 25, -1)
+
+    figures = compare_partition(RUNS, records(range(25, 100)), records(range(100)), source_compacted=False, target_compacted=False, lost=lost)
+
+    assert (figures.verdict, figures.first_offset, figures.missing, figures.extra) == (Verdict.MISSING, 0, 25, 0)
+
+
+def test_a_side_still_holding_its_retention_bytes_excuses_what_it_lost():
+    held = 60 * (3 + 10 + 7)  # what the target still holds of its 60 records: key, value and the least record overhead
+    excused, short = Lost("target", 0, 40, held), Lost("target", 0, 40, held + 1)
+
+    equal = compare_partition(RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=excused)
+    missing = compare_partition(RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=short)
+
+    assert (equal.verdict, equal.missing, excused.records, excused.excused) == (Verdict.EQUAL, 0, 40, True)
+    assert (missing.verdict, missing.missing) == (Verdict.MISSING, 40)
