@@ -61,7 +61,7 @@ def view(airflow_db, tmp_path_factory) -> Iterator[ViewServer]:
         if state == "migrated":
             with MetadataStore.open(f"sqlite:///{db}") as store:
                 now = datetime.now(timezone.utc)
-                samples = [LagSample("orders", 0, now - timedelta(minutes=m), 10 * m, None, None) for m in (2, 1)]
+                samples = [LagSample("orders", 0, now - timedelta(minutes=m), 10 * m, None, None) for m in (30, 10)]
                 store.record_lag_samples(flow, samples)
         elif state == "empty":
             sqlite3.connect(db).close()
