@@ -21,7 +21,8 @@ from airmirror.kafka.topics import COMPACTED, alter_configs, ensure_internal_top
 from airmirror.replication.pipeline import ensure_batch_log
 from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
 from tests.conftest import write_config
-from tests.kafka_helpers import create_topic
+from tests.kafka_helpers import create_topic, produce, records_of, sample_records
+from tests.mirror_helpers import replicate
 
 pytestmark = pytest.mark.integration
 
@@ -140,3 +141,41 @@ def test_batch_log_created_by_an_earlier_version_becomes_compacted(clusters, pre
     ensure_batch_log(flow, admin)
     configs = settled_configs(admin, name, LOG_TOPIC_CONFIG)
     assert {key: configs[key].value for key in LOG_TOPIC_CONFIG} == LOG_TOPIC_CONFIG
+
+
+MM2_ONE_BROKER_FACTORS = [  # what MM2's own example file sets for a one-broker cluster; no airmirror key
+    "replication.factor = 1",
+    "checkpoints.topic.replication.factor = 1",
+    "heartbeats.topic.replication.factor = 1",
+    "offset-syncs.topic.replication.factor = 1",
+    "offset.storage.replication.factor = 1",
+    "status.storage.replication.factor = 1",
+    "config.storage.replication.factor = 1",
+]
+
+
+def test_an_unmodified_mm2_file_for_one_broker_replicates(clusters, spark, prefix, tmp_path, caplog):
+    """The batch log takes MM2's ``offset.storage.replication.factor``: an MM2 file made for one-broker clusters
+    replicates as it is, topic ACL sync on (MM2's default) against brokers without an authorizer included (the
+    source's DescribeAcls answer SECURITY_DISABLED reaches airmirror as no ACLs: librdkafka drops that error, so
+    nothing is created on the target and nothing is logged).  The aliases are new, so the flow gets a batch log
+    of its own."""
+    source, target = f"{prefix}src", f"{prefix}dst"
+    topic = f"{prefix}.orders"
+    create_topic(clusters["a"].bootstrap, topic)
+    sent = sample_records(5, prefix=prefix)
+    produce(clusters["a"].bootstrap, topic, 0, sent)
+    config = tmp_path / "mm2.properties"
+    config.write_text("\n".join([
+        f"clusters = {source}, {target}", f"{source}.bootstrap.servers = {clusters['a'].bootstrap}",
+        f"{target}.bootstrap.servers = {clusters['b'].bootstrap}", *MM2_ONE_BROKER_FACTORS,
+        f"{source}->{target}.enabled = true", f"topics = {prefix}.*",
+        f"airmirror.metadata.db.url = sqlite:///{tmp_path / 'metadata.db'}",
+    ]) + "\n")
+    assert load_config(config).flow(f"{source}->{target}").topic_sync.sync_acls_enabled
+    with caplog.at_level("WARNING", logger="airmirror"):
+        summary = replicate(config, spark, f"{source}->{target}").summary
+    assert summary is not None and summary.records == len(sent)
+    assert records_of(clusters["b"].bootstrap, f"{source}.{topic}", 0) == sent
+    assert replica_counts(AdminClient({"bootstrap.servers": clusters["b"].bootstrap}), names.batch_log_topic(source)) == [1]
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("airmirror.kafka")] == []

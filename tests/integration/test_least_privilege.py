@@ -219,3 +219,31 @@ def test_each_missing_acl_is_named_with_its_resource_and_operations(
     acl = f"{', '.join(missing['operations'])} on {missing['resource_type']} {missing['pattern_type']} '{missing['name']}'"
     assert f"refuses User:{user} access to {missing['resource_type']} '" in result.stderr, result.stderr
     assert f"grant {acl}" in result.stderr, result.stderr
+
+
+def test_topic_acls_towards_a_target_without_authorizer_warn_once_and_the_run_goes_on(
+    guarded: dict[str, LocalBroker], clusters: dict[str, LocalBroker], prefix: str, tmp_path: Path, caplog
+) -> None:
+    """A source with topic ACLs and a target without an authorizer (the shared cluster ``b``, which answers
+    SECURITY_DISABLED): topic sync goes on and warns once per flow in the process, over two runs, as MM2 only
+    logs; the source cluster here is reached as the super user."""
+    from airmirror.replication.options import BatchOptions
+    from airmirror.replication.pipeline import sync_flow_topics
+    from airmirror.store.opening import open_flow
+    from tests.secured_clusters import create_topic
+
+    source, target = f"{prefix}src", f"{prefix}dst"
+    topic = f"{prefix}.acl"
+    create_topic(guarded["a"], topic, 1)
+    create_acl(guarded["a"], topic, "User:alice", "READ", "ALLOW")
+    login = [f"{source}.{key} = {value}" for key, value in guarded["a"].security.client_properties(ADMIN[0]).items()]
+    config = write_config(tmp_path / "mm2.properties", {source: guarded["a"], target: clusters["b"]},
+                          "\n".join([*login, f"{source}->{target}.enabled = true", f"topics = {prefix}.*"]))
+    with caplog.at_level("DEBUG", logger="airmirror.kafka.acl_sync"):
+        for _ in range(2):
+            with open_flow(config, f"{source}->{target}") as (flow, store):
+                sync_flow_topics(flow, store, BatchOptions())
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [f"{source}->{target}: the target cluster '{target}' has no ACL authorizer (SECURITY_DISABLED), "
+                      "so no topic ACLs are synced; set sync.topic.acls.enabled = false to stop trying"]
+    assert f"{source}.{topic}" in AdminClient({"bootstrap.servers": clusters["b"].bootstrap}).list_topics(timeout=30).topics

@@ -8,9 +8,13 @@ Rules:
 - The copy names the remote topic, LITERAL.  ACLs are only added, never deleted: an ACL removed on the source
   stays on the target, and ACLs made on the target by hand stay too.  Creating an ACL the target already holds
   changes nothing.
-- A source cluster without an authorizer has no ACLs to copy (Kafka answers SECURITY_DISABLED): nothing is
-  done.  With an authorizer, reading ACLs needs Cluster DESCRIBE on the source and creating them Cluster ALTER
-  on the target (:func:`~airmirror.kafka.acls.required_acls` lists both while the sync is on).
+- A cluster without an authorizer (Kafka answers SECURITY_DISABLED) on either side means no ACL is synced and
+  the run goes on, as in MM2: one warning per flow and cluster in a process (a live or continuous run warns
+  once, not at every batch), then debug lines.  MM2 logs the source's case once and the target's refusals at
+  each sync, and goes on.  librdkafka (2.16) drops DescribeAcls' error code, so a source without an authorizer
+  usually reads as one without topic ACLs: nothing to copy, nothing to warn about.  With an authorizer, reading ACLs needs Cluster DESCRIBE on the source and creating
+  them Cluster ALTER on the target (:func:`~airmirror.kafka.acls.required_acls` lists both while the sync is on);
+  a refusal there fails the run, naming the missing ACL.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ LITERAL_TOPIC_ACLS = AclBindingFilter(
 )
 """Every ACL of the source cluster on a LITERAL topic resource."""
 DESCRIBES_CLUSTER = {AclOperation.DESCRIBE, AclOperation.ALTER, AclOperation.ALL}
+_WARNED_WITHOUT_AUTHORIZER: set[tuple[str, str]] = set()
+"""(flow, cluster alias) pairs already warned about in this process: a cluster without an authorizer."""
 
 
 def remote_acl(flow: FlowConfig, binding: AclBinding) -> AclBinding | None:
@@ -58,8 +64,8 @@ def remote_acl(flow: FlowConfig, binding: AclBinding) -> AclBinding | None:
     )
 
 
-def source_topic_acls(source: ClusterAdmin) -> list[AclBinding]:
-    """The source's ACLs on LITERAL topic resources; none when the cluster has no authorizer.
+def source_topic_acls(source: ClusterAdmin) -> list[AclBinding] | None:
+    """The source's ACLs on LITERAL topic resources; ``None`` when the cluster has no authorizer.
 
     A user without DESCRIBE on the cluster is answered with no ACL at all rather than refused, so that case is
     checked (:func:`may_describe_cluster`) and raised as :class:`~airmirror.errors.AccessDenied`."""
@@ -67,8 +73,8 @@ def source_topic_acls(source: ClusterAdmin) -> list[AclBinding]:
         try:
             found = list(source.describe_acls(LITERAL_TOPIC_ACLS, request_timeout=REQUEST_TIMEOUT_S).result())
         except KafkaException as error:
-            if error.args[0].code() == KafkaError.SECURITY_DISABLED:
-                return []
+            if security_disabled(error):
+                return None
             raise
         if not found and source.access is not None and not may_describe_cluster(source):
             raise source.access.denied("CLUSTER", CLUSTER, "its ACLs are hidden from a user without Cluster DESCRIBE")
@@ -84,14 +90,41 @@ def may_describe_cluster(admin: ClusterAdmin) -> bool:
 def sync_topic_acls(flow: FlowConfig, source: ClusterAdmin, target: ClusterAdmin) -> list[AclBinding]:
     """Add to the target the copy of every source topic ACL the rules keep; returns the copies (most of them
     already there after the first sync)."""
-    copies = unique(filter(None, (remote_acl(flow, b) for b in source_topic_acls(source))))
+    found = source_topic_acls(source)
+    if found is None:
+        warn_without_authorizer(flow, flow.source, "source")
+        return []
+    copies = unique(filter(None, (remote_acl(flow, b) for b in found)))
     if not copies:
         return []
-    with naming_refusals(target.access):
-        for future in target.create_acls(copies, request_timeout=REQUEST_TIMEOUT_S).values():
-            future.result()
+    try:
+        with naming_refusals(target.access):
+            for future in target.create_acls(copies, request_timeout=REQUEST_TIMEOUT_S).values():
+                future.result()
+    except KafkaException as error:
+        if not security_disabled(error):
+            raise
+        warn_without_authorizer(flow, flow.target, "target")
+        return []
     log.info("%s: %d topic ACLs in sync on cluster '%s'", flow.name, len(copies), flow.target)
     return copies
+
+
+def security_disabled(error: KafkaException) -> bool:
+    """True when a cluster answered SECURITY_DISABLED: it runs no authorizer, so it keeps no ACLs."""
+    return error.args[0].code() == KafkaError.SECURITY_DISABLED
+
+
+def warn_without_authorizer(flow: FlowConfig, alias: str, side: str) -> None:
+    """Warn, once per flow and cluster in this process, that ``side`` cluster ``alias`` has no authorizer."""
+    if (flow.name, alias) in _WARNED_WITHOUT_AUTHORIZER:
+        log.debug("%s: cluster '%s' still has no ACL authorizer; no topic ACL sync", flow.name, alias)
+        return
+    _WARNED_WITHOUT_AUTHORIZER.add((flow.name, alias))
+    log.warning(
+        "%s: the %s cluster '%s' has no ACL authorizer (SECURITY_DISABLED), so no topic ACLs are synced; "
+        "set sync.topic.acls.enabled = false to stop trying", flow.name, side, alias,
+    )
 
 
 def unique(bindings: Iterable[AclBinding]) -> list[AclBinding]:

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
 from airmirror.config import FlowConfig, load_config
-from airmirror.kafka.acl_sync import remote_acl, unique
+from airmirror.kafka.acl_sync import remote_acl, unique, warn_without_authorizer
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -68,3 +68,18 @@ def test_only_literal_acls_of_replicated_topics_are_copied(flow: FlowConfig, bin
 def test_allow_all_and_allow_read_of_one_principal_are_copied_once(flow: FlowConfig) -> None:
     copies = [remote_acl(flow, topic_acl("orders.eu", op)) for op in (AclOperation.ALL, AclOperation.READ)]
     assert len(unique(copies)) == 1
+
+
+def test_a_cluster_without_authorizer_is_warned_about_once_per_flow_and_cluster(flow: FlowConfig, caplog) -> None:
+    with caplog.at_level("DEBUG", logger="airmirror.kafka.acl_sync"):
+        for _ in range(3):
+            warn_without_authorizer(flow, "dr", "target")
+        warn_without_authorizer(flow, "us", "source")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        "us->dr: the target cluster 'dr' has no ACL authorizer (SECURITY_DISABLED), so no topic ACLs are synced; "
+        "set sync.topic.acls.enabled = false to stop trying",
+        "us->dr: the source cluster 'us' has no ACL authorizer (SECURITY_DISABLED), so no topic ACLs are synced; "
+        "set sync.topic.acls.enabled = false to stop trying",
+    ]
+    assert len([r for r in caplog.records if r.levelname == "DEBUG"]) == 2
