@@ -566,6 +566,15 @@ def test_a_zero_interval_is_refused_naming_key_and_line(tmp_path: Path, key: str
     assert "negative one to turn this off" in str(error)
 
 
+def test_validate_exits_2_on_a_zero_interval_naming_key_and_line(tmp_path: Path, capsys) -> None:
+    from airmirror.cli import main
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(BASE + "a->b.emit.checkpoints.interval.seconds = 0\n")
+    assert main(["validate", str(path)]) == 2
+    assert "key 'a->b.emit.checkpoints.interval.seconds', line 5: value 0 is not an interval" in capsys.readouterr().err
+
+
 BATCH_LOG = "airmirror.batch.log.topic.replication.factor"
 
 

@@ -71,6 +71,12 @@ def test_disabled_features_need_nothing(tmp_path: Path) -> None:
     assert not any(a.name.startswith("mm2-offset-syncs") for a in acls)
 
 
+def test_features_turned_off_by_negative_intervals_need_nothing_either(tmp_path: Path) -> None:
+    off = "".join(f"{task}.interval.seconds = -1\n" for task in ("emit.heartbeats", "emit.checkpoints", "sync.topic.acls"))
+    acls = required_acls(flow(tmp_path, f"topics = sales\nheartbeats.replication.enabled = false\n{off}"))
+    assert not any(a.name in ("heartbeats", "*") or a.resource_type == "CLUSTER" for a in acls)
+
+
 def test_the_offset_syncs_topic_is_needed_where_its_location_puts_it(tmp_path: Path) -> None:
     acls = required_acls(flow(tmp_path, "topics = sales\noffset-syncs.topic.location = target\n"))
     assert [(a.cluster, a.operations) for a in acls if a.name == "mm2-offset-syncs.us.internal"] == [
