@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from os import PathLike
 from pathlib import Path
 from typing import NamedTuple
@@ -38,6 +39,7 @@ from typing import NamedTuple
 from airmirror import names
 from airmirror.config.connections import CONN_ID_KEY, kafka_client_settings
 from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, is_client_key, translate
+from airmirror.config.durations import parse_duration
 from airmirror.config.flow_settings import (
     CheckpointSettings,
     CopySettings,
@@ -85,6 +87,8 @@ _INT_DEFAULTS: dict[str, int] = {
     "consumer.poll.timeout.ms": 1000,
 }
 BATCH_LOG_REPLICATION_FACTOR_KEY = "airmirror.batch.log.topic.replication.factor"
+METADATA_RETENTION_KEY = "airmirror.metadata.retention"
+"""How long the metadata DB keeps a flow's history (default 7 days; see :mod:`airmirror.store.retention`)."""
 _REPLICATION_FACTOR_DEFAULTS: dict[str, int] = {
     "replication.factor": 2,
     "offset-syncs.topic.replication.factor": 3,
@@ -590,6 +594,7 @@ class FlowConfig:
             live=self._bool("airmirror.live", False),
         )
         self.metadata_db_url: str = self.get("airmirror.metadata.db.url") or f"sqlite:///{config.home}/metadata.db"
+        self.metadata_retention: timedelta = self._positive_duration(METADATA_RETENTION_KEY, timedelta(days=7))
         self.config_path: Path = config.path
         for alias in (source, target):
             for kind in CLIENT_KINDS:
@@ -764,6 +769,17 @@ class FlowConfig:
         if value <= 0:
             raise ConfigError(f"value {value} must be positive", key=setting.key, line=setting.line)
         return value
+
+    def _positive_duration(self, key: str, default: timedelta) -> timedelta:
+        setting = self.setting(key)
+        if setting is None:
+            return default
+        duration = parse_duration(setting.value)
+        if duration is None or duration <= timedelta(0):
+            raise ConfigError(
+                f"value {setting.value!r} is not a positive duration (30s, 5m, 2h, 7d)", key=setting.key, line=setting.line
+            )
+        return duration
 
     def _choice(self, key: str, allowed: tuple[str, ...]) -> str:
         setting = self.setting(key)
