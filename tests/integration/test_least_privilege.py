@@ -4,7 +4,8 @@ created by a super user, and every feature runs: replicate (exactly-once) with t
 checkpoint with group offset sync, translate; the target equals the source record for record, and holds the
 source's topic ACLs per MM2's rules.  Then, for each listed entry in
 turn, a fresh user holds every other one: a verb fails with exit 1 naming the refused resource and the entry to
-grant, operations included."""
+grant, operations included.  A takeover from MM2 with only those ACLs fails closed: it cannot prove MM2's worker
+group stopped, nor read MM2's topics, and says which ACL (``airmirror acls --takeover``) or flag unblocks it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -30,10 +31,21 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from airmirror.cli import main
 from airmirror.devtools.local_kafka import LocalBroker, User, free_port, start_broker, stop_broker
+from airmirror.mm2.wire_formats import Checkpoint
 from tests.conftest import write_config
+from tests.kafka_helpers import Record
 from tests.polling import wait_until
-from tests.secured_clusters import PARTITIONS, commit_offsets, group_offsets, read_partition, source_topic
+from tests.secured_clusters import (
+    PARTITIONS,
+    commit_offsets,
+    create_topic,
+    group_offsets,
+    produce,
+    read_partition,
+    source_topic,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -219,6 +231,93 @@ def test_each_missing_acl_is_named_with_its_resource_and_operations(
     acl = f"{', '.join(missing['operations'])} on {missing['resource_type']} {missing['pattern_type']} '{missing['name']}'"
     assert f"refuses User:{user} access to {missing['resource_type']} '" in result.stderr, result.stderr
     assert f"grant {acl}" in result.stderr, result.stderr
+
+
+TAKEOVER_RECORDS = 5
+
+
+def mm2_left_a_copy(guarded: dict[str, LocalBroker], topic: str, sent: dict[int, list[Record]]) -> None:
+    """What a stopped MM2 leaves on the target, in MM2's formats: the remote topic with the copied records, its
+    stored source offsets (Connect offsets topic) and a checkpoint; no offset sync (written as the super user)."""
+    target, remote, at = guarded["b"], f"a.{topic}", sent[0][0].timestamp
+    create_topic(target, remote, PARTITIONS)
+    for partition, records in sent.items():
+        produce(target, remote, partition, records)
+    create_topic(target, "mm2-offsets.a.internal", 1)
+    stored = [Record(json.dumps(["MirrorSourceConnector", {"cluster": "a", "partition": p, "topic": topic}]).encode(),
+                     json.dumps({"offset": TAKEOVER_RECORDS - 1}).encode(), (), at) for p in sent]
+    produce(target, "mm2-offsets.a.internal", 0, stored)
+    create_topic(target, "a.checkpoints.internal", 1)
+    checkpoint = Checkpoint(f"{topic}-readers", remote, 0, 2, 2)
+    produce(target, "a.checkpoints.internal", 0, [Record(checkpoint.key(), checkpoint.value(), (), at)])
+
+
+def active_member(broker: LocalBroker, group: str, topic: str) -> Consumer:
+    """A real consumer joining ``group`` (a stand-in for MM2's running worker); it joins in the background."""
+    consumer = Consumer({**broker.client_config(), "group.id": group, "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def test_a_takeover_fails_closed_unless_mm2_is_proven_stopped_and_its_topics_are_readable(
+    guarded: dict[str, LocalBroker], prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run in process (the ``airmirror`` main), with the dry run: nothing here needs a takeover recorded."""
+    def run(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main([args[0], config, "--flow", "a->b", *args[1:]])
+        printed = capsys.readouterr()
+        return code, printed.out + printed.err
+
+    def takeover(*flags: str) -> tuple[int, str]:
+        return run("takeover", "--from-mm2", "--dry-run", *flags)
+
+    user, password = "taker", f"pw-{prefix}"
+    login_as(guarded, user, password)
+    topic, sent = source_topic(guarded, prefix, records=TAKEOVER_RECORDS)
+    mm2_left_a_copy(guarded, topic, sent)
+    worker = active_member(guarded["b"], "a-mm2", f"a.{topic}")
+    login = guarded["a"].security.jaas_config(User(user, password))
+    config = str(write_config(tmp_path / "mm2.properties", guarded, "\n".join([
+        "security.protocol = SASL_PLAINTEXT", "sasl.mechanism = SCRAM-SHA-512", f"sasl.jaas.config = {login}",
+        "a->b.enabled = true", f"topics = {topic}", "sync.topic.acls.enabled = false",
+    ])))
+    flow_acls = json.loads(run("acls", "--json")[1])["acls"]
+    for alias in ("a", "b"):
+        grant(guarded[alias], f"User:{user}", [acl for acl in flow_acls if acl["cluster"] == alias])
+    try:
+        code, said = takeover()
+        assert code == 1 and "cannot prove MirrorMaker 2 is stopped for flow a->b" in said, said
+        assert "grant DESCRIBE on GROUP LITERAL 'a-mm2'" in said and "pass --mm2-stopped" in said, said
+
+        code, said = takeover("--mm2-stopped")
+        assert code == 1, said
+        assert f"refuses User:{user} access to TOPIC 'mm2-offsets.a.internal'" in said, said
+        assert "grant DESCRIBE, READ on TOPIC LITERAL 'mm2-offsets.a.internal'" in said, said
+
+        takeover_acls = [acl for acl in json.loads(run("acls", "--takeover", "--json")[1])["acls"] if acl not in flow_acls]
+        assert {(acl["cluster"], acl["resource_type"], acl["name"]) for acl in takeover_acls} == {
+            ("b", "GROUP", "a-mm2"), ("b", "TOPIC", "mm2-offsets.a.internal"),
+            ("a", "TOPIC", "mm2-offset-syncs.b.internal"), ("b", "TOPIC", "a.checkpoints.internal"),
+        }
+        for alias in ("a", "b"):
+            grant(guarded[alias], f"User:{user}", [acl for acl in takeover_acls if acl["cluster"] == alias])
+        wait_until(lambda: worker.poll(0.2) is not None or bool(worker.assignment()), 60, "the stand-in worker to join 'a-mm2'")
+        code, said = takeover()
+        assert code == 1 and "MirrorMaker 2 is still running flow a->b: its worker group 'a-mm2' on cluster 'b'" in said, said
+
+        code, said = takeover("--mm2-stopped", "--json")
+        assert code == 0, said
+        plan = json.loads(said)
+        assert [p["cursor"] for p in plan["partitions"]] == [TAKEOVER_RECORDS] * PARTITIONS and plan["checkpoints_imported"] == 1
+
+        create_acl(guarded["b"], "a.checkpoints.internal", f"User:{user}", "READ", "DENY")
+        code, said = takeover("--mm2-stopped")
+        assert code == 1, said
+        assert f"refuses User:{user} access to TOPIC 'a.checkpoints.internal'" in said, said
+        assert "grant DESCRIBE, READ on TOPIC LITERAL 'a.checkpoints.internal'" in said, said
+    finally:
+        worker.close()
 
 
 def test_topic_acls_towards_a_target_without_authorizer_warn_once_and_the_run_goes_on(

@@ -25,13 +25,13 @@ from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, target_admin
+from airmirror.kafka.groups import INACTIVE_STATES, describe_group
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import GroupSyncOutcome, GroupSyncRecord, PartitionKey, StoredCheckpoint
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
-SYNCABLE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 ACTIVE_GROUP_ERRORS = frozenset(
     {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
 )
@@ -72,12 +72,9 @@ def _sync(
     flow: FlowConfig, admin: ClusterAdmin, group: str, checkpoints: Sequence[StoredCheckpoint]
 ) -> GroupSyncRecord:
     where = f"group '{group}' on cluster '{flow.target}'"
-    description = retry_transient(
-        lambda: admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group].result(),
-        f"describe {where}",
-    )
+    description = describe_group(admin, group)
     state = description.state
-    if state not in SYNCABLE_STATES:
+    if state not in INACTIVE_STATES:
         members = len(description.members)
         detail = f"target group is active ({state.name}, {members} members): offsets not committed"
         return _record(group, GroupSyncOutcome.SKIPPED_ACTIVE, state.name, 0, detail)

@@ -14,7 +14,7 @@ from airmirror.config import load_config
 from airmirror.config.durations import positive_duration
 from airmirror.errors import InputError
 from airmirror.heartbeats.emission import emit_heartbeat
-from airmirror.kafka.acls import principal, required_acls
+from airmirror.kafka.acls import principal, required_acls, takeover_acls
 from airmirror.replication.continuous import StopOnSignals, replicate_continuously
 from airmirror.replication.incarnations import reset_topic
 from airmirror.replication.options import BatchOptions, parse_batch_options
@@ -127,7 +127,7 @@ def reset(args: argparse.Namespace) -> int:
 
 def takeover(args: argparse.Namespace) -> int:
     with open_flow(args.config, args.flow) as (flow, store):
-        plan = take_over_from_mm2(flow, store, dry_run=args.dry_run)
+        plan = take_over_from_mm2(flow, store, dry_run=args.dry_run, mm2_stopped=args.mm2_stopped)
     render.print_takeover(plan, args.json)
     return 0
 
@@ -135,5 +135,6 @@ def takeover(args: argparse.Namespace) -> int:
 def acls(args: argparse.Namespace) -> int:
     flow = load_config(args.config).flow(args.flow)
     principals = {alias: principal(flow, alias) for alias in (flow.source, flow.target)}
-    render.print_acls(flow.name, principals, required_acls(flow), args.json)
+    listed = required_acls(flow) + (takeover_acls(flow) if args.takeover else [])
+    render.print_acls(flow.name, principals, listed, args.json)
     return 0

@@ -81,7 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--from-mm2", action="store_true", required=True, help="take over from MirrorMaker 2 (dedicated mode), which must be stopped"
     )
     takeover.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    flow_verb(verbs, "acls", "the Kafka ACLs a flow's user needs on its source and target", commands.acls)
+    takeover.add_argument(
+        "--mm2-stopped", action="store_true",
+        help="every MM2 worker of the flow is stopped: do not check its worker group (for a user who may not DESCRIBE it)",
+    )
+    acls = flow_verb(verbs, "acls", "the Kafka ACLs a flow's user needs on its source and target", commands.acls)
+    acls.add_argument("--takeover", action="store_true", help="add what 'takeover --from-mm2' needs (revocable after it)")
     reset = flow_verb(verbs, "reset", "re-seed a topic stopped by a deleted or recreated topic", commands.reset)
     reset.add_argument("--topic", required=True, help="source topic to copy again from its start")
 

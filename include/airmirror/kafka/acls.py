@@ -14,6 +14,10 @@ prefix; airmirror's own groups and transactional ids from :mod:`airmirror.names`
 ACL (:func:`~airmirror.kafka.authorization.refuses_unused_group`).  A topic or group the user may not DESCRIBE is
 invisible to a listing, as to MM2; one that ``topics`` or ``groups`` names plainly (or the source's heartbeats
 topic) is looked up by name, so that a missing ACL is an error (:mod:`airmirror.kafka.authorization`).
+
+:func:`takeover_acls` lists what ``airmirror takeover --from-mm2`` needs besides (``airmirror acls --takeover``):
+DESCRIBE on MM2's worker group, to prove MM2 is stopped, and READ on MM2's offsets, offset-syncs and checkpoints
+topics.  A one-off: they can be revoked after the takeover.
 """
 
 from __future__ import annotations
@@ -132,6 +136,21 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
         acls += [AclRequirement(target, "GROUP", pattern, name, ("DESCRIBE", "READ"), "checkpoint: sync the groups' "
                                 "offsets while they are inactive") for pattern, name in groups]
     return acls
+
+
+def takeover_acls(flow: FlowConfig) -> list[AclRequirement]:
+    """What ``airmirror takeover --from-mm2`` needs besides :func:`required_acls` (see the module contract)."""
+    group, offsets_topic = flow.mm2_worker()
+    syncs_alias, syncs_topic = flow.offset_syncs_place()
+    read = ("DESCRIBE", "READ")
+    return [
+        AclRequirement(flow.target, "GROUP", "LITERAL", group, ("DESCRIBE",),
+                       "takeover: prove MM2's worker group is stopped (or pass --mm2-stopped)"),
+        AclRequirement(flow.target, "TOPIC", "LITERAL", offsets_topic, read, "takeover: MM2's stored source offsets"),
+        AclRequirement(syncs_alias, "TOPIC", "LITERAL", syncs_topic, read, "takeover: MM2's offset syncs"),
+        AclRequirement(flow.target, "TOPIC", "LITERAL", flow.policy.checkpoints_topic(flow.source), read,
+                       "takeover: MM2's checkpoints"),
+    ]
 
 
 def principal(flow: FlowConfig, alias: str) -> str:

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, AirmirrorError
-from airmirror.kafka.acls import ALL, CLUSTER, AclRequirement, principal, required_acls
+from airmirror.kafka.acls import ALL, CLUSTER, AclRequirement, principal, required_acls, takeover_acls
 
 REFUSED_RESOURCE = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "TOPIC",
@@ -64,9 +64,11 @@ class AccessScope:
         )
 
 
-def access_scope(flow: FlowConfig, alias: str) -> AccessScope:
-    """The scope of cluster ``alias`` of ``flow``."""
-    return AccessScope(alias, principal(flow, alias), tuple(a for a in required_acls(flow) if a.cluster == alias))
+def access_scope(flow: FlowConfig, alias: str, *, takeover: bool = False) -> AccessScope:
+    """The scope of cluster ``alias`` of ``flow``; with ``takeover``, the entries of
+    :func:`~airmirror.kafka.acls.takeover_acls` come first, so that a refusal of MM2's topics names them."""
+    acls = [*takeover_acls(flow), *required_acls(flow)] if takeover else required_acls(flow)
+    return AccessScope(alias, principal(flow, alias), tuple(a for a in acls if a.cluster == alias))
 
 
 def refusal(error: BaseException) -> KafkaError | None:

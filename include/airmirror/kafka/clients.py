@@ -58,9 +58,10 @@ class ClusterAdmin(AdminClient):
         return ReplicationFailure(f"cannot reach cluster '{self.alias}' ({self.bootstrap}): {cause}")
 
 
-def admin_client(flow: FlowConfig, alias: str) -> ClusterAdmin:
-    """An admin client of cluster ``alias`` with the flow's settings for it."""
-    return ClusterAdmin(alias, flow.client_config(alias, "admin"), access_scope(flow, alias))
+def admin_client(flow: FlowConfig, alias: str, *, takeover: bool = False) -> ClusterAdmin:
+    """An admin client of cluster ``alias`` with the flow's settings for it (its refusals name the takeover's
+    ACLs too with ``takeover``, see :func:`~airmirror.kafka.authorization.access_scope`)."""
+    return ClusterAdmin(alias, flow.client_config(alias, "admin"), access_scope(flow, alias, takeover=takeover))
 
 
 def source_admin(flow: FlowConfig) -> ClusterAdmin:

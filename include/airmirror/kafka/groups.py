@@ -3,22 +3,33 @@
 A group is covered when it matches ``groups``/``groups.exclude`` (MM2's group filter) and is not one of
 airmirror's own groups (``airmirror-*``: progress, exactly-once anchors, readers).  Only committed offsets
 (>= 0) on topics with a :func:`~airmirror.config.routes.route` are returned; a group without any is left out.
+
+:func:`describe_group` describes one consumer group of either cluster by name; :func:`group_activity` says
+whether a group of any protocol (MM2's worker group is a ``connect`` group) runs, proven by name: a refusal names
+the ACL to grant, never reads as "absent".
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka.admin import ConsumerGroupDescription
 
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.routes import route
+from airmirror.errors import ReplicationFailure
 from airmirror.kafka.acls import plain_names
 from airmirror.kafka.authorization import naming_refusals, raise_first_refusal
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, source_admin
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey
+
+
+INACTIVE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
+"""States of a group no member runs in: EMPTY, or DEAD (a group that does not exist is described so)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,53 @@ def refuse_hidden_groups(admin: ClusterAdmin, groups: list[str]) -> None:
     group that does not exist is described as dead: no error)."""
     if groups:
         raise_first_refusal(admin.access, admin.describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S), "group")
+
+
+def describe_group(admin: ClusterAdmin, group: str) -> ConsumerGroupDescription:
+    """``group`` on ``admin``'s cluster, described by name (it need not be listed); a refusal raises
+    :class:`~airmirror.errors.AccessDenied` naming the ACL to grant."""
+    with naming_refusals(admin.access, group=group):
+        return retry_transient(
+            lambda: admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group].result(),
+            f"describe group '{group}' on cluster '{admin.alias}'",
+        )
+
+
+@dataclass(frozen=True)
+class GroupActivity:
+    """A group's ``state`` (upper case: ``STABLE``, ``EMPTY``, ``DEAD`` for an absent group...) and ``members``."""
+
+    state: str
+    members: int
+
+    @property
+    def active(self) -> bool:
+        """True unless no member runs in it (EMPTY or DEAD, no members); an unknown state counts as active."""
+        return self.members > 0 or self.state not in {s.name for s in INACTIVE_STATES}
+
+
+def group_activity(admin: ClusterAdmin, group: str) -> GroupActivity:
+    """Whether ``group`` runs on ``admin``'s cluster, whatever its protocol, proven by name.
+
+    The group is described by name first (a refusal raises :class:`~airmirror.errors.AccessDenied`).
+    librdkafka describes consumer-protocol groups only, and fails one of another protocol (``connect``) with
+    ``_INVALID_ARG`` once the broker has answered, so after it authorized the DESCRIBE: such a group is then read
+    from the ListGroups call, which shows every group the user may DESCRIBE.  A group missing there after all
+    raises :class:`~airmirror.errors.ReplicationFailure`: its state is not proven."""
+    try:
+        found = describe_group(admin, group)
+        return GroupActivity(found.state.name, len(found.members))
+    except ReplicationFailure as error:
+        cause = error.__cause__
+        if not (isinstance(cause, KafkaException) and cause.args[0].code() == KafkaError._INVALID_ARG):
+            raise
+    with warnings.catch_warnings():  # ListGroups is deprecated in confluent-kafka for consumer groups only
+        warnings.simplefilter("ignore", DeprecationWarning)
+        listed = admin.list_groups(group=group, timeout=REQUEST_TIMEOUT_S)
+    for other in listed:
+        if other.id == group:
+            return GroupActivity(other.state.upper(), len(other.members))
+    raise ReplicationFailure(f"group '{group}' on cluster '{admin.alias}' could be described but is not listed: its state is unknown")
 
 
 def committed_offsets(flow: FlowConfig, admin: ClusterAdmin, group: str) -> dict[PartitionKey, CommittedOffset]:

@@ -2,20 +2,26 @@
 left it, without copying again what MM2 copied.
 
 Contract:
-- **MM2 must be stopped.**  The flow's MM2 dedicated-mode worker group (``{source}-mm2`` on the target, see
-  :meth:`~airmirror.config.FlowConfig.mm2_worker`) may not be active (stable or rebalancing): the takeover
-  refuses, changing nothing, while MM2 still runs the flow.  It holds the flow's lease, and only takes over
-  partitions airmirror has never copied (a flow with cursors is refused).
+- **MM2 must be stopped, and proven so.**  The flow's MM2 dedicated-mode worker group (``{source}-mm2`` on the
+  target, see :meth:`~airmirror.config.FlowConfig.mm2_worker`) is described by name: the takeover refuses,
+  changing nothing, unless it is EMPTY or absent.  A listing cannot prove that (a user without DESCRIBE on a
+  group does not see it listed), so a refused describe fails too (exit 1), naming the ACL to grant
+  (``airmirror acls --takeover``) and ``--mm2-stopped``, the flag with which the user vouches that every MM2
+  worker of the flow is stopped (``mm2_stopped``: the group is not looked at).  It holds the flow's lease, and
+  only takes over partitions airmirror has never copied (a flow with cursors is refused).
 - **What it reads**: MM2's stored source offsets (its Connect offsets topic on the target), its offset syncs
-  (the flow's offset-syncs topic) and its checkpoints (``{source}.checkpoints.internal`` on the target).
+  (the flow's offset-syncs topic) and its checkpoints (``{source}.checkpoints.internal`` on the target).  A
+  topic that does not exist holds nothing; one the user may not DESCRIBE or READ is an error naming the ACL
+  (:func:`~airmirror.kafka.acls.takeover_acls`), never taken as absent.
 - **Where each partition continues**: after the last source record MM2 really copied, found by the tail walk
   of :mod:`airmirror.replication.takeover_tail` from MM2's last offset sync, not by MM2's stored offset alone
   (it lags by up to ``offset.flush.interval.ms``).  So no record MM2 copied is copied again and none is missed.
   A partition whose last sync's source record is gone (retention) continues after MM2's stored offset.
 - **Translation**: the walk's exact runs are stored as offset-sync runs, and MM2's offset syncs up to the
   walk's start are imported, so a group that consumed MM2's copies translates as MM2 would translate it
-  (:mod:`airmirror.checkpoints.translation`); MM2's last checkpoints become the flow's previous checkpoints, so
-  checkpoints only move forward.
+  (:mod:`airmirror.checkpoints.translation`): below the walk's start, or below the cursor of a partition not
+  walked, never past the exact position, and not at all without an imported sync at or before it.  MM2's last
+  checkpoints become the flow's previous checkpoints, so checkpoints only move forward.
 - **One transaction**: cursors, runs and imported syncs are recorded as one committed batch
   (:meth:`~airmirror.store.MetadataStore.record_takeover`); ``--dry-run`` reads everything and records nothing.
 """
@@ -23,25 +29,18 @@ Contract:
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from airmirror.config import FlowConfig
-from airmirror.errors import InputError, ReplicationFailure
+from airmirror.errors import AccessDenied, InputError, ReplicationFailure
 from airmirror.kafka.authorization import access_scope
-from airmirror.kafka.clients import (
-    REQUEST_TIMEOUT_S,
-    ClusterAdmin,
-    admin_client,
-    cluster_metadata,
-    source_admin,
-    target_admin,
-)
+from airmirror.kafka.clients import ClusterAdmin, admin_client, cluster_metadata
+from airmirror.kafka.groups import group_activity
 from airmirror.kafka.offsets import partition_offsets
-from airmirror.kafka.topics import TopicMapping, replicated_topics, topic_ids
+from airmirror.kafka.topics import TopicMapping, refuse_hidden_topics, replicated_topics, topic_ids
 from airmirror.mm2.wire_formats import Checkpoint, OffsetSync, WireFormatError
 from airmirror.model import OffsetRun, PartitionKey, PlannedRange, RangeResult, StoredCheckpoint
 from airmirror.replication.incarnations import record_remote_topics
@@ -51,8 +50,6 @@ from airmirror.replication.takeover_tail import follow_tail, imported_syncs, mm2
 from airmirror.store import MetadataStore, describe_holder
 
 log = logging.getLogger(__name__)
-ACTIVE_STATES = frozenset({"Stable", "PreparingRebalance", "CompletingRebalance"})
-"""Group states (as ListGroups names them) of a worker group that still runs."""
 
 
 @dataclass(frozen=True)
@@ -100,34 +97,41 @@ class TakeoverPlan:
 
 
 def refuse_running_mm2(flow: FlowConfig, target: ClusterAdmin, group: str) -> None:
-    """Raise while MM2's worker group for the flow is active on the target (see the module contract).
+    """Raise unless MM2's worker group for the flow is proven inactive on the target (see the module contract)."""
+    try:
+        found = group_activity(target, group)
+    except AccessDenied as denied:
+        raise AccessDenied(
+            f"cannot prove MirrorMaker 2 is stopped for flow {flow.name}: {denied}; or, once every MM2 worker of the "
+            "flow is stopped, pass --mm2-stopped"
+        ) from denied
+    if found.active:
+        raise ReplicationFailure(
+            f"MirrorMaker 2 is still running flow {flow.name}: its worker group '{group}' on cluster "
+            f"'{flow.target}' is {found.state} with {found.members} members; stop every MM2 worker of the "
+            "flow, then take over"
+        )
 
-    The group's protocol type is ``connect``: the ListConsumerGroups admin call leaves such groups out, so the
-    older ListGroups call (deprecated in confluent-kafka for consumer groups) is the one that sees it."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        listed = target.list_groups(group=group, timeout=REQUEST_TIMEOUT_S)
-    for found in listed:
-        if found.id == group and (found.members or found.state in ACTIVE_STATES):
-            raise ReplicationFailure(
-                f"MirrorMaker 2 is still running flow {flow.name}: its worker group '{group}' on cluster "
-                f"'{flow.target}' is {found.state} with {len(found.members)} members; stop every MM2 worker of the "
-                "flow, then take over"
-            )
+
+def takeover_admin(flow: FlowConfig, alias: str) -> ClusterAdmin:
+    """An admin client of cluster ``alias`` whose refusals also name the takeover's ACLs."""
+    return admin_client(flow, alias, takeover=True)
 
 
 def topic_records(flow: FlowConfig, alias: str, topic: str) -> Iterator[tuple[bytes | None, bytes | None]]:
     """Every committed ``(key, value)`` of ``topic`` on cluster ``alias``, partition after partition, each in
-    offset order; nothing when the topic does not exist."""
-    admin = admin_client(flow, alias)
+    offset order; nothing when the topic does not exist.  A topic the user may not DESCRIBE or READ raises
+    :class:`~airmirror.errors.AccessDenied` naming the ACL."""
+    admin = takeover_admin(flow, alias)
     found = cluster_metadata(admin, topic).topics.get(topic)
     if found is None or found.error is not None:
+        refuse_hidden_topics(admin, [topic])
         return
     keys = [PartitionKey(topic, p) for p in sorted(found.partitions)]
     offsets = partition_offsets(admin, keys)
-    config = flow.client_config(alias, "consumer")
+    config, access = flow.client_config(alias, "consumer"), access_scope(flow, alias, takeover=True)
     for key in keys:
-        with RangeReader(config, topic, key.partition, offsets[key].log_start, offsets[key].stable_end, access=access_scope(flow, alias)) as reader:
+        with RangeReader(config, topic, key.partition, offsets[key].log_start, offsets[key].stable_end, access=access) as reader:
             for record in records_of(reader):
                 yield record.key, record.value
 
@@ -162,7 +166,7 @@ def take_over_partition(
         note = "the record of MM2's last offset sync is gone (retention): continues after MM2's stored offset"
         return PartitionTakeover(key.topic, key.partition, remote, mm2_offset, mm2_offset, stored_next, 0, (), tuple(syncs), note)
     source_config, target_config = flow.source_client("consumer"), flow.target_client("consumer")
-    source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
+    source_access, target_access = access_scope(flow, flow.source, takeover=True), access_scope(flow, flow.target, takeover=True)
     with (
         RangeReader(source_config, key.topic, key.partition, anchor.upstream_offset, source_offsets.stable_end, access=source_access) as source,
         RangeReader(target_config, remote, key.partition, anchor.downstream_offset, target_offsets.stable_end, access=target_access) as target,
@@ -172,14 +176,17 @@ def take_over_partition(
     return PartitionTakeover(key.topic, key.partition, remote, mm2_offset, last, last + 1, tail.recopied, tail.runs, tuple(syncs))
 
 
-def plan_takeover(flow: FlowConfig, store: MetadataStore) -> tuple[list[PartitionTakeover], list[StoredCheckpoint]]:
+def plan_takeover(flow: FlowConfig, store: MetadataStore, mm2_stopped: bool = False) -> tuple[list[PartitionTakeover], list[StoredCheckpoint]]:
     """Read what MM2 left and decide where every partition MM2 copied continues (nothing is recorded)."""
     group, offsets_topic = flow.mm2_worker()
-    target = target_admin(flow)
-    refuse_running_mm2(flow, target, group)
+    source, target = takeover_admin(flow, flow.source), takeover_admin(flow, flow.target)
+    if mm2_stopped:
+        log.warning("--mm2-stopped: MM2's worker group '%s' on cluster '%s' is not checked", group, flow.target)
+    else:
+        refuse_running_mm2(flow, target, group)
     if store.cursors(flow.name):
         raise InputError(f"--flow {flow.name}: airmirror already replicates this flow; a takeover only starts a flow airmirror has not copied yet")
-    mappings = {m.source_topic: m.remote_topic for m in replicated_topics(flow, source_admin(flow))}
+    mappings = {m.source_topic: m.remote_topic for m in replicated_topics(flow, source)}
     copied = {k: v for k, v in mm2_copied_offsets(flow.source, topic_records(flow, flow.target, offsets_topic)).items() if k.topic in mappings}
     alias, syncs_topic = flow.offset_syncs_place()
     written = {k: v for k, v in mm2_offset_syncs(topic_records(flow, alias, syncs_topic)).items() if k.topic in mappings}
@@ -189,7 +196,7 @@ def plan_takeover(flow: FlowConfig, store: MetadataStore) -> tuple[list[Partitio
             f"--flow {flow.name}: MM2 left no copy to take over (no source offsets in '{offsets_topic}' on cluster "
             f"'{flow.target}', no offset syncs in '{syncs_topic}' on cluster '{alias}')"
         )
-    source_offsets = partition_offsets(source_admin(flow), keys)
+    source_offsets = partition_offsets(source, keys)
     remote_keys = {key: PartitionKey(mappings[key.topic], key.partition) for key in keys}
     target_offsets = partition_offsets(target, list(remote_keys.values()))
     partitions = [
@@ -201,7 +208,7 @@ def plan_takeover(flow: FlowConfig, store: MetadataStore) -> tuple[list[Partitio
 
 def record(flow: FlowConfig, store: MetadataStore, partitions: list[PartitionTakeover]) -> int:
     """Record the takeover as one committed batch (see :meth:`~airmirror.store.MetadataStore.record_takeover`)."""
-    ids = topic_ids(source_admin(flow), {p.topic for p in partitions})
+    ids = topic_ids(takeover_admin(flow, flow.source), {p.topic for p in partitions})
     ranges, results = [], []
     for p in partitions:
         start = min([s.upstream_offset for s in p.syncs] + [p.cursor])
@@ -213,15 +220,18 @@ def record(flow: FlowConfig, store: MetadataStore, partitions: list[PartitionTak
     return store.record_takeover(flow.name, ranges, results, syncs, {"takeover": "mm2"})
 
 
-def take_over_from_mm2(flow: FlowConfig, store: MetadataStore, *, dry_run: bool = False, holder: str | None = None) -> TakeoverPlan:
-    """Take ``flow`` over from a stopped MM2 per the module contract; with ``dry_run`` only the plan."""
+def take_over_from_mm2(
+    flow: FlowConfig, store: MetadataStore, *, dry_run: bool = False, mm2_stopped: bool = False, holder: str | None = None
+) -> TakeoverPlan:
+    """Take ``flow`` over from a stopped MM2 per the module contract; with ``dry_run`` only the plan; with
+    ``mm2_stopped`` the user vouches that MM2 is stopped."""
     group, offsets_topic = flow.mm2_worker()
     with store.hold_flow(flow.name, holder or describe_holder("airmirror takeover")):
-        partitions, checkpoints = plan_takeover(flow, store)
+        partitions, checkpoints = plan_takeover(flow, store, mm2_stopped)
         batch_id = None
         if not dry_run:
             remote = {p.topic: TopicMapping(p.topic, p.remote_topic, p.partition + 1) for p in partitions}
-            record_remote_topics(flow, store, target_admin(flow), remote.values())
+            record_remote_topics(flow, store, takeover_admin(flow, flow.target), remote.values())
             store.save_checkpoints(flow.name, checkpoints)
             batch_id = record(flow, store, partitions)
             log.info("took over flow %s from MM2 as batch %d", flow.name, batch_id)

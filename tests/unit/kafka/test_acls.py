@@ -9,7 +9,8 @@ import pytest
 
 from airmirror.cli import main
 from airmirror.config import FlowConfig, load_config
-from airmirror.kafka.acls import named_source_topics, plain_names, required_acls, resource_patterns
+from airmirror.kafka.acls import named_source_topics, plain_names, required_acls, resource_patterns, takeover_acls
+from airmirror.kafka.authorization import access_scope
 from airmirror.mm2.policy import PatternList
 
 BASE = """clusters = us, dr
@@ -82,6 +83,37 @@ def test_the_offset_syncs_topic_is_needed_where_its_location_puts_it(tmp_path: P
     assert [(a.cluster, a.operations) for a in acls if a.name == "mm2-offset-syncs.us.internal"] == [
         ("dr", ("CREATE", "DESCRIBE", "WRITE"))
     ]
+
+
+def test_a_takeover_needs_mm2s_worker_group_and_topics_named_as_mm2s_file_names_them(tmp_path: Path) -> None:
+    taken = flow(tmp_path, "dr.group.id = mm2-workers\noffset.storage.topic = mm2-offsets\noffset-syncs.topic.location = target\n")
+    assert [(a.cluster, a.resource_type, a.pattern_type, a.name, a.operations) for a in takeover_acls(taken)] == [
+        ("dr", "GROUP", "LITERAL", "mm2-workers", ("DESCRIBE",)),
+        ("dr", "TOPIC", "LITERAL", "mm2-offsets", ("DESCRIBE", "READ")),
+        ("dr", "TOPIC", "LITERAL", "mm2-offset-syncs.us.internal", ("DESCRIBE", "READ")),
+        ("dr", "TOPIC", "LITERAL", "us.checkpoints.internal", ("DESCRIBE", "READ")),
+    ]
+    assert not any(a.purpose.startswith("takeover") for a in required_acls(taken))
+
+
+def test_a_takeovers_refusal_of_mm2s_topics_names_the_takeover_entry(tmp_path: Path) -> None:
+    """The offset-syncs topic (written by replicate) and the checkpoints topic (under the remote prefix) are covered
+    by the flow's entries too, which grant no READ or are broader: the takeover's come first."""
+    taken = flow(tmp_path, "topics = sales\n")
+    scope = access_scope(taken, "us", takeover=True)
+    assert scope.covering("TOPIC", "mm2-offset-syncs.dr.internal").operations == ("DESCRIBE", "READ")
+    assert access_scope(taken, "us").covering("TOPIC", "mm2-offset-syncs.dr.internal").operations == ("CREATE", "DESCRIBE", "WRITE")
+    assert access_scope(taken, "dr", takeover=True).covering("TOPIC", "us.checkpoints.internal").pattern_type == "LITERAL"
+
+
+def test_acls_verb_lists_the_takeovers_entries_with_takeover(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(BASE)
+    assert main(["acls", str(path), "--flow", "us->dr", "--json"]) == 0
+    flow_only = json.loads(capsys.readouterr().out)["acls"]
+    assert main(["acls", str(path), "--flow", "us->dr", "--takeover", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["acls"]
+    assert listed[: len(flow_only)] == flow_only and {a["purpose"].split(":")[0] for a in listed[len(flow_only):]} == {"takeover"}
 
 
 def test_the_transactional_id_prefix_covers_every_copy_producer(tmp_path: Path) -> None:
