@@ -21,11 +21,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, insert, inspect, make_url, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from airmirror.checkpoints.translation import failback_position, forward_position
 from airmirror.errors import ReplicationFailure
 from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import (
     BatchState,
     Gap,
+    LagSample,
     OffsetRun,
     PartitionKey,
     PartitionStats,
@@ -49,7 +51,8 @@ from airmirror.store import (
 from airmirror.store.engine import MIGRATIONS_DIR
 from airmirror.store.flow_lease import acquire_flow
 from airmirror.store.rows import utcnow
-from airmirror.store.schema import VERSION_TABLE, batches, cursors, flow_leases, metadata
+from airmirror.store.retention import Pruned
+from airmirror.store.schema import VERSION_TABLE, batches, cursors, flow_leases, metadata, offset_syncs
 from tests.postgres_server import PostgresServer, postgres_server
 
 pytestmark = pytest.mark.integration
@@ -740,3 +743,107 @@ def test_a_lease_survives_the_database_being_down_for_a_while(postgres: Postgres
                 with store.hold_flow(LEASE_FLOW, holder_name("contender")):
                     pass
         assert store.flow_lease(LEASE_FLOW) is None
+
+
+def copied_runs(partition: int, start: int, end: int, downstream_start: int) -> RangeResult:
+    """The result of copying ``[start, end)`` of ``partition`` as one run from ``downstream_start``."""
+    size = end - start
+    return RangeResult(TOPIC, partition, start, end, size, size * 100, (OffsetRun(start, end, downstream_start),), downstream_start, downstream_start + size)
+
+
+def commit(store: MetadataStore, *results: RangeResult) -> int:
+    batch_id = store.begin_batch(FLOW, [planned(r.partition, r.start, r.end) for r in results], {})
+    store.commit_batch(batch_id, list(results))
+    return batch_id
+
+
+def translations(store: MetadataStore, partition: int, upto: int, target_start: int, source_start: int) -> tuple[list[int | None], list[int | None]]:
+    """Forward translation of every upstream offset below ``upto`` and failback of every downstream offset below it,
+    as the store's runs give them (with these log starts)."""
+    k = key(partition)
+    cursor = store.cursors(FLOW)[k]
+    forward = [
+        forward_position(u, cursor, store.find_offset_run(FLOW, k, u), store.last_offset_run(FLOW, k), target_start) for u in range(upto)
+    ]
+    back = [failback_position(d, cursor, store.find_offset_run_downstream(FLOW, k, d), False, source_start) for d in range(upto)]
+    return forward, back
+
+
+def listed_translations(runs: list[OffsetRun], cursor: int, upto: int) -> tuple[list[int | None], list[int | None]]:
+    """The same translations computed from a plain list of runs (the runs each batch wrote, unmerged)."""
+    forward = [forward_position(u, cursor, next((r for r in runs if r.upstream_end > u), None), runs[-1], 0) for u in range(upto)]
+    back = []
+    for d in range(upto):
+        containing = [r for r in runs if r.downstream_start <= d < r.downstream_start + r.length]
+        covering = containing[0] if containing else next((r for r in runs if r.downstream_start > d), None)
+        back.append(failback_position(d, cursor, covering, False, 0))
+    return forward, back
+
+
+def batch_ids_of_runs(db_url: str, partition: int) -> list[int | None]:
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                select(offset_syncs.c.batch_id).where(offset_syncs.c.partition == partition).order_by(offset_syncs.c.upstream_start)
+            )
+            return [row.batch_id for row in rows]
+    finally:
+        engine.dispose()
+
+
+def test_runs_that_later_batches_continue_exactly_are_extended_and_translate_as_before(store: MetadataStore, db_url: str) -> None:
+    exact = [OffsetRun(10 * i, 10 * i + 10, 100 + 10 * i) for i in range(5)]  # each batch continues the last on both sides
+    marked = [OffsetRun(10 * i, 10 * i + 10, 11 * i) for i in range(5)]  # a commit marker after each batch's copies
+    ids = [commit(store, copied_runs(0, r.upstream_start, r.upstream_end, r.downstream_start), copied_runs(1, m.upstream_start, m.upstream_end, m.downstream_start)) for r, m in zip(exact, marked)]
+
+    assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 50, 100)]
+    assert batch_ids_of_runs(db_url, 0) == [ids[0]]  # the batch that copied the run's first record
+    assert store.offset_runs(FLOW, key(1)) == marked
+    assert translations(store, 0, 170, 0, 0) == listed_translations(exact, 50, 170)
+    assert translations(store, 1, 170, 0, 0) == listed_translations(marked, 50, 170)
+
+
+def test_retention_prunes_old_history_and_keeps_what_is_still_needed(store: MetadataStore, db_url: str) -> None:
+    first = run_batch(store, planned(0, 0, 10), planned(1, 0, 4))
+    failed = store.begin_batch(FLOW, [planned(0, 10, 50)], {})
+    store.fail_batch(failed, "abandoned")
+    middle = [run_batch(store, planned(0, 10, 20)), run_batch(store, planned(0, 30, 40, gap_start=20))]
+    last = run_batch(store, planned(0, 40, 45))
+    running = store.begin_batch(FLOW, [planned(0, 45, 50)], {})
+    cutoff = utcnow()
+    store.record_lag_samples(FLOW, [LagSample(TOPIC, 0, cutoff - timedelta(hours=1), 9, None, None), LagSample(TOPIC, 0, cutoff + timedelta(hours=1), 5, None, None)])
+    checks = [store.record_verification(Verification(flow, cutoff - timedelta(hours=h), None, [])) for flow, h in ((FLOW, 3), (FLOW, 2), (FLOW, 1), ("a->b", 3))]
+    stats, runs = store.partition_stats(FLOW), store.offset_runs(FLOW, key(0))
+
+    assert store.prune_history(FLOW, cutoff - timedelta(hours=4)) == Pruned()
+    assert store.prune_history(FLOW, cutoff) == Pruned(batches=3, gaps=1, lag_samples=1, verifications=2)
+
+    assert {b.id for b in store.batches(FLOW)} == {first, last, running}  # the first, those cursors name, the running one
+    assert store.unfinished_batch(FLOW).ranges == [planned(0, 45, 50)]
+    assert store.partition_stats(FLOW) == stats
+    assert store.offset_runs(FLOW, key(0)) == runs and batch_ids_of_runs(db_url, 0) == [first, None, None, last]
+    assert store.gaps(FLOW) == [] and [s.lag_records for s in store.lag_samples(FLOW)] == [5]
+    assert store.last_verification(FLOW).id == checks[2].id and store.last_verification("a->b").id == checks[3].id
+    assert middle[0] not in {b.id for b in store.batches(FLOW)}
+
+    store.commit_batch(running, [copied(planned(0, 45, 50))])
+    stats = store.partition_stats(FLOW)
+    assert store.prune_history(FLOW, utcnow()) == Pruned(batches=1)  # ``last``: no cursor names it any more
+    assert store.partition_stats(FLOW) == stats and stats[key(0)].records == 10 + 10 + 10 + 5 + 5
+    assert {b.id for b in store.batches(FLOW)} == {first, running}
+
+
+def test_runs_below_both_log_starts_are_pruned_and_every_offset_translates_as_before(store: MetadataStore, db_url: str) -> None:
+    for i in range(8):
+        commit(store, copied_runs(0, 10 * i, 10 * i + 10, 11 * i), copied_runs(1, 10 * i, 10 * i + 10, 11 * i))
+    store.prune_history(FLOW, utcnow())  # the runs of batches 2 to 7 let go of their batches
+    log_starts = [(45, 60), (50, 70), (79, 88)]
+    before = {starts: translations(store, 0, 95, *reversed(starts)) for starts in log_starts}
+
+    assert store.prune_runs(FLOW, {key(0): (45, 60)}) == 3  # below the run from 40, which holds the source's log start
+
+    assert [r.upstream_start for r in store.offset_runs(FLOW, key(0))] == [0, 40, 50, 60, 70]  # the first batch's run stays
+    assert {starts: translations(store, 0, 95, *reversed(starts)) for starts in log_starts} == before
+    assert len(store.offset_runs(FLOW, key(1))) == 8
+    assert store.prune_runs(FLOW, {key(0): (5, 80)}) == 0  # nothing lies below the source's log start

@@ -1,6 +1,7 @@
 """Persistent replication state in SQL: :class:`MetadataStore` (see :mod:`.metadata_store`) over cursors,
 batches, offset syncs and gaps (:mod:`.batches`), checkpoints and group syncs (:mod:`.checkpoints`), heartbeat
-latency (:mod:`.heartbeats`), topic incarnations (:mod:`.incarnations`), and flow leases (:mod:`.flow_lease`).
+latency (:mod:`.heartbeats`), topic incarnations (:mod:`.incarnations`), retention of the history
+(:mod:`.retention`), and flow leases (:mod:`.flow_lease`).
 The value types it stores and returns live in :mod:`airmirror.model`."""
 
 from airmirror.store.batches import StaleCursorError

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, Select, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airmirror.errors import ReplicationFailure
@@ -48,7 +48,7 @@ from airmirror.model import (
 from airmirror.store import incarnations
 from airmirror.store.engine import EngineHolder
 from airmirror.store.rows import as_columns, from_columns, insert_many, update_many, utcnow
-from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs
+from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs, pruned_totals
 
 
 class StaleCursorError(ReplicationFailure):
@@ -282,16 +282,19 @@ class BatchStore(EngineHolder):
             return [Gap(row.topic, row.partition, row.start_offset, row.end_offset) for row in rows]
 
     def partition_stats(self, flow: str) -> dict[PartitionKey, PartitionStats]:
-        """Status of every partition that has a cursor in the flow."""
+        """Status of every partition that has a cursor in the flow; its totals include what retention pruned
+        (``airmirror_pruned_totals``)."""
         with self._transaction(f"read the partition stats of flow {flow!r}") as connection:
             cursor_rows = connection.execute(select(cursors).where(cursors.c.flow == flow)).all()
             copied = _totals_by_partition(connection, _copied_totals(flow))
             lost = _totals_by_partition(connection, _gap_totals(flow))
+            pruned_copies = _totals_by_partition(connection, _pruned(flow, pruned_totals.c.records, pruned_totals.c.bytes))
+            pruned_gaps = _totals_by_partition(connection, _pruned(flow, pruned_totals.c.gap_count, pruned_totals.c.gap_offsets))
         stats: dict[PartitionKey, PartitionStats] = {}
         for row in cursor_rows:
             key = PartitionKey(row.topic, row.partition)
-            records, size = copied.get(key, (0, 0))
-            gap_count, gap_offsets = lost.get(key, (0, 0))
+            records, size = _added(copied.get(key), pruned_copies.get(key))
+            gap_count, gap_offsets = _added(lost.get(key), pruned_gaps.get(key))
             stats[key] = PartitionStats(
                 cursor=row.next_offset,
                 records=records,
@@ -383,7 +386,7 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
     insert_many(
         connection,
         offset_syncs,
-        [_offset_sync_row(flow, batch_id, result, run) for _, result in pairs for run in result.runs],
+        [_offset_sync_row(flow, batch_id, result, run) for _, result in pairs for run in _continue_runs(connection, flow, result)],
     )
     insert_many(
         connection,
@@ -536,6 +539,28 @@ def _store_outcomes(
     )
 
 
+def _continue_runs(connection: Connection, flow: str, result: RangeResult) -> tuple[OffsetRun, ...]:
+    """The runs of ``result`` still to insert: when its first run continues the partition's stored run that ends
+    where it starts exactly (on both sides), that run is extended in place (keeping its ``batch_id``) and the first
+    run is left out.  Translation is unchanged: every offset of both runs maps as before.  One probe of the unique
+    ``upstream_end`` index."""
+    if not result.runs:
+        return result.runs
+    first = result.runs[0]
+    key = PartitionKey(result.topic, result.partition)
+    previous = connection.execute(
+        _runs_of(flow, key).where(offset_syncs.c.upstream_end == first.upstream_start)
+    ).one_or_none()
+    if previous is None or previous.downstream_start + first.upstream_start - previous.upstream_start != first.downstream_start:
+        return result.runs
+    connection.execute(
+        update(offset_syncs)
+        .where(*partition_runs(flow, key), offset_syncs.c.upstream_start == previous.upstream_start)
+        .values(upstream_end=first.upstream_end)
+    )
+    return result.runs[1:]
+
+
 def _offset_sync_row(flow: str, batch_id: int, result: RangeResult, run: OffsetRun) -> dict[str, Any]:
     return {"flow": flow, "topic": result.topic, "partition": result.partition, "batch_id": batch_id, **as_columns(run)}
 
@@ -544,9 +569,14 @@ def _gap_row(flow: str, batch_id: int, gap: Gap, now: datetime) -> dict[str, Any
     return {"flow": flow, "batch_id": batch_id, "detected_at": now, **as_columns(gap, RANGE_COLUMNS)}
 
 
+def partition_runs(flow: str, key: PartitionKey) -> tuple[ColumnElement[bool], ...]:
+    """The conditions selecting the offset-sync runs of one partition of ``flow``."""
+    return offset_syncs.c.flow == flow, offset_syncs.c.topic == key.topic, offset_syncs.c.partition == key.partition
+
+
 def _runs_of(flow: str, key: PartitionKey) -> Select[Any]:
     return select(offset_syncs.c.upstream_start, offset_syncs.c.upstream_end, offset_syncs.c.downstream_start).where(
-        offset_syncs.c.flow == flow, offset_syncs.c.topic == key.topic, offset_syncs.c.partition == key.partition
+        *partition_runs(flow, key)
     )
 
 
@@ -576,6 +606,17 @@ def _gap_totals(flow: str) -> Select[Any]:
         .where(gaps.c.flow == flow)
         .group_by(gaps.c.topic, gaps.c.partition)
     )
+
+
+def _pruned(flow: str, first: ColumnElement[int], second: ColumnElement[int]) -> Select[Any]:
+    """(topic, partition, ``first``, ``second``) of the flow's pruned totals."""
+    return select(pruned_totals.c.topic, pruned_totals.c.partition, first, second).where(pruned_totals.c.flow == flow)
+
+
+def _added(stored: tuple[int, int] | None, pruned: tuple[int, int] | None) -> tuple[int, int]:
+    """Two ``(a, b)`` totals added, a missing one counting as zeros."""
+    (a, b), (c, d) = stored or (0, 0), pruned or (0, 0)
+    return a + c, b + d
 
 
 def _totals_by_partition(connection: Connection, query: Select[Any]) -> dict[PartitionKey, tuple[int, int]]:

@@ -10,6 +10,7 @@ contracts in its module's docstring:
 * :mod:`airmirror.store.heartbeats`: heartbeat emissions and replication latency.
 * :mod:`airmirror.store.incarnations`: cursor incarnations, remote topic ids, stops and source resets.
 * :mod:`airmirror.store.verifications`: every ``airmirror verify`` and its result per partition.
+* :mod:`airmirror.store.retention`: pruning of the history older than ``airmirror.metadata.retention``.
 * :mod:`airmirror.store.flow_lease`: :meth:`MetadataStore.hold_flow` lets one run at a time work on a flow.
 * :mod:`airmirror.store.engine`: engines, transactions and schema migrations.
 
@@ -49,6 +50,7 @@ from airmirror.store.engine import (
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
 from airmirror.store.heartbeats import HeartbeatStore
 from airmirror.store.lag import LagStore
+from airmirror.store.retention import RetentionStore
 from airmirror.store.rows import utcnow
 from airmirror.store.verifications import VerificationStore
 
@@ -72,7 +74,7 @@ class SchemaNotCurrentError(ReplicationFailure):
         self.revision, self.head = revision, head
 
 
-class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore):
+class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore, RetentionStore):
     """Repository over the metadata store tables (see the module docstring for the contracts)."""
 
     def __repr__(self) -> str:

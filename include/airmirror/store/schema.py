@@ -15,8 +15,13 @@ Tables and their contracts:
 * ``airmirror_offset_syncs``: exact offset translation, one row per contiguous run of copied
   records.  Runs of a partition never overlap, so the unique index on ``upstream_end`` finds "the
   run containing or following upstream offset u" with one index probe
-  (``upstream_end > u ORDER BY upstream_end LIMIT 1``).
+  (``upstream_end > u ORDER BY upstream_end LIMIT 1``).  ``batch_id`` is the batch that copied the run's
+  first record (a run that later batches continued exactly was extended in place), ``NULL`` once retention
+  pruned that batch (see :mod:`airmirror.store.retention`).
 * ``airmirror_gaps``: source ranges deleted by retention before they were copied.
+* ``airmirror_pruned_totals``: per (flow, topic, partition) what retention pruned from the history: the
+  records and bytes of the committed ranges it deleted and the number and offsets of the gaps it deleted, so
+  the totals a partition shows stay whole.
 * ``airmirror_checkpoints``: per (flow, group, source topic, partition) the newest checkpoint written to
   the target's checkpoints topic, with the time it was emitted.  ``index ..._downstream`` on
   ``airmirror_offset_syncs`` finds the run containing or following a downstream offset (failback
@@ -41,7 +46,7 @@ Tables and their contracts:
   partition's exact runs they translate as MM2 translates (see :mod:`airmirror.checkpoints.translation`).
 * ``airmirror_verifications``: one row per ``airmirror verify`` of a flow, with when it ran and the topics it
   covered; ``airmirror_verified_partitions``: its result per partition (see
-  :class:`~airmirror.model.PartitionVerification`).  Rows are only added.
+  :class:`~airmirror.model.PartitionVerification`).  Rows are only added (and pruned by retention).
 * ``airmirror_flow_leases``: per flow the run that holds it (at most one), until ``expires_at``; see
   :mod:`airmirror.store.flow_lease`.  ``token`` identifies one acquisition, ``process`` the holder's
   process on its machine (so that a run on the same machine can take over at once from a dead holder).
@@ -144,8 +149,8 @@ def _group() -> Column[str]:
     return Column("group_id", String(GROUP_LENGTH), primary_key=True)
 
 
-def _batch_ref(*, primary_key: bool = False) -> Column[int]:
-    return Column("batch_id", ID, ForeignKey("airmirror_batches.id"), primary_key=primary_key, nullable=False)
+def _batch_ref(*, primary_key: bool = False, nullable: bool = False) -> Column[int]:
+    return Column("batch_id", ID, ForeignKey("airmirror_batches.id"), primary_key=primary_key, nullable=nullable)
 
 
 batches = Table(
@@ -166,6 +171,7 @@ batches = Table(
     Column("error", Text),
 )
 Index("ix_airmirror_batches_flow_id", batches.c.flow, batches.c.id)
+Index("ix_airmirror_batches_flow_finished_at", batches.c.flow, batches.c.finished_at)
 Index(
     "ux_airmirror_batches_running_flow",
     batches.c.flow,
@@ -218,8 +224,9 @@ offset_syncs = Table(
     Column("upstream_start", BigInteger, primary_key=True),
     Column("upstream_end", BigInteger, nullable=False),
     Column("downstream_start", BigInteger, nullable=False),
-    _batch_ref(),
+    _batch_ref(nullable=True),
 )
+Index("ix_airmirror_offset_syncs_batch_id", offset_syncs.c.batch_id)
 Index(
     "ux_airmirror_offset_syncs_upstream_end",
     offset_syncs.c.flow,
@@ -246,6 +253,18 @@ gaps = Table(
     Column("end_offset", BigInteger, nullable=False),
     _batch_ref(),
     Column("detected_at", UTCDateTime(), nullable=False),
+)
+
+pruned_totals = Table(
+    "airmirror_pruned_totals",
+    metadata,
+    _flow(),
+    _topic(),
+    _partition(),
+    Column("records", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("gap_count", BigInteger, nullable=False),
+    Column("gap_offsets", BigInteger, nullable=False),
 )
 
 lag_samples = Table(
@@ -367,6 +386,7 @@ mm2_syncs = Table(
     Column("downstream_offset", BigInteger, nullable=False),
     _batch_ref(),
 )
+Index("ix_airmirror_mm2_syncs_batch_id", mm2_syncs.c.batch_id)
 
 verifications = Table(
     "airmirror_verifications",

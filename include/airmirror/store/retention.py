@@ -1,0 +1,201 @@
+"""Retention of the metadata DB's history (:class:`RetentionStore`, a part of
+:class:`~airmirror.store.metadata_store.MetadataStore`; the age is ``airmirror.metadata.retention``).
+
+Contract of :meth:`RetentionStore.prune_history` for one flow and a moment ``before``:
+
+* **Batches**: a ``COMMITTED`` or ``FAILED`` batch that finished before ``before`` is deleted with its ranges,
+  unless something still needs it: a cursor, a gap, a source reset or an imported MM2 sync names it, or it is
+  the flow's first committed batch (a takeover from MM2 is found as that batch, see
+  :meth:`~airmirror.store.batches.BatchStore.mm2_sync_before`).  A ``RUNNING`` batch is never touched.  The
+  records and bytes of the deleted committed ranges are added to ``airmirror_pruned_totals``, so
+  :meth:`~airmirror.store.batches.BatchStore.partition_stats` shows the same totals before and after.
+* **Offset-sync runs** outlive their batch: a run whose batch is deleted keeps its offsets with ``batch_id``
+  ``NULL``.  Every chunk transaction leaves a commit marker in the remote partition, so consecutive batches'
+  runs rarely continue each other exactly (when they do, the commit extends the stored run in place) and a
+  partition gains about one run per batch.  :meth:`RetentionStore.prune_runs` deletes the runs that no
+  translation can need any more, given the partition's log start offsets on both clusters (see there).
+* **Gaps** detected before ``before`` are deleted, their number and offsets added to ``airmirror_pruned_totals``.
+* **Lag samples** taken before ``before`` are deleted.
+* **Verifications** run before ``before`` are deleted with their partitions, except the flow's newest.
+* Checkpoints, group syncs, heartbeats, cursors, stops, source resets and remote topic ids keep one row per key
+  (or grow with resets only) and are not pruned.
+
+Every step is an indexed delete.  Batches go in chunks of :data:`BATCHES_PER_TRANSACTION`, one transaction
+each, so a first prune of a long history holds the database for one chunk at a time; the folding of a chunk's
+totals and the deletion of its rows are one transaction, so a reader never sees totals counted twice or lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, Table, delete, exists, func, select, update
+
+from airmirror.model import BatchState, PartitionKey
+from airmirror.store.batches import partition_runs
+from airmirror.store.engine import EngineHolder
+from airmirror.store.rows import upsert
+from airmirror.store.schema import (
+    batch_ranges,
+    batches,
+    cursors,
+    gaps,
+    lag_samples,
+    mm2_syncs,
+    offset_syncs,
+    pruned_totals,
+    source_resets,
+    verifications,
+    verified_partitions,
+)
+
+BATCHES_PER_TRANSACTION = 1000
+KEEPERS: tuple[Table, ...] = (cursors, gaps, source_resets, mm2_syncs)
+"""Tables whose rows keep the batch they name (every reference to ``airmirror_batches`` but its own ranges and
+the offset-sync runs, which let go of it)."""
+TOTALS = ("records", "bytes", "gap_count", "gap_offsets")
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """How many rows of a flow's history one :meth:`RetentionStore.prune_history` deleted."""
+
+    batches: int = 0
+    gaps: int = 0
+    lag_samples: int = 0
+    verifications: int = 0
+
+
+class RetentionStore(EngineHolder):
+    """Retention of the store's history (see the module docstring for the contract)."""
+
+    def prune_history(self, flow: str, before: datetime) -> Pruned:
+        """Delete ``flow``'s history older than ``before`` as the module docstring says; returns the counts."""
+        with self._transaction(f"prune the gaps and samples of flow {flow!r}") as connection:
+            gap_count = _prune_gaps(connection, flow, before)
+            samples = connection.execute(
+                delete(lag_samples).where(lag_samples.c.flow == flow, lag_samples.c.sampled_at < before)
+            ).rowcount
+            checks = _prune_verifications(connection, flow, before)
+        batch_count = 0
+        while True:
+            with self._transaction(f"prune the batches of flow {flow!r}") as connection:
+                pruned = _prune_batches(connection, flow, before)
+            batch_count += pruned
+            if pruned < BATCHES_PER_TRANSACTION:
+                return Pruned(batch_count, gap_count, samples, checks)
+
+
+    def prune_runs(self, flow: str, log_starts: Mapping[PartitionKey, tuple[int, int]]) -> int:
+        """Delete the runs of each partition of ``log_starts`` (its log start offsets on the source and on the
+        target, as just read) that lie wholly below both, and whose batch was pruned; returns how many.
+
+        With ``K`` the partition's last run whose ``upstream_start`` is at or below the source log start and whose
+        ``downstream_start`` is at or below the target log start, the runs starting below ``K`` go.  Every offset
+        they map translates to the log start anyway (forward translation raises a position to the target's log
+        start, failback to the source's, and log starts only grow), and ``K`` gives that same position: exact
+        translation, forward and failback, is unchanged.  ``verify`` compares from the log starts on, so its
+        verdicts do not change either (its note on offsets deleted on both sides starts at ``K`` then).  The runs of
+        the flow's first committed batch (a takeover's walk of MM2's tail) keep their batch, so they are kept.
+        Two index probes and one range delete per partition."""
+        deleted = 0
+        with self._transaction(f"prune the offset-sync runs of flow {flow!r}") as connection:
+            for key, (source_start, target_start) in log_starts.items():
+                where = partition_runs(flow, key)
+                by_source = connection.execute(
+                    select(offset_syncs.c.upstream_start).where(*where, offset_syncs.c.upstream_start <= source_start)
+                    .order_by(offset_syncs.c.upstream_start.desc()).limit(1)
+                ).scalar()
+                by_target = connection.execute(
+                    select(offset_syncs.c.upstream_start).where(*where, offset_syncs.c.downstream_start <= target_start)
+                    .order_by(offset_syncs.c.downstream_start.desc()).limit(1)
+                ).scalar()
+                if by_source is None or by_target is None:
+                    continue
+                deleted += connection.execute(
+                    delete(offset_syncs).where(
+                        *where, offset_syncs.c.upstream_start < min(by_source, by_target), offset_syncs.c.batch_id.is_(None)
+                    )
+                ).rowcount
+        return deleted
+
+
+def _prune_gaps(connection: Connection, flow: str, before: datetime) -> int:
+    old = (gaps.c.flow == flow, gaps.c.detected_at < before)
+    rows = connection.execute(
+        select(gaps.c.topic, gaps.c.partition, func.count(), func.sum(gaps.c.end_offset - gaps.c.start_offset))
+        .where(*old)
+        .group_by(gaps.c.topic, gaps.c.partition)
+    )
+    _add_totals(connection, flow, {PartitionKey(t, p): {"gap_count": n, "gap_offsets": lost} for t, p, n, lost in rows})
+    return connection.execute(delete(gaps).where(*old)).rowcount
+
+
+def _prune_verifications(connection: Connection, flow: str, before: datetime) -> int:
+    newest = select(func.max(verifications.c.id)).where(verifications.c.flow == flow).scalar_subquery()
+    old = connection.execute(
+        select(verifications.c.id).where(
+            verifications.c.flow == flow, verifications.c.verified_at < before, verifications.c.id < newest
+        )
+    ).scalars().all()
+    if old:
+        connection.execute(delete(verified_partitions).where(verified_partitions.c.verification_id.in_(old)))
+        connection.execute(delete(verifications).where(verifications.c.id.in_(old)))
+    return len(old)
+
+
+def _prune_batches(connection: Connection, flow: str, before: datetime) -> int:
+    """One chunk of at most :data:`BATCHES_PER_TRANSACTION` prunable batches, oldest first; returns how many."""
+    first = (
+        select(func.min(batches.c.id))
+        .where(batches.c.flow == flow, batches.c.state == BatchState.COMMITTED)
+        .scalar_subquery()
+    )
+    chosen = connection.execute(
+        select(batches.c.id, batches.c.state)
+        .where(
+            batches.c.flow == flow,
+            batches.c.finished_at < before,
+            batches.c.state.in_([BatchState.COMMITTED, BatchState.FAILED]),
+            batches.c.id != func.coalesce(first, 0),
+            *(~exists().where(table.c.batch_id == batches.c.id) for table in KEEPERS),
+        )
+        .order_by(batches.c.finished_at)
+        .limit(BATCHES_PER_TRANSACTION)
+    ).all()
+    ids = [row.id for row in chosen]
+    if not ids:
+        return 0
+    committed = [row.id for row in chosen if row.state is BatchState.COMMITTED]
+    copied = connection.execute(
+        select(batch_ranges.c.topic, batch_ranges.c.partition, func.sum(batch_ranges.c.records), func.sum(batch_ranges.c.bytes))
+        .where(batch_ranges.c.batch_id.in_(committed))
+        .group_by(batch_ranges.c.topic, batch_ranges.c.partition)
+    )
+    _add_totals(connection, flow, {PartitionKey(t, p): {"records": n, "bytes": size} for t, p, n, size in copied})
+    connection.execute(update(offset_syncs).where(offset_syncs.c.batch_id.in_(ids)).values(batch_id=None))
+    connection.execute(delete(batch_ranges).where(batch_ranges.c.batch_id.in_(ids)))
+    connection.execute(delete(batches).where(batches.c.id.in_(ids)))
+    return len(ids)
+
+
+def _add_totals(connection: Connection, flow: str, added: Mapping[PartitionKey, Mapping[str, int | None]]) -> None:
+    """Add ``added`` (per partition, some of :data:`TOTALS`) to the flow's pruned totals."""
+    if not added:
+        return
+    stored = {
+        PartitionKey(row.topic, row.partition): row
+        for row in connection.execute(select(pruned_totals).where(pruned_totals.c.flow == flow))
+        if PartitionKey(row.topic, row.partition) in added
+    }
+    upsert(connection, pruned_totals, [_summed(flow, key, stored.get(key), more) for key, more in added.items()])
+
+
+def _summed(flow: str, key: PartitionKey, stored: Row[Any] | None, more: Mapping[str, int | None]) -> dict[str, Any]:
+    """One pruned-totals row: ``stored`` (``None``: zeros) plus ``more``; PostgreSQL sums BIGINTs as NUMERIC."""
+    before = {name: 0 for name in TOTALS} if stored is None else stored._mapping
+    totals = {name: before[name] + int(more.get(name) or 0) for name in TOTALS}
+    return {"flow": flow, "topic": key.topic, "partition": key.partition, **totals}
