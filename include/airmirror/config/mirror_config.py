@@ -94,7 +94,6 @@ _REPLICATION_FACTOR_DEFAULTS: dict[str, int] = {
     "offset-syncs.topic.replication.factor": 3,
     "checkpoints.topic.replication.factor": 3,
     "heartbeats.topic.replication.factor": 3,
-    BATCH_LOG_REPLICATION_FACTOR_KEY: 3,
 }
 BROKER_DEFAULT_REPLICATION_FACTOR = -1
 _WORKER_OFFSETS_FACTOR_KEY = "offset.storage.replication.factor"
@@ -545,6 +544,7 @@ class FlowConfig:
         self._replication_factors = {
             key: self._replication_factor(key, default) for key, default in _REPLICATION_FACTOR_DEFAULTS.items()
         }
+        # the batch log's factor falls back to the ones above
         self._replication_factors[BATCH_LOG_REPLICATION_FACTOR_KEY] = self._batch_log_replication_factor()
         self.topics = RegexFilter(self._patterns("topics"), self._patterns("topics.exclude"))
         self.groups = RegexFilter(self._patterns("groups"), self._patterns("groups.exclude"))
@@ -752,14 +752,18 @@ class FlowConfig:
 
     def _batch_log_replication_factor(self) -> _ReplicationFactor:
         """The batch log's own key, else MM2's worker ``offset.storage.replication.factor`` of the target, else
-        ``offset-syncs.topic.replication.factor`` (see the module docstring)."""
+        ``offset-syncs.topic.replication.factor`` (see the module docstring); a default is named after the batch
+        log's own key, the one to set."""
         own = self.setting(BATCH_LOG_REPLICATION_FACTOR_KEY)
         if own is not None:
             return _checked_factor(BATCH_LOG_REPLICATION_FACTOR_KEY, own)
         worker = self._config.worker_setting(self.target, _WORKER_OFFSETS_FACTOR_KEY)
         if worker is not None:
             return _checked_factor(_WORKER_OFFSETS_FACTOR_KEY, worker)
-        return self._replication_factors["offset-syncs.topic.replication.factor"]
+        offset_syncs = self._replication_factors["offset-syncs.topic.replication.factor"]
+        if offset_syncs.line is None:
+            return offset_syncs._replace(key=BATCH_LOG_REPLICATION_FACTOR_KEY)
+        return offset_syncs
 
     def _positive_int(self, key: str) -> int | None:
         setting = self.setting(key)

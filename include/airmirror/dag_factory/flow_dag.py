@@ -165,7 +165,9 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
     return flow_dag()
 
 
-def run_emission(what: str, settings: HeartbeatSettings | CheckpointSettings, live: bool, config_path: str, name: str) -> None:
+def run_emission(
+    what: str, settings: HeartbeatSettings | CheckpointSettings, live: bool, config_path: str, name: str
+) -> None:
     """Emit heartbeats or checkpoints if the flow enables them: in a live run every ``settings.interval_seconds``
     for its window (:mod:`airmirror.dag_factory.live`), otherwise once if this run's interval is due.  When they
     are off (``emit.{what}.enabled = false`` or a negative interval) the task is skipped, naming the key."""

@@ -12,9 +12,10 @@ Rules:
   the run goes on, as in MM2: one warning per flow and cluster in a process (a live or continuous run warns
   once, not at every batch), then debug lines.  MM2 logs the source's case once and the target's refusals at
   each sync, and goes on.  librdkafka (2.16) drops DescribeAcls' error code, so a source without an authorizer
-  usually reads as one without topic ACLs: nothing to copy, nothing to warn about.  With an authorizer, reading ACLs needs Cluster DESCRIBE on the source and creating
-  them Cluster ALTER on the target (:func:`~airmirror.kafka.acls.required_acls` lists both while the sync is on);
-  a refusal there fails the run, naming the missing ACL.
+  usually reads as one without topic ACLs: nothing to copy, nothing to warn about.
+- With an authorizer, reading ACLs needs Cluster DESCRIBE on the source and creating them Cluster ALTER on the
+  target (:func:`~airmirror.kafka.acls.required_acls` lists both while the sync is on); a refusal there fails
+  the run, naming the missing ACL.
 """
 
 from __future__ import annotations

@@ -581,7 +581,7 @@ BATCH_LOG = "airmirror.batch.log.topic.replication.factor"
 @pytest.mark.parametrize(
     ("extra", "factor", "origin"),
     [
-        ("", 3, ("offset-syncs.topic.replication.factor", None)),
+        ("", 3, (BATCH_LOG, None)),
         ("offset-syncs.topic.replication.factor = 2\n", 2, ("offset-syncs.topic.replication.factor", 5)),
         ("a->b.offset-syncs.topic.replication.factor = 2\n", 2, ("offset-syncs.topic.replication.factor", 5)),
         ("b.offset.storage.replication.factor = 1\noffset-syncs.topic.replication.factor = 2\n", 1,
