@@ -4,17 +4,23 @@ ends the run once its batch in flight is committed.  The target must equal the s
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from airmirror.config import load_config
+from airmirror.kafka.clients import ClusterAdmin
 from airmirror.model import BatchState
+from airmirror.replication import continuous
+from airmirror.replication.options import BatchOptions
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import SteadyProducer, create_topic, produce, records_of, sample_records
@@ -123,4 +129,92 @@ def test_spark_submit_app_runs_the_same_loop(clusters, prefix, tmp_path):
     report = json.loads(submitted.stdout.strip().splitlines()[-1])
     assert report["stopped_by"] == "duration" and report["records"] == 60
     for p in range(2):
+        assert records_of(b, f"a.{topic}", p) == records_of(a, topic, p)
+
+
+def native_threads() -> int:
+    """Threads of this process, librdkafka's included (``threading`` sees only Python's)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def cluster_admins() -> int:
+    """Admin client objects alive or waiting for a garbage collection."""
+    return sum(isinstance(o, ClusterAdmin) for o in gc.get_objects())
+
+
+class StopAfterRounds(threading.Event):
+    """The run's stop signal, set once the loop has waited ``rounds`` times (it waits once per idle round)."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__()
+        self.left = rounds
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.left -= 1
+        if self.left <= 0:
+            self.set()
+        return super().wait(timeout)
+
+
+def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_path, monkeypatch):
+    """1,000 rounds with nothing to copy, the garbage collector off so that a reference cycle would pile up."""
+    create_topic(clusters["a"].bootstrap, f"{prefix}.idle", 2)
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+    flow = load_config(config).flow("a->b")
+    monkeypatch.setattr(continuous, "IDLE_WAIT_S", 0.0)
+    stop, samples = threading.Event(), []
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            samples.append((native_threads(), cluster_admins()))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    gc.collect()
+    gc.disable()
+    try:
+        with MetadataStore.open(flow.metadata_db_url) as store:
+            sampler.start()
+            report = continuous.replicate_continuously(flow, store, BatchOptions(), lambda: None, stop=StopAfterRounds(1000), duration=timedelta(minutes=5))
+            stop.set()
+            sampler.join()
+    finally:
+        gc.enable()
+
+    assert report.idle_rounds >= 999 and report.records == 0 and report.stopped_by == "signal", report
+    warm = samples[len(samples) // 4]
+    assert max(s[0] for s in samples[len(samples) // 4:]) <= warm[0] + 2, samples
+    assert max(s[1] for s in samples) <= 2, samples
+
+
+def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(clusters, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.restarts"
+    create_topic(a, topic, PARTITIONS)
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\nairmirror.transaction.max.records = 500",
+    )
+    flow = load_config(config).flow("a->b")
+    store = MetadataStore.open(flow.metadata_db_url)
+    producer = SteadyProducer(a, topic, PARTITIONS, burst=20, pause=0.05)
+    producer.start()
+    try:
+        run = start_continuous(config, "--for", "60s", "--json")
+        for broker in (clusters["b"], clusters["a"]):  # the target, then the source partitions' leader
+            before = last_committed(store, flow.name)
+            wait_until(lambda: last_committed(store, flow.name) > before or run.poll() is not None, 300, "a committed batch")
+            assert run.poll() is None, run.communicate()[0]
+            broker.restart()
+        output, _ = run.communicate(timeout=300)
+    finally:
+        producer.stop()
+    store.dispose()
+
+    assert run.returncode == 0, output
+    assert json.loads(output[output.rindex("\n{\n") + 1:])["stopped_by"] == "duration"  # after librdkafka's logs
+    catch_up = subprocess.run([sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b"], capture_output=True, text=True, timeout=600)
+    assert catch_up.returncode == 0, catch_up.stderr
+    assert sum(len(records_of(b, f"a.{topic}", p)) for p in range(PARTITIONS)) == producer.sent
+    for p in range(PARTITIONS):
         assert records_of(b, f"a.{topic}", p) == records_of(a, topic, p)

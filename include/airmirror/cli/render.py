@@ -79,6 +79,7 @@ def print_continuous_report(report: ContinuousReport, as_json: bool) -> None:
     print(
         f"stopped by {report.stopped_by} after {report.seconds:.1f}s: {report.batches} batches, "
         f"{report.records} records, {report.bytes / 1e6:.1f} MB"
+        + (f", {report.retries} failed rounds retried" if report.retries else "")
     )
 
 

@@ -3,11 +3,20 @@
 Settings come from the flow (:meth:`~airmirror.config.FlowConfig.client_config`: MM2's client keys translated
 for librdkafka, secrets resolved).  Producers and consumers of the copy job are built in
 :mod:`airmirror.replication.spark` from settings the driver hands each task, since executors have no config.
+
+Inside :func:`shared_admins` (a continuous run, a batch, a DAG task) there is one admin client per flow, cluster
+and access scope, built on first use and dropped when the block ends; outside it every call builds its own.
+A client holds no reference to itself (its error callback keeps the error in a separate object), so the last
+reference dropped frees it, its threads and its broker connections at once, without waiting for a garbage
+collection.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -39,13 +48,12 @@ class ClusterAdmin(AdminClient):
         self.access = access
         self.bootstrap = str(config.get("bootstrap.servers", ""))
         self.request_timeout_s = int(config["socket.timeout.ms"]) / 1000 if "socket.timeout.ms" in config else REQUEST_TIMEOUT_S
-        self.last_error: KafkaError | None = None
-        super().__init__({**config, "error_cb": self._remember})
+        self._errors = ClientErrors()
+        super().__init__({**config, "error_cb": self._errors.remember})
 
-    def _remember(self, error: KafkaError) -> None:
-        """Keep ``error`` unless it is the summary "all brokers are down" that follows a cause already kept."""
-        if error.code() != KafkaError._ALL_BROKERS_DOWN or self.last_error is None:
-            self.last_error = error
+    @property
+    def last_error(self) -> KafkaError | None:
+        return self._errors.last
 
     def refused_login(self) -> bool:
         """True once the cluster refused the login or the TLS handshake (see :data:`REFUSED_LOGIN`)."""
@@ -58,10 +66,47 @@ class ClusterAdmin(AdminClient):
         return ReplicationFailure(f"cannot reach cluster '{self.alias}' ({self.bootstrap}): {cause}")
 
 
+class ClientErrors:
+    """The last client-level error librdkafka reported for one client; kept apart from the client so that its
+    callback does not make the client refer to itself."""
+
+    def __init__(self) -> None:
+        self.last: KafkaError | None = None
+
+    def remember(self, error: KafkaError) -> None:
+        """Keep ``error`` unless it is the summary "all brokers are down" that follows a cause already kept."""
+        if error.code() != KafkaError._ALL_BROKERS_DOWN or self.last is None:
+            self.last = error
+
+
+_shared: ContextVar[dict[tuple[str, str, bool], ClusterAdmin] | None] = ContextVar("airmirror_shared_admins", default=None)
+
+
+@contextmanager
+def shared_admins() -> Iterator[None]:
+    """Within the block, :func:`admin_client` returns one client per flow, cluster and access scope (see the
+    module docstring).  Nested blocks share the outermost one's clients."""
+    if _shared.get() is not None:
+        yield
+        return
+    token = _shared.set({})
+    try:
+        yield
+    finally:
+        _shared.reset(token)
+
+
 def admin_client(flow: FlowConfig, alias: str, *, takeover: bool = False) -> ClusterAdmin:
     """An admin client of cluster ``alias`` with the flow's settings for it (its refusals name the takeover's
     ACLs too with ``takeover``, see :func:`~airmirror.kafka.authorization.access_scope`)."""
-    return ClusterAdmin(alias, flow.client_config(alias, "admin"), access_scope(flow, alias, takeover=takeover))
+    clients = _shared.get()
+    key = (flow.name, alias, takeover)
+    if clients is None or key not in clients:
+        client = ClusterAdmin(alias, flow.client_config(alias, "admin"), access_scope(flow, alias, takeover=takeover))
+        if clients is None:
+            return client
+        clients[key] = client
+    return clients[key]
 
 
 def source_admin(flow: FlowConfig) -> ClusterAdmin:

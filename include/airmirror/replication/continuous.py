@@ -17,6 +17,14 @@ Contract:
    starts after that.  A second signal ends the process at once (exit code ``128 + signal``).
 7. Stopped topics or partitions (:mod:`airmirror.replication.incarnations`) fail the run at its end, after
    everything else was copied, as a single run does.
+8. A failure of one round (topic sync, plan, copy or record) that the next round may not meet (a broker
+   restart, a leader change, a coordinator move, a metadata DB briefly unreachable, a failed copy job) is
+   retried with the product's pause (:data:`~airmirror.kafka.retry.RETRY_PAUSE_S`, doubling to
+   :data:`RETRY_PAUSE_MAX_S`): the next round resumes the unfinished batch exactly once.  The run ends only when
+   rounds keep failing for :data:`RETRY_WINDOW_S`, or on a failure no retry cures (bad input, a missing ACL, a
+   lost lease).
+9. The run shares one admin client per cluster (:func:`~airmirror.kafka.clients.shared_admins`), dropped at
+   its end: nothing it builds grows with the rounds it runs.
 """
 
 from __future__ import annotations
@@ -32,13 +40,18 @@ from datetime import timedelta
 from types import FrameType, TracebackType
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from airmirror.config import FlowConfig
-from airmirror.errors import InputError
+from airmirror.errors import AccessDenied, InputError, ReplicationFailure
+from airmirror.kafka.clients import shared_admins
+from airmirror.kafka.retry import RETRY_PAUSE_S
 from airmirror.kafka.topics import TopicMapping
-from airmirror.replication.incarnations import raise_for_stops
+from airmirror.replication.incarnations import TopicsStopped, raise_for_stops
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import BatchSummary, copy_and_record, plan_batch, sync_flow_topics
 from airmirror.store import MetadataStore, describe_holder
+from airmirror.store.flow_lease import FlowBusyError
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +59,11 @@ TOPIC_SYNC_INTERVAL_S = 10.0
 IDLE_WAIT_S = 0.2
 STOPPED_BY_DURATION = "duration"
 STOPPED_BY_SIGNAL = "signal"
+RETRY_WINDOW_S = 300.0
+"""How long rounds may keep failing before the run ends (rule 8)."""
+RETRY_PAUSE_MAX_S = 10.0
+INCURABLE = (InputError, AccessDenied, TopicsStopped, FlowBusyError)
+"""Failures no retry cures: bad input, a missing ACL, stopped topics, a flow held (or taken over) by another run."""
 
 
 @dataclass
@@ -57,6 +75,29 @@ class ContinuousReport:
     bytes: int = 0
     seconds: float = 0.0
     stopped_by: str = ""
+    idle_rounds: int = 0
+    retries: int = 0
+
+
+class Retries:
+    """Rule 8: the pause before the next round after a failed one, and when failing rounds end the run."""
+
+    def __init__(self) -> None:
+        self.failing_since: float | None = None
+        self.pause = RETRY_PAUSE_S
+
+    def succeeded(self) -> None:
+        self.failing_since, self.pause = None, RETRY_PAUSE_S
+
+    def failed(self, error: Exception) -> float:
+        """The pause before the next round; raises ``error`` once rounds have failed for :data:`RETRY_WINDOW_S`."""
+        now = time.monotonic()
+        self.failing_since = now if self.failing_since is None else self.failing_since
+        if now - self.failing_since >= RETRY_WINDOW_S:
+            raise error
+        pause, self.pause = self.pause, min(self.pause * 2, RETRY_PAUSE_MAX_S)
+        log.warning("round failed, retrying in %.1f s (failing for %.0f s of at most %.0f s): %s", pause, now - self.failing_since, RETRY_WINDOW_S, error)
+        return pause
 
 
 class StopOnSignals:
@@ -111,19 +152,29 @@ def replicate_continuously(
     started = time.monotonic()
     deadline = None if duration is None else started + duration.total_seconds()
     report = ContinuousReport()
-    with store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease:
+    retries = Retries()
+    with shared_admins(), store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease:
         mappings: list[TopicMapping] = []
         synced_at = float("-inf")
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
-            if time.monotonic() - synced_at >= TOPIC_SYNC_INTERVAL_S:
-                mappings = sync_flow_topics(flow, store, options).mappings
-                synced_at = time.monotonic()
-            planned = plan_batch(flow, store, mappings, options)
-            options = from_the_cursors(options)
-            if planned.batch_id is None:
+            try:
+                if time.monotonic() - synced_at >= TOPIC_SYNC_INTERVAL_S:
+                    mappings = sync_flow_topics(flow, store, options).mappings
+                    synced_at = time.monotonic()
+                planned = plan_batch(flow, store, mappings, options)
+                options = from_the_cursors(options)
+                summary = None if planned.batch_id is None else copy_and_record(flow, store, planned, spark_factory, lease)
+            except INCURABLE:
+                raise
+            except (ReplicationFailure, KafkaException) as error:
+                report.retries += 1
+                stop.wait(retries.failed(error))
+                continue
+            retries.succeeded()
+            if summary is None:
+                report.idle_rounds += 1
                 stop.wait(IDLE_WAIT_S)
                 continue
-            summary = copy_and_record(flow, store, planned, spark_factory, lease)
             report.batches += 1
             report.records += summary.records
             report.bytes += summary.bytes
