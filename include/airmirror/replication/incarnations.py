@@ -21,8 +21,9 @@ its ranges drop out of an unfinished batch, and every run fails naming it until 
 it: the next run then creates the remote topic if it is missing and copies the source topic from its start
 (per ``auto.offset.reset``).
 
-A resumed batch drops ranges it can no longer finish: not finished in Kafka, and their source topic is gone
-or has another id, or their remote topic is stopped, or the flow no longer selects their topic.
+A resumed batch (:mod:`airmirror.replication.resume`) drops an unfinished range whose remote topic is stopped.
+One whose source topic is gone or has another id ends where its copy got to when chunks of it are committed,
+so its cursor records how far the old incarnation was copied, and drops out otherwise.
 """
 
 from __future__ import annotations
