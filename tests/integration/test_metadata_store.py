@@ -847,3 +847,19 @@ def test_runs_below_both_log_starts_are_pruned_and_every_offset_translates_as_be
     assert {starts: translations(store, 0, 95, *reversed(starts)) for starts in log_starts} == before
     assert len(store.offset_runs(FLOW, key(1))) == 8
     assert store.prune_runs(FLOW, {key(0): (5, 80)}) == 0  # nothing lies below the source's log start
+
+
+def test_migration_0010_adds_up_the_totals_of_the_batches_and_gaps_so_far(store: MetadataStore, db_url: str) -> None:
+    run_batch(store, planned(0, 0, 10), planned(1, 0, 4))
+    run_batch(store, planned(0, 30, 35, gap_start=10))
+    stats = store.partition_stats(FLOW)
+    engine = create_store_engine(db_url)
+    try:
+        with engine.begin() as connection:
+            command.downgrade(alembic_config(connection), "0009")
+    finally:
+        engine.dispose()
+
+    store.migrate()
+
+    assert store.partition_stats(FLOW) == stats and (stats[key(0)].records, stats[key(0)].gap_offsets) == (15, 20)

@@ -11,12 +11,14 @@ Contracts:
   :meth:`~BatchStore.fail_batch` ends it; :meth:`~BatchStore.unfinished_batch` finds it
   again after a crash.
 * **One-transaction commit**: ``commit_batch`` checks that every cursor is still where the plan
-  started from, then moves the cursors, stores each range's outcome, the offset syncs and the gaps
-  and marks the batch ``COMMITTED``, all in ONE database transaction: a reader sees all of it or
+  started from, then moves the cursors, stores each range's outcome, the offset syncs and the gaps, adds
+  them to the partitions' totals (``airmirror_partition_totals``, what :meth:`BatchStore.partition_stats`
+  reads) and marks the batch ``COMMITTED``, all in ONE database transaction: a reader sees all of it or
   none of it.  If the plan is stale it raises :class:`StaleCursorError` and writes nothing.
 * **Exact offset translation**: ``airmirror_offset_syncs`` holds one row per contiguous run of
   copied records (:class:`~airmirror.model.OffsetRun`), so upstream offset ``u`` inside a run maps
-  to ``downstream_start + (u - upstream_start)`` with no approximation.
+  to ``downstream_start + (u - upstream_start)`` with no approximation.  A batch whose first run continues
+  the partition's stored run exactly (on both sides) extends that run instead of adding one.
 * **Takeover**: :meth:`BatchStore.record_takeover` stores what MM2 copied as one committed batch, with
   MM2's imported offset syncs (``airmirror_mm2_syncs``), in one transaction.
 * **Errors**: arguments that break these contracts raise ``ValueError``; database failures raise
@@ -47,8 +49,8 @@ from airmirror.model import (
 )
 from airmirror.store import incarnations
 from airmirror.store.engine import EngineHolder
-from airmirror.store.rows import as_columns, from_columns, insert_many, update_many, utcnow
-from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs, pruned_totals
+from airmirror.store.rows import as_columns, from_columns, insert_many, update_many, upsert, utcnow
+from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs, partition_totals
 
 
 class StaleCursorError(ReplicationFailure):
@@ -282,27 +284,26 @@ class BatchStore(EngineHolder):
             return [Gap(row.topic, row.partition, row.start_offset, row.end_offset) for row in rows]
 
     def partition_stats(self, flow: str) -> dict[PartitionKey, PartitionStats]:
-        """Status of every partition that has a cursor in the flow; its totals include what retention pruned
-        (``airmirror_pruned_totals``)."""
+        """Status of every partition that has a cursor in the flow, from its totals (``airmirror_partition_totals``,
+        whole even after retention deleted the batches and gaps they add up): one row per partition."""
         with self._transaction(f"read the partition stats of flow {flow!r}") as connection:
             cursor_rows = connection.execute(select(cursors).where(cursors.c.flow == flow)).all()
-            copied = _totals_by_partition(connection, _copied_totals(flow))
-            lost = _totals_by_partition(connection, _gap_totals(flow))
-            pruned_copies = _totals_by_partition(connection, _pruned(flow, pruned_totals.c.records, pruned_totals.c.bytes))
-            pruned_gaps = _totals_by_partition(connection, _pruned(flow, pruned_totals.c.gap_count, pruned_totals.c.gap_offsets))
+            totals = {
+                PartitionKey(row.topic, row.partition): row
+                for row in connection.execute(select(partition_totals).where(partition_totals.c.flow == flow))
+            }
         stats: dict[PartitionKey, PartitionStats] = {}
         for row in cursor_rows:
             key = PartitionKey(row.topic, row.partition)
-            records, size = _added(copied.get(key), pruned_copies.get(key))
-            gap_count, gap_offsets = _added(lost.get(key), pruned_gaps.get(key))
+            total = totals.get(key)
             stats[key] = PartitionStats(
                 cursor=row.next_offset,
-                records=records,
-                bytes=size,
+                records=0 if total is None else total.records,
+                bytes=0 if total is None else total.bytes,
                 last_batch_id=row.batch_id,
                 last_batch_at=row.updated_at,
-                gap_count=gap_count,
-                gap_offsets=gap_offsets,
+                gap_count=0 if total is None else total.gap_count,
+                gap_offsets=0 if total is None else total.gap_offsets,
             )
         return stats
 
@@ -388,11 +389,9 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
         offset_syncs,
         [_offset_sync_row(flow, batch_id, result, run) for _, result in pairs for run in _continue_runs(connection, flow, result)],
     )
-    insert_many(
-        connection,
-        gaps,
-        [_gap_row(flow, batch_id, gap, now) for plan, _ in pairs if (gap := plan.gap()) is not None],
-    )
+    found = [gap for plan, _ in pairs if (gap := plan.gap()) is not None]
+    insert_many(connection, gaps, [_gap_row(flow, batch_id, gap, now) for gap in found])
+    _add_totals(connection, flow, pairs, found)
     connection.execute(
         update(batches)
         .where(batches.c.id == batch_id)
@@ -403,6 +402,29 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
             bytes=sum(result.bytes for _, result in pairs),
         )
     )
+
+
+TOTALS = ("records", "bytes", "gap_count", "gap_offsets")
+
+
+def _add_totals(connection: Connection, flow: str, pairs: Sequence[tuple[PlannedRange, RangeResult]], found: Sequence[Gap]) -> None:
+    """Add the committed ranges' records and bytes and the gaps ``found`` to the partitions' totals."""
+    added = {plan.key: {"records": result.records, "bytes": result.bytes, "gap_count": 0, "gap_offsets": 0} for plan, result in pairs}
+    for gap in found:
+        more = added[PartitionKey(gap.topic, gap.partition)]
+        more["gap_count"], more["gap_offsets"] = 1, gap.end - gap.start
+    if not added:
+        return
+    stored = {
+        PartitionKey(row.topic, row.partition): row._mapping
+        for row in connection.execute(select(partition_totals).where(partition_totals.c.flow == flow))
+    }
+    zero = dict.fromkeys(TOTALS, 0)
+    rows = [
+        {"flow": flow, "topic": key.topic, "partition": key.partition, **{n: stored.get(key, zero)[n] + more[n] for n in TOTALS}}
+        for key, more in added.items()
+    ]
+    upsert(connection, partition_totals, rows)
 
 
 def _lock_running_batch(connection: Connection, batch_id: int, outcome: str) -> str:
@@ -582,46 +604,3 @@ def _runs_of(flow: str, key: PartitionKey) -> Select[Any]:
 
 def _offset_run(row: Row[Any]) -> OffsetRun:
     return from_columns(OffsetRun, row)
-
-
-def _copied_totals(flow: str) -> Select[Any]:
-    """(topic, partition, records, bytes) summed over the flow's committed batches."""
-    return (
-        select(
-            batch_ranges.c.topic,
-            batch_ranges.c.partition,
-            func.sum(batch_ranges.c.records),
-            func.sum(batch_ranges.c.bytes),
-        )
-        .join(batches, batches.c.id == batch_ranges.c.batch_id)
-        .where(batches.c.flow == flow, batches.c.state == BatchState.COMMITTED)
-        .group_by(batch_ranges.c.topic, batch_ranges.c.partition)
-    )
-
-
-def _gap_totals(flow: str) -> Select[Any]:
-    """(topic, partition, number of gaps, offsets lost) of the flow."""
-    return (
-        select(gaps.c.topic, gaps.c.partition, func.count(), func.sum(gaps.c.end_offset - gaps.c.start_offset))
-        .where(gaps.c.flow == flow)
-        .group_by(gaps.c.topic, gaps.c.partition)
-    )
-
-
-def _pruned(flow: str, first: ColumnElement[int], second: ColumnElement[int]) -> Select[Any]:
-    """(topic, partition, ``first``, ``second``) of the flow's pruned totals."""
-    return select(pruned_totals.c.topic, pruned_totals.c.partition, first, second).where(pruned_totals.c.flow == flow)
-
-
-def _added(stored: tuple[int, int] | None, pruned: tuple[int, int] | None) -> tuple[int, int]:
-    """Two ``(a, b)`` totals added, a missing one counting as zeros."""
-    (a, b), (c, d) = stored or (0, 0), pruned or (0, 0)
-    return a + c, b + d
-
-
-def _totals_by_partition(connection: Connection, query: Select[Any]) -> dict[PartitionKey, tuple[int, int]]:
-    """Run a ``(topic, partition, a, b)`` aggregate; PostgreSQL sums BIGINTs as NUMERIC, so convert to int."""
-    return {
-        PartitionKey(topic, partition): (int(first or 0), int(second or 0))
-        for topic, partition, first, second in connection.execute(query)
-    }

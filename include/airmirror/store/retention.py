@@ -6,23 +6,22 @@ Contract of :meth:`RetentionStore.prune_history` for one flow and a moment ``bef
 * **Batches**: a ``COMMITTED`` or ``FAILED`` batch that finished before ``before`` is deleted with its ranges,
   unless something still needs it: a cursor, a gap, a source reset or an imported MM2 sync names it, or it is
   the flow's first committed batch (a takeover from MM2 is found as that batch, see
-  :meth:`~airmirror.store.batches.BatchStore.mm2_sync_before`).  A ``RUNNING`` batch is never touched.  The
-  records and bytes of the deleted committed ranges are added to ``airmirror_pruned_totals``, so
-  :meth:`~airmirror.store.batches.BatchStore.partition_stats` shows the same totals before and after.
+  :meth:`~airmirror.store.batches.BatchStore.mm2_sync_before`).  A ``RUNNING`` batch is never touched.
+  :meth:`~airmirror.store.batches.BatchStore.partition_stats` reads the totals each commit added up
+  (``airmirror_partition_totals``), so it shows the same figures before and after.
 * **Offset-sync runs** outlive their batch: a run whose batch is deleted keeps its offsets with ``batch_id``
   ``NULL``.  Every chunk transaction leaves a commit marker in the remote partition, so consecutive batches'
   runs rarely continue each other exactly (when they do, the commit extends the stored run in place) and a
   partition gains about one run per batch.  :meth:`RetentionStore.prune_runs` deletes the runs that no
   translation can need any more, given the partition's log start offsets on both clusters (see there).
-* **Gaps** detected before ``before`` are deleted, their number and offsets added to ``airmirror_pruned_totals``.
+* **Gaps** detected before ``before`` are deleted (the partition totals keep their number and offsets).
 * **Lag samples** taken before ``before`` are deleted.
 * **Verifications** run before ``before`` are deleted with their partitions, except the flow's newest.
 * Checkpoints, group syncs, heartbeats, cursors, stops, source resets and remote topic ids keep one row per key
   (or grow with resets only) and are not pruned.
 
 Every step is an indexed delete.  Batches go in chunks of :data:`BATCHES_PER_TRANSACTION`, one transaction
-each, so a first prune of a long history holds the database for one chunk at a time; the folding of a chunk's
-totals and the deletion of its rows are one transaction, so a reader never sees totals counted twice or lost.
+each, so a first prune of a long history holds the database for one chunk at a time.
 """
 
 from __future__ import annotations
@@ -30,14 +29,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Connection, Row, Table, delete, exists, func, select, update
+from sqlalchemy import Connection, Table, delete, exists, func, select, update
 
 from airmirror.model import BatchState, PartitionKey
 from airmirror.store.batches import partition_runs
 from airmirror.store.engine import EngineHolder
-from airmirror.store.rows import upsert
 from airmirror.store.schema import (
     batch_ranges,
     batches,
@@ -46,7 +43,6 @@ from airmirror.store.schema import (
     lag_samples,
     mm2_syncs,
     offset_syncs,
-    pruned_totals,
     source_resets,
     verifications,
     verified_partitions,
@@ -56,7 +52,6 @@ BATCHES_PER_TRANSACTION = 1000
 KEEPERS: tuple[Table, ...] = (cursors, gaps, source_resets, mm2_syncs)
 """Tables whose rows keep the batch they name (every reference to ``airmirror_batches`` but its own ranges and
 the offset-sync runs, which let go of it)."""
-TOTALS = ("records", "bytes", "gap_count", "gap_offsets")
 
 
 @dataclass(frozen=True)
@@ -87,7 +82,6 @@ class RetentionStore(EngineHolder):
             batch_count += pruned
             if pruned < BATCHES_PER_TRANSACTION:
                 return Pruned(batch_count, gap_count, samples, checks)
-
 
     def prune_runs(self, flow: str, log_starts: Mapping[PartitionKey, tuple[int, int]]) -> int:
         """Delete the runs of each partition of ``log_starts`` (its log start offsets on the source and on the
@@ -124,14 +118,7 @@ class RetentionStore(EngineHolder):
 
 
 def _prune_gaps(connection: Connection, flow: str, before: datetime) -> int:
-    old = (gaps.c.flow == flow, gaps.c.detected_at < before)
-    rows = connection.execute(
-        select(gaps.c.topic, gaps.c.partition, func.count(), func.sum(gaps.c.end_offset - gaps.c.start_offset))
-        .where(*old)
-        .group_by(gaps.c.topic, gaps.c.partition)
-    )
-    _add_totals(connection, flow, {PartitionKey(t, p): {"gap_count": n, "gap_offsets": lost} for t, p, n, lost in rows})
-    return connection.execute(delete(gaps).where(*old)).rowcount
+    return connection.execute(delete(gaps).where(gaps.c.flow == flow, gaps.c.detected_at < before)).rowcount
 
 
 def _prune_verifications(connection: Connection, flow: str, before: datetime) -> int:
@@ -154,8 +141,8 @@ def _prune_batches(connection: Connection, flow: str, before: datetime) -> int:
         .where(batches.c.flow == flow, batches.c.state == BatchState.COMMITTED)
         .scalar_subquery()
     )
-    chosen = connection.execute(
-        select(batches.c.id, batches.c.state)
+    ids = connection.execute(
+        select(batches.c.id)
         .where(
             batches.c.flow == flow,
             batches.c.finished_at < before,
@@ -165,37 +152,10 @@ def _prune_batches(connection: Connection, flow: str, before: datetime) -> int:
         )
         .order_by(batches.c.finished_at)
         .limit(BATCHES_PER_TRANSACTION)
-    ).all()
-    ids = [row.id for row in chosen]
+    ).scalars().all()
     if not ids:
         return 0
-    committed = [row.id for row in chosen if row.state is BatchState.COMMITTED]
-    copied = connection.execute(
-        select(batch_ranges.c.topic, batch_ranges.c.partition, func.sum(batch_ranges.c.records), func.sum(batch_ranges.c.bytes))
-        .where(batch_ranges.c.batch_id.in_(committed))
-        .group_by(batch_ranges.c.topic, batch_ranges.c.partition)
-    )
-    _add_totals(connection, flow, {PartitionKey(t, p): {"records": n, "bytes": size} for t, p, n, size in copied})
     connection.execute(update(offset_syncs).where(offset_syncs.c.batch_id.in_(ids)).values(batch_id=None))
     connection.execute(delete(batch_ranges).where(batch_ranges.c.batch_id.in_(ids)))
     connection.execute(delete(batches).where(batches.c.id.in_(ids)))
     return len(ids)
-
-
-def _add_totals(connection: Connection, flow: str, added: Mapping[PartitionKey, Mapping[str, int | None]]) -> None:
-    """Add ``added`` (per partition, some of :data:`TOTALS`) to the flow's pruned totals."""
-    if not added:
-        return
-    stored = {
-        PartitionKey(row.topic, row.partition): row
-        for row in connection.execute(select(pruned_totals).where(pruned_totals.c.flow == flow))
-        if PartitionKey(row.topic, row.partition) in added
-    }
-    upsert(connection, pruned_totals, [_summed(flow, key, stored.get(key), more) for key, more in added.items()])
-
-
-def _summed(flow: str, key: PartitionKey, stored: Row[Any] | None, more: Mapping[str, int | None]) -> dict[str, Any]:
-    """One pruned-totals row: ``stored`` (``None``: zeros) plus ``more``; PostgreSQL sums BIGINTs as NUMERIC."""
-    before = {name: 0 for name in TOTALS} if stored is None else stored._mapping
-    totals = {name: before[name] + int(more.get(name) or 0) for name in TOTALS}
-    return {"flow": flow, "topic": key.topic, "partition": key.partition, **totals}

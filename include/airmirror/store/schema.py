@@ -19,9 +19,9 @@ Tables and their contracts:
   first record (a run that later batches continued exactly was extended in place), ``NULL`` once retention
   pruned that batch (see :mod:`airmirror.store.retention`).
 * ``airmirror_gaps``: source ranges deleted by retention before they were copied.
-* ``airmirror_pruned_totals``: per (flow, topic, partition) what retention pruned from the history: the
-  records and bytes of the committed ranges it deleted and the number and offsets of the gaps it deleted, so
-  the totals a partition shows stay whole.
+* ``airmirror_partition_totals``: per (flow, topic, partition) the records and bytes of every committed range
+  and the number and offsets of every gap, added up in each batch's commit, so status reads one row per
+  partition and the totals stay whole when retention deletes the batches and gaps they came from.
 * ``airmirror_checkpoints``: per (flow, group, source topic, partition) the newest checkpoint written to
   the target's checkpoints topic, with the time it was emitted.  ``index ..._downstream`` on
   ``airmirror_offset_syncs`` finds the run containing or following a downstream offset (failback
@@ -255,8 +255,8 @@ gaps = Table(
     Column("detected_at", UTCDateTime(), nullable=False),
 )
 
-pruned_totals = Table(
-    "airmirror_pruned_totals",
+partition_totals = Table(
+    "airmirror_partition_totals",
     metadata,
     _flow(),
     _topic(),
