@@ -11,7 +11,11 @@ logged and never undoes the committed batch; a refusal (a missing ACL) fails the
 3. :func:`emit_offset_syncs` writes MM2's offset-syncs topic (:mod:`airmirror.replication.offset_syncs_topic`);
 4. :func:`record_heartbeat_latency` stores the replication latency of copied heartbeats;
 5. :func:`record_lag` stores a lag sample of every partition the batch planned
-   (:mod:`airmirror.replication.lag`), so the figures are kept over time.
+   (:mod:`airmirror.replication.lag`), so the figures are kept over time;
+6. :func:`prune_history` deletes the flow's history older than ``airmirror.metadata.retention``, and the
+   offset-sync runs of the batch's partitions that lie below both clusters' log starts
+   (:mod:`airmirror.store.retention`), at most once per :data:`PRUNE_INTERVAL` (or retention, if shorter) per flow
+   and process, so a live run committing a batch every few seconds does not pay for it every batch.
 """
 
 from __future__ import annotations
@@ -20,15 +24,18 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, ReplicationFailure
 from airmirror.heartbeats.emission import observe_heartbeats
 from airmirror.kafka.authorization import naming_refusals
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin, target_admin
+from airmirror.kafka.offsets import list_offsets
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
 from airmirror.replication.lag import sample_lag
@@ -131,9 +138,31 @@ def record_lag(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch
     store.record_lag_samples(flow.name, sample_lag(flow, store, positions))
 
 
+PRUNE_INTERVAL = timedelta(minutes=5)
+_last_pruned: dict[tuple[str, str], float] = {}
+"""Per (metadata DB URL, flow), the ``time.monotonic()`` of this process's last prune."""
+
+
+def prune_history(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
+    """Delete the flow's history older than its retention and the runs of the batch's partitions below both
+    clusters' log starts (read now), unless this process did so for the flow within the prune interval."""
+    due = (flow.metadata_db_url, flow.name)
+    now = time.monotonic()
+    interval = min(PRUNE_INTERVAL, flow.metadata_retention).total_seconds()
+    if due in _last_pruned and now - _last_pruned[due] < interval:
+        return
+    _last_pruned[due] = now
+    pruned = store.prune_history(flow.name, datetime.now(timezone.utc) - flow.metadata_retention)
+    remote = {planned.key: PartitionKey(planned.remote_topic, planned.partition) for planned in committed.planned}
+    sources = list_offsets(source_admin(flow), remote, OffsetSpec.earliest())
+    targets = list_offsets(target_admin(flow), remote.values(), OffsetSpec.earliest())
+    runs = store.prune_runs(flow.name, {key: (sources[key], targets[copy]) for key, copy in remote.items()})
+    log.info("pruned the history of %s older than %s: %s, %d offset-sync runs", flow.name, flow.metadata_retention, pruned, runs)
+
+
 AfterCommit = Callable[[FlowConfig, MetadataStore, CommittedBatch], None]
 AFTER_COMMIT: tuple[AfterCommit, ...] = (
-    discard_batch_runs, commit_source_progress, emit_offset_syncs, record_heartbeat_latency, record_lag
+    discard_batch_runs, commit_source_progress, emit_offset_syncs, record_heartbeat_latency, record_lag, prune_history
 )
 
 
