@@ -6,7 +6,8 @@
 2. :func:`plan_batch` - resume the flow's unfinished batch if there is one (:mod:`airmirror.replication.resume`),
    otherwise plan a new one from the stored cursors (:mod:`airmirror.replication.planning`) and store it
    (state RUNNING) before anything is copied.  A resumed batch keeps its original ranges: a retry never
-   re-plans data that may already be committed in Kafka.
+   re-plans data that may already be committed in Kafka, and a range with committed chunks stays in the batch
+   whatever the run selects now.
 3. :func:`run_batch` - the Spark job; each range is a sequence of bounded Kafka transactions (see
    :mod:`airmirror.replication.spark.partition_writer` for the exactly-once protocol).
 4. :func:`record_batch` - read every range's committed progress and offset-sync runs from the target's

@@ -123,7 +123,8 @@ def unfinishable(
 ) -> Unfinishable:
     """Rule 1 for the unfinished ``pending`` ranges; ``committed`` holds the position of each one with committed
     chunks in this batch.  Reads the source topic ids, and checks the remote topics of unselected topics that
-    carry committed chunks as step 1 checks selected ones (a remote topic deleted or recreated is stopped)."""
+    carry committed chunks as step 1 checks selected ones (a remote topic deleted or recreated is stopped; the
+    partition count of the mappings built for that check plays no part in it)."""
     selected = {m.source_topic for m in mappings}
     carried = [TopicMapping(r.topic, r.remote_topic, 0) for r in pending if r.topic not in selected and r.key in committed]
     still_writable = writable_mappings(flow, store, target_admin(flow), list(dict.fromkeys(carried)), dry_run=False) if carried else []
