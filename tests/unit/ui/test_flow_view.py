@@ -29,7 +29,7 @@ def opened(tmp_path: Path):
 def test_the_view_shows_the_newest_lag_latency_and_group_outcomes(opened):
     flow, store = opened
     store.record_lag_samples(flow.name, [
-        LagSample("orders", 0, NOW - timedelta(minutes=2), 40, 9_000, 800),
+        LagSample("orders", 0, NOW - timedelta(minutes=20), 40, 9_000, 800),
         LagSample("orders", 0, NOW - timedelta(minutes=1), 7, 1_500, 650),
         LagSample("<script>", 1, NOW - timedelta(minutes=1), 3, None, 650),
     ])
