@@ -202,6 +202,32 @@ class BatchRecord:
 
 
 @dataclass(frozen=True)
+class TopicCopied:
+    """How many records (and bytes) of source topic ``topic`` some batches copied."""
+
+    topic: str
+    records: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class CopiedSince:
+    """What a flow's batches committed from a given batch on copied: the newest of them (``None``: none) and
+    the totals per source topic."""
+
+    last_batch_id: int | None
+    topics: list[TopicCopied]
+
+    @property
+    def records(self) -> int:
+        return sum(t.records for t in self.topics)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.topics)
+
+
+@dataclass(frozen=True)
 class PartitionStats:
     """Replication status of one source partition of a flow, as shown by ``airmirror status``.
 

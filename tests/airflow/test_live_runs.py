@@ -86,6 +86,11 @@ def committed_batches(config: Path) -> int:
         return sum(1 for batch in store.batches(flow.name) if batch.state == BatchState.COMMITTED)
 
 
+def last_committed_batch(config: Path) -> int:
+    with open_flow(str(config), "a->b") as (flow, store):
+        return max(batch.id for batch in store.batches(flow.name) if batch.state == BatchState.COMMITTED)
+
+
 def heartbeats_within(bootstrap: str, start: datetime, end: datetime) -> list[int]:
     """Timestamps (ms) of flow a->b's heartbeats on the target written between ``start`` and ``end``."""
     low, high = start.timestamp() * 1000, end.timestamp() * 1000
@@ -119,11 +124,12 @@ def test_a_live_run_copies_records_produced_during_it_and_emits_at_its_intervals
     assert tis.pop("verify").state == "skipped" and {ti.state for ti in tis.values()} == {"success"}
     replicate = tis["replicate"]
     assert committed_batches(config) >= 2
+    copied = tis["record_batch"].xcom_pull(task_ids="record_batch")  # read back from the DB, spark-submit or not
+    assert copied["records"] > 0 and copied["batch_id"] == last_committed_batch(config)
+    assert tis["record_batch"].rendered_map_index == f"{copied['records']:,} records copied"
+    assert asset_events(run) == {f"kafka://{b}/a.{topic}": {"batch_id": copied["batch_id"], "records": copied["records"]}}
     if not spark_submit:
-        copied = replicate.xcom_pull(task_ids="replicate")
-        assert copied["batches"] >= 1
-        assert tis["record_batch"].rendered_map_index == f"{copied['records']:,} records copied"
-        assert asset_events(run) == {f"kafka://{b}/a.{topic}": {"batch_id": copied["batch_id"], "records": copied["records"]}}
+        assert replicate.xcom_pull(task_ids="replicate")["batches"] >= 1
     produced_while_live = [
         r for p in range(PARTITIONS) for r in records_of(b, f"a.{topic}", p) if r.timestamp >= replicate.start_date.timestamp() * 1000
     ]

@@ -863,3 +863,17 @@ def test_migration_0010_adds_up_the_totals_of_the_batches_and_gaps_so_far(store:
     store.migrate()
 
     assert store.partition_stats(FLOW) == stats and (stats[key(0)].records, stats[key(0)].gap_offsets) == (15, 20)
+
+
+def test_what_a_run_copied_is_summed_per_topic_from_its_first_batch(store: MetadataStore) -> None:
+    assert store.newest_batch_id(FLOW) == 0
+    earlier = run_batch(store, planned(0, 0, 4))
+    first = run_batch(store, planned(0, 4, 10), planned(1, 0, 3))
+    last = run_batch(store, planned(1, 3, 5))
+    store.begin_batch(FLOW, [planned(0, 10, 12)], {})  # running: not copied yet
+
+    since = store.copied_since(FLOW, first)
+
+    assert (since.last_batch_id, since.records) == (last, 6 + 3 + 2)
+    assert [(t.topic, t.records, t.bytes) for t in since.topics] == [(TOPIC, 11, 1100)]
+    assert store.copied_since(FLOW, store.newest_batch_id(FLOW) + 1).topics == [] and earlier < first

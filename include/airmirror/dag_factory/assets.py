@@ -19,7 +19,7 @@ from airflow.sdk import Asset, AssetAlias
 
 from airmirror import names
 from airmirror.config import FlowConfig
-from airmirror.model import RangeResult
+from airmirror.model import RangeResult, TopicCopied
 
 
 def alias_name(flow: FlowConfig) -> str:
@@ -36,7 +36,7 @@ Copied = dict[str, dict[str, Any]]
 """Remote-topic URI -> ``{"source": source-topic URI, "records": records copied}`` (JSON, for XCom)."""
 
 
-def copied_by_uri(flow: FlowConfig, results: Iterable[RangeResult]) -> Copied:
+def copied_by_uri(flow: FlowConfig, results: Iterable[RangeResult | TopicCopied]) -> Copied:
     """What ``results`` copied, per remote topic (topics that received no record are left out)."""
     source = flow.source_client("consumer")["bootstrap.servers"]
     target = flow.target_client("producer")["bootstrap.servers"]

@@ -42,7 +42,7 @@ from airmirror.config import FlowConfig, load_config
 from airmirror.config.flow_settings import CheckpointSettings, HeartbeatSettings
 from airmirror.config.secrets import is_secret_key
 from airmirror.dag_factory import tasks
-from airmirror.dag_factory.assets import alias_name, emit_asset_events, merge_copied
+from airmirror.dag_factory.assets import alias_name, emit_asset_events
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.dag_factory.emission import is_due
 from airmirror.dag_factory.lineage import report_lineage
@@ -60,8 +60,6 @@ log = logging.getLogger(__name__)
 CONFIG_ENV = "AIRMIRROR_CONFIG"
 SPARK_CONF_MACRO = "airmirror_spark_conf"
 LIVE_SECONDS_MACRO = "airmirror_live_seconds"
-NOTHING_LIVE: dict[str, Any] = {"records": 0, "copied": {}, "batch_id": None}
-"""What ``record_batch`` adds from ``replicate`` outside a live run."""
 RUN_LABEL = "airmirror_records_copied"
 """Context key ``record_batch`` sets to the run's copied-record count; its ``map_index_template`` renders it
 as the task instance's label, which Airflow's task-instance lists show per run."""
@@ -128,19 +126,19 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
             return tasks.plan(config_path, name, mappings, run_options_or_fail())
 
         @task(trigger_rule="none_failed", map_index_template=f"{{{{ {RUN_LABEL} }}}}", outlets=[AssetAlias(alias)])
-        def record_batch(copied: Any) -> dict[str, Any]:
+        def record_batch(planned: dict[str, Any], _copied: Any = None) -> dict[str, Any]:
+            """Commit what is left, then report everything this run's batches copied (read back from the DB,
+            so a spark-submitted live run counts as one in this worker does)."""
             context = get_current_context()
             if run_options_or_fail(context).dry_run:
                 raise AirflowSkipException("dry run")
-            live = copied if isinstance(copied, dict) and "batches" in copied else NOTHING_LIVE
             try:
-                recorded = tasks.record(config_path, name)
+                recorded = tasks.record(config_path, name, planned["first_batch"])
             except TopicsStopped as error:
                 raise AirflowFailException(str(error)) from error
-            everything = merge_copied([live["copied"], recorded["copied"]])
-            emit_asset_events(context["outlet_events"], alias, everything, recorded["batch_id"] or live["batch_id"])
-            report_lineage(name, everything)
-            context[RUN_LABEL] = f"{live['records'] + recorded['records']:,} records copied"  # type: ignore[literal-required]
+            emit_asset_events(context["outlet_events"], alias, recorded["copied"], recorded["batch_id"])
+            report_lineage(name, recorded["copied"])
+            context[RUN_LABEL] = f"{recorded['records']:,} records copied"  # type: ignore[literal-required]
             return recorded
 
         @task
@@ -154,7 +152,7 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
         planned = plan_batch(sync_topics())
         copied = replicate_task(config_path, flow, spark_app)
         planned >> copied
-        recorded = record_batch(copied)
+        recorded = record_batch(planned, copied)
         if flow.dag.live:
             emit_checkpoints()
         else:

@@ -27,7 +27,7 @@ from typing import Any
 
 from airmirror.checkpoints.emission import emit_checkpoints
 from airmirror.config import FlowConfig
-from airmirror.dag_factory.assets import Copied, copied_by_uri, merge_copied
+from airmirror.dag_factory.assets import copied_by_uri
 from airmirror.dag_factory.connections import resolve_connections_through_airflow
 from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
@@ -38,7 +38,7 @@ from airmirror.kafka.topics import TopicMapping
 from airmirror.replication.continuous import from_the_cursors, replicate_continuously
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import BatchSummary, plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
+from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
 from airmirror.replication.verification import verify_flow
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.store.opening import open_flow
@@ -91,12 +91,19 @@ def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], optio
     log.info("%s", describe_bound(options))
     with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
         planned = plan_batch(flow, store, [TopicMapping(**m) for m in mappings], options)
+        first_batch = planned.batch_id if planned.batch_id is not None else store.newest_batch_id(flow.name) + 1
     for r in planned.ranges:
         log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
     records = planned.offsets
     label = "dry run, nothing stored" if options.dry_run else f"batch {planned.batch_id}"
     log.info("%s: %d partitions, up to %d records%s", label, len(planned.ranges), records, " (resumed)" if planned.resumed else "")
-    return {"batch_id": planned.batch_id, "partitions": len(planned.ranges), "offsets": records, "resumed": planned.resumed}
+    return {
+        "batch_id": planned.batch_id,
+        "partitions": len(planned.ranges),
+        "offsets": records,
+        "resumed": planned.resumed,
+        "first_batch": first_batch,
+    }
 
 
 def describe_bound(options: BatchOptions) -> str:
@@ -135,15 +142,7 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
     """A live run's ``replicate`` (:mod:`airmirror.dag_factory.live`): the planned batch first, then batches back
     to back on ``spark`` for ``seconds``; each is committed before the next is planned, and the last one is
     committed before the task ends."""
-    copied: Copied = {}
-    last_batch: list[int] = []
     with masked_open_flow(config_path, flow_name) as (flow, store):
-
-        def committed(summary: BatchSummary) -> None:
-            publish_batch(flow, store, summary)
-            copied.update(merge_copied([copied, copied_by_uri(flow, summary.results)]))
-            last_batch[:] = [summary.batch_id]
-
         report = replicate_continuously(
             flow,
             store,
@@ -152,28 +151,28 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
             stop=threading.Event(),
             duration=timedelta(seconds=seconds),
             holder=task_holder(),
-            on_batch=committed,
+            on_batch=lambda summary: publish_batch(flow, store, summary),
         )
     log.info("live for %.0f s: %d batches committed, %d records (%.1f MB)", report.seconds, report.batches, report.records, report.bytes / 1e6)
-    batch_id = last_batch[0] if last_batch else None
-    return {"batches": report.batches, "records": report.records, "bytes": report.bytes, "copied": copied, "batch_id": batch_id}
+    return {"batches": report.batches, "records": report.records, "bytes": report.bytes}
 
 
 @no_retry_on_bad_input
-def record(config_path: str, flow_name: str) -> dict[str, Any]:
-    """Commit the unfinished batch's Kafka-committed results to the metadata DB; then fail
+def record(config_path: str, flow_name: str, first_batch: int) -> dict[str, Any]:
+    """Commit the unfinished batch's Kafka-committed results to the metadata DB; then report what the run copied:
+    every batch committed from ``first_batch`` (the run's first, from ``plan``) on, summed per topic by the DB,
+    so a live run's batches count whether it copied in this worker or through spark-submit.  Then fail
     (:class:`~airmirror.replication.incarnations.TopicsStopped`) if any topic or partition of the flow is stopped."""
     with held_flow(config_path, flow_name) as (flow, store, lease):
         batch = unfinished_batch(flow, store)
         if batch is None:
             log.info("no unfinished batch: nothing to record")
-            result = {"batch_id": None, "records": 0, "bytes": 0, "copied": {}}
         else:
             summary = record_batch(flow, store, batch, lease)
             log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
             publish_batch(flow, store, summary)
-            copied = copied_by_uri(flow, summary.results)
-            result = {"batch_id": summary.batch_id, "records": summary.records, "bytes": summary.bytes, "copied": copied}
+        copied = store.copied_since(flow.name, first_batch)
+        result = {"batch_id": copied.last_batch_id, "records": copied.records, "bytes": copied.bytes, "copied": copied_by_uri(flow, copied.topics)}
         raise_for_stops(flow, store)
     return result
 

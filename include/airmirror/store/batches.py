@@ -40,12 +40,14 @@ from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import (
     BatchRecord,
     BatchState,
+    CopiedSince,
     Gap,
     OffsetRun,
     PartitionKey,
     PartitionStats,
     PlannedRange,
     RangeResult,
+    TopicCopied,
 )
 from airmirror.store import incarnations
 from airmirror.store.engine import EngineHolder
@@ -136,6 +138,25 @@ class BatchStore(EngineHolder):
                 select(batches).where(batches.c.flow == flow).order_by(batches.c.id.desc()).limit(limit)
             ).all()
             return _batch_records(connection, rows)
+
+    def newest_batch_id(self, flow: str) -> int:
+        """The id of the flow's newest batch, whatever its state (0 before the first)."""
+        with self._transaction(f"read the newest batch of flow {flow!r}") as connection:
+            return connection.execute(select(func.max(batches.c.id)).where(batches.c.flow == flow)).scalar() or 0
+
+    def copied_since(self, flow: str, first_batch_id: int) -> CopiedSince:
+        """What the flow's batches committed from ``first_batch_id`` on copied, summed per source topic in the
+        database (one row per topic, however many batches): what one DAG run copied, live or not."""
+        since = [batches.c.flow == flow, batches.c.state == BatchState.COMMITTED, batches.c.id >= first_batch_id]
+        with self._transaction(f"read what flow {flow!r} copied since batch {first_batch_id}") as connection:
+            last = connection.execute(select(func.max(batches.c.id)).where(*since)).scalar()
+            rows = connection.execute(
+                select(batch_ranges.c.topic, func.sum(batch_ranges.c.records), func.sum(batch_ranges.c.bytes))
+                .join(batches, batches.c.id == batch_ranges.c.batch_id)
+                .where(*since)
+                .group_by(batch_ranges.c.topic)
+            ).all()
+        return CopiedSince(last, [TopicCopied(topic, int(records or 0), int(size or 0)) for topic, records, size in rows])
 
     def commit_batch(self, batch_id: int, results: Sequence[RangeResult]) -> None:
         """Commit a ``RUNNING`` batch in one transaction (see the module docstring).
