@@ -188,8 +188,10 @@ def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_
     api.unpause(dag_id)
     api.wait_for_runs(dag_id, 1, timeout=400, run_type="scheduled")
     token = httpx.post(f"{airflow.url}/auth/token", json={"username": "admin", "password": airflow.admin_password()}, timeout=30).json()["access_token"]
-    assert httpx.get(f"{airflow.url}/airmirror/api/flows", timeout=30).status_code in (401, 403)
-    assert httpx.get(f"{airflow.url}{flow_path}", timeout=30).status_code in (401, 403)
+    for path in ("/airmirror/api/flows", flow_path):
+        assert httpx.get(f"{airflow.url}{path}", timeout=30).status_code in (401, 403), path
+    for path in ("/airmirror/openapi.json", "/airmirror/docs", "/airmirror/redoc"):
+        assert httpx.get(f"{airflow.url}{path}", timeout=30).status_code in (401, 403, 404), path
 
     status = json.loads(subprocess.run([sys.executable, "-m", "airmirror.cli", "status", str(config), "--flow", "a->b", "--json"],
                                        capture_output=True, text=True, check=True).stdout)
@@ -204,6 +206,9 @@ def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_
         cells = dict(shown)
         assert int(cells["records"].replace(",", "")) == known["records_copied"]
         assert int(cells["lag_records"].replace(",", "")) == known["lag"]
+        browser.open(f"{airflow.url}/airmirror/", "!!document.querySelector('a[href=\"flows/a-%3Eb\"]')")
+        index = browser.evaluate("document.documentElement.outerHTML")
+        assert str(config.parent) not in index and str(airflow.home) not in index
         browser.open(f"{airflow.url}/dags/{dag_id}", "document.body.innerText.includes('Replication')")
 
     bearer = {"Authorization": f"Bearer {token}"}
