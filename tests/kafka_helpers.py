@@ -146,3 +146,27 @@ class SteadyProducer(threading.Thread):
     def stop(self) -> None:
         self.halt.set()
         self.join(timeout=120)
+
+
+def recreate_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    """Delete ``topic`` and create it again (retrying while the broker still finishes the deletion)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result()
+    delete_topic_and_wait(admin, topic)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic].result()
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def delete_topic_and_wait(admin: AdminClient, topic: str) -> None:
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic} was not deleted")
+        time.sleep(0.2)

@@ -35,9 +35,8 @@ from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, 
 from airmirror.replication.spark.copy_job import partition_tasks
 from airmirror.replication.spark.partition_writer import copy_range
 from tests.conftest import write_config
-from tests.integration.test_incarnations import delete_topic_and_wait
 from tests.integration.test_oversized_record import MIB, MM2_DEFAULT_CONFIG_EXCLUDES, load_source, set_max_message_bytes
-from tests.kafka_helpers import create_topic, end_offset, produce, records_of
+from tests.kafka_helpers import create_topic, delete_topic_and_wait, end_offset, produce, records_of
 from tests.mirror_helpers import opened, replicate, unique_records
 
 pytestmark = pytest.mark.integration

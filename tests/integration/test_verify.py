@@ -24,8 +24,17 @@ from airmirror.replication.pipeline import plan_batch, replicate_once, sync_flow
 from airmirror.replication.verification import verify_flow
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.integration.test_incarnations import delete_topic_and_wait, recreate_topic
-from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms, sample_records
+from tests.kafka_helpers import (
+    Record,
+    create_topic,
+    delete_topic_and_wait,
+    end_offset,
+    produce,
+    read_partition,
+    recent_ms,
+    recreate_topic,
+    sample_records,
+)
 
 pytestmark = pytest.mark.integration
 
