@@ -60,7 +60,8 @@ def test_a_read_only_store_reads_the_series_and_refuses_writes(postgres: Postgre
 
     # 60 buckets of 6 minutes, each holding the samples of 3 instants (minutes ago 354, 356, 358 ... 4, 2, 0)
     assert len(series) == 60
-    assert (series[0].at, series[0].lag_records, series[0].record_age_ms) == (NOW - timedelta(minutes=354), 3 * 3580 + 3, 358)
+    oldest = (NOW - timedelta(minutes=354), 3 * 3580 + 3, 358)
+    assert (series[0].at, series[0].lag_records, series[0].record_age_ms) == oldest
     assert (series[-1].at, series[-1].lag_records, series[-1].record_age_ms) == (NOW, 3 * 40 + 3, 4)
     assert [(s.partition, s.lag_records) for s in newest] == [(0, 0), (1, 1), (2, 2)]
     with MetadataStore.open(url) as writer:
