@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from airmirror.config import load_config
+from airmirror.config import FlowConfig, load_config
 from airmirror.kafka.clients import ClusterAdmin
 from airmirror.model import BatchState
 from airmirror.replication import continuous
@@ -46,17 +46,23 @@ def last_committed(store: MetadataStore, flow: str) -> int:
     return max((b.id for b in store.batches(flow) if b.state == BatchState.COMMITTED), default=0)
 
 
-def test_continuous_run_survives_kill_9_mid_batch_and_stops_on_sigterm(clusters, prefix, tmp_path):
-    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    topic = f"{prefix}.live"
-    create_topic(a, topic, PARTITIONS)
+def live_flow(clusters, tmp_path: Path, prefix: str, topic: str) -> tuple[Path, FlowConfig, MetadataStore]:
+    """A flow of ``topic`` (created with :data:`PARTITIONS` partitions) copied in chunks of 500 records, and its
+    opened store."""
+    create_topic(clusters["a"].bootstrap, topic, PARTITIONS)
     config = write_config(
         tmp_path / "mm2.properties",
         clusters,
         f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\nairmirror.transaction.max.records = 500",
     )
     flow = load_config(config).flow("a->b")
-    store = MetadataStore.open(flow.metadata_db_url)
+    return config, flow, MetadataStore.open(flow.metadata_db_url)
+
+
+def test_continuous_run_survives_kill_9_mid_batch_and_stops_on_sigterm(clusters, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.live"
+    config, flow, store = live_flow(clusters, tmp_path, prefix, topic)
     producer = SteadyProducer(a, topic, PARTITIONS)
     producer.start()
     try:
@@ -189,14 +195,7 @@ def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_
 def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(clusters, prefix, tmp_path):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.restarts"
-    create_topic(a, topic, PARTITIONS)
-    config = write_config(
-        tmp_path / "mm2.properties",
-        clusters,
-        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\nairmirror.transaction.max.records = 500",
-    )
-    flow = load_config(config).flow("a->b")
-    store = MetadataStore.open(flow.metadata_db_url)
+    config, flow, store = live_flow(clusters, tmp_path, prefix, topic)
     producer = SteadyProducer(a, topic, PARTITIONS, burst=20, pause=0.05)
     producer.start()
     try:
