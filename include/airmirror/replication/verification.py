@@ -36,7 +36,7 @@ from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import ClusterAdmin, cluster_metadata, source_admin, target_admin
 from airmirror.kafka.offsets import offsets_for_time, partition_offsets
 from airmirror.kafka.topics import describe_topic_configs, topic_ids
-from airmirror.model import PartitionKey, PartitionVerification, Verdict, Verification
+from airmirror.model import CursorState, PartitionKey, PartitionVerification, Verdict, Verification
 from airmirror.replication.spark.verify_job import VerifyTask, run_verify_job
 from airmirror.replication.verify_bounds import Horizons, Retention, Topics, compared_bounds, uncomparable, unmapped_below_cursor
 from airmirror.store import MetadataStore, describe_holder
@@ -62,13 +62,15 @@ def uncompared(key: PartitionKey, remote_topic: str, cursor: int, verdict: Verdi
     )
 
 
-def topic_states(flow: FlowConfig, store: MetadataStore, source: ClusterAdmin, target: ClusterAdmin, keys: Sequence[PartitionKey]) -> dict[str, Topics]:
-    """Per source topic of ``keys``: its and its remote topic's incarnation now and when copied."""
-    names = sorted({key.topic for key in keys})
+def topic_states(
+    flow: FlowConfig, store: MetadataStore, source: ClusterAdmin, target: ClusterAdmin, cursors: Mapping[PartitionKey, CursorState]
+) -> dict[str, Topics]:
+    """Per source topic of ``cursors``: its and its remote topic's incarnation now and when copied."""
+    names = sorted({key.topic for key in cursors})
     remotes = {name: flow.remote_topic(name) for name in names}
     source_listing, target_listing = cluster_metadata(source).topics, cluster_metadata(target).topics
     source_ids, target_ids = topic_ids(source, names), topic_ids(target, remotes.values())
-    recorded, cursors = store.remote_topic_ids(flow.name), store.cursor_states(flow.name)
+    recorded = store.remote_topic_ids(flow.name)
     cursor_ids = {key.topic: state.source_topic_id for key, state in cursors.items() if state.source_topic_id is not None}
 
     def partitions(listing: Mapping, topic: str) -> int:
@@ -116,7 +118,7 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
         narrowed = f" matching --topics '{topics_regex}'" if topics_regex else ""
         raise InputError(f"--flow {flow.name}: no partition{narrowed} has been replicated yet; nothing to verify")
     source, target = source_admin(flow), target_admin(flow)
-    topics = topic_states(flow, store, source, target, keys)
+    topics = topic_states(flow, store, source, target, {key: cursors[key] for key in keys})
     stops = {(stop.topic, stop.partition): stop for stop in store.stops(flow.name)}
     remote = {key: PartitionKey(flow.remote_topic(key.topic), key.partition) for key in keys}
     verdicts: list[PartitionVerification] = []
