@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 export AIRMIRROR_HOME ?= $(CURDIR)/.airmirror
 export PYSPARK_PYTHON := $(CURDIR)/$(PY)
 
-.PHONY: setup demo stop test unit bench clean
+.PHONY: setup demo stop test unit bench soak clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,9 @@ unit: setup
 
 bench: setup
 	$(PY) benchmarks/bench.py $(BENCH_ARGS)
+
+soak: setup
+	$(PY) benchmarks/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .airmirror

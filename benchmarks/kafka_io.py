@@ -8,11 +8,11 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 HEADER_EVERY = 10  # every 10th record carries headers (one of them with a null value)
@@ -183,8 +183,8 @@ def record_digest(messages: list, hasher) -> None:
         update(b"t" + _INT.pack(m.timestamp()[1]))
 
 
-def partition_digest(bootstrap: str, topic: str, partition: int) -> tuple[int, str]:
-    """``(record count, digest)`` of every committed record of one partition, in offset order."""
+def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[list]:
+    """Every committed record of one partition from its log start, in offset order, a batch of messages at a time."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -197,10 +197,8 @@ def partition_digest(bootstrap: str, topic: str, partition: int) -> tuple[int, s
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
         }
     )
-    hasher = hashlib.blake2b(digest_size=20)
-    count = 0
     try:
-        consumer.assign([TopicPartition(topic, partition, 0)])
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         deadline = time.monotonic() + 30
         while True:
             # consume() waits for the whole count or the timeout: keep the timeout short
@@ -210,21 +208,27 @@ def partition_digest(bootstrap: str, topic: str, partition: int) -> tuple[int, s
                     raise TimeoutError(f"{topic}-{partition}: no end of partition within 30 s")
                 continue
             deadline = time.monotonic() + 30
-            done = False
             records = []
             for m in messages:
                 if m.error() is not None:
                     if m.error().code() == KafkaError._PARTITION_EOF:
-                        done = True
-                        break
+                        yield records
+                        return
                     raise KafkaException(m.error())
                 records.append(m)
-            record_digest(records, hasher)
-            count += len(records)
-            if done:
-                return count, hasher.hexdigest()
+            yield records
     finally:
         consumer.close()
+
+
+def partition_digest(bootstrap: str, topic: str, partition: int) -> tuple[int, str]:
+    """``(record count, digest)`` of every committed record of one partition, in offset order."""
+    hasher = hashlib.blake2b(digest_size=20)
+    count = 0
+    for records in committed_messages(bootstrap, topic, partition):
+        record_digest(records, hasher)
+        count += len(records)
+    return count, hasher.hexdigest()
 
 
 def topic_digest(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, str]]:
