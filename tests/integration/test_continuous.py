@@ -176,6 +176,7 @@ def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_
 
     sampler = threading.Thread(target=sample, daemon=True)
     gc.collect()
+    before = cluster_admins()  # those other tests of this session may still hold
     gc.disable()
     try:
         with MetadataStore.open(flow.metadata_db_url) as store:
@@ -187,9 +188,9 @@ def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_
         gc.enable()
 
     assert report.idle_rounds >= 999 and report.records == 0 and report.stopped_by == "signal", report
-    warm = samples[len(samples) // 4]
-    assert max(s[0] for s in samples[len(samples) // 4:]) <= warm[0] + 2, samples
-    assert max(s[1] for s in samples) <= 2, samples
+    first, second = samples[: len(samples) // 2], samples[len(samples) // 2 :]
+    assert max(s[0] for s in second) <= max(s[0] for s in first) + 2, samples  # peaks: no thread piles up
+    assert max(s[1] for s in samples) <= before + 2, (before, samples)  # one shared client per cluster
 
 
 def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(clusters, prefix, tmp_path):
