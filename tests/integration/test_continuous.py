@@ -149,14 +149,18 @@ def cluster_admins() -> int:
 
 
 class StopAfterRounds(threading.Event):
-    """The run's stop signal, set once the loop has waited ``rounds`` times (it waits once per idle round)."""
+    """The run's stop signal, which the loop waits on once per idle round: every 100th wait it notes the process's
+    threads and admin clients in :attr:`samples`, and after ``rounds`` waits it is set."""
 
     def __init__(self, rounds: int) -> None:
         super().__init__()
         self.left = rounds
+        self.samples: list[tuple[int, int]] = []
 
     def wait(self, timeout: float | None = None) -> bool:
         self.left -= 1
+        if self.left % 100 == 0:
+            self.samples.append((native_threads(), cluster_admins()))
         if self.left <= 0:
             self.set()
         return super().wait(timeout)
@@ -168,27 +172,20 @@ def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
     flow = load_config(config).flow("a->b")
     monkeypatch.setattr(continuous, "IDLE_WAIT_S", 0.0)
-    stop, samples = threading.Event(), []
-
-    def sample() -> None:
-        while not stop.wait(0.5):
-            samples.append((native_threads(), cluster_admins()))
-
-    sampler = threading.Thread(target=sample, daemon=True)
+    stop = StopAfterRounds(1000)
     gc.collect()
     before = cluster_admins()  # those other tests of this session may still hold
     gc.disable()
     try:
         with MetadataStore.open(flow.metadata_db_url) as store:
-            sampler.start()
-            report = continuous.replicate_continuously(flow, store, BatchOptions(), lambda: None, stop=StopAfterRounds(1000), duration=timedelta(minutes=5))
-            stop.set()
-            sampler.join()
+            report = continuous.replicate_continuously(flow, store, BatchOptions(), lambda: None, stop=stop, duration=timedelta(minutes=5))
     finally:
         gc.enable()
 
     assert report.idle_rounds >= 999 and report.records == 0 and report.stopped_by == "signal", report
-    first, second = samples[: len(samples) // 2], samples[len(samples) // 2 :]
+    samples = stop.samples
+    assert len(samples) == 10, samples
+    first, second = samples[:5], samples[5:]
     assert max(s[0] for s in second) <= max(s[0] for s in first) + 2, samples  # peaks: no thread piles up
     assert max(s[1] for s in samples) <= before + 2, (before, samples)  # one shared client per cluster
 
