@@ -194,7 +194,8 @@ def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_
     samples = stop.samples
     assert len(samples) == 10, samples
     first, second = samples[:5], samples[5:]
-    assert max(s[0] for s in second) <= max(s[0] for s in first) + 2, samples  # peaks: no thread piles up
+    # peaks: one transient client at a sample is no trend; a client left per round would add hundreds of threads
+    assert max(s[0] for s in second) <= max(s[0] for s in first) + 8, samples
     assert max(s[1] for s in samples) <= before + 2, (before, samples)  # one shared client per cluster
 
 
