@@ -38,20 +38,72 @@ class PartitionOffsets:
 
 @dataclass(frozen=True)
 class OffsetRun:
-    """A contiguous run of replicated records.
+    """Where copied source records landed on the target: an **exact** run, or a **folded** one.
 
-    Upstream offsets ``[upstream_start, upstream_end)`` were all copied, in order, to downstream offsets
-    ``[downstream_start, downstream_start + (upstream_end - upstream_start))``.  Compaction holes,
-    aborted records and transaction markers break runs, so a batch yields one or more runs.
+    *Exact* (``downstream_end`` is ``None``): upstream offsets ``[upstream_start, upstream_end)`` were all copied,
+    in order, to downstream offsets ``[downstream_start, downstream_start + (upstream_end - upstream_start))``.
+    Compaction holes, aborted records and transaction markers break exact runs, so a batch yields one or more.
+
+    *Folded* (``downstream_end`` and ``records`` set; see :mod:`airmirror.store.retention`): consecutive exact
+    runs merged so that a partition's run count stays bounded.  The copies of the source records in
+    ``[upstream_start, upstream_end)``, ``records`` of them, lie in order in ``[downstream_start, downstream_end)``:
+    the record at ``upstream_start`` was copied to ``downstream_start``, the last copy is at ``downstream_end - 1``.
+    Which offset each copy in between has is no longer known: ``length - records`` source offsets of the run hold
+    no copied record and ``downstream_length - records`` downstream offsets hold no copy (commit markers,
+    aborted records).  ``records`` may understate the copies (a folded run cut by a truncation keeps a lower
+    bound), never overstate them.
+
+    :meth:`downstream_at_most` and :meth:`upstream_at_most` are the translation rules through one run: exact for
+    an exact run, never past the exact position for a folded one.
     """
 
     upstream_start: int
     upstream_end: int
     downstream_start: int
+    downstream_end: int | None = None
+    records: int | None = None
 
     @property
     def length(self) -> int:
+        """The number of upstream offsets the run spans."""
         return self.upstream_end - self.upstream_start
+
+    @property
+    def exact(self) -> bool:
+        return self.downstream_end is None
+
+    @property
+    def downstream_stop(self) -> int:
+        """One past the run's last downstream offset."""
+        return self.downstream_start + self.length if self.downstream_end is None else self.downstream_end
+
+    @property
+    def downstream_length(self) -> int:
+        return self.downstream_stop - self.downstream_start
+
+    @property
+    def copies(self) -> int:
+        """The number of copied records in the run (a lower bound for a folded run)."""
+        return self.length if self.records is None else self.records
+
+    def downstream_at_most(self, upstream_offset: int) -> int:
+        """For ``upstream_start <= upstream_offset < upstream_end``: the downstream position of the first copy at
+        or after ``upstream_offset``, exactly for an exact run; for a folded run a position at or before it
+        (``downstream_start`` plus the copies the run must hold below ``upstream_offset``: at least one, and at
+        least the offsets below it less those that may hold no copy)."""
+        below = upstream_offset - self.upstream_start
+        if self.exact or below <= 0:
+            return self.downstream_start + max(0, below)
+        return self.downstream_start + max(1, below - (self.length - self.copies))
+
+    def upstream_at_most(self, downstream_offset: int) -> int:
+        """For ``downstream_start <= downstream_offset < downstream_stop``: the upstream offset of the record whose
+        copy is the first at or after ``downstream_offset``, exactly for an exact run; at or before it for a
+        folded one (the mirror image of :meth:`downstream_at_most`)."""
+        below = downstream_offset - self.downstream_start
+        if self.exact or below <= 0:
+            return self.upstream_start + max(0, below)
+        return self.upstream_start + max(1, below - (self.downstream_length - self.copies))
 
 
 @dataclass(frozen=True)
