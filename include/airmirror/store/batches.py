@@ -18,7 +18,9 @@ Contracts:
 * **Exact offset translation**: ``airmirror_offset_syncs`` holds one row per contiguous run of
   copied records (:class:`~airmirror.model.OffsetRun`), so upstream offset ``u`` inside a run maps
   to ``downstream_start + (u - upstream_start)`` with no approximation.  A batch whose first run continues
-  the partition's stored run exactly (on both sides) extends that run instead of adding one.
+  the partition's stored exact run exactly (on both sides) extends that run instead of adding one.  Retention
+  folds a partition's old runs (:mod:`airmirror.store.retention`); every read returns them as folded
+  :class:`~airmirror.model.OffsetRun` values, whose translation is at or before the exact one.
 * **Takeover**: :meth:`BatchStore.record_takeover` stores what MM2 copied as one committed batch, with
   MM2's imported offset syncs (``airmirror_mm2_syncs``), in one transaction.
 * **Errors**: arguments that break these contracts raise ``ValueError``; database failures raise
@@ -51,7 +53,7 @@ from airmirror.model import (
 )
 from airmirror.store import incarnations
 from airmirror.store.engine import EngineHolder
-from airmirror.store.rows import as_columns, from_columns, insert_many, update_many, upsert, utcnow
+from airmirror.store.rows import as_columns, columns_of, from_columns, insert_many, update_many, upsert, utcnow
 from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs, partition_totals
 
 
@@ -207,23 +209,15 @@ class BatchStore(EngineHolder):
         every offset below the cursor is MM2's copy without exact positions).  The takeover is the flow's first
         committed batch (:meth:`record_takeover` refuses a flow with cursors)."""
         with self._transaction(f"look up MM2 syncs of {key} in flow {flow!r}") as connection:
-            first = connection.execute(
-                select(batches.c.id, batches.c.params)
-                .where(batches.c.flow == flow, batches.c.state == BatchState.COMMITTED)
-                .order_by(batches.c.id)
-                .limit(1)
-            ).one_or_none()
-            if first is None or first.params.get("takeover") != "mm2":
+            first = takeover_batch(connection, flow)
+            if first is None:
                 return None, None
-            in_takeover = (batch_ranges.c.batch_id == first.id, batch_ranges.c.topic == key.topic, batch_ranges.c.partition == key.partition)
+            in_takeover = (batch_ranges.c.batch_id == first, batch_ranges.c.topic == key.topic, batch_ranges.c.partition == key.partition)
             cursor = connection.execute(select(batch_ranges.c.end_offset).where(*in_takeover)).scalar()
             if cursor is None:
                 return None, None
             walked = connection.execute(
-                select(func.min(offset_syncs.c.upstream_start)).where(
-                    offset_syncs.c.flow == flow, offset_syncs.c.topic == key.topic,
-                    offset_syncs.c.partition == key.partition, offset_syncs.c.batch_id == first.id,
-                )
+                select(func.min(offset_syncs.c.upstream_start)).where(*partition_runs(flow, key), offset_syncs.c.batch_id == first)
             ).scalar()
             row = connection.execute(
                 select(mm2_syncs.c.upstream_offset, mm2_syncs.c.downstream_offset)
@@ -248,8 +242,8 @@ class BatchStore(EngineHolder):
     def offset_runs(self, flow: str, key: PartitionKey) -> list[OffsetRun]:
         """Every offset sync of one partition, ordered by upstream offset."""
         with self._transaction(f"read the offset syncs of {key} in flow {flow!r}") as connection:
-            rows = connection.execute(_runs_of(flow, key).order_by(offset_syncs.c.upstream_start))
-            return [_offset_run(row) for row in rows]
+            rows = connection.execute(runs_of(flow, key).order_by(offset_syncs.c.upstream_start))
+            return [offset_run(row) for row in rows]
 
     def find_offset_run(self, flow: str, key: PartitionKey, upstream_offset: int) -> OffsetRun | None:
         """The run containing ``upstream_offset``, else the first run after it, else ``None``.
@@ -260,39 +254,40 @@ class BatchStore(EngineHolder):
         action = f"look up upstream offset {upstream_offset} of {key} in flow {flow!r}"
         with self._transaction(action) as connection:
             row = connection.execute(
-                _runs_of(flow, key)
+                runs_of(flow, key)
                 .where(offset_syncs.c.upstream_end > upstream_offset)
                 .order_by(offset_syncs.c.upstream_end)
                 .limit(1)
             ).one_or_none()
-        return None if row is None else _offset_run(row)
+        return None if row is None else offset_run(row)
 
     def last_offset_run(self, flow: str, key: PartitionKey) -> OffsetRun | None:
         """The partition's run with the highest upstream offsets, ``None`` when nothing was copied."""
         with self._transaction(f"read the last offset sync of {key} in flow {flow!r}") as connection:
             row = connection.execute(
-                _runs_of(flow, key).order_by(offset_syncs.c.upstream_end.desc()).limit(1)
+                runs_of(flow, key).order_by(offset_syncs.c.upstream_end.desc()).limit(1)
             ).one_or_none()
-        return None if row is None else _offset_run(row)
+        return None if row is None else offset_run(row)
 
     def find_offset_run_downstream(self, flow: str, key: PartitionKey, downstream_offset: int) -> OffsetRun | None:
         """The run whose downstream offsets contain ``downstream_offset``, else the first run after it.
 
         Two probes of the downstream index: the last run starting at or before the offset (it contains
-        the offset or ends before it), then the first run starting after it.
+        the offset or stops before it, :attr:`~airmirror.model.OffsetRun.downstream_stop`), then the first run
+        starting after it.
         """
         action = f"look up downstream offset {downstream_offset} of {key} in flow {flow!r}"
         start = offset_syncs.c.downstream_start
         with self._transaction(action) as connection:
             row = connection.execute(
-                _runs_of(flow, key).where(start <= downstream_offset).order_by(start.desc()).limit(1)
+                runs_of(flow, key).where(start <= downstream_offset).order_by(start.desc()).limit(1)
             ).one_or_none()
-            if row is not None and downstream_offset < row.downstream_start + row.upstream_end - row.upstream_start:
-                return _offset_run(row)
+            if row is not None and downstream_offset < (containing := offset_run(row)).downstream_stop:
+                return containing
             row = connection.execute(
-                _runs_of(flow, key).where(start > downstream_offset).order_by(start).limit(1)
+                runs_of(flow, key).where(start > downstream_offset).order_by(start).limit(1)
             ).one_or_none()
-        return None if row is None else _offset_run(row)
+        return None if row is None else offset_run(row)
 
     def gaps(self, flow: str) -> list[Gap]:
         """Every gap recorded for the flow, by partition then offset."""
@@ -408,7 +403,7 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
     insert_many(
         connection,
         offset_syncs,
-        [_offset_sync_row(flow, batch_id, result, run) for _, result in pairs for run in _continue_runs(connection, flow, result)],
+        [run_row(flow, plan.key, batch_id, run) for plan, result in pairs for run in _continue_runs(connection, flow, result)],
     )
     found = [gap for plan, _ in pairs if (gap := plan.gap()) is not None]
     insert_many(connection, gaps, [_gap_row(flow, batch_id, gap, now) for gap in found])
@@ -583,16 +578,16 @@ def _store_outcomes(
 
 
 def _continue_runs(connection: Connection, flow: str, result: RangeResult) -> tuple[OffsetRun, ...]:
-    """The runs of ``result`` still to insert: when its first run continues the partition's stored run that ends
-    where it starts exactly (on both sides), that run is extended in place (keeping its ``batch_id``) and the first
-    run is left out.  Translation is unchanged: every offset of both runs maps as before.  One probe of the unique
-    ``upstream_end`` index."""
+    """The runs of ``result`` still to insert: when its first run continues the partition's stored exact run (never
+    a folded one) that ends where it starts exactly (on both sides), that run is extended in place (keeping its
+    ``batch_id``) and the first run is left out.  Translation is unchanged: every offset of both runs maps as
+    before.  One probe of the unique ``upstream_end`` index."""
     if not result.runs:
         return result.runs
     first = result.runs[0]
     key = PartitionKey(result.topic, result.partition)
     previous = connection.execute(
-        _runs_of(flow, key).where(offset_syncs.c.upstream_end == first.upstream_start)
+        runs_of(flow, key).where(offset_syncs.c.upstream_end == first.upstream_start, offset_syncs.c.downstream_end.is_(None))
     ).one_or_none()
     if previous is None or previous.downstream_start + first.upstream_start - previous.upstream_start != first.downstream_start:
         return result.runs
@@ -604,8 +599,9 @@ def _continue_runs(connection: Connection, flow: str, result: RangeResult) -> tu
     return result.runs[1:]
 
 
-def _offset_sync_row(flow: str, batch_id: int, result: RangeResult, run: OffsetRun) -> dict[str, Any]:
-    return {"flow": flow, "topic": result.topic, "partition": result.partition, "batch_id": batch_id, **as_columns(run)}
+def run_row(flow: str, key: PartitionKey, batch_id: int | None, run: OffsetRun) -> dict[str, Any]:
+    """The ``airmirror_offset_syncs`` row of ``run``, a run of partition ``key`` of ``flow``."""
+    return {"flow": flow, "topic": key.topic, "partition": key.partition, "batch_id": batch_id, **as_columns(run)}
 
 
 def _gap_row(flow: str, batch_id: int, gap: Gap, now: datetime) -> dict[str, Any]:
@@ -617,11 +613,23 @@ def partition_runs(flow: str, key: PartitionKey) -> tuple[ColumnElement[bool], .
     return offset_syncs.c.flow == flow, offset_syncs.c.topic == key.topic, offset_syncs.c.partition == key.partition
 
 
-def _runs_of(flow: str, key: PartitionKey) -> Select[Any]:
-    return select(offset_syncs.c.upstream_start, offset_syncs.c.upstream_end, offset_syncs.c.downstream_start).where(
-        *partition_runs(flow, key)
-    )
+def runs_of(flow: str, key: PartitionKey) -> Select[Any]:
+    """A select of the runs of one partition of ``flow`` (every column :func:`offset_run` reads)."""
+    return select(*columns_of(offset_syncs, OffsetRun)).where(*partition_runs(flow, key))
 
 
-def _offset_run(row: Row[Any]) -> OffsetRun:
+def offset_run(row: Row[Any]) -> OffsetRun:
+    """The run, exact or folded, of a row selected by :func:`runs_of`."""
     return from_columns(OffsetRun, row)
+
+
+def takeover_batch(connection: Connection, flow: str) -> int | None:
+    """The id of the flow's first committed batch when it is a takeover from MM2 (its ``takeover`` param is
+    ``"mm2"``, see :meth:`BatchStore.record_takeover`), else ``None``."""
+    first = connection.execute(
+        select(batches.c.id, batches.c.params)
+        .where(batches.c.flow == flow, batches.c.state == BatchState.COMMITTED)
+        .order_by(batches.c.id)
+        .limit(1)
+    ).one_or_none()
+    return None if first is None or first.params.get("takeover") != "mm2" else int(first.id)

@@ -8,7 +8,8 @@ Contracts:
   partition's offset-sync runs and checkpoints (the new runs of the same commit are the new generation),
   records a :class:`SourceReset`, and clears the partition's stop.  After a truncation whose divergence point
   leader epochs gave (``truncated_at``), only the runs and checkpoints at or above that offset go: below it
-  the source log is the one that was copied.  A run across the divergence point is cut there.
+  the source log is the one that was copied.  A run across the divergence point is cut there (a folded run
+  keeps at-or-before translation, see :func:`~airmirror.store.folding.cut`).
 * :func:`stop_remote_topic` stops a source topic whose remote topic changed and deletes its offset-sync runs
   and checkpoints in the same transaction, so nothing is ever translated through them again.
 * :func:`reset_topic` (``airmirror reset``) deletes, in one transaction, the topic's cursors, offset-sync
@@ -23,7 +24,9 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, select
 
-from airmirror.model import BatchState, CursorState, PartitionKey, PlannedRange, SourceReset, Stop
+from airmirror.model import BatchState, CursorState, OffsetRun, PartitionKey, PlannedRange, SourceReset, Stop
+from airmirror.store.folding import cut
+from airmirror.store.rows import columns_of, from_columns
 from airmirror.store.schema import (
     WHOLE_TOPIC,
     batch_ranges,
@@ -80,10 +83,19 @@ def retire_translation(connection: Connection, flow: str, topic: str, partitions
 
 def retire_translation_from(connection: Connection, flow: str, key: PartitionKey, offset: int) -> None:
     """Delete a partition's offset-sync runs and checkpoints from source ``offset`` on, cutting the run that
-    spans it."""
+    spans it (a folded run stays folded, with the bounds :func:`~airmirror.store.folding.cut` gives)."""
     where = [offset_syncs.c.flow == flow, offset_syncs.c.topic == key.topic, offset_syncs.c.partition == key.partition]
     connection.execute(delete(offset_syncs).where(*where, offset_syncs.c.upstream_start >= offset))
-    connection.execute(offset_syncs.update().where(*where, offset_syncs.c.upstream_end > offset).values(upstream_end=offset))
+    spanning = connection.execute(
+        select(*columns_of(offset_syncs, OffsetRun)).where(*where, offset_syncs.c.upstream_end > offset)
+    ).one_or_none()
+    if spanning is not None:
+        kept = cut(from_columns(OffsetRun, spanning), offset)
+        connection.execute(
+            offset_syncs.update()
+            .where(*where, offset_syncs.c.upstream_start == kept.upstream_start)
+            .values(upstream_end=kept.upstream_end, records=kept.records)
+        )
     connection.execute(
         delete(checkpoints).where(
             checkpoints.c.flow == flow,

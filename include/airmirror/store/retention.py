@@ -14,6 +14,20 @@ Contract of :meth:`RetentionStore.prune_history` for one flow and a moment ``bef
   runs rarely continue each other exactly (when they do, the commit extends the stored run in place) and a
   partition gains about one run per batch.  :meth:`RetentionStore.prune_runs` deletes the runs that no
   translation can need any more, given the partition's log start offsets on both clusters (see there).
+* **Folding** (:meth:`RetentionStore.fold_runs`) keeps a partition's run count bounded where Kafka keeps the
+  data (so ``prune_runs`` deletes nothing), growing with partitions and resets, not with batches.  Exact
+  merging is impossible (the remote partition has one commit marker per chunk transaction), so old runs are
+  folded *lossily* (:mod:`airmirror.store.folding` has the policy and its constants): the newest
+  :data:`~airmirror.store.folding.EXACT_RUNS` (16) runs of each partition, roughly the last 16 batches that
+  copied into it, always stay exact; beyond ``EXACT_RUNS + FOLD_SIZE`` exact runs, the oldest ones fold 16
+  at a time into one folded :class:`~airmirror.model.OffsetRun` (``batch_id`` ``NULL``); beyond
+  ``FOLDED_RUNS`` (16) folded runs, the oldest two merge.  A partition so holds at most about 48 runs plus
+  those of the batches committed since the last fold.  Translation inside a folded run is at or before the
+  exact position (MM2's rule: a consumer may re-read records, never skip any), by at most the offsets of the
+  run that hold no copy: about one commit marker per folded transaction, so about one re-read record per
+  transaction folded below the translated offset (plus any aborted records and compaction holes there).
+  The runs of the flow's first committed batch, when it is a takeover from MM2, are never folded:
+  :meth:`~airmirror.store.batches.BatchStore.mm2_sync_before` finds where exact positions begin through them.
 * **Gaps** detected before ``before`` are deleted (the partition totals keep their number and offsets).
 * **Lag samples** taken before ``before`` are deleted.
 * **Verifications** run before ``before`` are deleted with their partitions, except the flow's newest.
@@ -21,20 +35,24 @@ Contract of :meth:`RetentionStore.prune_history` for one flow and a moment ``bef
   (or grow with resets only) and are not pruned.
 
 Every step is an indexed delete.  Batches go in chunks of :data:`BATCHES_PER_TRANSACTION`, one transaction
-each, so a first prune of a long history holds the database for one chunk at a time.
+each, so a first prune of a long history holds the database for one chunk at a time.  A fold is one grouped
+count over the given partitions' runs, then a read, one range delete and one insert per partition that needs
+folding, all in one transaction; it holds one partition's runs in memory at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, Table, delete, exists, func, select, update
+from sqlalchemy import ColumnElement, Connection, Table, case, delete, exists, func, or_, select, update
 
 from airmirror.model import BatchState, PartitionKey
-from airmirror.store.batches import partition_runs
+from airmirror.store.batches import offset_run, partition_runs, run_row, runs_of, takeover_batch
 from airmirror.store.engine import EngineHolder
+from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS, fold
+from airmirror.store.rows import insert_many
 from airmirror.store.schema import (
     batch_ranges,
     batches,
@@ -115,6 +133,66 @@ class RetentionStore(EngineHolder):
                     )
                 ).rowcount
         return deleted
+
+    def fold_runs(self, flow: str, keys: Iterable[PartitionKey]) -> int:
+        """Fold the offset-sync runs of the partitions ``keys`` of ``flow`` that exceed the thresholds, as the
+        module docstring says (one :func:`~airmirror.store.folding.fold` each); returns how many rows went.
+        Translation through the folded runs stays at or before the exact position, and exact in each partition's
+        newest runs.  A second call right after changes nothing (returns 0)."""
+        wanted = set(keys)
+        if not wanted:
+            return 0
+        removed = 0
+        with self._transaction(f"fold the offset-sync runs of flow {flow!r}") as connection:
+            kept_batch = takeover_batch(connection, flow)
+            for key in _partitions_to_fold(connection, flow, wanted, kept_batch):
+                removed += _fold_partition(connection, flow, key, kept_batch)
+        return removed
+
+
+def _foldable(kept_batch: int | None) -> tuple[ColumnElement[bool], ...]:
+    """The condition leaving out the runs of the takeover batch ``kept_batch`` (none when ``None``)."""
+    if kept_batch is None:
+        return ()
+    return (or_(offset_syncs.c.batch_id.is_(None), offset_syncs.c.batch_id != kept_batch),)
+
+
+def _partitions_to_fold(connection: Connection, flow: str, wanted: set[PartitionKey], kept_batch: int | None) -> list[PartitionKey]:
+    """The partitions of ``wanted`` with more foldable exact or folded runs than the thresholds: one grouped query."""
+    exact = offset_syncs.c.downstream_end.is_(None)
+    rows = connection.execute(
+        select(offset_syncs.c.topic, offset_syncs.c.partition)
+        .where(offset_syncs.c.flow == flow, offset_syncs.c.topic.in_(sorted({k.topic for k in wanted})), *_foldable(kept_batch))
+        .group_by(offset_syncs.c.topic, offset_syncs.c.partition)
+        .having(
+            or_(
+                func.sum(case((exact, 1), else_=0)) > EXACT_RUNS + FOLD_SIZE,
+                func.sum(case((exact, 0), else_=1)) > FOLDED_RUNS,
+            )
+        )
+    )
+    return sorted(found for row in rows if (found := PartitionKey(row.topic, row.partition)) in wanted)
+
+
+def _fold_partition(connection: Connection, flow: str, key: PartitionKey, kept_batch: int | None) -> int:
+    """Fold one partition's runs above the takeover's (those stay exact); returns how many rows went.  The runs
+    that change are a stretch of the oldest foldable ones: one range delete, one insert."""
+    where = partition_runs(flow, key)
+    kept_end = None if kept_batch is None else connection.execute(
+        select(func.max(offset_syncs.c.upstream_end)).where(*where, offset_syncs.c.batch_id == kept_batch)
+    ).scalar()
+    above = () if kept_end is None else (offset_syncs.c.upstream_start >= kept_end,)
+    runs = [offset_run(row) for row in connection.execute(runs_of(flow, key).where(*above).order_by(offset_syncs.c.upstream_start))]
+    folded = fold(runs)
+    same = 0
+    while same < len(folded) and folded[-1 - same] == runs[-1 - same]:
+        same += 1
+    if same == len(runs):
+        return 0
+    stretch = (offset_syncs.c.upstream_start >= runs[0].upstream_start, offset_syncs.c.upstream_start <= runs[-1 - same].upstream_start)
+    connection.execute(delete(offset_syncs).where(*where, *stretch))
+    insert_many(connection, offset_syncs, [run_row(flow, key, None, run) for run in folded[: len(folded) - same]])
+    return len(runs) - len(folded)
 
 
 def _prune_gaps(connection: Connection, flow: str, before: datetime) -> int:

@@ -8,7 +8,7 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Row, Table, bindparam, insert, update
+from sqlalchemy import Column, Connection, Row, Table, bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 T = TypeVar("T")
@@ -57,6 +57,12 @@ def as_columns(value: Any, renamed: Mapping[str, str] | None = None, *, left_out
     renamed = renamed or {}
     skipped = set(left_out)
     return {renamed.get(f.name, f.name): getattr(value, f.name) for f in fields(value) if f.name not in skipped}
+
+
+def columns_of(table: Table, cls: type[Any], renamed: Mapping[str, str] | None = None) -> tuple[Column[Any], ...]:
+    """The columns of ``table`` that :func:`from_columns` reads to build the dataclass ``cls``."""
+    renamed = renamed or {}
+    return tuple(table.c[renamed.get(f.name, f.name)] for f in fields(cls))
 
 
 def from_columns(cls: type[T], row: Row[Any], renamed: Mapping[str, str] | None = None) -> T:

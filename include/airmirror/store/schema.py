@@ -12,12 +12,13 @@ Tables and their contracts:
   copied once the batch commits.
 * ``airmirror_cursors``: per (flow, topic, partition) the next source offset to copy.  It only
   moves when a batch commits.
-* ``airmirror_offset_syncs``: exact offset translation, one row per contiguous run of copied
-  records.  Runs of a partition never overlap, so the unique index on ``upstream_end`` finds "the
-  run containing or following upstream offset u" with one index probe
+* ``airmirror_offset_syncs``: offset translation, one row per contiguous run of copied records (an exact
+  run, ``downstream_end`` and ``records`` ``NULL``), or per folded run of several old ones (both set, see
+  :class:`~airmirror.model.OffsetRun`).  Runs of a partition never overlap, so the unique index on
+  ``upstream_end`` finds "the run containing or following upstream offset u" with one index probe
   (``upstream_end > u ORDER BY upstream_end LIMIT 1``).  ``batch_id`` is the batch that copied the run's
   first record (a run that later batches continued exactly was extended in place), ``NULL`` once retention
-  pruned that batch (see :mod:`airmirror.store.retention`).
+  pruned that batch or folded the run (see :mod:`airmirror.store.retention`).
 * ``airmirror_gaps``: source ranges deleted by retention before they were copied.
 * ``airmirror_partition_totals``: per (flow, topic, partition) the records and bytes of every committed range
   and the number and offsets of every gap, added up in each batch's commit, so status reads one row per
@@ -225,6 +226,8 @@ offset_syncs = Table(
     Column("upstream_end", BigInteger, nullable=False),
     Column("downstream_start", BigInteger, nullable=False),
     _batch_ref(nullable=True),
+    Column("downstream_end", BigInteger),
+    Column("records", BigInteger),
 )
 Index("ix_airmirror_offset_syncs_batch_id", offset_syncs.c.batch_id)
 Index(
