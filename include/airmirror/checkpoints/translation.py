@@ -1,19 +1,27 @@
 """Exact offset translation: where a consumer group of the flow's source resumes on the flow's target.
 
-A consumer resuming at the translated position reads exactly the records it had not consumed on the
-source: no duplicate, no gap.  Translation reads the metadata store only (offset-sync runs and cursors, see
-:class:`~airmirror.model.OffsetRun`) plus the log start offsets of the target partitions.
+Where the partition's runs are exact (always its newest 16, see :mod:`airmirror.store.retention`), a consumer
+resuming at the translated position reads exactly the records it had not consumed on the source: no duplicate,
+no gap.  Inside a *folded* run (older runs that retention merged to keep their count bounded) the position is
+at or before the exact one, never past it (MM2's rule: the group may re-read records, it never skips any).  It
+re-reads at most as many records as the run has offsets holding no copy (``length - records`` upstream,
+``downstream_length - records`` downstream): the commit markers, about one per folded transaction, plus aborted
+records and compaction holes (see :meth:`~airmirror.model.OffsetRun.downstream_at_most` and
+:meth:`~airmirror.model.OffsetRun.upstream_at_most`).  Translation reads the metadata store only (offset-sync
+runs and cursors, see :class:`~airmirror.model.OffsetRun`) plus the log start offsets of the target partitions.
 
 **Forward** (a topic the flow replicates; runs of this flow map upstream -> downstream).  For a committed
 upstream offset ``u`` of source partition ``P`` with cursor ``c`` (every offset below ``c`` was copied or holds
 no readable record: aborted, transaction marker, compacted away, lost to retention):
 
 1. ``u > c``, or ``P`` has no cursor yet: **not yet** (``None``).  Never a position past replicated data.
-2. a run contains ``u``: its downstream offset for ``u``;
+2. a run contains ``u``: its downstream offset for ``u`` (at or before it in a folded run);
 3. else the first run after ``u`` (``u`` points into a compaction hole, an aborted transaction, a marker or a
    retention gap): that run's ``downstream_start``, the first replicated record at or after ``u``;
-4. else (``u <= c`` and nothing was copied at or after ``u``): just after the last copied record of ``P``, or,
-   if ``P`` never copied a record, the target partition's log start offset.
+4. else (``u <= c`` and nothing was copied at or after ``u``): just after the last copied record of ``P`` (the
+   last run's ``downstream_stop``; a folded run cut by a truncation may stop past copies of records the source
+   no longer holds, never past a copy of one it holds), or, if ``P`` never copied a record, the target
+   partition's log start offset.
 
 Taken over from MM2 (``airmirror takeover``): below ``exact_from``, where the exact runs of ``P`` begin (the
 takeover's walk of MM2's tail starts at MM2's last offset sync; without a walk, because MM2 wrote no sync or
@@ -29,7 +37,7 @@ flow never copies).  As MM2 does, the checkpoint names the upstream topic on the
 of the reverse flow (``b->a``, same metadata database) map ``orders`` (upstream) to ``b.orders`` (downstream),
 so the group's committed offset ``d`` of ``b.orders`` is translated backwards:
 
-1. a reverse run contains ``d``: its upstream offset for ``d``;
+1. a reverse run contains ``d``: its upstream offset for ``d`` (at or before it in a folded run);
 2. else the first reverse run after ``d`` (``d`` points at markers between copies): its ``upstream_start``;
 3. else (``d`` is at or past the last copied record): the reverse flow's cursor, unless that flow has an
    unfinished batch for the partition (its records may be visible on ``a`` already) or no cursor: not yet.
@@ -77,9 +85,9 @@ def forward_position(
             return None
         position = mm2_sync.downstream_offset + (0 if upstream_offset == mm2_sync.upstream_offset else 1)
     elif covering is not None:
-        position = covering.downstream_start + max(0, upstream_offset - covering.upstream_start)
+        position = covering.downstream_at_most(upstream_offset)
     elif last is not None:
-        position = last.downstream_start + last.length
+        position = last.downstream_stop
     else:
         position = target_start
     return max(position, target_start)
@@ -91,7 +99,7 @@ def failback_position(
     """Failback rules 1-3.  ``covering``: the reverse flow's run containing or following ``downstream_offset``
     in downstream offsets; ``in_flight``: the reverse flow has an unfinished batch for the partition."""
     if covering is not None:
-        position = covering.upstream_start + max(0, downstream_offset - covering.downstream_start)
+        position = covering.upstream_at_most(downstream_offset)
     elif cursor is None or in_flight:
         return None
     else:

@@ -21,6 +21,7 @@ from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import build_runs
 from airmirror.replication.takeover_tail import imported_syncs
+from airmirror.store.folding import merged
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Replica:
         return next((r for r in self.runs if r.upstream_end > offset), None)
 
     def covering_downstream(self, offset: int) -> OffsetRun | None:
-        return next((r for r in self.runs if r.downstream_start + r.length > offset), None)
+        return next((r for r in self.runs if r.downstream_stop > offset), None)
 
     def forward(self, offset: int) -> int | None:
         last = self.runs[-1] if self.runs else None
@@ -97,6 +98,58 @@ def test_failback_resumes_exactly_after_what_was_consumed_downstream(replica: Re
         not_yet_copied = {o for o in range(replica.cursor, len(replica.kinds)) if replica.readable(o)}
         readable_from_position = {o for o in range(position, len(replica.kinds)) if replica.readable(o)}
         assert readable_from_position == unconsumed | not_yet_copied, (replica, committed, position)
+
+
+def folded(replica: Replica, rng: random.Random) -> Replica:
+    """The replica with its runs but the newest two folded, a few consecutive runs at a time, as retention does."""
+    runs, old = [], replica.runs[:-2]
+    while old:
+        size = rng.randint(1, 4)
+        runs.append(merged(old[:size]))
+        old = old[size:]
+    return Replica(replica.kinds, replica.log_start, replica.target_start, replica.cursor, runs + replica.runs[-2:], replica.copied)
+
+
+FOLDED = [(replica, folded(replica, random.Random(seed))) for seed, replica in enumerate(SCENARIOS) if len(replica.runs) > 3]
+
+
+def slack(run: OffsetRun | None) -> int:
+    """The most records a group may re-read when translated through ``run``: its offsets holding no copy."""
+    return 0 if run is None else (run.length - run.copies) + (run.downstream_length - run.copies)
+
+
+@pytest.mark.parametrize(("exact", "replica"), FOLDED)
+def test_forward_through_folded_runs_is_at_or_before_the_exact_position_and_exact_in_the_newest(exact: Replica, replica: Replica):
+    newest = replica.runs[-2].upstream_start
+    for committed in range(replica.cursor + 1):
+        position, exact_position = replica.forward(committed), exact.forward(committed)
+        assert position is not None and exact_position is not None and position <= exact_position
+        unconsumed = {o for o in range(committed, replica.cursor) if replica.readable(o)}
+        read_on_target = {up for up, down in replica.copied.items() if down >= position}
+        assert read_on_target >= unconsumed, (replica, committed, position)
+        assert len(read_on_target - unconsumed) <= slack(replica.covering_upstream(committed))
+        assert committed < newest or position == exact_position
+
+
+@pytest.mark.parametrize(("exact", "replica"), FOLDED)
+def test_failback_through_folded_runs_is_at_or_before_the_exact_position_and_exact_in_the_newest(exact: Replica, replica: Replica):
+    newest = replica.runs[-2].downstream_start
+    for committed in range(max(replica.copied.values()) + 3):
+        position, exact_position = replica.failback(committed), exact.failback(committed)
+        assert position is not None and exact_position is not None and position <= exact_position
+        unconsumed = {up for up, down in replica.copied.items() if down >= committed}
+        assert {o for o in unconsumed if o >= position} == unconsumed, (replica, committed, position)
+        re_read = {up for up, down in replica.copied.items() if up >= position and down < committed}
+        assert len(re_read) <= slack(replica.covering_downstream(committed))
+        assert committed < newest or position == exact_position
+
+
+def test_a_folded_run_translates_early_by_at_most_its_commit_markers():
+    run = merged([OffsetRun(0, 10, 0), OffsetRun(10, 20, 11), OffsetRun(20, 30, 22)])  # a commit marker after each
+    assert (run.downstream_end, run.records) == (32, 30)
+    assert [forward_position(u, 30, run, run, 0) for u in (0, 5, 10, 15, 25, 29)] == [0, 5, 10, 15, 25, 29]  # exact: 0 5 11 16 27 31
+    assert forward_position(30, 30, None, run, 0) == 32
+    assert [failback_position(d, 30, run, False, 0) for d in (0, 2, 3, 11, 31)] == [0, 1, 1, 9, 29]  # exact: 0 2 3 10 29
 
 
 def test_failback_past_known_data_waits_for_an_unfinished_batch():
