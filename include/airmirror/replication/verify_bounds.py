@@ -15,6 +15,13 @@ Contract:
   younger than ``now - retention.ms``: ``horizon``).  Otherwise they stay in the comparison as a
   :class:`~airmirror.replication.partition_compare.Lost` range, **missing** unless the side's
   ``retention.bytes`` explains them once it has been read.
+- Through a folded offset-sync run, where a copy lies is known only at or before it: a side's read starts
+  there, and order pairing (:mod:`~airmirror.replication.partition_compare`) finds the rest.  Where retention
+  explains the records deleted from one side but a compared start falls inside a folded run, both sides start
+  at that run's end instead and the note says so (reading from an estimate there would call the other side's
+  extra records differences).  Where the target lost, without such an explanation, copies up to inside a folded
+  run, the :class:`~airmirror.replication.partition_compare.Lost` range reaches that run's end: what the
+  target lacks of it is lost, what it holds is compared.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airmirror.model import CursorState, OffsetRun, PartitionOffsets, Stop, Verdict
-from airmirror.replication.partition_compare import Lost, RunMap
+from airmirror.replication.partition_compare import Lost
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,6 @@ def compared_bounds(
     """The compared ranges' starts (see the module contract); ``retention`` is (source's, target's)."""
     if not runs:
         return Bounds(cursor, target.log_start)
-    mapping = RunMap(runs)
     first = runs[0].upstream_start
     on_source = max(first, source.log_start)  # the first copied offset the source still holds
     on_target = first_source_copied_at_or_after(runs, target.log_start)  # ... whose copy the target still holds
@@ -132,39 +138,69 @@ def compared_bounds(
     both_dropped = min(on_source, on_target)
     notes = [f"offsets {first} to {both_dropped - 1} deleted on both sides by retention, not compared"] if both_dropped > first else []
     if on_source > on_target:  # the source lost records whose copies the target holds
-        last_copy = mapping.to_target(last_copied_below(runs, on_source))
+        last_copy = last_copy_below(runs, on_source)
         target_start = max(target.log_start, first_copy_at_or_after(runs, on_target, target.stable_end))
         if horizons.target is not None and last_copy is not None and last_copy < horizons.target:
             notes.append(f"source offsets {on_target} to {on_source - 1} deleted by the source's retention.ms, not compared")
-            target_start = max(target.log_start, first_copy_at_or_after(runs, on_source, target.stable_end))
-            return Bounds(on_source, target_start, "; ".join(notes))
+            return _from(runs, on_source, target, notes)
         return Bounds(on_source, target_start, "; ".join(notes), Lost("source", on_target, on_source, retention[0].bytes))
     if on_target > on_source:  # the target lost copies of records the source holds
         if horizons.source is not None and on_target - 1 < horizons.source:
             notes.append(f"copies of source offsets {on_source} to {on_target - 1} deleted by the target's retention.ms, not compared")
-            return Bounds(on_target, target.log_start, "; ".join(notes))
-        return Bounds(on_source, target.log_start, "; ".join(notes), Lost("target", on_source, on_target, retention[1].bytes))
-    return Bounds(on_source, max(target.log_start, first_copy_at_or_after(runs, on_source, target.stable_end)), "; ".join(notes))
+            if _folded_around(runs, on_target) is None:
+                return Bounds(on_target, target.log_start, "; ".join(notes))
+            return _from(runs, on_target, target, notes)
+        inside = _folded_around(runs, on_target)  # which of its records the target still holds, order pairing finds
+        lost_end = on_target if inside is None else inside.upstream_end
+        return Bounds(on_source, target.log_start, "; ".join(notes), Lost("target", on_source, lost_end, retention[1].bytes))
+    return _from(runs, on_source, target, notes)
+
+
+def _from(runs: Sequence[OffsetRun], source_start: int, target: PartitionOffsets, notes: list[str]) -> Bounds:
+    """Bounds starting at ``source_start`` on the source and at its copy on the target, with nothing lost; past
+    the folded run around ``source_start``, where the copy of a record inside a folded run is not known."""
+    inside = _folded_around(runs, source_start)
+    if inside is not None:
+        notes.append(
+            f"source offsets {source_start} to {inside.upstream_end - 1} lie inside a folded offset-sync run that no "
+            "longer says where their copies begin, not compared"
+        )
+        source_start = inside.upstream_end
+    return Bounds(source_start, max(target.log_start, first_copy_at_or_after(runs, source_start, target.stable_end)), "; ".join(notes))
+
+
+def _folded_around(runs: Sequence[OffsetRun], source_offset: int) -> OffsetRun | None:
+    """The folded run holding ``source_offset`` past its first offset, if any."""
+    return next((run for run in runs if not run.exact and run.upstream_start < source_offset < run.upstream_end), None)
 
 
 def first_source_copied_at_or_after(runs: Sequence[OffsetRun], target_offset: int) -> int | None:
-    """The first source offset whose copy is at or after ``target_offset``; ``None`` when no copy is."""
+    """The first source offset whose copy is at or after ``target_offset`` (at or before it inside a folded run:
+    :meth:`~airmirror.model.OffsetRun.upstream_at_most`); ``None`` when no copy is."""
     for run in runs:
-        if run.downstream_start + run.length > target_offset:
-            return run.upstream_start + max(0, target_offset - run.downstream_start)
+        if run.downstream_stop > target_offset:
+            return run.upstream_at_most(max(run.downstream_start, target_offset))
     return None
 
 
 def first_copy_at_or_after(runs: Sequence[OffsetRun], source_offset: int, otherwise: int) -> int:
-    """The target offset of the first copy of a source offset at or after ``source_offset`` (``otherwise`` when
-    none is copied)."""
+    """The target offset of the first copy of a source offset at or after ``source_offset`` (at or before it
+    inside a folded run: :meth:`~airmirror.model.OffsetRun.downstream_at_most`; ``otherwise`` when none is
+    copied)."""
     for run in runs:
         if run.upstream_end > source_offset:
-            return run.downstream_start + max(0, source_offset - run.upstream_start)
+            return run.downstream_at_most(max(run.upstream_start, source_offset))
     return otherwise
 
 
-def last_copied_below(runs: Sequence[OffsetRun], source_offset: int) -> int:
-    """The last copied source offset below ``source_offset`` (``source_offset - 1`` when none is)."""
-    below = [min(run.upstream_end, source_offset) - 1 for run in runs if run.upstream_start < source_offset]
-    return max(below, default=source_offset - 1)
+def last_copy_below(runs: Sequence[OffsetRun], source_offset: int) -> int | None:
+    """The target offset of the copy of the last copied source offset below ``source_offset``, or one after it
+    inside a folded run (never before it); ``None`` when no offset below is copied."""
+    below = [run for run in runs if run.upstream_start < source_offset]
+    if not below:
+        return None
+    run = max(below, key=lambda r: r.upstream_start)
+    last = min(run.upstream_end, source_offset) - 1
+    if run.exact:
+        return run.downstream_start + last - run.upstream_start
+    return min(run.downstream_stop - 1, run.downstream_start + last - run.upstream_start + run.downstream_length - run.copies)

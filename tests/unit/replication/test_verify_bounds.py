@@ -13,6 +13,9 @@ from airmirror.replication.verify_bounds import (
     Retention,
     Topics,
     compared_bounds,
+    first_copy_at_or_after,
+    first_source_copied_at_or_after,
+    last_copy_below,
     uncomparable,
     unmapped_below_cursor,
 )
@@ -138,3 +141,49 @@ def test_a_side_still_holding_its_retention_bytes_excuses_what_it_lost():
 
     assert (equal.verdict, equal.missing, excused.records, excused.excused) == (Verdict.EQUAL, 0, 40, True)
     assert (missing.verdict, missing.missing) == (Verdict.MISSING, 40)
+
+
+# Source offsets 0..99 copied in two folded runs: 0..49 to target 0..59, 50..99 to target 60..119 (commit markers).
+FOLDED = [OffsetRun(0, 50, 0, 60, 50), OffsetRun(50, 100, 60, 120, 50)]
+
+
+def folded_bounds(source: PartitionOffsets, target: PartitionOffsets, horizons=Horizons(None, None), retention=(WEEK, WEEK)):
+    return compared_bounds(FOLDED, 100, source, target, retention, horizons)
+
+
+def test_offsets_map_through_folded_runs_at_or_before_their_copies_and_by_their_downstream_stop():
+    assert first_source_copied_at_or_after(FOLDED, 59) == 49 and first_source_copied_at_or_after(FOLDED, 30) == 20
+    assert first_source_copied_at_or_after(FOLDED, 60) == 50 and first_source_copied_at_or_after(FOLDED, 120) is None
+    assert first_copy_at_or_after(FOLDED, 49, 999) == 49 and first_copy_at_or_after(FOLDED, 50, 999) == 60
+    assert first_copy_at_or_after(FOLDED, 100, 999) == 999
+    assert last_copy_below(FOLDED, 50) == 59 and last_copy_below(FOLDED, 10) == 19  # never before the copy
+    assert last_copy_below([OffsetRun(0, 50, 0)], 10) == 9 and last_copy_below(FOLDED, 0) is None
+    assert unmapped_below_cursor(FOLDED, CursorState(100, "S1"), PartitionOffsets(0, 100)) is None
+
+
+def test_nothing_deleted_compares_folded_runs_from_the_first_copy():
+    found = folded_bounds(PartitionOffsets(0, 100), PartitionOffsets(0, 120))
+
+    assert (found.source_start, found.target_start, found.note, found.lost) == (0, 0, "", None)
+
+
+def test_a_target_log_start_inside_a_folded_run_makes_the_rest_of_the_run_lost_unless_age_explains_it():
+    lost = folded_bounds(PartitionOffsets(0, 100), PartitionOffsets(30, 120), Horizons(source=0, target=None))
+    aged = folded_bounds(PartitionOffsets(0, 100), PartitionOffsets(30, 120), Horizons(source=50, target=None))
+
+    assert (lost.source_start, lost.target_start, lost.lost) == (0, 30, Lost("target", 0, 50, -1))
+    assert (aged.source_start, aged.target_start, aged.lost) == (50, 60, None)
+    assert "source offsets 20 to 49 lie inside a folded offset-sync run" in aged.note
+
+
+def test_both_sides_deleted_into_a_folded_run_compare_from_its_end_with_a_note():
+    found = folded_bounds(PartitionOffsets(20, 100), PartitionOffsets(36, 120), Horizons(source=50, target=None))
+
+    assert (found.source_start, found.target_start, found.lost) == (50, 60, None)
+    assert "deleted on both sides" in found.note and "lie inside a folded offset-sync run" in found.note
+
+
+def test_a_source_log_start_inside_a_folded_run_is_lost_from_the_first_copy_the_target_holds():
+    found = folded_bounds(PartitionOffsets(30, 100), PartitionOffsets(0, 120), Horizons(source=None, target=0))
+
+    assert (found.source_start, found.target_start, found.lost) == (30, 0, Lost("source", 0, 30, -1))
