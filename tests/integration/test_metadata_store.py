@@ -49,6 +49,7 @@ from airmirror.store import (
     describe_holder,
 )
 from airmirror.store.engine import MIGRATIONS_DIR
+from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS
 from airmirror.store.flow_lease import acquire_flow
 from airmirror.store.rows import utcnow
 from airmirror.store.retention import Pruned
@@ -757,15 +758,18 @@ def commit(store: MetadataStore, *results: RangeResult) -> int:
     return batch_id
 
 
-def translations(store: MetadataStore, partition: int, upto: int, target_start: int, source_start: int) -> tuple[list[int | None], list[int | None]]:
-    """Forward translation of every upstream offset below ``upto`` and failback of every downstream offset below it,
-    as the store's runs give them (with these log starts)."""
+def translations(
+    store: MetadataStore, partition: int, upto: int, target_start: int, source_start: int, step: int = 1
+) -> tuple[list[int | None], list[int | None]]:
+    """Forward translation of every ``step``-th upstream offset below ``upto`` and failback of every ``step``-th
+    downstream offset below it, as the store's runs give them (with these log starts)."""
     k = key(partition)
     cursor = store.cursors(FLOW)[k]
+    offsets = range(0, upto, step)
     forward = [
-        forward_position(u, cursor, store.find_offset_run(FLOW, k, u), store.last_offset_run(FLOW, k), target_start) for u in range(upto)
+        forward_position(u, cursor, store.find_offset_run(FLOW, k, u), store.last_offset_run(FLOW, k), target_start) for u in offsets
     ]
-    back = [failback_position(d, cursor, store.find_offset_run_downstream(FLOW, k, d), False, source_start) for d in range(upto)]
+    back = [failback_position(d, cursor, store.find_offset_run_downstream(FLOW, k, d), False, source_start) for d in offsets]
     return forward, back
 
 
@@ -877,3 +881,58 @@ def test_what_a_run_copied_is_summed_per_topic_from_its_first_batch(store: Metad
     assert (since.last_batch_id, since.records) == (last, 6 + 3 + 2)
     assert [(t.topic, t.records, t.bytes) for t in since.topics] == [(TOPIC, 11, 1100)]
     assert store.copied_since(FLOW, store.newest_batch_id(FLOW) + 1).topics == [] and earlier < first
+
+
+def three_chunk_batch(partition: int, upstream: int, downstream: int) -> RangeResult:
+    """A batch of three chunk transactions copying ``[upstream, upstream + 10)`` but two offsets that hold no record
+    (source transaction markers) to ``downstream`` on: three runs, a commit marker after each on the target."""
+    runs = (OffsetRun(upstream, upstream + 3, downstream), OffsetRun(upstream + 4, upstream + 7, downstream + 4),
+            OffsetRun(upstream + 8, upstream + 10, downstream + 8))
+    return RangeResult(TOPIC, partition, upstream, upstream + 10, 8, 800, runs, downstream, downstream + 10)
+
+
+FOLD_STEP = 3
+"""Folded translations are probed at every third offset (both ways): runs of 10 offsets see every residue."""
+
+
+def assert_at_or_before(store: MetadataStore, exact_runs: list[OffsetRun], cursor: int, upto: int, tail: OffsetRun) -> None:
+    """Every :data:`FOLD_STEP`-th offset below ``upto`` translates through the store's (folded) runs at or before its
+    exact position through ``exact_runs`` (not yet when it is not yet), both ways, and exactly from ``tail`` on."""
+    folded = translations(store, 0, upto, 0, 0, FOLD_STEP)
+    exact = [positions[::FOLD_STEP] for positions in listed_translations(exact_runs, cursor, upto)]
+    for pairs, exact_from in zip(zip(folded, exact), (tail.upstream_start, tail.downstream_start)):
+        for offset, got, want in zip(range(0, upto, FOLD_STEP), *pairs):
+            assert got == want if want is None or offset >= exact_from else got is not None and got <= want, offset
+
+
+def test_old_runs_fold_to_a_bounded_count_and_translate_at_or_before_the_exact_position(store: MetadataStore, db_url: str) -> None:
+    walked = (OffsetRun(10, 15, 10), OffsetRun(15, 20, 16))  # the takeover's walk of MM2's tail
+    syncs = [OffsetSync(TOPIC, 0, 0, 0), OffsetSync(TOPIC, 0, 10, 10)]
+    results = [RangeResult(TOPIC, 0, 0, 20, 10, 0, walked, 10, 21), RangeResult(TOPIC, 1, 0, 20, 0, 0)]
+    store.record_takeover(FLOW, [planned(0, 0, 20), planned(1, 0, 20)], results, syncs, {"takeover": "mm2"})
+    for i in range(100):
+        commit(store, three_chunk_batch(0, 20 + 10 * i, 22 + 11 * i), three_chunk_batch(1, 20 + 10 * i, 11 * i))
+    upto = 22 + 11 * 100 + 3
+    exact_runs, mm2_answer = store.offset_runs(FLOW, key(0)), store.mm2_sync_before(FLOW, key(0), 5)
+
+    removed = store.fold_runs(FLOW, [key(0)])
+
+    runs = store.offset_runs(FLOW, key(0))
+    assert removed == len(exact_runs) - len(runs) and len(runs) <= len(walked) + FOLDED_RUNS + EXACT_RUNS + FOLD_SIZE
+    assert runs[:2] == list(walked) and runs[-EXACT_RUNS:] == exact_runs[-EXACT_RUNS:]
+    assert [r.exact for r in runs[2:]].count(False) == FOLDED_RUNS  # 300 runs: 17 folds of 16, the oldest two merged
+    assert batch_ids_of_runs(db_url, 0)[2:2 + FOLDED_RUNS] == [None] * FOLDED_RUNS
+    assert_at_or_before(store, exact_runs, 1020, upto, next(r for r in runs[2:] if r.exact))
+    assert store.mm2_sync_before(FLOW, key(0), 5) == mm2_answer == (syncs[0], 10)
+    assert store.fold_runs(FLOW, [key(0)]) == 0 and len(store.offset_runs(FLOW, key(1))) == 300  # not asked: left alone
+
+    folded = runs[2 + 3]  # a truncation of the source log inside a folded run cuts it, keeping it at or before
+    truncated_at = folded.upstream_start + 40
+    plan = PlannedRange(TOPIC, 0, truncated_at, truncated_at + 10, f"primary.{TOPIC}", reset_from=1020, truncated_at=truncated_at)
+    store.commit_batch(store.begin_batch(FLOW, [plan], {}), [three_chunk_batch(0, truncated_at, upto)])
+    cut_runs = store.offset_runs(FLOW, key(0))
+    kept = 40 - (folded.length - folded.copies)  # the copies it must hold below the truncation
+    assert kept > 1 and cut_runs[5] == OffsetRun(folded.upstream_start, truncated_at, folded.downstream_start, folded.downstream_end, kept)
+    below = [r if r.upstream_end <= truncated_at else OffsetRun(r.upstream_start, truncated_at, r.downstream_start) for r in exact_runs if r.upstream_start < truncated_at]
+    exact_cut = below + list(three_chunk_batch(0, truncated_at, upto).runs)
+    assert_at_or_before(store, exact_cut, truncated_at + 10, upto + 11, cut_runs[-3])

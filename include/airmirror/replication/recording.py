@@ -13,8 +13,8 @@ logged and never undoes the committed batch; a refusal (a missing ACL) fails the
 5. :func:`record_lag` stores a lag sample of every partition the batch planned
    (:mod:`airmirror.replication.lag`), so the figures are kept over time;
 6. :func:`prune_history` deletes the flow's history older than ``airmirror.metadata.retention``, and the
-   offset-sync runs of the batch's partitions that lie below both clusters' log starts
-   (:mod:`airmirror.store.retention`), at most once per :data:`PRUNE_INTERVAL` (or retention, if shorter) per flow
+   offset-sync runs of the batch's partitions that lie below both clusters' log starts, and folds those
+   partitions' old runs (:mod:`airmirror.store.retention`), at most once per :data:`PRUNE_INTERVAL` (or retention, if shorter) per flow
    and process, so a live run committing a batch every few seconds does not pay for it every batch.
 """
 
@@ -145,7 +145,8 @@ _last_pruned: dict[tuple[str, str], float] = {}
 
 def prune_history(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
     """Delete the flow's history older than its retention and the runs of the batch's partitions below both
-    clusters' log starts (read now), unless this process did so for the flow within the prune interval."""
+    clusters' log starts (read now), then fold those partitions' old runs, unless this process did so for the
+    flow within the prune interval."""
     due = (flow.metadata_db_url, flow.name)
     now = time.monotonic()
     interval = min(PRUNE_INTERVAL, flow.metadata_retention).total_seconds()
@@ -157,7 +158,11 @@ def prune_history(flow: FlowConfig, store: MetadataStore, committed: CommittedBa
     sources = list_offsets(source_admin(flow), remote, OffsetSpec.earliest())
     targets = list_offsets(target_admin(flow), remote.values(), OffsetSpec.earliest())
     runs = store.prune_runs(flow.name, {key: (sources[key], targets[copy]) for key, copy in remote.items()})
-    log.info("pruned the history of %s older than %s: %s, %d offset-sync runs", flow.name, flow.metadata_retention, pruned, runs)
+    folded = store.fold_runs(flow.name, remote)
+    log.info(
+        "pruned the history of %s older than %s: %s, %d offset-sync runs; %d runs folded away",
+        flow.name, flow.metadata_retention, pruned, runs, folded,
+    )
 
 
 AfterCommit = Callable[[FlowConfig, MetadataStore, CommittedBatch], None]
