@@ -2,7 +2,8 @@
 written straight into the remote topic, missing after the cursor was moved past uncopied records, equal with
 compaction noted after the source was compacted; partitions whose topics were stopped, deleted or recreated,
 or whose records no run maps, get verdicts of their own; records deleted from one side are excused only where
-retention explains them; bad input and an unfinished batch are refused."""
+retention explains them; folded offset-sync runs compare equal, and copies deleted from the target into a
+folded run are missing; bad input and an unfinished batch are refused."""
 
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from airmirror.cli import main
 from airmirror.config import load_config
-from airmirror.model import Verdict
+from airmirror.model import PartitionKey, Verdict
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, replicate_once, sync_flow_topics
 from airmirror.replication.verification import verify_flow
-from airmirror.store import MetadataStore
+from airmirror.store import MetadataStore, folding, retention
 from tests.conftest import write_config
 from tests.kafka_helpers import (
     Record,
@@ -259,3 +260,35 @@ def test_records_deleted_from_one_side_are_missing_unless_retention_explains_the
     assert "deleted by the source's retention.ms" in partitions[aged].note
     assert (partitions[both].verdict, partitions[both].source_records) == (Verdict.EQUAL, 20)
     assert "deleted on both sides" in partitions[both].note
+
+
+def test_folded_runs_compare_equal_and_copies_deleted_from_the_target_into_one_are_missing(clusters, spark, prefix, tmp_path, airmirror, monkeypatch):
+    for module in (folding, retention):  # fold after a handful of batches: the newest run stays exact, two fold at a time
+        monkeypatch.setattr(module, "EXACT_RUNS", 1)
+        monkeypatch.setattr(module, "FOLD_SIZE", 2)
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.folded"
+    create_topic(a, topic)
+    produce(a, topic, 0, sample_records(20, "f", recent_ms()))
+    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+    for _ in range(5):
+        replicate(config, spark, max_records=4)
+    flow = load_config(config).flow("a->b")
+    with MetadataStore.open(flow.metadata_db_url) as store:
+        store.fold_runs(flow.name, [PartitionKey(topic, 0)])
+        runs = store.offset_runs(flow.name, PartitionKey(topic, 0))
+    folded = [run for run in runs if not run.exact]
+    assert folded and folded[0].upstream_start == 0 and folded[0].downstream_length > folded[0].copies
+
+    [partition] = verify(config, spark).partitions
+
+    assert (partition.verdict, partition.source_records, partition.target_records) == (Verdict.EQUAL, 20, 20)
+
+    delete_records(b, f"a.{topic}", 0, folded[0].downstream_start + 2)  # the target only; the source keeps them a week
+
+    result = airmirror("verify", str(config), "--flow", "a->b", "--json")
+
+    assert result.returncode == 1, result.stderr
+    [missing] = json.loads(result.stdout)["partitions"]
+    assert (missing["verdict"], missing["first_offset"], missing["missing"], missing["target_records"]) == ("missing", 0, 2, 18)
+    assert "source offset 0 and 1 more were deleted from the target while the source holds them" in missing["reason"]
