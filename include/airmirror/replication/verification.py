@@ -10,7 +10,10 @@ Contract:
   (:mod:`airmirror.replication.spark.verify_job`): the source from its first copied offset to the cursor, the
   remote partition from that offset's copy to its last stable offset, so anything written into the remote
   topic after the last copy is found too.  The offset-sync runs in the DB say which source offset each target
-  offset holds (:mod:`airmirror.replication.partition_compare` gives the verdicts).
+  offset holds, exactly or, through a folded run, in order (:mod:`airmirror.replication.partition_compare`
+  gives the verdicts).  The runs are read with one query per compared partition and pickled into its task;
+  folding (:meth:`~airmirror.store.MetadataStore.fold_runs`) bounds them per partition, so neither grows with
+  the flow's history.
 - Records deleted from the start of either side are left out only where retention explains them (see
   :mod:`~airmirror.replication.verify_bounds`); the partition's note says what was left out.  A compacted topic
   (``cleanup.policy`` with ``compact``) may have lost superseded records and tombstones on either side after the
