@@ -1,7 +1,8 @@
 """``airmirror translate``: one source group's position, translated, per partition (read-only).
 
 Per partition the group committed on a routed topic: the source committed offset, the translated target
-offset (``None``: not yet translatable), how many of the group's offsets are not yet replicated (source last
+offset (``None``: not translatable; ``never`` is true when no later run will change that, see
+:class:`~airmirror.checkpoints.translation.TranslatedOffset`), how many of the group's offsets are not yet replicated (source last
 stable offset minus the larger of the committed offset and the flow's cursor; 0 for failback topics, whose
 records all came from the target), and the newest checkpoint written.  Also the group's newest offset sync
 outcome on the target, so a skipped active group shows here too.
@@ -32,6 +33,7 @@ class PartitionPosition:
     target_offset: int | None
     not_replicated: int
     checkpoint_offset: int | None
+    never: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,4 +79,5 @@ def _position(
         translation.downstream_offset,
         missing,
         None if checkpoint is None else checkpoint.downstream_offset,
+        translation.never,
     )

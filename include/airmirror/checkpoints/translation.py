@@ -93,6 +93,13 @@ def forward_position(
     return max(position, target_start)
 
 
+def never_translates(upstream_offset: int, cursor: int | None, mm2_sync: OffsetSync | None, exact_from: int | None) -> bool:
+    """Whether :func:`forward_position` gives ``None`` for good: ``upstream_offset`` is replicated (at or below
+    ``cursor``) but lies in MM2's part of a taken-over partition (below ``exact_from``) with no imported MM2 sync at
+    or before it.  No later run adds syncs there, so it never translates (MM2 gives none either)."""
+    return cursor is not None and upstream_offset <= cursor and exact_from is not None and upstream_offset < exact_from and mm2_sync is None
+
+
 def failback_position(
     downstream_offset: int, cursor: int | None, covering: OffsetRun | None, in_flight: bool, target_start: int
 ) -> int | None:
@@ -110,12 +117,15 @@ def failback_position(
 @dataclass(frozen=True)
 class TranslatedOffset:
     """Committed ``upstream_offset`` of ``route.topic``-``partition``; ``downstream_offset`` is the position
-    in ``route.target_topic``-``partition`` on the target, ``None`` when not yet translatable."""
+    in ``route.target_topic``-``partition`` on the target, ``None`` when not translatable.  ``never`` says why
+    not: ``True`` when the offset lies in MM2's part of a taken-over partition below MM2's oldest imported sync,
+    which no later run changes (MM2 gives no translation there either); ``False`` when it is not yet replicated."""
 
     route: Route
     partition: int
     upstream_offset: int
     downstream_offset: int | None
+    never: bool = False
 
 
 class Translator:
@@ -141,23 +151,25 @@ class Translator:
         for key, r in routes.items():
             runs_key = PartitionKey(r.runs_topic, key.partition)
             cursor = cursors[r.runs_flow].get(runs_key)
-            position = None
+            position, never = None, False
             if cursor is not None:
                 start = starts[PartitionKey(r.target_topic, key.partition)]
                 if r.failback:
                     position = self._failback(r.runs_flow, runs_key, offsets[key], cursor, start, in_flight[r.runs_flow])
                 else:
-                    position = self._forward(runs_key, offsets[key], cursor, start)
-            translations[key] = TranslatedOffset(r, key.partition, offsets[key], position)
+                    position, never = self._forward(runs_key, offsets[key], cursor, start)
+            translations[key] = TranslatedOffset(r, key.partition, offsets[key], position, never)
         return translations
 
-    def _forward(self, key: PartitionKey, upstream_offset: int, cursor: int, target_start: int) -> int | None:
+    def _forward(self, key: PartitionKey, upstream_offset: int, cursor: int, target_start: int) -> tuple[int | None, bool]:
+        """The forward position, and whether the offset can never translate (see :class:`TranslatedOffset`)."""
         if upstream_offset > cursor:
-            return None
+            return None, False
         covering = self._store.find_offset_run(self._flow.name, key, upstream_offset)
         last = None if covering is not None else self._store.last_offset_run(self._flow.name, key)
         mm2_sync, exact_from = self._store.mm2_sync_before(self._flow.name, key, upstream_offset)
-        return forward_position(upstream_offset, cursor, covering, last, target_start, mm2_sync, exact_from)
+        position = forward_position(upstream_offset, cursor, covering, last, target_start, mm2_sync, exact_from)
+        return position, never_translates(upstream_offset, cursor, mm2_sync, exact_from)
 
     def _failback(
         self, flow_name: str, key: PartitionKey, offset: int, cursor: int, target_start: int, in_flight: set[PartitionKey]

@@ -203,7 +203,7 @@ def print_inspection(inspection: GroupInspection, as_json: bool) -> None:
     print(f"flow {inspection.flow}, group {inspection.group}{covered}")
     print(f"{'partition':<32} {'target partition':<32} {'committed':>10} {'target':>10} {'unreplicated':>12} {'checkpoint':>10}")
     for p in inspection.partitions:
-        target = "not yet" if p.target_offset is None else str(p.target_offset)
+        target = str(p.target_offset) if p.target_offset is not None else "never" if p.never else "not yet"
         checkpoint = "-" if p.checkpoint_offset is None else str(p.checkpoint_offset)
         print(
             f"{p.topic + '-' + str(p.partition):<32} {p.target_topic + '-' + str(p.partition):<32} "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from airmirror.checkpoints.translation import failback_position, forward_position
+from airmirror.checkpoints.translation import failback_position, forward_position, never_translates
 from airmirror.config import load_config
 from airmirror.config.routes import Route, route
 from airmirror.mm2.wire_formats import OffsetSync
@@ -233,6 +233,16 @@ def test_a_takeover_without_mm2_syncs_never_translates_past_mm2s_copies():
     assert forward_position(150, covering=first_batch, **taken_over) is None
     assert forward_position(300, covering=first_batch, **taken_over) == 300
     assert forward_position(350, covering=first_batch, **taken_over) == 350
+
+
+def test_only_an_offset_in_mm2s_part_below_its_syncs_never_translates():
+    """``translate`` says "never" for it and "not yet" for an offset past the cursor, which a later run copies."""
+    sync = OffsetSync("orders", 0, 100, 250)
+    assert never_translates(50, 400, None, 300)
+    assert not never_translates(150, 400, sync, 300)  # MM2's rule translates it
+    assert not never_translates(350, 400, None, 300)  # exact runs cover it
+    assert not never_translates(450, 400, None, 300)  # not yet replicated
+    assert not never_translates(50, 400, None, None)  # not taken over
 
 
 @dataclass
