@@ -10,13 +10,15 @@ override any of them:
   packages instead of compiling PySpark's zipped sources in every worker.
 - The driver JVM compiles with the quick C1 JIT only (``-XX:TieredStopAtLevel=1``): in a copy job it only
   schedules one task per range and collects one summary per range; records never pass through it.
-- No Spark UI.
+- No Spark UI, and no console progress bars unless stderr is a terminal: in a log (Airflow, spark-submit,
+  the bench, a redirected CLI) they are only noise.
 
 This module imports nothing from Spark, so DAG files can use it at parse time.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 TASK_ATTEMPTS = 4
@@ -25,9 +27,11 @@ WORKER_DAEMON_MODULE = "airmirror.replication.spark.worker_daemon"
 
 
 def copy_job_conf(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
-    """airmirror's Spark defaults, then ``overrides`` (a flow's ``airmirror.spark.conf.X``) on top."""
+    """airmirror's Spark defaults, then ``overrides`` (a flow's ``airmirror.spark.conf.X``) on top.  Console
+    progress bars are on only when this process's stderr is a terminal."""
     return {
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",
         "spark.task.maxFailures": str(TASK_ATTEMPTS),
         "spark.python.daemon.module": WORKER_DAEMON_MODULE,
         "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,

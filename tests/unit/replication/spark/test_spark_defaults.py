@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+
+import pytest
+
 from airmirror.replication.spark.defaults import copy_job_conf
 
 
@@ -18,3 +22,16 @@ def test_flow_settings_override_the_defaults_and_add_their_own() -> None:
     assert conf["spark.driver.extraJavaOptions"] == "-Xmx2g"
     assert conf["spark.executor.memory"] == "4g"
     assert conf["spark.task.maxFailures"] == "4"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_console_progress_bars_are_off_unless_stderr_is_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert copy_job_conf()["spark.ui.showConsoleProgress"] == "false"
+    monkeypatch.setattr("sys.stderr", Terminal())
+    assert copy_job_conf()["spark.ui.showConsoleProgress"] == "true"
+    assert copy_job_conf({"spark.ui.showConsoleProgress": "false"})["spark.ui.showConsoleProgress"] == "false"
