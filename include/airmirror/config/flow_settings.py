@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from airmirror.config.secrets import MaskedConfig
 from airmirror.mm2.policy import PatternList
 
+TASK_MAX_BUFFER_BYTES_KEY = "airmirror.task.max.buffer.bytes"
+DEFAULT_TASK_MAX_BUFFER_BYTES = 256 * 1024 * 1024
+MIN_TASK_MAX_BUFFER_BYTES = 16 * 1024 * 1024  # one fetch (a sixteenth of it) must hold a 1 MB record batch
+
 
 @dataclass(frozen=True)
 class TopicSyncSettings:
@@ -33,14 +37,17 @@ class TopicSyncSettings:
 @dataclass(frozen=True)
 class CopySettings:
     """Steps 2 and 3, bounds: ``airmirror.batch.max.records.per.partition`` (``None``: no cap), the chunk
-    transaction bounds ``airmirror.transaction.max.{records,bytes,seconds}`` and ``airmirror.source.reset.policy``
-    (``reset`` or ``fail`` when a source topic was recreated or truncated)."""
+    transaction bounds ``airmirror.transaction.max.{records,bytes,seconds}``, ``airmirror.source.reset.policy``
+    (``reset`` or ``fail`` when a source topic was recreated or truncated) and ``airmirror.task.max.buffer.bytes``
+    (what one copy task buffers, at least :data:`MIN_TASK_MAX_BUFFER_BYTES`; split as
+    :mod:`airmirror.replication.spark.task_buffer` says)."""
 
     max_records_per_partition: int | None
     transaction_max_records: int
     transaction_max_bytes: int
     transaction_max_seconds: int
     source_reset_policy: str
+    task_max_buffer_bytes: int
 
 
 @dataclass(frozen=True)

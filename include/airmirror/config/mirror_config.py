@@ -42,6 +42,9 @@ from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, app
 from airmirror.config.durations import parse_duration
 from airmirror.config.flow_settings import (
     CheckpointSettings,
+    DEFAULT_TASK_MAX_BUFFER_BYTES,
+    MIN_TASK_MAX_BUFFER_BYTES,
+    TASK_MAX_BUFFER_BYTES_KEY,
     CopySettings,
     DagSettings,
     HeartbeatSettings,
@@ -562,6 +565,7 @@ class FlowConfig:
             transaction_max_bytes=self._positive_int("airmirror.transaction.max.bytes") or 256 * 1024 * 1024,
             transaction_max_seconds=self._positive_int("airmirror.transaction.max.seconds") or 60,
             source_reset_policy=self._choice("airmirror.source.reset.policy", SOURCE_RESET_POLICIES),
+            task_max_buffer_bytes=self._task_max_buffer_bytes(),
         )
         self.heartbeats = HeartbeatSettings(
             off_by=off_by["emit.heartbeats.enabled"],
@@ -772,6 +776,22 @@ class FlowConfig:
         value = _parse_int(setting)
         if value <= 0:
             raise ConfigError(f"value {value} must be positive", key=setting.key, line=setting.line)
+        return value
+
+    def _task_max_buffer_bytes(self) -> int:
+        """``airmirror.task.max.buffer.bytes``: a positive integer of at least ``MIN_TASK_MAX_BUFFER_BYTES``."""
+        value = self._positive_int(TASK_MAX_BUFFER_BYTES_KEY)
+        if value is None:
+            return DEFAULT_TASK_MAX_BUFFER_BYTES
+        if value < MIN_TASK_MAX_BUFFER_BYTES:
+            setting = self.setting(TASK_MAX_BUFFER_BYTES_KEY)
+            assert setting is not None
+            raise ConfigError(
+                f"value {value} is below {MIN_TASK_MAX_BUFFER_BYTES} (16 MiB): a copy task needs room for one fetch of "
+                "at least 1 MB beside its producer queue",
+                key=setting.key,
+                line=setting.line,
+            )
         return value
 
     def _positive_duration(self, key: str, default: timedelta) -> timedelta:

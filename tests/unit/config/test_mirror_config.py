@@ -67,7 +67,7 @@ def test_mm2_defaults(tmp_path: Path) -> None:
     assert f.heartbeats == HeartbeatSettings(off_by=None, interval_seconds=1, replication_enabled=True)
     assert f.checkpoints == CheckpointSettings(off_by=None, interval_seconds=60, sync_group_offsets_enabled=False)
     assert f.offset_syncs == OffsetSyncSettings(emit_enabled=True, lag_max=100, topic_location="source")
-    assert f.copy == CopySettings(None, 500_000, 256 * 1024 * 1024, 60, "reset")
+    assert f.copy == CopySettings(None, 500_000, 256 * 1024 * 1024, 60, "reset", 256 * 1024 * 1024)
     assert f.dag == DagSettings(schedule="1m", task_retries=3, live=False)
     assert f.auto_offset_reset == "earliest"
     assert isinstance(f.policy, DefaultReplicationPolicy)

@@ -1,7 +1,9 @@
 """The Spark job of one batch: one Spark task per planned range reads the range and writes it transactionally.
 
-Shape: the indexes of the ranges that have records to copy, parallelized into exactly one Spark partition
-per range.  Task ``i`` opens a read_committed read of range ``i``
+Shape: the tasks of the ranges that have records to copy, parallelized into exactly one Spark partition
+per range, so each Spark task receives only its own range (a function closing over every range's task would be
+unpickled whole by every Spark task: work that grows with the square of the partition count).  Each task
+opens a read_committed read of its range
 (:class:`~airmirror.replication.spark.range_reader.RangeReader`), which yields the range's records as Arrow
 record batches with key, value, headers, timestamp, partition and offset
 (:data:`~airmirror.replication.spark.record_schema.RECORD_ARROW_SCHEMA`), and copies them in source order, in
@@ -18,7 +20,7 @@ ends in aborted records or markers, which Spark's Kafka connector does not promi
 between them carries every byte from Python into the JVM, converts it to rows, back to Arrow and into a
 second Python worker.  Measured on 500,000 x 1 KiB records over 6 partitions on 2 cores
 (``benchmarks/bench.py``), that copy took 13.5 s against 4.5 s here.  The job's own input and output are one
-small value per range, so it is a plain RDD job: a DataFrame ``mapInArrow`` over the same indexes starts
+small value per range, so it is a plain RDD job: a DataFrame ``mapInArrow`` over range indexes starts
 about 1 s later in a fresh session (Spark's Arrow classes load on first use).
 """
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark import TaskContext
@@ -42,6 +44,7 @@ from airmirror.kafka.topics import topic_ids
 from airmirror.model import PlannedRange
 from airmirror.replication.spark.partition_writer import PartitionTask, TransactionBounds, copy_range
 from airmirror.replication.spark.progress import range_progress
+from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
 log = logging.getLogger(__name__)
 NEW_TOPIC_WAIT_S = 10.0
@@ -72,12 +75,15 @@ def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str
 
 def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[PartitionTask]:
     """One task per range that has records to copy and is not done in Kafka yet, in plan order; each carries
-    the progress the driver found for it (see :mod:`airmirror.replication.spark.progress`)."""
+    the progress the driver found for it (see :mod:`airmirror.replication.spark.progress`) and the flow's
+    ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are lowered here, with one
+    warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`)."""
     progress = range_progress(flow, ranges)
     ranges = [r for r in ranges if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)]
-    producer = flow.target_client("producer")
+    buffer = TaskBuffer(flow.copy.task_max_buffer_bytes)
+    producer = bounded(flow.target_client("producer"), buffer.producer_limits(), f"{flow.target}.producer")
     consumer = flow.target_client("consumer")
-    source_consumer = flow.source_client("consumer")
+    source_consumer = bounded(flow.source_client("consumer"), buffer.consumer_limits(), f"{flow.source}.consumer")
     bounds = transaction_bounds(flow)
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
     remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges if r.size > 0})
@@ -101,6 +107,7 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
             known=progress[r.key],
             source_access=source_access,
             target_access=target_access,
+            buffer=buffer,
             producer_config=producer,
             target_consumer_config=consumer,
             source_consumer_config=source_consumer,
@@ -109,16 +116,12 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
     ]
 
 
-def copy_tasks(tasks: list[PartitionTask]) -> Callable[[Iterator[int]], Iterator[dict[str, Any]]]:
-    """The per-partition function: copy the ranges whose indexes arrive (one per Spark partition)."""
-
-    def copy(indexes: Iterator[int]) -> Iterator[dict[str, Any]]:
-        context = TaskContext.get()
-        first_attempt = context is not None and context.attemptNumber() == 0
-        for index in indexes:
-            yield copy_range(tasks[index], first_attempt)
-
-    return copy
+def copy_tasks(tasks: Iterator[PartitionTask]) -> Iterator[dict[str, Any]]:
+    """The per-partition function: copy the ranges of the tasks that arrive (one per Spark partition)."""
+    context = TaskContext.get()
+    first_attempt = context is not None and context.attemptNumber() == 0
+    for task in tasks:
+        yield copy_range(task, first_attempt)
 
 
 AIRMIRROR_ERROR = re.compile(r"^airmirror\.errors\.\w+: (.+)$", re.MULTILINE)
@@ -137,9 +140,8 @@ def run_copy_job(spark: SparkSession, flow: FlowConfig, batch_id: int, ranges: l
     if not tasks:
         return []
     started = time.monotonic()
-    indexes = spark.sparkContext.parallelize(range(len(tasks)), len(tasks))
     try:
-        rows = indexes.mapPartitions(copy_tasks(tasks)).collect()
+        rows = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(copy_tasks).collect()
     except Exception as error:
         raise task_failure(error) from error
     log.info(

@@ -29,7 +29,8 @@ the records it writes are described in :mod:`airmirror.replication.spark.batch_l
    bytes, or time since the chunk's first record (at most a third of the producer's
    ``transaction.timeout.ms``).  Offset-sync runs are built from the delivery reports as they arrive,
    three integers per run (:class:`~airmirror.replication.offset_runs.RunBuilder`); no per-record state is kept, so a
-   task's memory does not grow with its range.  Then, in the same transaction: the chunk's runs records,
+   task's memory does not grow with its range, and what it buffers (reader prefetch, handed-over batches, producer
+   queue) stays within ``airmirror.task.max.buffer.bytes`` (:mod:`airmirror.replication.spark.task_buffer`).  Then, in the same transaction: the chunk's runs records,
    the new progress record and the anchor offset commit; then ``commit_transaction()``.  Read_committed
    consumers of the target see the copy advance chunk by chunk.  Any failure before the commit aborts the
    chunk (explicitly, or at the next attempt's ``init_transactions()``); the committed chunks stay.
@@ -76,6 +77,7 @@ from airmirror.replication.spark.batch_log import (
     runs_parts,
 )
 from airmirror.replication.spark.range_reader import RangeReader
+from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
 TRANSACTION_TIMEOUT_MS = 900_000
 TRANSACTION_CALL_S = 30.0
@@ -95,7 +97,8 @@ class TransactionBounds:
 
 @dataclass(frozen=True)
 class PartitionTask:
-    """Everything a Spark task needs to copy one range; plain data, so it pickles to executors.
+    """Everything a Spark task needs to copy one range; plain data, so it pickles to executors.  ``buffer``
+    bounds what the task holds (:mod:`airmirror.replication.spark.task_buffer`).
 
     The client configurations can hold credentials, so they are left out of the repr.  The access scopes name
     the ACL behind a refusal (:mod:`airmirror.kafka.authorization`).
@@ -119,6 +122,7 @@ class PartitionTask:
     known: Progress | None
     source_access: AccessScope
     target_access: AccessScope
+    buffer: TaskBuffer
     producer_config: dict[str, Any] = field(repr=False)
     target_consumer_config: dict[str, Any] = field(repr=False)
     source_consumer_config: dict[str, Any] = field(repr=False)
@@ -183,21 +187,20 @@ def record_too_large(task: PartitionTask, offset: int, size: int) -> Replication
         f"record {task.topic}-{task.partition}@{offset} ({size} bytes of key and value) is larger than the "
         f"target accepts for {task.remote_topic}: raise max.message.bytes of topic {task.remote_topic} on cluster "
         f"{target} (or of the source topic, when sync.topic.configs.enabled copies it), and "
-        f"`{target}.producer.max.request.size` if it is lower; then run the flow again"
+        f"`{target}.producer.max.request.size` if it is lower (it is 20 MiB unless set, and at most a quarter of "
+        "`airmirror.task.max.buffer.bytes`); then run the flow again"
     )
 
 
 def producer_settings(task: PartitionTask, deliveries: DeliveryTracker) -> dict[str, Any]:
-    """Transactional producer settings: the flow's target producer settings plus the EOS invariants."""
+    """Transactional producer settings: the flow's target producer settings within the task buffer's producer
+    limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants."""
     settings: dict[str, Any] = {
         "enable.sparse.connections": False,  # connect to every broker at once: see await_broker_connections
         "linger.ms": 20,
         "batch.size": 1024 * 1024,
-        "queue.buffering.max.messages": 1_000_000,
-        "queue.buffering.max.kbytes": 1024 * 1024,
         "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-        "message.max.bytes": 20 * 1024 * 1024,
-        **task.producer_config,
+        **bounded(task.producer_config, task.buffer.producer_limits(), "producer"),
     }
     settings.update(
         {
@@ -491,7 +494,7 @@ def copy_range(task: PartitionTask, first_attempt: bool) -> dict[str, Any]:
     """
     reader = RangeReader(
         task.source_consumer_config, task.topic, task.partition, task.start, task.end, task.start_epoch,
-        access=task.source_access,
+        access=task.source_access, buffer=task.buffer,
     )
     target = naming_refusals(
         task.target_access, topic=task.remote_topic, group=task.anchor_group, transactional_id=task.transactional_id

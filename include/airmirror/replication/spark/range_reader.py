@@ -28,6 +28,10 @@ Contract:
   Nothing is ever silently skipped.
 - While no record arrives, the read yields empty batches every :data:`POLL_TIMEOUT_S`, so the caller can
   keep its own time bounds.
+- **Memory.**  What the read buffers is its share of a :class:`~airmirror.replication.spark.task_buffer.TaskBuffer`:
+  librdkafka's prefetch is bounded by the buffer's consumer limits, and one handed-over batch holds at most
+  :meth:`~airmirror.replication.spark.task_buffer.TaskBuffer.batch_records` records for the largest value read
+  so far.  Nothing the read keeps grows with the range.
 """
 
 from __future__ import annotations
@@ -47,21 +51,20 @@ from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 from airmirror.kafka.offsets import divergence_points, epoch_position
 from airmirror.model import PartitionKey
 from airmirror.replication.spark.record_schema import HEADER_ARROW_TYPE, RECORD_ARROW_SCHEMA
+from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
 log = logging.getLogger(__name__)
-FETCH_BATCH = 10_000
-POLL_TIMEOUT_S = 0.05  # consume() returns after FETCH_BATCH records or this long, so a small tail never waits
+POLL_TIMEOUT_S = 0.05  # consume() returns after a batch's records or this long, so a small tail never waits
 EARLY_END_WAIT_S = 30.0
 EMPTY_BATCH = pa.RecordBatch.from_pylist([], schema=RECORD_ARROW_SCHEMA)
 
 
-def reader_config(consumer_config: Mapping[str, str]) -> dict[str, Any]:
-    """The source consumer settings for range reads: the flow's client settings plus fixed safety rules."""
+def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer) -> dict[str, Any]:
+    """The source consumer settings for range reads: the flow's client settings within ``buffer``'s consumer
+    limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus fixed safety rules."""
     config: dict[str, Any] = {
         "enable.sparse.connections": False,  # connect to the leader at once, so fetching starts sooner
-        "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        "fetch.max.bytes": 64 * 1024 * 1024,
-        **consumer_config,
+        **bounded(consumer_config, buffer.consumer_limits(), "consumer"),
     }
     config.update(
         {
@@ -83,7 +86,7 @@ class RangeReader:
     the caller gets ready (a writer sets up its transaction meanwhile); :meth:`seek` moves the start (a
     resumed range), and :meth:`record_batches` then yields the records.  :attr:`reached` is the source
     position the read got to: ``end`` once the range was read, less only after a truncation (see the
-    module docstring).
+    module docstring).  ``buffer`` bounds what the read holds (the default setting's split unless given).
     """
 
     def __init__(
@@ -96,14 +99,17 @@ class RangeReader:
         start_epoch: int | None = None,
         *,
         access: AccessScope | None = None,
+        buffer: TaskBuffer = TaskBuffer(),
     ) -> None:
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
         self.access = access
         self.reached, self.reached_epoch = start, start_epoch
         self._consumer_config = consumer_config
+        self._buffer = buffer
+        self._largest_value = 0
         self._consumer: Consumer | None = None
         if start < end:
-            self._consumer = Consumer(reader_config(consumer_config))
+            self._consumer = Consumer(reader_config(consumer_config, buffer))
             self._consumer.assign([self._position()])
 
     def seek(self, position: int, epoch: int | None) -> None:
@@ -136,7 +142,8 @@ class RangeReader:
         early_end_since: float | None = None
         while self.reached < self.end:
             last = self.end - 1
-            messages = [m for m in consumer.consume(FETCH_BATCH, POLL_TIMEOUT_S) if not refuses_unused_group(m.error())]
+            count = self._buffer.batch_records(self._largest_value)
+            messages = [m for m in consumer.consume(count, POLL_TIMEOUT_S) if not refuses_unused_group(m.error())]
             records = messages
             truncation: KafkaError | None = None
             for index, message in enumerate(messages):
@@ -159,6 +166,7 @@ class RangeReader:
                     self.reached = self.end
                     break
             if records:
+                self._largest_value = max(self._largest_value, max(map(len, records)))
                 early_end_since = None
                 if self.reached < self.end:
                     self.reached = records[-1].offset() + 1

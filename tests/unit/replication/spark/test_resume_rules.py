@@ -10,13 +10,14 @@ from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope
 from airmirror.replication.spark.batch_log import Progress
 from airmirror.replication.spark.partition_writer import PartitionTask, TransactionBounds, resume_from
+from airmirror.replication.spark.task_buffer import TaskBuffer
 
 TASK = PartitionTask(
     flow="a->b", batch_id=7, topic="orders", partition=0, start=100, end=900, remote_topic="a.orders",
     transactional_id="airmirror-a-b-orders-0", anchor_group="airmirror-eos-a-b", log_topic="airmirror-batches.a.internal",
     bounds=TransactionBounds(1000, 1 << 20, 5.0), source_topic_id="src1", remote_topic_id="dst1", resets=False, start_epoch=None, known=None,
     source_access=AccessScope("a", "User:mirror", ()), target_access=AccessScope("b", "User:mirror", ()),
-    producer_config={"sasl.password": "hunter2"}, target_consumer_config={}, source_consumer_config={},
+    buffer=TaskBuffer(), producer_config={"sasl.password": "hunter2"}, target_consumer_config={}, source_consumer_config={},
 )
 DONE_BEFORE = Progress(
     batch_id=6, chunk=3, start=0, end=100, position=100, done=True, records=100, bytes=10_000,
