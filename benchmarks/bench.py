@@ -35,7 +35,13 @@ What it does (every number in one run, on one machine: only the ratios between c
    peak RSS of the whole process tree of each run (CLI, Spark JVM, Python workers, also per role) and
    ``peak_rss_ratio_big_vs_small``, which issue 9 requires to stay within 1.2 (a chunked copy must not grow
    with the range).  A copy's memory over time (``rss_timeline``, one row a second) is in the JSON.
-7. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
+7. Partition scaling (issue 22): the same ``--partition-scaling-records`` records (default 40,000 x 100 B) over
+   FEW and over MANY partitions (``--partition-scaling-partitions``, default 20 and 2,000, in topics of 10), one
+   flow (``topics = <prefix>-.*``) each: a first copy, an incremental batch (one new record in every partition)
+   and a batch with nothing new, each a fresh ``airmirror replicate``.  Reported: wall time of each batch
+   (``copy_job_s`` beside it) and ``wall_ratios`` MANY/FEW, which issue 22 wants at most 2.  After each batch
+   every remote partition's digest must equal its source partition's (all partitions read by one consumer).
+8. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
 
 Numbers per copier:
 - ``wall_s``: process start to every record visible on the target (last stable offsets polled every 0.1 s)
@@ -65,12 +71,18 @@ mm2_default, mm2_tuned, airmirror), ``--spark-master`` (airmirror's default ``lo
 ``--skip-latency``, ``--skip-scaling``, ``--live-rate R``, ``--live-seconds S``, ``--skip-live``,
 ``--big-partition-records N`` (the small run is N/10),
 ``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
+``--partition-scaling-records N``, ``--partition-scaling-partitions FEW,MANY``, ``--skip-partition-scaling``,
+``--partition-scaling-only``,
 ``--timeout``, ``--settle-seconds`` (pause before each copier run, default 3), ``--results-dir``, ``--keep``
 (keep brokers' data and logs).
 
 The big-partition case alone, at its defaults (loads and digests 11 million records; about 6 minutes on 2 cores)::
 
     .venv/bin/python benchmarks/bench.py --big-partition-only
+
+The partition-scaling case alone (issue 22)::
+
+    .venv/bin/python benchmarks/bench.py --partition-scaling-only
 """
 
 from __future__ import annotations
@@ -92,7 +104,16 @@ from pathlib import Path
 import psutil
 from confluent_kafka.admin import AdminClient
 from copiers import CopierRun, TreeRss, airmirror_properties, mm2_properties, run_copier
-from kafka_io import TargetWatch, create_topic, end_offsets, load_topic, topic_digest, warm_up_cluster
+from kafka_io import (
+    TargetWatch,
+    create_topic,
+    create_topics,
+    end_offsets,
+    load_topic,
+    topic_digest,
+    topics_digest,
+    warm_up_cluster,
+)
 from live import run_live
 
 from airmirror.devtools.local_kafka import KAFKA_VERSION, free_port, start_broker, stop_broker
@@ -107,6 +128,10 @@ BIG_TRANSACTION_TIMEOUT_MS = 15_000
 BIG_RSS_RATIO_LIMIT = 1.2
 BIG_RUN_FIGURES = ("records", "wall_s", "records_per_s", "mb_s", "steady_mb_s", "peak_rss_mb", "peak_rss_by_role_mb")
 VERIFY_JOB_LOG = re.compile(r"verify job: \d+ partitions, (?P<records>\d+) source records, \d+ target records in (?P<seconds>[\d.]+) s")
+PARTITION_SCALING_TOPIC_PARTITIONS = 10
+PARTITION_SCALING_RECORD_SIZE = 100
+PARTITION_SCALING_BATCHES = ("first_copy", "incremental", "nothing_new")
+PARTITION_SCALING_RATIO_TARGET = 2.0
 COPY_JOB_LOG = re.compile(
     r"copy job of batch \d+: (?P<ranges>\d+) ranges, (?P<records>\d+) records, (?P<bytes>\d+) bytes"
     r" in (?P<seconds>[\d.]+) s"
@@ -439,6 +464,73 @@ def run_scaling(clusters: Clusters, base: dict, args: argparse.Namespace, workdi
     return out
 
 
+def timed_replicate(flow: AirmirrorFlow, expected_records: int, timeout: float) -> dict:
+    """One fresh ``airmirror -v replicate`` of the flow: its wall time (process start to exit, Spark start-up
+    included) and its copy job's seconds (``None`` when it ran none); it must report ``expected_records``."""
+    started = time.monotonic()
+    done = subprocess.run(airmirror_command(flow.config, flow.flow), capture_output=True, text=True, timeout=timeout)
+    wall_s = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"airmirror replicate of {flow.flow} exited {done.returncode}: {done.stderr[-2000:]}")
+    copied = json.loads(done.stdout)["records"]
+    if copied != expected_records:
+        raise SystemExit(f"VERIFICATION FAILED: {flow.flow} copied {copied} records, expected {expected_records}")
+    job = list(COPY_JOB_LOG.finditer(done.stderr))
+    return {"wall_s": round(wall_s, 2), "copy_job_s": float(job[-1].group("seconds")) if job else None}
+
+
+def partition_scaling_run(clusters: Clusters, args: argparse.Namespace, workdir: Path, partitions: int) -> dict:
+    """The same ``--partition-scaling-records`` over ``partitions`` partitions (topics of
+    :data:`PARTITION_SCALING_TOPIC_PARTITIONS`), copied by one flow: a first copy, an incremental batch (one new
+    record in every partition) and a batch with nothing new, each a fresh ``airmirror replicate``.  After each
+    batch every remote partition's digest must equal its source partition's."""
+    per_topic = PARTITION_SCALING_TOPIC_PARTITIONS
+    alias = f"ps{partitions}"
+    topics = [f"{alias}-{i:04d}" for i in range(partitions // per_topic)]
+    create_topics(clusters.source, topics, per_topic)
+    started = time.monotonic()
+    for i, topic in enumerate(topics):
+        share = args.partition_scaling_records // len(topics) + (1 if i < args.partition_scaling_records % len(topics) else 0)
+        load_topic(clusters.source, topic, per_topic, share, PARTITION_SCALING_RECORD_SIZE)
+    log(f"loaded {len(topics)} topics x {per_topic} partitions, {args.partition_scaling_records} records in {time.monotonic() - started:.1f} s")
+    flow = AirmirrorFlow(alias, f"{alias}t", workdir / f"{alias}.properties")
+    flow.config.write_text(
+        airmirror_properties(
+            alias, flow.target_alias, clusters.source, clusters.target, f"{alias}-.*", workdir / f"{alias}.db", args.spark_master
+        )
+    )
+    timeout = args.timeout * max(1.0, partitions / 200)
+    result: dict = {"partitions": partitions, "topics": len(topics)}
+    for batch, new_records in zip(PARTITION_SCALING_BATCHES, (args.partition_scaling_records, partitions, 0)):
+        if batch == "incremental":
+            for topic in topics:
+                load_topic(clusters.source, topic, per_topic, per_topic, PARTITION_SCALING_RECORD_SIZE, first=args.partition_scaling_records)
+        time.sleep(args.settle_seconds)
+        result[batch] = timed_replicate(flow, new_records, timeout)
+        sources = topics_digest(clusters.source, topics, per_topic)
+        copies = topics_digest(clusters.target, [flow.remote_topic(t) for t in topics], per_topic)
+        wrong = [f"{topics[i // per_topic]}-{i % per_topic}" for i, digest in enumerate(sources) if copies[i] != digest]
+        if wrong:
+            raise SystemExit(f"VERIFICATION FAILED: after the {batch} batch, remote partitions differ from {', '.join(wrong[:10])}")
+        log(f"partition scaling, {partitions} partitions, {batch}: {result[batch]}")
+    return result
+
+
+def run_partition_scaling(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
+    """Issue 22: the same records over few and over many partitions; per batch kind the wall time of each and
+    the ratio many/few, which issue 22 bounds at :data:`PARTITION_SCALING_RATIO_TARGET`."""
+    few, many = (partition_scaling_run(clusters, args, workdir, p) for p in args.partition_scaling_partitions)
+    return {
+        "records": args.partition_scaling_records,
+        "record_size": PARTITION_SCALING_RECORD_SIZE,
+        "partitions_per_topic": PARTITION_SCALING_TOPIC_PARTITIONS,
+        "few": few,
+        "many": many,
+        "wall_ratios": {batch: ratio(many[batch]["wall_s"], few[batch]["wall_s"]) for batch in PARTITION_SCALING_BATCHES},
+        "ratio_target": PARTITION_SCALING_RATIO_TARGET,
+    }
+
+
 def run_big_partition(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
     """Issue 9: one partition of N x 100 B records and of N/10, each copied by a fresh ``airmirror replicate``.
 
@@ -582,6 +674,19 @@ def table(document: dict) -> str:
                 f"| {key} | {s['records']:,} | {s['partitions']} | {s['wall_s']:.1f} | {s['wall_growth']:.2f} "
                 f"| {s['steady_mb_s']:.1f} |"
             )
+    spread = document.get("partition_scaling")
+    if spread:
+        few, many = spread["few"], spread["many"]
+        lines += [
+            "",
+            f"partition scaling: {spread['records']:,} records x {spread['record_size']} B, topics of "
+            f"{spread['partitions_per_topic']} partitions (issue 22's target: ratio <= {spread['ratio_target']})",
+            "",
+            f"| airmirror batch | {few['partitions']:,} partitions s | {many['partitions']:,} partitions s | ratio |",
+            "|---|---:|---:|---:|",
+        ]
+        for batch, value in spread["wall_ratios"].items():
+            lines.append(f"| {batch} | {few[batch]['wall_s']:.1f} | {many[batch]['wall_s']:.1f} | {value:.2f} |")
     big = document.get("big_partition")
     if big:
         lines += [
@@ -634,6 +739,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="only the big-partition case: no main load, copiers, latency or scaling",
     )
+    parser.add_argument(
+        "--partition-scaling-records", type=int, default=40_000, help="records of the partition-scaling case (issue 22)"
+    )
+    parser.add_argument(
+        "--partition-scaling-partitions",
+        default="20,2000",
+        help="FEW,MANY: the partition counts of the partition-scaling case, each a multiple of 10 (topics of 10)",
+    )
+    parser.add_argument("--skip-partition-scaling", action="store_true", help="no partition-scaling case")
+    only = "only the partition-scaling case: no main load, copiers, latency, scaling, live or big partition"
+    parser.add_argument("--partition-scaling-only", action="store_true", help=only)
     parser.add_argument("--timeout", type=float, default=300.0, help="per copier run, seconds")
     parser.add_argument(
         "--settle-seconds", type=float, default=3.0, help="pause before each copier run, so the one before it does not skew it"
@@ -650,11 +766,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error("--big-partition-only and --skip-big-partition exclude each other")
         args.copiers = []
         args.skip_live = True
+    if args.partition_scaling_only:
+        if args.skip_partition_scaling or args.big_partition_only:
+            parser.error("--partition-scaling-only excludes --skip-partition-scaling and --big-partition-only")
+        args.copiers = []
+        args.skip_live = args.skip_big_partition = True
+    args.partition_scaling_partitions = partition_counts(parser, args.partition_scaling_partitions)
     if not args.skip_big_partition and args.big_partition_records < 10:
         parser.error("--big-partition-records must be at least 10 (the small run has a tenth)")
     if "airmirror" not in args.copiers:
         args.skip_latency = args.skip_scaling = True
     return args
+
+
+def partition_counts(parser: argparse.ArgumentParser, value: str) -> tuple[int, int]:
+    """``--partition-scaling-partitions FEW,MANY``: two multiples of the topic size, FEW below MANY."""
+    try:
+        few, many = (int(part) for part in value.split(","))
+    except ValueError:
+        parser.error(f"--partition-scaling-partitions must be FEW,MANY (two integers), not {value!r}")
+    size = PARTITION_SCALING_TOPIC_PARTITIONS
+    if not (0 < few < many and few % size == 0 and many % size == 0):
+        parser.error(f"--partition-scaling-partitions {value}: FEW < MANY, each a positive multiple of {size}")
+    return few, many
 
 
 def results_json(document: dict) -> str:
@@ -680,6 +814,9 @@ def main(argv: list[str] | None = None) -> int:
             "copiers": args.copiers,
             "big_partition_records": None if args.skip_big_partition else args.big_partition_records,
             "live": None if args.skip_live else {"rate": args.live_rate, "seconds": args.live_seconds},
+            "partition_scaling": None
+            if args.skip_partition_scaling
+            else {"records": args.partition_scaling_records, "partitions": list(args.partition_scaling_partitions)},
         },
         "copiers": {},
     }
@@ -726,6 +863,8 @@ def main(argv: list[str] | None = None) -> int:
             document["live_lag_ms"] = run_live_case(clusters, args, workdir)
         if not args.skip_scaling:
             document["scaling"] = run_scaling(clusters, document["copiers"]["airmirror"], args, workdir)
+        if not args.skip_partition_scaling:
+            document["partition_scaling"] = run_partition_scaling(clusters, args, workdir)
         if not args.skip_big_partition:
             document["big_partition"] = run_big_partition(clusters, args, workdir)
     finally:

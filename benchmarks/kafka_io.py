@@ -21,8 +21,14 @@ _INT = struct.Struct(">q")
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    create_topics(bootstrap, [topic], partitions)
+
+
+def create_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
+    """Create every topic of ``topics`` with ``partitions`` partitions (replication factor 1), in one request."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
+    for future in admin.create_topics([NewTopic(topic, partitions, 1) for topic in topics]).values():
+        future.result()
 
 
 def warm_up_cluster(bootstrap: str) -> None:
@@ -183,9 +189,9 @@ def record_digest(messages: list, hasher) -> None:
         update(b"t" + _INT.pack(m.timestamp()[1]))
 
 
-def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[list]:
-    """Every committed record of one partition from its log start, in offset order, a batch of messages at a time."""
-    consumer = Consumer(
+def verify_consumer(bootstrap: str) -> Consumer:
+    """A read_committed consumer that reports each partition's end (``enable.partition.eof``), for digests."""
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "airmirror-bench-verify",
@@ -197,6 +203,11 @@ def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[l
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
         }
     )
+
+
+def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[list]:
+    """Every committed record of one partition from its log start, in offset order, a batch of messages at a time."""
+    consumer = verify_consumer(bootstrap)
     try:
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         deadline = time.monotonic() + 30
@@ -236,3 +247,31 @@ def topic_digest(bootstrap: str, topic: str, partitions: int) -> list[tuple[int,
     context = multiprocessing.get_context("spawn")  # no fork of a process running librdkafka threads
     with ProcessPoolExecutor(max_workers=min(partitions, os.cpu_count() or 1), mp_context=context) as pool:
         return list(pool.map(partition_digest, [bootstrap] * partitions, [topic] * partitions, range(partitions)))
+
+
+def topics_digest(bootstrap: str, topics: list[str], partitions: int) -> list[tuple[int, str]]:
+    """Per-partition ``(count, digest)`` of every partition of ``topics`` (topic by topic, then partition), all
+    read by one consumer: for many small partitions, where a process per partition would cost more than the
+    records."""
+    hashers = {(topic, p): hashlib.blake2b(digest_size=20) for topic in topics for p in range(partitions)}
+    counts = dict.fromkeys(hashers, 0)
+    pending = set(hashers)
+    consumer = verify_consumer(bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for topic, p in hashers])
+        deadline = time.monotonic() + 60
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} partitions of {topics[0]}... reached no end within 60 s")
+            for m in consumer.consume(10000, 0.2):
+                key = (m.topic(), m.partition())
+                if m.error() is None:
+                    record_digest([m], hashers[key])
+                    counts[key] += 1
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(key)
+                else:
+                    raise KafkaException(m.error())
+    finally:
+        consumer.close()
+    return [(counts[key], hasher.hexdigest()) for key, hasher in hashers.items()]

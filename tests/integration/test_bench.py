@@ -1,6 +1,7 @@
 """``benchmarks/bench.py`` end to end on a small load: every copier runs, every copy verifies, the report is whole.
 
-The big-partition case (issue 9) runs tiny too (20,000 records and 2,000), so its code path is exercised.
+The big-partition case (issue 9) runs tiny too (20,000 records and 2,000), and so does the partition-scaling
+case (issue 22: 100 records over 10 and over 20 partitions), so their code paths are exercised.
 
 No timing is asserted: the bench only has to run, check its copies and report every figure.
 """
@@ -37,6 +38,7 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     completed = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--records", "3000", "--record-size", "512",
          "--partitions", "3", "--big-partition-records", "20000", "--live-rate", "300", "--live-seconds", "3", "--settle-seconds", "0",
+         "--partition-scaling-records", "100", "--partition-scaling-partitions", "10,20",
          "--results-dir", str(tmp_path)],
         capture_output=True,
         text=True,
@@ -71,3 +73,10 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     assert "| big | 20,000 |" in completed.stdout
     assert "peak_rss_ratio_big_vs_small" in completed.stdout
     assert "verified" in completed.stderr
+    spread = document["partition_scaling"]
+    assert (spread["few"]["partitions"], spread["many"]["partitions"], spread["many"]["topics"]) == (10, 20, 2)
+    for batch in ("first_copy", "incremental", "nothing_new"):
+        assert spread["few"][batch]["wall_s"] > 0 and spread["many"][batch]["wall_s"] > 0, (batch, spread)
+        assert spread["wall_ratios"][batch] > 0, spread
+    assert spread["few"]["nothing_new"]["copy_job_s"] is None and spread["many"]["incremental"]["copy_job_s"] > 0
+    assert "| incremental |" in completed.stdout
