@@ -72,7 +72,7 @@ def partition_offsets(
 
 
 def offsets_for_time(
-    admin: AdminClient, keys: list[PartitionKey], timestamp_ms: int | None, ends: dict[PartitionKey, int]
+    admin: AdminClient, keys: list[PartitionKey], timestamp_ms: int | None, ends: Mapping[PartitionKey, int]
 ) -> dict[PartitionKey, int]:
     """First offset at or after ``timestamp_ms`` per partition (the end when every record is older)."""
     if timestamp_ms is None:

@@ -108,7 +108,7 @@ def retention_horizons(admin: ClusterAdmin, keys: Mapping[PartitionKey, int], en
     found: dict[PartitionKey, int] = {}
     for retention_ms in sorted(set(keys.values())):
         group = [key for key, ms in keys.items() if ms == retention_ms]
-        found.update(offsets_for_time(admin, group, now_ms - retention_ms, dict(ends)))
+        found.update(offsets_for_time(admin, group, now_ms - retention_ms, ends))
     return found
 
 
