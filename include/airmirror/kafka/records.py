@@ -2,7 +2,9 @@
 
 Contract:
 - :func:`write_records` writes to partition 0 and returns only once the target acknowledged every record;
-  otherwise it raises :class:`~airmirror.errors.ReplicationFailure` (callers record nothing then).  The
+  it takes the records as they come (an iterator is never materialized) and holds at most
+  :data:`WRITE_QUEUE_RECORDS` unacknowledged ones, so its memory does not grow with their number; otherwise it
+  raises :class:`~airmirror.errors.ReplicationFailure` (callers record nothing then).  The
   topics are MM2's compacted one-partition topics, created by
   :func:`airmirror.kafka.topics.ensure_internal_topic` with :data:`airmirror.kafka.topics.COMPACTED`.
 - :func:`read_record_at` reads the committed record at exactly one offset, or raises.
@@ -11,7 +13,7 @@ Contract:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,7 @@ from airmirror.errors import AccessDenied, ReplicationFailure
 from airmirror.kafka.authorization import access_scope, named, refuses_unused_group
 
 DELIVERY_TIMEOUT_S = 60.0
+WRITE_QUEUE_RECORDS = 10_000  # the writer's producer queue, unless the flow's producer settings say otherwise
 READ_TIMEOUT_S = 15.0
 
 
@@ -38,25 +41,35 @@ class OutgoingRecord:
 def write_records(
     flow: FlowConfig,
     topic: str,
-    records: Sequence[OutgoingRecord],
+    records: Iterable[OutgoingRecord],
     cluster: str | None = None,
     timeout: float = DELIVERY_TIMEOUT_S,
-) -> None:
+) -> int:
     """Write ``records`` in order to partition 0 of ``topic`` on the target (or on cluster ``cluster``) and wait
-    up to ``timeout`` seconds for every acknowledgement.  A refused write raises
+    up to ``timeout`` seconds for every acknowledgement; returns how many were written.  A refused write raises
     :class:`~airmirror.errors.AccessDenied` naming the ACL to grant."""
     alias = cluster or flow.target
-    if not records:
-        return
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, message: Message) -> None:
         if error is not None:
             failures.append(error)
 
-    producer = Producer({**flow.client_config(alias, "producer"), "enable.idempotence": True})
+    producer: Producer | None = None
+    written = 0
     for record in records:
-        producer.produce(topic, record.value, record.key, partition=0, timestamp=record.timestamp, on_delivery=delivered)
+        producer = producer or Producer(
+            {"queue.buffering.max.messages": WRITE_QUEUE_RECORDS, **flow.client_config(alias, "producer"), "enable.idempotence": True}
+        )
+        while True:
+            try:
+                producer.produce(topic, record.value, record.key, partition=0, timestamp=record.timestamp, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        written += 1
+    if producer is None:
+        return 0
     unsent = producer.flush(timeout)
     if failures:
         refused = named(access_scope(flow, alias), KafkaException(failures[0]), topic=topic)
@@ -64,7 +77,8 @@ def write_records(
             raise refused
     if unsent or failures:
         reason = failures[0].str() if failures else f"{unsent} records unacknowledged after {timeout:.0f}s"
-        raise ReplicationFailure(f"cannot write {len(records)} records to '{topic}' on cluster '{alias}': {reason}")
+        raise ReplicationFailure(f"cannot write {written} records to '{topic}' on cluster '{alias}': {reason}")
+    return written
 
 
 def read_record_at(consumer_config: Mapping[str, Any], topic: str, partition: int, offset: int) -> Message:

@@ -16,11 +16,14 @@ Contract:
   resumed batch writes its syncs once it commits.  A write that fails, or is not acknowledged within
   :data:`DELIVERY_TIMEOUT_S`, is logged and that batch's syncs stay missing (airmirror's own translation does not
   read them); a refused one fails the run, naming the ACL.
+- A batch of N records gives about N / ``offset.lag.max`` syncs; they are made and written as they go, never held
+  all at once, so the driver's memory does not grow with the batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import chain
 
 from airmirror.config import FlowConfig
 from airmirror.kafka.clients import admin_client
@@ -35,29 +38,27 @@ DELIVERY_TIMEOUT_S = 5.0
 costs a batch this much at most (and that batch's syncs)."""
 
 
-def offset_syncs(topic: str, partition: int, runs: Iterable[OffsetRun], lag_max: int) -> list[OffsetSync]:
-    """The syncs of one partition's ``runs`` (in source order), per the module contract."""
+def offset_syncs(topic: str, partition: int, runs: Iterable[OffsetRun], lag_max: int) -> Iterator[OffsetSync]:
+    """The syncs of one partition's ``runs`` (in source order), per the module contract, one at a time."""
     step = max(lag_max, 1)
-    syncs: list[OffsetSync] = []
     for run in runs:
         shift = run.downstream_start - run.upstream_start
         last = run.upstream_end - 1
-        upstreams = list(range(run.upstream_start, last + 1, step))
-        if upstreams[-1] != last:
-            upstreams.append(last)
-        syncs += [OffsetSync(topic, partition, upstream, upstream + shift) for upstream in upstreams]
-    return syncs
+        for upstream in range(run.upstream_start, last, step):
+            yield OffsetSync(topic, partition, upstream, upstream + shift)
+        yield OffsetSync(topic, partition, last, last + shift)
 
 
 def write_offset_syncs(flow: FlowConfig, runs: dict[tuple[str, int], list[OffsetRun]], timestamp_ms: int) -> int:
     """Write the syncs of ``runs`` (source ``(topic, partition)`` -> its runs of one batch, in order) to the
     flow's offset-syncs topic, creating it first if needed; returns how many were written."""
-    syncs = [s for (topic, partition), parts in sorted(runs.items())
-             for s in offset_syncs(topic, partition, parts, flow.offset_syncs.lag_max)]
-    if not syncs:
+    syncs = chain.from_iterable(
+        offset_syncs(topic, partition, parts, flow.offset_syncs.lag_max) for (topic, partition), parts in sorted(runs.items())
+    )
+    first = next(syncs, None)
+    if first is None:
         return 0
     alias, topic = flow.offset_syncs_place()
     ensure_internal_topic(flow, admin_client(flow, alias), topic, COMPACTED, REPLICATION_FACTOR_KEY)
-    records = [OutgoingRecord(s.key(), s.value(), timestamp_ms) for s in syncs]
-    write_records(flow, topic, records, cluster=alias, timeout=DELIVERY_TIMEOUT_S)
-    return len(syncs)
+    records = (OutgoingRecord(s.key(), s.value(), timestamp_ms) for s in chain((first,), syncs))
+    return write_records(flow, topic, records, cluster=alias, timeout=DELIVERY_TIMEOUT_S)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -12,12 +14,12 @@ from airmirror.model import OffsetRun
 from airmirror.replication.offset_syncs_topic import offset_syncs
 
 
-def pairs(syncs: list[OffsetSync]) -> list[tuple[int, int]]:
+def pairs(syncs: Iterable[OffsetSync]) -> list[tuple[int, int]]:
     return [(s.upstream_offset, s.downstream_offset) for s in syncs]
 
 
 def test_a_run_gives_its_first_record_every_lag_max_th_and_its_last() -> None:
-    syncs = offset_syncs("orders", 3, [OffsetRun(1000, 1250, 40)], lag_max=100)
+    syncs = list(offset_syncs("orders", 3, [OffsetRun(1000, 1250, 40)], lag_max=100))
     assert pairs(syncs) == [(1000, 40), (1100, 140), (1200, 240), (1249, 289)]
     assert {(s.topic, s.partition) for s in syncs} == {("orders", 3)}
 
@@ -42,3 +44,8 @@ def test_the_topic_is_where_offset_syncs_topic_location_puts_it(tmp_path: Path, 
     path.write_text("clusters = us, dr\nus.bootstrap.servers = h:1\ndr.bootstrap.servers = h:2\nus->dr.enabled = true\n"
                     + setting)
     assert load_config(path, env={}).flow("us->dr").offset_syncs_place() == place
+
+
+def test_syncs_are_made_one_at_a_time_so_a_long_run_holds_none_in_memory() -> None:
+    syncs = offset_syncs("t", 0, [OffsetRun(0, 10**15, 7)], lag_max=100)
+    assert pairs(islice(syncs, 3)) == [(0, 7), (100, 107), (200, 207)]

@@ -144,7 +144,7 @@ class DeliveryTracker:
         self.task = task
         self.runs = RunBuilder()
         self.pending: deque[list[int]] = deque()
-        self.log_offsets: list[int] = []
+        self.first_log_offset: int | None = None  # of the batch-log records delivered since it was last reset
         self.errors: list[tuple[int, KafkaError, int]] = []
 
     def sent(self, source_offsets: np.ndarray) -> None:
@@ -158,8 +158,8 @@ class DeliveryTracker:
         if message.topic() == self.task.log_topic:
             if error is not None:
                 self.errors.append((-1, error, 0))
-            else:
-                self.log_offsets.append(message.offset())
+            elif self.first_log_offset is None:
+                self.first_log_offset = message.offset()
             return
         head = self.pending[0]
         upstream = head[0]
@@ -324,9 +324,9 @@ class RangeCopy:
         for part in runs_parts(task.batch_id, chunk, runs):
             producer.produce(task.log_topic, encode_runs(part), runs_key(task.flow, task.topic, task.partition, task.batch_id, chunk, part.part), partition=0)
         if runs and first_runs_offset is None:
-            self.deliveries.log_offsets.clear()
+            self.deliveries.first_log_offset = None
             flush_all(producer, self.deliveries)
-            first_runs_offset = self.deliveries.log_offsets[0]
+            first_runs_offset = self.deliveries.first_log_offset
         committed = Progress(
             batch_id=task.batch_id,
             chunk=chunk,
