@@ -66,6 +66,8 @@ def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer) -> dic
         "enable.sparse.connections": False,  # connect to the leader at once, so fetching starts sooner
         **bounded(consumer_config, buffer.consumer_limits(), "consumer"),
     }
+    # librdkafka refuses a fetch.max.bytes below message.max.bytes: a flow's lower fetch lowers both
+    config["message.max.bytes"] = min(int(config["message.max.bytes"]), int(config["fetch.max.bytes"]))
     config.update(
         {
             "group.id": config.get("group.id") or names.reader_group("range"),

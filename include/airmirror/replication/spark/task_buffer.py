@@ -6,7 +6,7 @@ alone, never on the length of its range or on librdkafka's defaults:
 - **Reader prefetch, B/4** (the source consumer, :mod:`airmirror.replication.spark.range_reader`): librdkafka
   fetches while its queue holds fewer than ``queued.min.messages`` records and fewer than
   ``queued.max.messages.kbytes`` of key and value bytes, one fetch at a time.  So one fetch (``fetch.max.bytes``
-  = ``max.partition.fetch.bytes`` = B/16; the consumer's ``message.max.bytes`` at most that, as librdkafka
+  = ``max.partition.fetch.bytes`` = B/16; the consumer's ``message.max.bytes`` at most the fetch, as librdkafka
   requires) may land on a queue at its byte threshold (B/16), and the records' bookkeeping
   (:data:`RECORD_OVERHEAD_BYTES` each, B/8 in all) bounds the record count: B/16 + B/16 + B/8 = B/4.
 - **Handed-over batches, B/4**: the records the reader hands over at once exist three times while they are

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from airmirror.errors import InputError
+from airmirror.replication.spark.range_reader import reader_config
 from airmirror.replication.spark.task_buffer import (
     HANDOVER_COPIES,
     MAX_BATCH_RECORDS,
@@ -94,3 +95,9 @@ def test_a_client_setting_that_is_not_an_integer_is_refused_naming_it(value: str
     with pytest.raises(InputError, match="b.producer setting queue.buffering.max.kbytes") as error:
         bounded({"queue.buffering.max.kbytes": value}, {"queue.buffering.max.kbytes": 1000}, "b.producer")
     assert error.value.exit_code == 2
+
+
+def test_the_reader_keeps_a_flows_lower_fetch_and_lowers_message_max_bytes_with_it() -> None:
+    config = reader_config({"fetch.max.bytes": "1048576", "bootstrap.servers": "a:9092"}, TaskBuffer())
+    assert (config["fetch.max.bytes"], config["message.max.bytes"], config["max.partition.fetch.bytes"]) == (1_048_576, 1_048_576, 16 * MIB)
+    assert config["queued.max.messages.kbytes"] == 16 * 1024 and config["isolation.level"] == "read_committed"
