@@ -59,7 +59,11 @@ def write_records(
     written = 0
     for record in records:
         producer = producer or Producer(
-            {"queue.buffering.max.messages": WRITE_QUEUE_RECORDS, **flow.client_config(alias, "producer"), "enable.idempotence": True}
+            {
+                "queue.buffering.max.messages": WRITE_QUEUE_RECORDS,
+                **flow.client_config(alias, "producer"),
+                "enable.idempotence": True,
+            }
         )
         while True:
             try:

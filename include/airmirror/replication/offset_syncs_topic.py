@@ -53,7 +53,8 @@ def write_offset_syncs(flow: FlowConfig, runs: dict[tuple[str, int], list[Offset
     """Write the syncs of ``runs`` (source ``(topic, partition)`` -> its runs of one batch, in order) to the
     flow's offset-syncs topic, creating it first if needed; returns how many were written."""
     syncs = chain.from_iterable(
-        offset_syncs(topic, partition, parts, flow.offset_syncs.lag_max) for (topic, partition), parts in sorted(runs.items())
+        offset_syncs(topic, partition, parts, flow.offset_syncs.lag_max)
+        for (topic, partition), parts in sorted(runs.items())
     )
     first = next(syncs, None)
     if first is None:

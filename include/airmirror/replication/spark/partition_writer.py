@@ -30,9 +30,10 @@ the records it writes are described in :mod:`airmirror.replication.spark.batch_l
    ``transaction.timeout.ms``).  Offset-sync runs are built from the delivery reports as they arrive,
    three integers per run (:class:`~airmirror.replication.offset_runs.RunBuilder`); no per-record state is kept, so a
    task's memory does not grow with its range, and what it buffers (reader prefetch, handed-over batches, producer
-   queue) stays within ``airmirror.task.max.buffer.bytes`` (:mod:`airmirror.replication.spark.task_buffer`).  Then, in the same transaction: the chunk's runs records,
-   the new progress record and the anchor offset commit; then ``commit_transaction()``.  Read_committed
-   consumers of the target see the copy advance chunk by chunk.  Any failure before the commit aborts the
+   queue) stays within ``airmirror.task.max.buffer.bytes`` (:mod:`airmirror.replication.spark.task_buffer`).
+   Then, in the same transaction: the chunk's runs records, the new progress record and the anchor offset
+   commit; then ``commit_transaction()``.  Read_committed consumers of the target see the copy advance chunk
+   by chunk.  Any failure before the commit aborts the
    chunk (explicitly, or at the next attempt's ``init_transactions()``); the committed chunks stay.
 4. The last chunk is the one that reaches the range's end (or the position the read got to when the
    source log was truncated below the plan, see :mod:`airmirror.replication.spark.range_reader`): its progress

@@ -132,7 +132,8 @@ def bounded(settings: Mapping[str, Any], limits: Mapping[str, int], client: str)
             raise InputError(f"{client} setting {key} = {given!r} is not a non-negative integer")
         if given is not None and int(given) > limit:
             log.warning(
-                "%s setting %s = %s exceeds its share of %s; using %d", client, key, given, TASK_MAX_BUFFER_BYTES_KEY, limit
+                "%s setting %s = %s exceeds its share of %s; using %d",
+                client, key, given, TASK_MAX_BUFFER_BYTES_KEY, limit,
             )
         result[key] = limit if given is None else min(int(given), limit)
     return result
