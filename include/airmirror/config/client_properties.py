@@ -10,7 +10,7 @@ of Java's ``DefaultSslEngineFactory`` (which combinations of type/location/passw
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -49,6 +49,12 @@ def _server_list(setting: Setting) -> str:
 def _buffer_size(setting: Setting) -> str:
     """Java uses -1 for the OS default socket buffer size, librdkafka uses 0."""
     return "0" if setting.value.strip() == "-1" else setting.value
+
+
+def is_whole_number(text: str) -> bool:
+    """True when ``text``, blanks around it aside, is a non-negative integer in ASCII digits."""
+    value = text.strip()
+    return value.isascii() and value.isdigit()
 
 
 def _one_of(*allowed: str) -> Callable[[Setting], str]:
@@ -260,8 +266,9 @@ def applies_to(key: str, kind: str) -> bool:
     return True
 
 
-def translate(settings: Mapping[str, Setting], kind: str) -> ClientSettings:
-    """Translate the effective Java settings of one client (Java key -> setting) for client ``kind``."""
+def translate(settings: Mapping[str, Setting], kind: str, whole_numbers: Collection[str] = ()) -> ClientSettings:
+    """Translate the effective Java settings of one client (Java key -> setting) for client ``kind``; a setting
+    that becomes one of the librdkafka keys ``whole_numbers`` must be a non-negative integer (else ConfigError)."""
     if kind not in CLIENT_KINDS:
         raise ValueError(f"unknown client kind {kind!r}")
     config = MaskedConfig()
@@ -280,7 +287,10 @@ def translate(settings: Mapping[str, Setting], kind: str) -> ClientSettings:
         if kind not in rule.kinds:
             warnings.append(f"{setting.describe()}: dropped, {key!r} is not a {kind} setting")
             continue
-        config[rule.target_for(kind)] = rule.convert(setting)
+        target = rule.target_for(kind)
+        if target in whole_numbers and not is_whole_number(setting.value):
+            raise _error(f"value {setting.value!r} is not a non-negative integer", setting)
+        config[target] = rule.convert(setting)
     config.update(_trust_store(settings))
     config.update(_key_store(settings))
     config.update(_jaas(settings))

@@ -18,6 +18,16 @@ from airmirror.mm2.policy import PatternList
 TASK_MAX_BUFFER_BYTES_KEY = "airmirror.task.max.buffer.bytes"
 DEFAULT_TASK_MAX_BUFFER_BYTES = 256 * 1024 * 1024
 MIN_TASK_MAX_BUFFER_BYTES = 16 * 1024 * 1024  # one fetch (a sixteenth of it) must hold a 1 MB record batch
+TASK_BUFFER_CLIENT_KEYS: dict[str, frozenset[str]] = {
+    "consumer": frozenset(
+        {"fetch.max.bytes", "max.partition.fetch.bytes", "queued.max.messages.kbytes", "queued.min.messages", "message.max.bytes"}
+    ),
+    "producer": frozenset({"queue.buffering.max.kbytes", "queue.buffering.max.messages", "message.max.bytes"}),
+}
+"""The librdkafka keys, per client kind, that ``airmirror.task.max.buffer.bytes`` bounds (the keys of
+:meth:`~airmirror.replication.spark.task_buffer.TaskBuffer.consumer_limits` and ``producer_limits``, which a unit
+test keeps equal): a client setting that becomes one of them must be a non-negative integer, refused at load
+otherwise (naming key and line)."""
 
 
 @dataclass(frozen=True)

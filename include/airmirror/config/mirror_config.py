@@ -44,6 +44,7 @@ from airmirror.config.flow_settings import (
     CheckpointSettings,
     DEFAULT_TASK_MAX_BUFFER_BYTES,
     MIN_TASK_MAX_BUFFER_BYTES,
+    TASK_BUFFER_CLIENT_KEYS,
     TASK_MAX_BUFFER_BYTES_KEY,
     CopySettings,
     DagSettings,
@@ -363,7 +364,7 @@ class MirrorConfig:
         merged: dict[str, Setting] = {}
         for layer, kind_specific in layers:
             merged.update((key, s) for key, s in layer.items() if kind_specific or applies_to(key, kind))
-        translation = translate(merged, kind)
+        translation = translate(merged, kind, TASK_BUFFER_CLIENT_KEYS.get(kind, ()))
         if kind == "consumer":
             auto_commit = merged.get("enable.auto.commit")
             if auto_commit is not None and auto_commit.value.strip().lower() != "false":

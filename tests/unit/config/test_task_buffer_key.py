@@ -1,5 +1,7 @@
 """``airmirror.task.max.buffer.bytes``: a positive integer of at least 16 MiB, 256 MiB by default, flow-level
-beating top-level; anything else is refused naming the key and line (exit 2)."""
+beating top-level; anything else is refused naming the key and line (exit 2).  The client settings it bounds
+(``fetch.max.bytes``, ``max.partition.fetch.bytes``, ``max.request.size``) must be non-negative integers, checked
+at load and by ``airmirror validate``."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from airmirror.cli import main
 from airmirror.config import load_config
 from airmirror.errors import ConfigError
 
@@ -40,3 +43,41 @@ def test_a_value_below_16_mib_is_refused_saying_the_minimum(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="below 16777216") as error:
         buffer_bytes(tmp_path, f"{KEY} = 16777215\n")
     assert (error.value.key, error.value.exit_code) == (KEY, 2)
+
+
+BOUNDED_CLIENT_KEYS = [
+    "a.consumer.fetch.max.bytes",
+    "a.consumer.max.partition.fetch.bytes",
+    "consumer.fetch.max.bytes",
+    "a.fetch.max.bytes",
+    "a->b.source.consumer.max.partition.fetch.bytes",
+    "b.producer.max.request.size",
+    "producer.max.request.size",
+    "a->b.producer.max.request.size",
+]
+
+
+@pytest.mark.parametrize("key", BOUNDED_CLIENT_KEYS)
+@pytest.mark.parametrize("value", ["lots", "-1", "1.5", "16MB", "", "1_000"])
+def test_a_client_setting_the_buffer_bounds_must_be_a_non_negative_integer(tmp_path: Path, key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match="is not a non-negative integer") as error:
+        buffer_bytes(tmp_path, f"{key} = {value}\n")
+    assert (error.value.key, error.value.line, error.value.exit_code) == (key, 5, 2)
+
+
+@pytest.mark.parametrize("key", BOUNDED_CLIENT_KEYS)
+def test_an_integer_client_setting_the_buffer_bounds_loads(tmp_path: Path, key: str) -> None:
+    assert buffer_bytes(tmp_path, f"{key} = 1048576\n") == 268_435_456
+
+
+def test_a_librdkafka_buffer_key_cannot_be_set_in_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown or untranslatable") as error:
+        buffer_bytes(tmp_path, "a.consumer.queued.min.messages = 5\n")
+    assert (error.value.key, error.value.line) == ("a.consumer.queued.min.messages", 5)
+
+
+def test_validate_exits_2_naming_a_bad_client_setting_and_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(BASE + "b.producer.max.request.size = 1MB\n", encoding="utf-8")
+    assert main(["validate", str(path)]) == 2
+    assert "key 'b.producer.max.request.size', line 5: value '1MB' is not a non-negative integer" in capsys.readouterr().err

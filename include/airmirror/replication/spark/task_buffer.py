@@ -26,8 +26,10 @@ so a task's real footprint stays near B without being counted byte by byte.  B i
 running N copy tasks at once holds up to N x B.
 
 A flow's own client setting for one of these keys (``{source}.consumer.fetch.max.bytes``,
-``{target}.producer.queue.buffering.max.kbytes``, ...) is kept when it is lower; a higher one is lowered to the
-share, with a warning naming the key (:func:`bounded`): the safer of the two wins.
+``{target}.producer.max.request.size`` in the file, any of them from a cluster's Airflow connection) is kept
+when it is lower; a higher one is lowered to the share, with a warning naming the key, once per process
+(:func:`bounded`): the safer of the two wins.  The keys are
+:data:`~airmirror.config.flow_settings.TASK_BUFFER_CLIENT_KEYS`, whose values the config checks at load.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airmirror.config.client_properties import is_whole_number
 from airmirror.config.flow_settings import DEFAULT_TASK_MAX_BUFFER_BYTES, TASK_MAX_BUFFER_BYTES_KEY
 from airmirror.errors import InputError
 
@@ -49,6 +52,9 @@ MAX_QUEUED_MIN_MESSAGES = 10_000_000  # librdkafka's upper limits: queued.min.me
 MAX_QUEUED_KBYTES = 2_097_151  # queued.max.messages.kbytes,
 MAX_FETCH_BYTES = 1_000_000_000  # max.partition.fetch.bytes and the consumer's message.max.bytes
 MAX_RECORD_BYTES = 20 * 1024 * 1024  # the producer's message.max.bytes when B/4 is larger
+
+_warned: set[tuple[str, str, str]] = set()
+"""The ``(client, key, value)`` settings :func:`bounded` has warned about in this process."""
 
 
 @dataclass(frozen=True)
@@ -123,14 +129,21 @@ class TaskBuffer:
 
 def bounded(settings: Mapping[str, Any], limits: Mapping[str, int], client: str) -> dict[str, Any]:
     """``settings`` with each key of ``limits`` at the lower of its own value and its limit (the limit when
-    unset); a value above the limit is lowered with a warning naming ``client`` and the key, one that is not an
-    integer is refused (:class:`~airmirror.errors.InputError`, naming both)."""
+    unset).  A value above the limit is lowered with a warning naming ``client`` and the key, logged once per
+    ``(client, key, value)`` in this process (a module-level set remembers which were logged), so a flow
+    replicating batch after batch warns once, not every batch.
+
+    The properties file's values of these keys are refused at load when they are no non-negative integer
+    (:data:`~airmirror.config.flow_settings.TASK_BUFFER_CLIENT_KEYS`); a cluster's Airflow connection is only
+    resolved at run time, so a value from its extra is checked here: one that is not a non-negative integer is
+    refused (:class:`~airmirror.errors.InputError`, naming ``client`` and the key)."""
     result = dict(settings)
     for key, limit in limits.items():
         given = settings.get(key)
-        if given is not None and not str(given).strip().isdigit():
+        if given is not None and not is_whole_number(str(given)):
             raise InputError(f"{client} setting {key} = {given!r} is not a non-negative integer")
-        if given is not None and int(given) > limit:
+        if given is not None and int(given) > limit and (client, key, str(given)) not in _warned:
+            _warned.add((client, key, str(given)))
             log.warning(
                 "%s setting %s = %s exceeds its share of %s; using %d",
                 client, key, given, TASK_MAX_BUFFER_BYTES_KEY, limit,

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from airmirror.config.flow_settings import TASK_BUFFER_CLIENT_KEYS
 from airmirror.errors import InputError
 from airmirror.replication.spark.range_reader import reader_config
 from airmirror.replication.spark.task_buffer import (
@@ -76,12 +77,28 @@ def test_small_values_get_full_batches_and_large_ones_fewer_records() -> None:
 def test_client_settings_keep_the_lower_value_and_warn_when_theirs_is_higher(caplog: pytest.LogCaptureFixture) -> None:
     limits = {"fetch.max.bytes": 1000, "queued.min.messages": 50}
     with caplog.at_level(logging.WARNING):
-        result = bounded({"fetch.max.bytes": "4000", "queued.min.messages": "20", "sasl.password": "s3cret"}, limits, "a.consumer")
+        result = bounded({"fetch.max.bytes": "4000", "queued.min.messages": "20", "sasl.password": "s3cret"}, limits, "lower.consumer")
     assert result == {"fetch.max.bytes": 1000, "queued.min.messages": 20, "sasl.password": "s3cret"}
     assert len(caplog.records) == 1
     warning = caplog.records[0].getMessage()
-    assert "a.consumer" in warning and "fetch.max.bytes = 4000" in warning and "airmirror.task.max.buffer.bytes" in warning
+    assert "lower.consumer" in warning and "fetch.max.bytes = 4000" in warning and "airmirror.task.max.buffer.bytes" in warning
     assert "s3cret" not in caplog.text
+
+
+def test_a_lowered_setting_warns_once_per_client_key_and_value_in_a_process(caplog: pytest.LogCaptureFixture) -> None:
+    limits = {"fetch.max.bytes": 1000}
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):  # three batches of one flow
+            assert bounded({"fetch.max.bytes": "4000"}, limits, "once.consumer") == {"fetch.max.bytes": 1000}
+        bounded({"fetch.max.bytes": "5000"}, limits, "once.consumer")  # another value
+        bounded({"fetch.max.bytes": "4000"}, limits, "twice.consumer")  # another client
+        bounded({"fetch.max.bytes": "4000"}, limits, "once.consumer")
+    warned = [record.getMessage().split(" exceeds")[0] for record in caplog.records]
+    assert warned == [
+        "once.consumer setting fetch.max.bytes = 4000",
+        "once.consumer setting fetch.max.bytes = 5000",
+        "twice.consumer setting fetch.max.bytes = 4000",
+    ]
 
 
 def test_unset_client_settings_take_the_limit_silently(caplog: pytest.LogCaptureFixture) -> None:
@@ -90,11 +107,18 @@ def test_unset_client_settings_take_the_limit_silently(caplog: pytest.LogCapture
     assert not caplog.records
 
 
-@pytest.mark.parametrize("value", ["lots", "-5", "1.5"])
-def test_a_client_setting_that_is_not_an_integer_is_refused_naming_it(value: str) -> None:
+@pytest.mark.parametrize("value", ["lots", "-5", "1.5", "\u00b2"])
+def test_a_setting_from_a_connection_that_is_not_an_integer_is_refused_naming_it(value: str) -> None:
+    """An Airflow connection's extra is resolved at run time, past load-time validation: bounded checks it."""
     with pytest.raises(InputError, match="b.producer setting queue.buffering.max.kbytes") as error:
         bounded({"queue.buffering.max.kbytes": value}, {"queue.buffering.max.kbytes": 1000}, "b.producer")
     assert error.value.exit_code == 2
+
+
+def test_the_keys_bounded_are_the_ones_config_validates_at_load() -> None:
+    buffer = TaskBuffer()
+    assert set(buffer.consumer_limits()) == TASK_BUFFER_CLIENT_KEYS["consumer"]
+    assert set(buffer.producer_limits()) == TASK_BUFFER_CLIENT_KEYS["producer"]
 
 
 def test_the_reader_keeps_a_flows_lower_fetch_and_lowers_message_max_bytes_with_it() -> None:
