@@ -23,11 +23,14 @@ What it does (every number in one run, on one machine: only the ratios between c
    verify is faster); live latency (1,000 new records produced, then ``airmirror replicate``
    started at once: time from the first produce to all of them visible to read_committed consumers on the
    target) and growth of wall time with the record count (x1, x4) and partition count (P, 4P).
-5. Live case (issue 11, ``live.py``): airmirror ``replicate --continuous`` and MM2 tuned, each running (and past a
-   first warm-up record) while a producer writes ``--live-rate`` records a second (default 5,000 x ``--record-size`` over ``--partitions``) for
-   ``--live-seconds`` (default 60); an independent read_committed consumer on the target notes, per record,
-   visible time minus produce time.  Reported as ``live_lag_ms`` (p50, p99, max, mean) and the CPU seconds of
-   each copier's process tree during the case.
+5. Live case (issues 11 and 22, ``live.py``): ``--live-copiers`` (default all three: airmirror ``replicate
+   --continuous``, ``mm2_tuned`` and ``mm2_eos``, MM2 tuned with exactly-once enabled), one after the other, each
+   running (and past a first warm-up record) while a producer writes ``--live-rate`` records a second (default
+   5,000 x ``--record-size`` over ``--partitions``) for ``--live-seconds`` (default 60); an independent
+   read_committed consumer on the target, polling without waits of its own, notes per record visible time minus
+   produce time.  Reported as ``live_lag_ms``: p50, p99, max, mean, the longest gap between two arrivals
+   (``longest_gap_ms``) and the CPU seconds of each copier's process tree during the case; every record must
+   arrive exactly once.
 6. Big partition (issue 9): one source partition of ``--big-partition-records`` N x 100-byte records (default
    10,000,000, stamped with their produce time) and, first, the same at N/10, each copied by one fresh
    ``airmirror replicate`` with the target producer's ``transaction.timeout.ms`` at 15,000 (so chunk
@@ -54,8 +57,11 @@ Numbers per copier:
   the first record landed (start-up as seen from the target).
 - ``records_per_s``: records / wall_s.  ``peak_rss_mb``: peak of the summed RSS of the copier's process
   tree (for airmirror: CLI, Spark JVM and Python workers; shared pages count once per process).
+- ``cpu_s``: CPU seconds (user + system) of the copier's process tree over ``wall_s`` (start-up included,
+  sampled every 0.1 s); ``cpu_s_per_gb``: that over the payload in GB (10^9 bytes).
 - ``ratios``: airmirror throughput over total wall time divided by the other copier's (higher is better);
-  ``steady_ratios`` the same over ``steady_mb_s``.
+  ``steady_ratios`` the same over ``steady_mb_s``; ``cpu_per_gb_ratios`` airmirror's ``cpu_s_per_gb`` divided by
+  the other copier's (lower is better: at most 1, airmirror spends no more CPU per GB).
 
 The machine should be otherwise idle: on a shared one, run the bench twice and compare (``load_avg_at_start``
 is recorded).  Nothing leaves 127.0.0.1; the brokers' data lives in a temporary directory, removed at the end.
@@ -68,7 +74,8 @@ Usage (defaults: 500,000 x 1 KiB x 6 partitions, then the big partition; the who
 
 Flags: ``--records N``, ``--record-size S``, ``--partitions P``, ``--copiers LIST`` (any of raw_pipe,
 mm2_default, mm2_tuned, airmirror), ``--spark-master`` (airmirror's default ``local[*]`` otherwise),
-``--skip-latency``, ``--skip-scaling``, ``--live-rate R``, ``--live-seconds S``, ``--skip-live``,
+``--skip-latency``, ``--skip-scaling``, ``--live-rate R``, ``--live-seconds S``, ``--live-copiers LIST`` (any of
+airmirror, mm2_tuned, mm2_eos), ``--skip-live``,
 ``--big-partition-records N`` (the small run is N/10),
 ``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
 ``--partition-scaling-records N``, ``--partition-scaling-partitions FEW,MANY``, ``--skip-partition-scaling``,
@@ -103,7 +110,7 @@ from pathlib import Path
 
 import psutil
 from confluent_kafka.admin import AdminClient
-from copiers import CopierRun, TreeRss, airmirror_properties, mm2_properties, run_copier
+from copiers import CopierRun, TreeUsage, airmirror_properties, mm2_properties, run_copier
 from kafka_io import (
     TargetWatch,
     create_topic,
@@ -122,6 +129,7 @@ from airmirror.devtools.mm2 import mm2_command, write_mm2_files
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 COPIERS = ("raw_pipe", "mm2_default", "mm2_tuned", "airmirror")
+LIVE_COPIERS = ("airmirror", "mm2_tuned", "mm2_eos")
 LATENCY_RECORDS = 1000
 BIG_RECORD_SIZE = 100
 BIG_TRANSACTION_TIMEOUT_MS = 15_000
@@ -225,6 +233,8 @@ def summarize(run: CopierRun, source: SourceTopic, steady_s: float) -> dict:
         "steady_mb_s": round(source.payload_bytes / 1e6 / steady_s, 1),
         "records_per_s": round(source.records / run.wall_s),
         "peak_rss_mb": round(run.peak_rss_mb),
+        "cpu_s": round(run.cpu_s, 1),
+        "cpu_s_per_gb": round(run.cpu_s / (source.payload_bytes / 1e9), 1),
         "mb_s_total": round(source.payload_bytes / 1e6 / run.wall_s, 1),
         "first_write_s": round(run.first_write_s or 0, 2),
         "write_window_s": round(window, 2),
@@ -406,32 +416,40 @@ def run_latency(
 
 
 def run_live_case(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
-    """airmirror ``replicate --continuous`` and MM2 tuned under the same steady load (``live.py``)."""
+    """The ``--live-copiers`` under the same steady load, one after the other (``live.py``): airmirror
+    ``replicate --continuous``, MM2 tuned, and MM2 tuned with exactly-once enabled."""
     load = {"partitions": args.partitions, "rate": args.live_rate, "size": args.record_size, "seconds": args.live_seconds}
-    air_config = workdir / "live-air.properties"
-    air_config.write_text(
-        airmirror_properties("liveair", "liveairt", clusters.source, clusters.target, "live-air", workdir / "live-air.db", args.spark_master)
-    )
-    mm2_config, mm2_log = write_mm2_files(
-        workdir, "live-mm2", mm2_properties("livemm", "livemmt", clusters.source, clusters.target, "live-mm2", tuned=True)
-    )
-    cases = {
-        "airmirror": (
-            [str(Path(sys.executable).parent / "airmirror"), "-v", "replicate", str(air_config), "--flow", "liveair->liveairt", "--continuous"],
-            "live-air",
-            "liveair.live-air",
-        ),
-        "mm2_tuned": (mm2_command(mm2_config, mm2_log, "livemmt"), "live-mm2", "livemm.live-mm2"),
-    }
     results = {}
-    for name, (command, topic, remote) in cases.items():
+    for name in args.live_copiers:
         time.sleep(args.settle_seconds)
         log(f"live {name} ...")
         live_dir = workdir / f"live-{name}"
         live_dir.mkdir()
+        command, topic, remote = live_copier(name, clusters, args, live_dir)
         results[name] = run_live(name, command, clusters.source, clusters.target, topic, remote, workdir=live_dir, **load)
         log(f"live {name}: {results[name]}")
     return results
+
+
+def live_copier(name: str, clusters: Clusters, args: argparse.Namespace, workdir: Path) -> tuple[list[str], str, str]:
+    """``(command, source topic, remote topic)`` of one live copier, each with its own topic and aliases."""
+    alias, target_alias = f"live{name.replace('_', '')}", f"live{name.replace('_', '')}t"
+    topic = f"live-{name.replace('_', '-')}"
+    if name == "airmirror":
+        config = workdir / "live-air.properties"
+        db = workdir / "live-air.db"
+        config.write_text(
+            airmirror_properties(alias, target_alias, clusters.source, clusters.target, topic, db, args.spark_master)
+        )
+        command = [str(Path(sys.executable).parent / "airmirror"), "-v", "replicate", str(config)]
+        command += ["--flow", f"{alias}->{target_alias}", "--continuous"]
+    else:
+        rest_port = free_port() if name == "mm2_eos" else None
+        properties = mm2_properties(
+            alias, target_alias, clusters.source, clusters.target, topic, tuned=True, exactly_once_rest_port=rest_port
+        )
+        command = mm2_command(*write_mm2_files(workdir, name, properties), target_alias)
+    return command, topic, f"{alias}.{topic}"
 
 
 def run_scaling(clusters: Clusters, base: dict, args: argparse.Namespace, workdir: Path) -> dict:
@@ -586,7 +604,7 @@ def run_big_partition(clusters: Clusters, args: argparse.Namespace, workdir: Pat
         "peak_rss_ratio_big_vs_small": rss_ratio,
         "peak_rss_ratio_limit": BIG_RSS_RATIO_LIMIT,
         "peak_rss_within_limit": rss_ratio <= BIG_RSS_RATIO_LIMIT,
-        "rss_timeline_columns": ["s", "total", *TreeRss.ROLES],
+        "rss_timeline_columns": ["s", "total", *TreeUsage.ROLES],
         "rss_timeline": big["rss_timeline"],
         "small_rss_timeline": small["rss_timeline"],
     }
@@ -596,16 +614,20 @@ def ratio(numerator: float, denominator: float) -> float:
     return round(numerator / denominator, 2)
 
 
-def ratios(copiers: dict) -> tuple[dict, dict]:
+def ratios(copiers: dict) -> tuple[dict, dict, dict]:
+    """airmirror against every other copier: over wall time and steady rate (higher is better), and its CPU
+    seconds per GB over the other's (lower is better)."""
     air = copiers.get("airmirror")
     if air is None:
-        return {}, {}
-    wall, steady = {}, {}
+        return {}, {}, {}
+    wall, steady, cpu = {}, {}, {}
     for other in ("mm2_tuned", "mm2_default", "raw_pipe"):
         if other in copiers:
-            wall[f"airmirror_vs_{other}"] = ratio(copiers[other]["wall_s"], air["wall_s"])
-            steady[f"airmirror_vs_{other}"] = ratio(air["steady_mb_s"], copiers[other]["steady_mb_s"])
-    return wall, steady
+            key = f"airmirror_vs_{other}"
+            wall[key] = ratio(copiers[other]["wall_s"], air["wall_s"])
+            steady[key] = ratio(air["steady_mb_s"], copiers[other]["steady_mb_s"])
+            cpu[key] = ratio(air["cpu_s_per_gb"], copiers[other]["cpu_s_per_gb"])
+    return wall, steady, cpu
 
 
 def table(document: dict) -> str:
@@ -615,18 +637,24 @@ def table(document: dict) -> str:
         lines += [
             f"{params['records']:,} records x {params['record_size']} B x {params['partitions']} partitions",
             "",
-            "| copier | wall s | steady MB/s | records/s | peak RSS MB |",
-            "|---|---:|---:|---:|---:|",
+            "| copier | wall s | steady MB/s | records/s | peak RSS MB | CPU s | CPU s/GB |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
     for name, c in document["copiers"].items():
         lines.append(
-            f"| {name} | {c['wall_s']:.1f} | {c['steady_mb_s']:.1f} | {c['records_per_s']:,} | {c['peak_rss_mb']:,} |"
+            f"| {name} | {c['wall_s']:.1f} | {c['steady_mb_s']:.1f} | {c['records_per_s']:,} | {c['peak_rss_mb']:,} "
+            f"| {c['cpu_s']:.1f} | {c['cpu_s_per_gb']:.1f} |"
         )
     if document["ratios"]:
-        lines += ["", "| ratio (airmirror vs) | wall time | steady |", "|---|---:|---:|"]
+        lines += [
+            "",
+            "| ratio (airmirror vs) | wall time | steady | CPU s/GB (airmirror / other, lower is better) |",
+            "|---|---:|---:|---:|",
+        ]
         for key, value in document["ratios"].items():
             lines.append(
-                f"| {key.removeprefix('airmirror_vs_')} | {value:.2f} | {document['steady_ratios'][key]:.2f} |"
+                f"| {key.removeprefix('airmirror_vs_')} | {value:.2f} | {document['steady_ratios'][key]:.2f} "
+                f"| {document['cpu_per_gb_ratios'][key]:.2f} |"
             )
     checked = document.get("verify")
     if checked:
@@ -653,11 +681,14 @@ def table(document: dict) -> str:
             f"live: {first['rate']:,} records/s x {params['record_size']} B over {params['partitions']} partitions "
             f"for {first['seconds']:.0f} s",
             "",
-            "| live copier | lag p50 ms | lag p99 ms | lag max ms | CPU s |",
-            "|---|---:|---:|---:|---:|",
+            "| live copier | lag p50 ms | lag p99 ms | lag max ms | longest gap ms | CPU s |",
+            "|---|---:|---:|---:|---:|---:|",
         ]
         for name, figures in live.items():
-            lines.append(f"| {name} | {figures['p50']:,} | {figures['p99']:,} | {figures['max']:,} | {figures['cpu_s']:.1f} |")
+            lines.append(
+                f"| {name} | {figures['p50']:,} | {figures['p99']:,} | {figures['max']:,} "
+                f"| {figures['longest_gap_ms']:,} | {figures['cpu_s']:.1f} |"
+            )
     scaling = document.get("scaling")
     if scaling:
         base = scaling["base"]
@@ -726,7 +757,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--live-rate", type=int, default=5_000, help="records/s of the live case's producer")
     parser.add_argument("--live-seconds", type=float, default=60.0, help="how long the live case produces")
-    parser.add_argument("--skip-live", action="store_true", help="no live case (airmirror --continuous vs MM2 tuned)")
+    parser.add_argument(
+        "--live-copiers", default=",".join(LIVE_COPIERS), help=f"the live case's copiers: comma list of {LIVE_COPIERS}"
+    )
+    parser.add_argument("--skip-live", action="store_true", help="no live case")
     parser.add_argument(
         "--big-partition-records",
         type=int,
@@ -761,6 +795,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.copiers) - set(COPIERS)
     if unknown:
         parser.error(f"unknown copiers: {', '.join(sorted(unknown))}")
+    args.live_copiers = [c.strip() for c in args.live_copiers.split(",") if c.strip()]
+    unknown = set(args.live_copiers) - set(LIVE_COPIERS)
+    if unknown or not args.live_copiers:
+        named = ", ".join(sorted(unknown)) or "none"
+        parser.error(f"--live-copiers: unknown copiers or none ({named}); any of {', '.join(LIVE_COPIERS)}")
     if args.big_partition_only:
         if args.skip_big_partition:
             parser.error("--big-partition-only and --skip-big-partition exclude each other")
@@ -813,7 +852,9 @@ def main(argv: list[str] | None = None) -> int:
             "spark_master": args.spark_master or "local[*] (airmirror default)",
             "copiers": args.copiers,
             "big_partition_records": None if args.skip_big_partition else args.big_partition_records,
-            "live": None if args.skip_live else {"rate": args.live_rate, "seconds": args.live_seconds},
+            "live": None
+            if args.skip_live
+            else {"rate": args.live_rate, "seconds": args.live_seconds, "copiers": args.live_copiers},
             "partition_scaling": None
             if args.skip_partition_scaling
             else {"records": args.partition_scaling_records, "partitions": list(args.partition_scaling_partitions)},
@@ -851,7 +892,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name}: {result['wall_s']} s wall, {result['steady_mb_s']} MB/s steady, "
                 f"{result['peak_rss_mb']} MB peak RSS"
             )
-        document["ratios"], document["steady_ratios"] = ratios(document["copiers"])
+        document["ratios"], document["steady_ratios"], document["cpu_per_gb_ratios"] = ratios(document["copiers"])
         if flow is not None:
             document["verify"] = run_verify(source, flow, document["copiers"]["airmirror"], args.timeout)
             log(f"verify: {document['verify']}")

@@ -1,4 +1,4 @@
-"""Run one copier as a child process and measure it: wall time, target progress and peak RSS of its tree."""
+"""Run one copier as a child process and measure it: wall time, target progress, peak RSS and CPU of its tree."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ class CopierRun:
     all_written_s: float | None
     all_visible_s: float | None
     peak_rss_mb: float
+    cpu_s: float
     stdout: str
     stderr: str
     peak_rss_by_role_mb: dict[str, float] = field(default_factory=dict)
@@ -41,10 +42,14 @@ class CopierRun:
         return max(self.all_visible_s, self.exit_s or 0.0)
 
 
-class TreeRss:
-    """Samples the summed RSS of a process and all its descendants every ``interval`` s; keeps the peak.
+class TreeUsage:
+    """Samples a process and all its descendants every ``interval`` s: the peak of their summed RSS, and the CPU
+    seconds (user + system) they used since this object was created.
 
-    Also keeps the peak of each role's sum (``cli``: the root process; ``jvm``: Java processes, for airmirror
+    CPU: each process counts with its last sample, so a process that ends between two samples loses at most
+    ``interval`` s of its CPU; processes already running at creation count from their first sample.
+
+    RSS: also keeps the peak of each role's sum (``cli``: the root process; ``jvm``: Java processes, for airmirror
     the Spark driver JVM; ``python``: other Python descendants, for airmirror the Spark Python workers and
     their daemon; ``other``: anything else, such as launcher shells) and, every ``timeline_s`` seconds, a row
     ``[seconds since start, total, cli, jvm, python, other]`` in MiB: which process grows, and when.
@@ -60,7 +65,10 @@ class TreeRss:
         self.role_peaks = dict.fromkeys(self.ROLES, 0)
         self.timeline: list[list[float]] = []
         self._roles: dict[int, str] = {}
+        self._cpu: dict[int, float] = {}
         self._started = time.monotonic()
+        self._sample()
+        self._cpu_start = dict(self._cpu)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -78,6 +86,7 @@ class TreeRss:
         return role
 
     def _sample(self) -> dict[str, int]:
+        """RSS by role now; notes each process's CPU seconds on the way."""
         by_role = dict.fromkeys(self.ROLES, 0)
         try:
             processes = [self.root, *self.root.children(recursive=True)]
@@ -85,7 +94,10 @@ class TreeRss:
             return by_role
         for process in processes:
             try:
-                by_role[self._role(process)] += process.memory_info().rss
+                with process.oneshot():
+                    times = process.cpu_times()
+                    by_role[self._role(process)] += process.memory_info().rss
+                self._cpu[process.pid] = times.user + times.system
             except psutil.Error:
                 pass
         return by_role
@@ -107,9 +119,15 @@ class TreeRss:
             self._stop.wait(self.interval)
 
     def stop(self) -> float:
+        """Stop sampling (one last sample first); returns the peak RSS in MiB."""
         self._stop.set()
         self._thread.join()
+        self._sample()
         return self.peak / 2**20
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the tree used from creation to the last sample."""
+        return sum(used - self._cpu_start.get(pid, 0.0) for pid, used in self._cpu.items())
 
     def role_peaks_mb(self) -> dict[str, float]:
         return {role: round(peak / 2**20) for role, peak in self.role_peaks.items() if peak}
@@ -136,7 +154,7 @@ def run_copier(
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         started = time.monotonic()
         process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True)
-        rss = TreeRss(process.pid)
+        usage = TreeUsage(process.pid)
         exit_s = None
         try:
             if ends_by_itself:
@@ -149,7 +167,7 @@ def run_copier(
         except subprocess.TimeoutExpired:
             pass
         finally:
-            peak = rss.stop()
+            peak = usage.stop()
             watch.stop()
             stop_process_group(process, linger_s=SPARK_SHUTDOWN_S)
     stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
@@ -162,10 +180,11 @@ def run_copier(
         relative(watch.all_written),
         relative(watch.all_visible),
         peak,
+        usage.cpu_s(),
         stdout,
         stderr,
-        rss.role_peaks_mb(),
-        rss.timeline,
+        usage.role_peaks_mb(),
+        usage.timeline,
     )
     if run.all_visible_s is None or (ends_by_itself and run.returncode != 0):
         tail = "\n".join(stderr.splitlines()[-30:])
@@ -188,11 +207,22 @@ def flow_lines(source_alias: str, target_alias: str, source: str, target: str, t
     ]
 
 
-def mm2_properties(source_alias: str, target_alias: str, source: str, target: str, topic: str, tuned: bool) -> str:
+def mm2_properties(
+    source_alias: str,
+    target_alias: str,
+    source: str,
+    target: str,
+    topic: str,
+    tuned: bool,
+    exactly_once_rest_port: int | None = None,
+) -> str:
     """A dedicated-mode MM2 config for one flow of ``topic``: defaults, or the tuned settings.
 
     Only what a single-broker cluster needs differs from MM2's defaults: replication factor 1 for the remote
-    and internal topics.  Checkpoints (no consumer groups to translate here) are off.
+    and internal topics.  Checkpoints (no consumer groups to translate here) are off.  With
+    ``exactly_once_rest_port``, MM2 writes to the target exactly once (Kafka 3.5+, dedicated mode: the target's
+    ``exactly.once.source.support = enabled``, which needs MM2's internal REST server, here on that port of
+    127.0.0.1) and reads the source read_committed, as Kafka's geo-replication docs ask.
     """
     lines = flow_lines(source_alias, target_alias, source, target, topic) + [
         "offset.storage.replication.factor = 1",
@@ -209,6 +239,13 @@ def mm2_properties(source_alias: str, target_alias: str, source: str, target: st
             f"{source_alias}.consumer.max.partition.fetch.bytes = {16 * 1024 * 1024}",
             f"{source_alias}.consumer.fetch.max.bytes = {64 * 1024 * 1024}",
             f"{source_alias}.consumer.max.poll.records = 5000",
+        ]
+    if exactly_once_rest_port is not None:
+        lines += [
+            f"{target_alias}.exactly.once.source.support = enabled",
+            "dedicated.mode.enable.internal.rest = true",
+            f"listeners = http://127.0.0.1:{exactly_once_rest_port}",
+            f"{source_alias}.consumer.isolation.level = read_committed",
         ]
     return "\n".join(lines) + "\n"
 

@@ -3,10 +3,12 @@
 A copier runs continuously (MM2 as always, airmirror as ``replicate --continuous``).  Once it has copied a
 first warm-up record (its start-up is not lag), a producer writes ``rate`` records a second of ``size``-byte
 values, round-robin over the partitions, for ``seconds`` seconds, each stamped with its produce time
-(CreateTime, which both copiers keep).
+(CreateTime, which every copier keeps) and keyed with its sequence number.
 An independent read_committed consumer on the target notes, for every record, when it became visible there
-minus its produce time: the record's replication lag.  The case reports the lag's p50, p99 and max, and the
-CPU seconds the copier's whole process tree used from the first produce to the last record visible.
+minus its produce time: the record's replication lag.  The case reports the lag's p50, p99 and max, the
+longest gap between two consecutive arrivals on the target (a copier that delivers in bursts shows its cycle
+here), and the CPU seconds the copier's whole process tree used from the first produce to the last record
+visible.  Every record must arrive exactly once (its key seen once, none missing).
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from copiers import SPARK_SHUTDOWN_S
+from copiers import SPARK_SHUTDOWN_S, TreeUsage
 from kafka_io import create_topic
 
 from airmirror.devtools.processes import stop_process_group
 
 READY_TIMEOUT_S = 180.0
 DRAIN_TIMEOUT_S = 180.0
+IDLE_POLL_S = 0.1
+"""How long the measuring consumer's ``poll`` blocks when nothing arrives; it returns at the first record."""
 
 
 def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, size: int, seconds: float) -> int:
@@ -51,11 +54,14 @@ def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, siz
 
 @dataclass
 class VisibilityWatch:
-    """Reads the target topic from its start, read_committed, and keeps each record's visible-minus-produced ms."""
+    """Reads the target topic from its start, read_committed, and keeps, per record in arrival order, its key,
+    its arrival time and its visible-minus-produced lag (ms since the epoch, the producer's clock)."""
 
     bootstrap: str
     topic: str
     partitions: int
+    keys: list[bytes | None] = field(default_factory=list)
+    arrivals_ms: list[int] = field(default_factory=list)
     lags_ms: list[int] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -71,19 +77,31 @@ class VisibilityWatch:
                 "group.id": "bench-live-watch",
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
+                # the broker answers a fetch as soon as records are readable; this only bounds an idle fetch
                 "fetch.wait.max.ms": 10,
             }
         )
         consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
         try:
             while not self._stop.is_set():
-                for message in consumer.consume(1000, 0.05):
-                    if message.error() is None:
-                        self.lags_ms.append(int(time.time() * 1000) - message.timestamp()[1])
-                    elif message.error().code() != KafkaError._PARTITION_EOF:
-                        raise RuntimeError(message.error())
+                # No wait of our own: poll() returns at the first record fetched (its timeout only bounds an idle
+                # wait), then consume(n, 0) takes what else is already fetched without waiting.  consume(n, t)
+                # alone would wait until n records or t had passed, adding up to t to every record's lag.
+                first = consumer.poll(IDLE_POLL_S)
+                if first is not None:
+                    self._note([first, *consumer.consume(1000, 0)])
         finally:
             consumer.close()
+
+    def _note(self, messages: list) -> None:
+        now_ms = int(time.time() * 1000)
+        for message in messages:
+            if message.error() is None:
+                self.keys.append(message.key())
+                self.arrivals_ms.append(now_ms)
+                self.lags_ms.append(now_ms - message.timestamp()[1])
+            elif message.error().code() != KafkaError._PARTITION_EOF:
+                raise RuntimeError(message.error())
 
     def wait_for(self, count: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -96,42 +114,14 @@ class VisibilityWatch:
         self._thread.join()
 
 
-class TreeCpu:
-    """CPU seconds (user + system) a process tree uses from its creation here to :meth:`stop`, sampled every
-    ``interval`` s so that a process ending in between counts with its last sample."""
-
-    def __init__(self, pid: int, interval: float = 0.5) -> None:
-        self.root = psutil.Process(pid)
-        self._start = self._sample()
-        self._last = dict(self._start)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> dict[int, float]:
-        found = {}
-        for process in [self.root, *self.root.children(recursive=True)]:
-            try:
-                times = process.cpu_times()
-                found[process.pid] = times.user + times.system
-            except psutil.Error:
-                pass
-        return found
-
-    def _run(self, interval: float) -> None:
-        while not self._stop.wait(interval):
-            self._last.update(self._sample())
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join()
-        self._last.update(self._sample())
-        return sum(used - self._start.get(pid, 0.0) for pid, used in self._last.items())
-
-
 def percentile(values: list[int], fraction: float) -> int:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def longest_gap(arrivals_ms: list[int]) -> int:
+    """The longest time between two consecutive arrivals (0 for fewer than two)."""
+    return max((later - earlier for earlier, later in zip(arrivals_ms, arrivals_ms[1:])), default=0)
 
 
 def run_live(
@@ -148,7 +138,8 @@ def run_live(
     seconds: float,
     workdir: Path,
 ) -> dict:
-    """One copier's live case (see the module docstring); raises ``RuntimeError`` when records go missing."""
+    """One copier's live case (see the module docstring); raises ``RuntimeError`` when records go missing or
+    arrive twice, or the copier never starts copying."""
     create_topic(clusters_source, topic, partitions)
     admin = AdminClient({"bootstrap.servers": clusters_target})
     with open(workdir / f"{name}.stdout", "wb") as out, open(workdir / f"{name}.stderr", "wb") as err:
@@ -163,16 +154,18 @@ def run_live(
             produce_steadily(clusters_source, topic, partitions, 1, size, 1)
             if not watch.wait_for(1, READY_TIMEOUT_S):
                 raise RuntimeError(f"{name} did not copy the warm-up record")
-            cpu = TreeCpu(process.pid)
+            usage = TreeUsage(process.pid, interval=0.5)
             produced = produce_steadily(clusters_source, topic, partitions, rate, size, seconds)
-            complete = watch.wait_for(1 + produced, DRAIN_TIMEOUT_S)
-            cpu_s = cpu.stop()
+            watch.wait_for(1 + produced, DRAIN_TIMEOUT_S)
+            usage.stop()
             watch.stop()
         finally:
             stop_process_group(process, linger_s=SPARK_SHUTDOWN_S)
-    lags = watch.lags_ms[1:]
-    if not complete or len(lags) != produced:
-        raise RuntimeError(f"{name}: {len(lags)} of {produced} records visible on the target")
+    lags, keys = watch.lags_ms[1:], watch.keys[1:]
+    if sorted(int(key) for key in keys) != list(range(produced)):
+        raise RuntimeError(
+            f"{name}: {len(keys)} records visible on the target, {len(set(keys))} distinct, of {produced} produced"
+        )
     return {
         "records": produced,
         "rate": rate,
@@ -181,5 +174,6 @@ def run_live(
         "p99": percentile(lags, 0.99),
         "max": max(lags),
         "mean": round(statistics.fmean(lags)),
-        "cpu_s": round(cpu_s, 1),
+        "longest_gap_ms": longest_gap(watch.arrivals_ms[1:]),
+        "cpu_s": round(usage.cpu_s(), 1),
     }

@@ -1,6 +1,8 @@
 """``benchmarks/bench.py`` end to end on a small load: every copier runs, every copy verifies, the report is whole.
 
-The big-partition case (issue 9) runs tiny too (20,000 records and 2,000), so its code path is exercised.  The
+The big-partition case (issue 9) runs tiny too (20,000 records and 2,000), so its code path is exercised.  The live
+case runs airmirror and MM2 with exactly-once (MM2 tuned differs from the latter only by the exactly-once keys, and
+its tuned settings are exercised by the throughput copiers), to spare one more MM2 start-up.  The
 partition-scaling case (issue 22) is skipped here: even tiny, it is six more airmirror runs (each a Spark start-up);
 its flags and table are checked without brokers below.
 
@@ -19,10 +21,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import bench  # noqa: E402  (benchmarks/ is no package)
+import copiers  # noqa: E402
+import live  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 COPIERS = ("raw_pipe", "mm2_default", "mm2_tuned", "airmirror")
-FIGURES = {"wall_s", "steady_mb_s", "records_per_s", "peak_rss_mb"}
+FIGURES = {"wall_s", "steady_mb_s", "records_per_s", "peak_rss_mb", "cpu_s", "cpu_s_per_gb"}
 RATIOS = {"airmirror_vs_mm2_tuned", "airmirror_vs_mm2_default", "airmirror_vs_raw_pipe"}
 BIG_FIGURES = {
     "wall_s",
@@ -41,7 +45,7 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     completed = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--records", "3000", "--record-size", "512",
          "--partitions", "3", "--big-partition-records", "20000", "--live-rate", "300", "--live-seconds", "3", "--settle-seconds", "0",
-         "--skip-partition-scaling",
+         "--skip-partition-scaling", "--live-copiers", "airmirror,mm2_eos",
          "--results-dir", str(tmp_path)],
         capture_output=True,
         text=True,
@@ -54,17 +58,18 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     for name, figures in document["copiers"].items():
         assert FIGURES <= set(figures), name
         assert all(figures[f] > 0 for f in FIGURES), (name, figures)
-    assert set(document["ratios"]) == RATIOS == set(document["steady_ratios"])
+    assert set(document["ratios"]) == RATIOS == set(document["steady_ratios"]) == set(document["cpu_per_gb_ratios"])
+    assert "| copier | wall s | steady MB/s | records/s | peak RSS MB | CPU s | CPU s/GB |" in completed.stdout
     assert document["latency"]["records"] == 1000
     assert all(document["verify"][f] > 0 for f in ("wall_s", "job_s", "records_per_s", "vs_copy_job")), document["verify"]
     assert "| airmirror verify |" in completed.stdout
     assert document["scaling"]["records_x4"]["records"] == 12000
     assert document["scaling"]["partitions_x4"]["partitions"] == 12
     live = document["live_lag_ms"]
-    assert set(live) == {"airmirror", "mm2_tuned"}
+    assert set(live) == {"airmirror", "mm2_eos"}
     for name, figures in live.items():
         assert figures["records"] == 900 and 0 <= figures["p50"] <= figures["p99"] <= figures["max"], (name, figures)
-        assert figures["cpu_s"] > 0, (name, figures)
+        assert figures["cpu_s"] > 0 and figures["longest_gap_ms"] > 0, (name, figures)
     assert "| live copier |" in completed.stdout
     big = document["big_partition"]
     assert (big["records"], big["small_records"], big["partitions"]) == (20000, 2000, 1)
@@ -98,3 +103,44 @@ def test_partition_scaling_table_shows_each_batch_and_its_ratio() -> None:
     text = bench.table(document)
     assert "| airmirror batch | 10 partitions s | 20 partitions s | ratio |" in text
     assert "| incremental | 1.0 | 1.0 | 1.50 |" in text
+
+
+def test_live_copiers_default_to_airmirror_and_both_mm2_variants_and_refuse_others() -> None:
+    assert bench.parse_args([]).live_copiers == ["airmirror", "mm2_tuned", "mm2_eos"]
+    assert bench.parse_args(["--live-copiers", "mm2_tuned, mm2_eos"]).live_copiers == ["mm2_tuned", "mm2_eos"]
+    for wrong in ("mm2_default", "", "airmirror,raw_pipe"):
+        with pytest.raises(SystemExit):
+            bench.parse_args(["--live-copiers", wrong])
+
+
+def test_mm2_exactly_once_config_enables_it_on_the_target_with_the_internal_rest_server() -> None:
+    plain = copiers.mm2_properties("src", "tgt", "127.0.0.1:1", "127.0.0.1:2", "t", tuned=True).splitlines()
+    eos = copiers.mm2_properties("src", "tgt", "127.0.0.1:1", "127.0.0.1:2", "t", tuned=True, exactly_once_rest_port=7)
+    added = [line for line in eos.splitlines() if line not in plain]
+    assert added == [
+        "tgt.exactly.once.source.support = enabled",
+        "dedicated.mode.enable.internal.rest = true",
+        "listeners = http://127.0.0.1:7",
+        "src.consumer.isolation.level = read_committed",
+    ]
+
+
+def test_longest_gap_is_the_widest_space_between_consecutive_arrivals() -> None:
+    assert live.longest_gap([100, 130, 400, 410]) == 270
+    assert live.longest_gap([100]) == 0 == live.longest_gap([])
+
+
+def test_tables_show_cpu_per_gb_its_ratio_and_the_live_gap() -> None:
+    copier = {"wall_s": 2.0, "steady_mb_s": 50.0, "records_per_s": 1000, "peak_rss_mb": 300, "cpu_s": 3.0,
+              "cpu_s_per_gb": 6.0}
+    lag = {"records": 900, "rate": 300, "seconds": 3.0, "p50": 20, "p99": 90, "max": 120, "mean": 30,
+           "longest_gap_ms": 2570, "cpu_s": 1.5}
+    document = {"params": {"records": 1000, "record_size": 512, "partitions": 3},
+                "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"},
+                "copiers": {"mm2_tuned": copier, "airmirror": {**copier, "cpu_s_per_gb": 4.5}},
+                "live_lag_ms": {"mm2_eos": lag}}
+    document["ratios"], document["steady_ratios"], document["cpu_per_gb_ratios"] = bench.ratios(document["copiers"])
+    text = bench.table(document)
+    assert "| airmirror | 2.0 | 50.0 | 1,000 | 300 | 3.0 | 4.5 |" in text
+    assert "| mm2_tuned | 1.00 | 1.00 | 0.75 |" in text
+    assert "| mm2_eos | 20 | 90 | 120 | 2,570 | 1.5 |" in text
