@@ -4,39 +4,21 @@ Pure logic: the records come in as iterators, so memory does not grow with the p
 Contract:
 - An exact run says where every copied source offset landed: source ``o`` in run ``r`` is target
   ``o - r.upstream_start + r.downstream_start``.  A folded run (:class:`~airmirror.model.OffsetRun`) only says
-  that its ``records`` copies lie in order in its target range: its records are paired by **order**, the k-th
-  record read on the source within its source range with the k-th read on the target within its target range
-  (both sides read read_committed, so neither sees markers or aborted records).  The records of both sides are
-  walked in target order; a folded run is compared as one block at its first target offset.
+  that its ``records`` copies lie in order in its target range: its records are paired by order
+  (:mod:`airmirror.replication.folded_alignment`, whose contract says which pair, which are left unpaired and
+  where, and when a run's count falls short).  The records of both sides are walked in target order; a folded
+  run is compared as one block at its first target offset.
 - A source record at an offset no run covers was never copied: **missing** at that source offset.  A target
   record at an offset no run covers is no copy: **extra** at that target offset.
 - A source record whose copy is not in the target, or a copy whose source record is gone, is a difference
   unless compaction of that side explains it: the side's topic is compacted and the absent record is a
   tombstone, or a record with the same key comes later on that side (the cleaner keeps only the newest record
   of a key).  Later records are looked for up to the end of what is compared, then in ``*_later_keys``
-  (the keys each side holds beyond the compared range).  Explained absences are counted as compaction.
+  (the keys each side holds beyond the compared range).  Explained absences are counted as compaction.  Inside
+  a folded run, an absence is excused (by compaction or :class:`Lost`) only where the alignment says the side
+  may lack the record.
 - A source record and its copy that differ in key, value, headers (in order; no headers equals an empty list)
   or timestamp are **different** at the source offset.
-- Inside a folded run, order pairing must skip what one side no longer holds (compaction, retention) or never
-  got.  Each record's place among the run's copies is bounded by its offset: at most ``offset - start``, at
-  least that less the side's offsets in the run that hold no copy, and after the last pair.  Where the
-  offsets pin a place (a side contiguous in the run), it is exact.  Otherwise two records whose places may coincide pair when identical; when they
-  differ, one is left unpaired only if the next record of the other side is identical to it, or the other
-  side has not paired any record of the run yet (it lost the run's start: its first record is searched for by
-  content among the places its offset allows), or only one side is compacted (the record of the other side is
-  the one compaction removed), or both are and the keys differ (the one with the lower place); otherwise they
-  are a copy that is **different**.  An unpaired record goes through the same rules as above: **missing**
-  (source record, at its source offset) or **extra** (target record, at its target offset) unless compaction or
-  :class:`Lost` explains it, and only where its side may lack it: a side contiguous in the run (every offset a
-  copy) lacks only the offsets it skipped, so against it an unpaired record elsewhere is always a difference.
-  So a wrong alignment only ever turns one difference into others: a pair counts as equal only when identical,
-  and a record is skipped only where a rule excuses its absence.  What it cannot see (both sides compacted,
-  neither contiguous in the run): a copy altered to another key, when the original's key comes again later on
-  the target and the altered key later on the source, passes as two compacted records, both superseded on the
-  side that holds them.
-- A folded run whose records all paired, but whose uncompacted target (source) read fewer records from the
-  run's start than the run copied, is **missing** at the run's first source offset (**extra** at its first
-  target offset): a count that falls short is never equal.
 - Records deleted from the start of one side only (a :class:`Lost` range of source offsets, which the caller
   could not explain by that side's ``retention.ms``) are **missing** at their source offset, unless the side's
   ``retention.bytes`` explains them once the side has been read: :attr:`Lost.excused` is asked at the end, after
@@ -56,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from airmirror.model import ComparisonFigures, OffsetRun, Verdict
+from airmirror.replication.folded_alignment import compare_folded_run
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -187,52 +170,6 @@ class _Reader:
         self.head = self._after.pop() if self._after else next(self._records, None)
 
 
-@dataclass
-class _Alignment:
-    """One side of a folded run being compared: where each record may sit in the run's order of copies.
-
-    A record at ``offset`` is at most the ``offset - start``-th copy, and at least that less ``slack`` (the run's
-    offsets on this side that hold no copy), and after the last pair (``floor``; a record left unpaired moves no
-    floor: it may be no copy at all).  A side is
-    ``anchored`` once a record of it is paired, or placed exactly."""
-
-    start: int
-    slack: int
-    floor: int = 0
-    anchored: bool = False
-    read: int = 0
-    whole: bool = False
-    last: int = -1
-
-    def window(self, offset: int) -> tuple[int, int]:
-        high = offset - self.start
-        low = max(high - self.slack, self.floor)
-        return low, high
-
-    def placed(self, offset: int) -> None:
-        """A record of this side at ``offset`` was read."""
-        if self.read == 0:
-            self.whole = offset == self.start
-        self.read += 1
-        self.last = offset - self.start
-
-    def may_lack(self, offset: int | None, window: tuple[int, int]) -> bool:
-        """Whether this side may lack a record placed in ``window``, below its record at ``offset`` (``None``: it
-        has no more in the run): always, unless the side is contiguous in the run (``slack`` 0), where only the
-        offsets it skipped since its last record lack one."""
-        if self.slack or offset is None:
-            return True
-        return max(self.last + 1, window[0]) <= min(offset - self.start - 1, window[1])
-
-
-class _Place(NamedTuple):
-    """One of two differing records that may sit at the same place in a folded run: its lowest place, and
-    whether its side is anchored."""
-
-    low: int
-    anchored: bool
-
-
 class _Comparison:
     """The running state of one comparison: both sides, the differences, the absences that :class:`Lost` may
     excuse; one step per record (see the module contract)."""
@@ -244,6 +181,14 @@ class _Comparison:
         self.sources, self.targets = source, target
         self.lost = lost
         self.lost_absences: list[tuple[int, int]] = []
+
+    @property
+    def source_compacted(self) -> bool:
+        return self.sources.compacted
+
+    @property
+    def target_compacted(self) -> bool:
+        return self.targets.compacted
 
     def take_source(self, record: Record) -> None:
         self.counts["compacted_source"] += len(self.sources.seen(record))
@@ -295,7 +240,7 @@ class _Comparison:
 
     def walk(self, source: _Reader, target: _Reader) -> None:
         """Both sides in target order: exact runs offset by offset, a folded run as one block at its first
-        target offset (:meth:`folded`)."""
+        target offset (:func:`~airmirror.replication.folded_alignment.compare_folded_run`)."""
         mapping = self.mapping
         while source.head is not None or target.head is not None:
             s, t = source.head, target.head
@@ -314,9 +259,9 @@ class _Comparison:
             s_place = None if s_run is None else s_run.downstream_start + (s.offset - s_run.upstream_start if s_run.exact else 0)
             t_place = None if t_run is None else (t.offset if t_run.exact else t_run.downstream_start)
             if s_run is not None and not s_run.exact and (t_place is None or t_place >= s_place):
-                self.folded(s_run, source, target)
+                compare_folded_run(s_run, source, target, self)
             elif t_run is not None and not t_run.exact and (s_place is None or s_place >= t_place):
-                self.folded(t_run, source, target)
+                compare_folded_run(t_run, source, target, self)
             elif s_place is not None and s_place == t_place:
                 self.pair(s, t)
                 source.advance()
@@ -328,91 +273,10 @@ class _Comparison:
                 self.not_in_source(t, mapping.to_source(t.offset))
                 target.advance()
 
-    def folded(self, run: OffsetRun, source: _Reader, target: _Reader) -> None:
-        """Compare the records of folded ``run`` on both sides, paired by order (see the module contract)."""
-        upstream = _Alignment(run.upstream_start, run.length - run.copies)
-        downstream = _Alignment(run.downstream_start, run.downstream_length - run.copies)
-        sides = (upstream, downstream)
-        before = self._difference_count()
+    def difference(self, place: int, verdict: Verdict, offset: int) -> None:
+        self.differences.add(place, verdict, offset)
 
-        def inside(record: Record | None, end: int) -> Record | None:
-            return record if record is not None and record.offset < end else None
-
-        while True:
-            s, t = inside(source.head, run.upstream_end), inside(target.head, run.downstream_stop)
-            if s is None and t is None:
-                break
-            if t is None or s is not None and upstream.window(s.offset)[1] < downstream.window(t.offset)[0]:
-                self._pass_source(s, t, run, sides)
-                source.advance()
-                continue
-            if s is None or downstream.window(t.offset)[1] < upstream.window(s.offset)[0]:
-                self._pass_target(t, s, run, sides)
-                target.advance()
-                continue
-            s_low, s_high = upstream.window(s.offset)
-            t_low, t_high = downstream.window(t.offset)
-            choice = "pair" if s.content() == t.content() else self._absent_one(
-                s, t, (inside(source.after(), run.upstream_end), inside(target.after(), run.downstream_stop)),
-                (_Place(s_low, upstream.anchored or s_low == s_high), _Place(t_low, downstream.anchored or t_low == t_high)),
-            )
-            if choice == "source":
-                self._pass_source(s, t, run, sides)
-                source.advance()
-            elif choice == "target":
-                self._pass_target(t, s, run, sides)
-                target.advance()
-            else:
-                upstream.placed(s.offset)
-                downstream.placed(t.offset)
-                self.pair(s, t)
-                upstream.floor = downstream.floor = max(s_low, t_low) + 1
-                upstream.anchored = downstream.anchored = True
-                source.advance()
-                target.advance()
-        if self._difference_count() == before:
-            self._short_sides(run, upstream, downstream)
-
-    def _absent_one(self, s: Record, t: Record, after: tuple[Record | None, Record | None], places: tuple[_Place, _Place]) -> str:
-        """Which of two differing records that may sit at the same place in a folded run has no counterpart:
-        ``"source"`` (``s`` is not in the target), ``"target"`` (``t`` is not in the source), or ``"pair"``
-        (they are a copy that differs).  ``after`` holds the next record of each side in the run."""
-        (after_s, after_t), (s_at, t_at) = after, places
-        if after_s is not None and after_s.content() == t.content():
-            return "source"
-        if after_t is not None and after_t.content() == s.content():
-            return "target"
-        if s_at.anchored != t_at.anchored:
-            return "source" if s_at.anchored else "target"
-        if self.sources.compacted != self.targets.compacted:
-            return "source" if self.targets.compacted else "target"
-        if self.targets.compacted and s.key != t.key:
-            return "source" if s_at.low <= t_at.low else "target"
-        return "pair"
-
-    def _pass_source(self, record: Record, t: Record | None, run: OffsetRun, sides: tuple[_Alignment, _Alignment]) -> None:
-        """Source ``record`` has no counterpart in the run's target records (``t``: the target's next one there)."""
-        upstream, downstream = sides
-        excusable = downstream.may_lack(None if t is None else t.offset, upstream.window(record.offset))
-        upstream.placed(record.offset)
-        self.not_in_target(record, run.downstream_stop if t is None else t.offset, excusable)
-
-    def _pass_target(self, record: Record, s: Record | None, run: OffsetRun, sides: tuple[_Alignment, _Alignment]) -> None:
-        """Target ``record`` has no counterpart in the run's source records (``s``: the source's next one there)."""
-        upstream, downstream = sides
-        excusable = upstream.may_lack(None if s is None else s.offset, downstream.window(record.offset))
-        downstream.placed(record.offset)
-        self.not_in_source(record, run.upstream_at_most(record.offset), excusable)
-
-    def _short_sides(self, run: OffsetRun, upstream: _Alignment, downstream: _Alignment) -> None:
-        """A folded run whose records all paired, but an uncompacted side holding it from its start read fewer
-        records than the run copied: the target is missing some (or the source lost some)."""
-        if not self.targets.compacted and downstream.whole and downstream.read < run.copies:
-            self.differences.add(run.downstream_start, Verdict.MISSING, run.upstream_start)
-        elif not self.sources.compacted and upstream.whole and upstream.read < run.copies:
-            self.differences.add(run.downstream_start, Verdict.EXTRA, run.downstream_start)
-
-    def _difference_count(self) -> int:
+    def difference_count(self) -> int:
         return sum(self.counts[verdict.value] for verdict in (Verdict.MISSING, Verdict.EXTRA, Verdict.DIFFERENT)) + sum(
             len(entries) for side in (self.sources, self.targets) for entries in side.waiting.values()
         )

@@ -16,7 +16,7 @@ Contract:
   :class:`~airmirror.replication.partition_compare.Lost` range, **missing** unless the side's
   ``retention.bytes`` explains them once it has been read.
 - Through a folded offset-sync run, where a copy lies is known only at or before it: a side's read starts
-  there, and order pairing (:mod:`~airmirror.replication.partition_compare`) finds the rest.  Where retention
+  there, and order pairing (:mod:`~airmirror.replication.folded_alignment`) finds the rest.  Where retention
   explains the records deleted from one side but a compared start falls inside a folded run, both sides start
   at that run's end instead and the note says so (reading from an estimate there would call the other side's
   extra records differences).  Where the target lost, without such an explanation, copies up to inside a folded
