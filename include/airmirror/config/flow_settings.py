@@ -20,7 +20,13 @@ DEFAULT_TASK_MAX_BUFFER_BYTES = 256 * 1024 * 1024
 MIN_TASK_MAX_BUFFER_BYTES = 16 * 1024 * 1024  # one fetch (a sixteenth of it) must hold a 1 MB record batch
 TASK_BUFFER_CLIENT_KEYS: dict[str, frozenset[str]] = {
     "consumer": frozenset(
-        {"fetch.max.bytes", "max.partition.fetch.bytes", "queued.max.messages.kbytes", "queued.min.messages", "message.max.bytes"}
+        {
+            "fetch.max.bytes",
+            "max.partition.fetch.bytes",
+            "queued.max.messages.kbytes",
+            "queued.min.messages",
+            "message.max.bytes",
+        }
     ),
     "producer": frozenset({"queue.buffering.max.kbytes", "queue.buffering.max.messages", "message.max.bytes"}),
 }

@@ -59,7 +59,7 @@ BOUNDED_CLIENT_KEYS = [
 
 @pytest.mark.parametrize("key", BOUNDED_CLIENT_KEYS)
 @pytest.mark.parametrize("value", ["lots", "-1", "1.5", "16MB", "", "1_000"])
-def test_a_client_setting_the_buffer_bounds_must_be_a_non_negative_integer(tmp_path: Path, key: str, value: str) -> None:
+def test_a_client_setting_the_buffer_bounds_must_be_a_non_negative_integer(tmp_path: Path, key: str, value: str):
     with pytest.raises(ConfigError, match="is not a non-negative integer") as error:
         buffer_bytes(tmp_path, f"{key} = {value}\n")
     assert (error.value.key, error.value.line, error.value.exit_code) == (key, 5, 2)
@@ -76,8 +76,9 @@ def test_a_librdkafka_buffer_key_cannot_be_set_in_the_file(tmp_path: Path) -> No
     assert (error.value.key, error.value.line) == ("a.consumer.queued.min.messages", 5)
 
 
-def test_validate_exits_2_naming_a_bad_client_setting_and_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_exits_2_naming_a_bad_client_setting_and_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     path = tmp_path / "mm2.properties"
     path.write_text(BASE + "b.producer.max.request.size = 1MB\n", encoding="utf-8")
     assert main(["validate", str(path)]) == 2
-    assert "key 'b.producer.max.request.size', line 5: value '1MB' is not a non-negative integer" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "key 'b.producer.max.request.size', line 5: value '1MB' is not a non-negative integer" in error
