@@ -8,7 +8,8 @@ An independent read_committed consumer on the target notes, for every record, wh
 minus its produce time: the record's replication lag.  The case reports the lag's p50, p99 and max, the
 longest gap between two consecutive arrivals on the target (a copier that delivers in bursts shows its cycle
 here), and the CPU seconds the copier's whole process tree used from the first produce to the last record
-visible.  Every record must arrive exactly once (its key seen once, none missing).
+visible, and the machine's 1-minute load average at the end (the case is only fair on an otherwise idle
+machine).  Every record must arrive exactly once (its key seen once, none missing).
 """
 
 from __future__ import annotations
@@ -176,4 +177,5 @@ def run_live(
         "mean": round(statistics.fmean(lags)),
         "longest_gap_ms": longest_gap(watch.arrivals_ms[1:]),
         "cpu_s": round(usage.cpu_s(), 1),
+        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
     }
