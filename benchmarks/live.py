@@ -8,8 +8,8 @@ An independent read_committed consumer on the target notes, for every record, wh
 minus its produce time: the record's replication lag.  The case reports the lag's p50, p99 and max, the
 longest gap between two consecutive arrivals on the target (a copier that delivers in bursts shows its cycle
 here), and the CPU seconds the copier's whole process tree used from the first produce to the last record
-visible, and the machine's 1-minute load average at the end (the case is only fair on an otherwise idle
-machine).  Every record must arrive exactly once (its key seen once, none missing).
+visible, and the machine's 1-minute load average at the end (the bench's own brokers and copier included; the
+case is only fair on an otherwise idle machine).  Every record must arrive exactly once (its key seen once, none missing).
 """
 
 from __future__ import annotations
