@@ -239,7 +239,9 @@ class GroupSyncOutcome(str, enum.Enum):
 
 @dataclass(frozen=True)
 class BatchRecord:
-    """A batch as stored.  ``records``/``bytes`` are totals, set once the batch is committed."""
+    """A batch as stored.  ``records``/``bytes`` are totals, set once the batch is committed.  ``copy_tasks`` is
+    how many copy tasks its latest copy job ran (``None`` before the first; see
+    :data:`PER_PARTITION_COPY_TASKS`)."""
 
     id: int
     flow: str
@@ -251,6 +253,12 @@ class BatchRecord:
     records: int | None
     bytes: int | None
     error: str | None
+    copy_tasks: int | None = None
+
+
+PER_PARTITION_COPY_TASKS = 0
+"""``copy_tasks`` of a batch begun by an earlier airmirror, whose copy tasks each copied one partition under a
+transactional id of its own (:func:`airmirror.names.transactional_id`)."""
 
 
 @dataclass(frozen=True)

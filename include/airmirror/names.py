@@ -43,9 +43,17 @@ def reader_group(purpose: str) -> str:
 
 
 def transactional_id(source: str, target: str, topic: str, partition: int) -> str:
-    """The producer ``transactional.id`` of one source partition's copies: fixed across attempts; it starts
-    with :func:`transactional_id_prefix`."""
+    """The producer ``transactional.id`` an earlier airmirror gave one source partition's copies (one copy task
+    per partition); kept only to fence such attempts in a batch begun before copy tasks copied many partitions
+    (:data:`airmirror.model.PER_PARTITION_COPY_TASKS`).  It starts with :func:`transactional_id_prefix`."""
     return f"{transactional_id_prefix(source, target)}{joined(topic, partition)}"
+
+
+def copy_task_transactional_id(source: str, target: str, index: int) -> str:
+    """The producer ``transactional.id`` of copy task ``index`` of flow ``source->target``'s batches: fixed
+    across attempts, starts with :func:`transactional_id_prefix`, and never equals a :func:`transactional_id`
+    (``~`` cannot occur in an encoded topic name, and those ids hold a ``-`` after the prefix)."""
+    return f"{transactional_id_prefix(source, target)}~copy{index}"
 
 
 def transactional_id_prefix(source: str, target: str) -> str:

@@ -169,13 +169,18 @@ def lose_anchors(flow: FlowConfig, topic: str, how: str) -> None:
 
 
 def kill_after_kafka_commit_and_resume(clusters: dict[str, LocalBroker], config: Path, topic: str, anchors: str) -> None:
-    """Kill the job once every range is committed in Kafka but before the DB commit (held locked), do
+    """Kill the job once every range is committed in Kafka but before the DB commit (held locked from the start
+    of the copy job on), do
     ``anchors`` to the anchor group, then resume until success and compare."""
     flow = load_config(config).flow("a->b")
     db_path = flow.metadata_db_url.removeprefix("sqlite:///")
     process = start_cli(config)
     store = MetadataStore.open(flow.metadata_db_url)
-    wait_until(lambda: store.unfinished_batch(flow.name) is not None, 300, "the batch to be planned")
+    wait_until(
+        lambda: (batch := store.unfinished_batch(flow.name)) is not None and batch.copy_tasks is not None,
+        300,
+        "the batch's copy job to start (its copy tasks recorded)",
+    )
     batch_id = store.unfinished_batch(flow.name).id
     store.dispose()
     lock = sqlite3.connect(db_path, isolation_level=None, timeout=60)

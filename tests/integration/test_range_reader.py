@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 
 def read_all(reader: RangeReader) -> list[int]:
-    return [offset for batch in reader.record_batches() for offset in batch.column("offset").to_pylist()]
+    return [message.offset() for messages in reader.messages() for message in messages]
 
 
 def test_end_of_partition_below_the_plan_waits_for_the_missing_records(clusters, prefix):

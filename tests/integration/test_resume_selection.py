@@ -32,8 +32,8 @@ from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics
-from airmirror.replication.spark.copy_job import partition_tasks
-from airmirror.replication.spark.partition_writer import copy_range
+from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.task_writer import copy_task
 from tests.conftest import write_config
 from tests.integration.test_oversized_record import MIB, MM2_DEFAULT_CONFIG_EXCLUDES, load_source, set_max_message_bytes
 from tests.kafka_helpers import create_topic, delete_topic_and_wait, end_offset, produce, records_of
@@ -101,12 +101,15 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
     with opened(config, f"{alias}->b") as (flow, store):
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        for task in partition_tasks(flow, planned.batch_id, planned.ranges):
-            if task.topic == topics.y:
+        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, len(planned.ranges), planned.copy_tasks)
+        assert [len(task.ranges) for task in tasks] == [1, 1]
+        store.set_copy_tasks(planned.batch_id, len(tasks))  # as run_batch does before the job
+        for task in tasks:
+            if task.ranges[0].topic == topics.y:
                 with pytest.raises((ReplicationFailure, KafkaException)):  # the broker refused the big record
-                    copy_range(task, first_attempt=True)
+                    copy_task(task, first_attempt=True)
             else:
-                copy_range(task, first_attempt=True)
+                copy_task(task, first_attempt=True)
         assert store.unfinished_batch(flow.name).id == planned.batch_id
     partial = len(records_of(b, remote_y, 0))
     assert 0 < partial < end_offset(a, topics.y, 0), "no chunk of Y was committed: the test proves less"
@@ -145,7 +148,7 @@ def test_dag_topics_param_leaves_y_out(clusters, spark, shared_topics, tmp_path)
     with opened(run.config, run.flow) as (flow, store):
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
         assert planned.resumed
-        run_batch(flow, planned, spark)
+        run_batch(flow, store, planned, spark)
         record_batch(flow, store, planned)
     assert_y_finished_then_continues(clusters, spark, run, shared_topics)
 

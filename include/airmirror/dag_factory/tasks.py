@@ -4,7 +4,7 @@ the flow's secrets with Airflow's secrets masker first (:mod:`airmirror.dag_fact
 
 Exactly-once across Airflow retries: ``plan_batch`` stores the batch before anything is copied and
 resumes an unfinished one, ``replicate`` copies the flow's unfinished batch (a retry fences and resumes
-it, see :mod:`airmirror.replication.spark.partition_writer`), and ``record_batch`` commits only what Kafka
+it, see :mod:`airmirror.replication.spark.task_writer`), and ``record_batch`` commits only what Kafka
 committed.
 
 Bad input fails at once: every task function here fails its task without retries on a config, param or
@@ -133,7 +133,7 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
         if batch is None:
             log.info("no unfinished batch: nothing to copy")
             return {"batch_id": None, "records": 0}
-        rows = run_batch(flow, batch, spark)
+        rows = run_batch(flow, store, batch, spark)
     records = sum(row["records"] for row in rows)
     log.info("batch %s copied %d records (%.1f MB)", batch.batch_id, records, sum(r["bytes"] for r in rows) / 1e6)
     return {"batch_id": batch.batch_id, "records": records}

@@ -175,7 +175,8 @@ def reset_topic(flow: FlowConfig, store: MetadataStore, topic: str, holder: str)
     with store.hold_flow(flow.name, holder):
         partitions = {key.partition for key in store.cursor_states(flow.name) if key.topic == topic}
         partitions.update(range(source_partition_count(flow, topic)))
-        fence_partitions(flow, [PartitionKey(topic, p) for p in partitions])
+        unfinished = store.unfinished_batch(flow.name)
+        fence_partitions(flow, [PartitionKey(topic, p) for p in partitions], None if unfinished is None else unfinished.copy_tasks)
         forget_progress(flow, topic, flow.remote_topic(topic), partitions)
         removed = store.reset_topic(flow.name, topic, flow.remote_topic(topic))
     log.warning("flow %s: %s reset; the next run copies it from its start", flow.name, topic)

@@ -9,7 +9,7 @@
    re-plans data that may already be committed in Kafka, and a range with committed chunks stays in the batch
    whatever the run selects now.
 3. :func:`run_batch` - the Spark job; each range is a sequence of bounded Kafka transactions (see
-   :mod:`airmirror.replication.spark.partition_writer` for the exactly-once protocol).
+   :mod:`airmirror.replication.spark.task_writer` for the exactly-once protocol).
 4. :func:`record_batch` - read every range's committed progress and offset-sync runs from the target's
    batch log and commit cursors, offset-syncs and gaps in ONE metadata-DB transaction.  It refuses to
    commit a batch with any range not yet done in Kafka, so the DB never runs ahead of the target.  Then the
@@ -61,6 +61,7 @@ class PlannedBatch:
     batch_id: int | None
     ranges: list[PlannedRange]
     resumed: bool = False
+    copy_tasks: int | None = None
 
     @property
     def offsets(self) -> int:
@@ -119,7 +120,7 @@ def ensure_batch_log(flow: FlowConfig, target: AdminClient) -> None:
 def unfinished_batch(flow: FlowConfig, store: MetadataStore) -> PlannedBatch | None:
     """The flow's unfinished batch as it is stored (resumed), or ``None``: what steps 3 and 4 work on."""
     batch = store.unfinished_batch(flow.name)
-    return None if batch is None else PlannedBatch(batch.id, list(batch.ranges), resumed=True)
+    return None if batch is None else PlannedBatch(batch.id, list(batch.ranges), resumed=True, copy_tasks=batch.copy_tasks)
 
 
 def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions) -> PlannedBatch:
@@ -129,21 +130,32 @@ def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMappi
         log.warning("resuming unfinished batch %s of %s", resumed.batch_id, flow.name)
         if options.dry_run:
             return PlannedBatch(None, resumed.ranges, resumed=True)
-        ranges = revise_resumed_ranges(flow, store, resumed.batch_id, resumed.ranges, mappings, record_cap(flow, options))
-        return PlannedBatch(resumed.batch_id, ranges, resumed=True)
+        ranges = revise_resumed_ranges(flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks, mappings, record_cap(flow, options))
+        return PlannedBatch(resumed.batch_id, ranges, resumed=True, copy_tasks=resumed.copy_tasks)
     ranges = plan_ranges(flow, store, mappings, options)
     if options.dry_run or not ranges:
         return PlannedBatch(None, ranges)
     return PlannedBatch(store.begin_batch(flow.name, ranges, options.params()), ranges)
 
 
-def run_batch(flow: FlowConfig, planned: PlannedBatch, spark: Any) -> list[dict]:
-    """Step 3: the Spark copy job (``spark`` is a SparkSession)."""
-    from airmirror.replication.spark.copy_job import run_copy_job
+def run_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spark: Any) -> list[dict]:
+    """Step 3: the Spark copy job (``spark`` is a SparkSession).
+
+    A batch whose copy job ran before may have attempts of it still at work, under the ids of its copy tasks
+    then: they are fenced first, and only then is the new job's task count stored, so that whatever dies next,
+    the next job fences this one's attempts (rule 1 of :mod:`airmirror.replication.spark.task_writer`)."""
+    from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
+    from airmirror.replication.spark.progress import fence_partitions
 
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be run")
-    return run_copy_job(spark, flow, planned.batch_id, planned.ranges)
+    fence_partitions(flow, [r.key for r in planned.ranges if r.size > 0], planned.copy_tasks)
+    tasks = copy_tasks(flow, planned.batch_id, planned.ranges, spark_slots(spark), planned.copy_tasks)
+    if not tasks:
+        return []
+    store.set_copy_tasks(planned.batch_id, len(tasks))
+    planned.copy_tasks = len(tasks)
+    return run_copy_job(spark, tasks)
 
 
 def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, lease: FlowLease | None = None) -> BatchSummary:
@@ -151,7 +163,7 @@ def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, 
     actions.  With a ``lease``, nothing is committed unless it still holds the flow."""
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be recorded")
-    committed = committed_batch(flow, planned.batch_id, planned.ranges)
+    committed = committed_batch(flow, planned.batch_id, planned.ranges, planned.copy_tasks)
     if lease is not None:
         lease.check()
     store.commit_batch(planned.batch_id, committed.results)
@@ -165,7 +177,7 @@ def copy_and_record(
     """Steps 3 and 4 of a stored batch in one process: the Spark job only when the batch plans offsets to copy
     (``spark_factory()`` is not called otherwise), then the commit."""
     if planned.offsets:
-        run_batch(flow, planned, spark_factory())
+        run_batch(flow, store, planned, spark_factory())
     return record_batch(flow, store, planned, lease)
 
 

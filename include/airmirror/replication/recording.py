@@ -59,9 +59,10 @@ class CommittedBatch:
     runs: dict[tuple[str, int], list[RunsRecord]]
 
 
-def committed_batch(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> CommittedBatch:
-    """Every range's result as committed in the target's batch log; fails if any range is not done."""
-    progress = range_progress(flow, ranges)
+def committed_batch(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None) -> CommittedBatch:
+    """Every range's result as committed in the target's batch log; fails if any range is not done.
+    ``copy_tasks`` is the batch's (:attr:`~airmirror.model.BatchRecord.copy_tasks`)."""
+    progress = range_progress(flow, ranges, copy_tasks)
     pending = unfinished(ranges, progress, batch_id)
     if pending:
         listed = ", ".join(str(r.key) for r in pending)

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, Select, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, Select, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from airmirror.errors import ReplicationFailure
@@ -124,6 +124,16 @@ class BatchStore(EngineHolder):
             )
             if updated.rowcount != 1:
                 raise ValueError(f"batch {batch_id} has no range for {planned.key}")
+
+    def set_copy_tasks(self, batch_id: int, count: int) -> None:
+        """Record that the RUNNING batch's copy job is about to run ``count`` copy tasks (see
+        :attr:`~airmirror.model.BatchRecord.copy_tasks`).  Call it only after fencing the attempts of the count
+        recorded before, and before the job starts."""
+        if count < 1:
+            raise ValueError(f"a copy job runs at least one task, not {count}")
+        with self._transaction(f"record the copy tasks of batch {batch_id}") as connection:
+            _lock_running_batch(connection, batch_id, "copied")
+            connection.execute(batches.update().where(batches.c.id == batch_id).values(copy_tasks=count))
 
     def drop_ranges(self, batch_id: int, keys: Iterable[PartitionKey]) -> None:
         """Remove ranges from a RUNNING batch; their cursors stay where they are."""
@@ -384,6 +394,7 @@ def _batch_records(connection: Connection, rows: Sequence[Row[Any]]) -> list[Bat
             records=row.records,
             bytes=row.bytes,
             error=row.error,
+            copy_tasks=row.copy_tasks,
         )
         for row in rows
     ]
@@ -400,11 +411,7 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
     incarnations.commit_resets(connection, flow, batch_id, planned, stored_ids, now)
     _advance_cursors(connection, flow, batch_id, pairs, stored, now)
     _store_outcomes(connection, batch_id, pairs)
-    insert_many(
-        connection,
-        offset_syncs,
-        [run_row(flow, plan.key, batch_id, run) for plan, result in pairs for run in _continue_runs(connection, flow, result)],
-    )
+    insert_many(connection, offset_syncs, _new_run_rows(connection, flow, batch_id, pairs))
     found = [gap for plan, _ in pairs if (gap := plan.gap()) is not None]
     insert_many(connection, gaps, [_gap_row(flow, batch_id, gap, now) for gap in found])
     _add_totals(connection, flow, pairs, found)
@@ -577,26 +584,38 @@ def _store_outcomes(
     )
 
 
-def _continue_runs(connection: Connection, flow: str, result: RangeResult) -> tuple[OffsetRun, ...]:
-    """The runs of ``result`` still to insert: when its first run continues the partition's stored exact run (never
-    a folded one) that ends where it starts exactly (on both sides), that run is extended in place (keeping its
-    ``batch_id``) and the first run is left out.  Translation is unchanged: every offset of both runs maps as
-    before.  One probe of the unique ``upstream_end`` index."""
-    if not result.runs:
-        return result.runs
-    first = result.runs[0]
-    key = PartitionKey(result.topic, result.partition)
-    previous = connection.execute(
-        runs_of(flow, key).where(offset_syncs.c.upstream_end == first.upstream_start, offset_syncs.c.downstream_end.is_(None))
-    ).one_or_none()
-    if previous is None or previous.downstream_start + first.upstream_start - previous.upstream_start != first.downstream_start:
-        return result.runs
-    connection.execute(
-        update(offset_syncs)
-        .where(*partition_runs(flow, key), offset_syncs.c.upstream_start == previous.upstream_start)
-        .values(upstream_end=first.upstream_end)
-    )
-    return result.runs[1:]
+PROBES_PER_QUERY = 500
+
+
+def _new_run_rows(connection: Connection, flow: str, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]]) -> list[dict[str, Any]]:
+    """The rows of the batch's runs still to insert.  Where a range's first run continues its partition's stored
+    exact run (never a folded one) that ends where it starts exactly (on both sides), that run is extended in
+    place (keeping its ``batch_id``) and the first run is left out.  Translation is unchanged: every offset of
+    both runs maps as before.  The stored runs are found by the unique ``upstream_end`` index in one query per
+    :data:`PROBES_PER_QUERY` partitions, and extended in one statement: nothing here is paid per partition."""
+    firsts = {plan.key: result.runs[0] for plan, result in pairs if result.runs}
+    previous: dict[PartitionKey, Row[Any]] = {}
+    probes = [(key.topic, key.partition, run.upstream_start) for key, run in firsts.items()]
+    for begin in range(0, len(probes), PROBES_PER_QUERY):
+        rows = connection.execute(
+            select(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_start, offset_syncs.c.downstream_start).where(
+                offset_syncs.c.flow == flow,
+                offset_syncs.c.downstream_end.is_(None),
+                tuple_(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_end).in_(probes[begin : begin + PROBES_PER_QUERY]),
+            )
+        )
+        previous.update({PartitionKey(row.topic, row.partition): row for row in rows})
+    extended: list[dict[str, Any]] = []
+    new_rows: list[dict[str, Any]] = []
+    for plan, result in pairs:
+        runs = result.runs
+        first, stored = firsts.get(plan.key), previous.get(plan.key)
+        if first is not None and stored is not None and stored.downstream_start + first.upstream_start - stored.upstream_start == first.downstream_start:
+            extended.append({"flow": flow, "topic": plan.topic, "partition": plan.partition, "upstream_start": stored.upstream_start, "upstream_end": first.upstream_end})
+            runs = runs[1:]
+        new_rows.extend(run_row(flow, plan.key, batch_id, run) for run in runs)
+    update_many(connection, offset_syncs, ("flow", "topic", "partition", "upstream_start"), extended)
+    return new_rows
 
 
 def run_row(flow: str, key: PartitionKey, batch_id: int | None, run: OffsetRun) -> dict[str, Any]:

@@ -7,7 +7,8 @@ store can share a database with Airflow's own tables.  Offsets are BIGINT; range
 Tables and their contracts:
 
 * ``airmirror_batches``: one row per micro-batch.  At most one batch per flow is ``RUNNING``; a
-  partial unique index enforces this in the database.
+  partial unique index enforces this in the database.  ``copy_tasks`` is how many copy tasks the batch's
+  latest copy job ran (``NULL`` before its first; see :data:`airmirror.model.PER_PARTITION_COPY_TASKS`).
 * ``airmirror_batch_ranges``: the planned source range of each partition of a batch, plus what was
   copied once the batch commits.
 * ``airmirror_cursors``: per (flow, topic, partition) the next source offset to copy.  It only
@@ -170,6 +171,7 @@ batches = Table(
     Column("records", BigInteger),
     Column("bytes", BigInteger),
     Column("error", Text),
+    Column("copy_tasks", Integer),
 )
 Index("ix_airmirror_batches_flow_id", batches.c.flow, batches.c.id)
 Index("ix_airmirror_batches_flow_finished_at", batches.c.flow, batches.c.finished_at)

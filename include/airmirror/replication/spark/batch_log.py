@@ -1,7 +1,8 @@
 """The batch log: the durable record, on the target cluster, of how far every partition copy got.
 
-A planned range is copied as a sequence of Kafka transactions (*chunks*, see
-:mod:`airmirror.replication.spark.partition_writer`).  Every chunk transaction atomically contains:
+A copy task copies its planned ranges as a sequence of Kafka transactions (*chunks*, see
+:mod:`airmirror.replication.spark.task_writer`).  Every chunk transaction atomically contains, for each range
+it changed:
 
 1. the chunk's copied records, in source order, in the remote topic's same partition;
 2. one or more *runs records* in the batch-log topic (``names.batch_log_topic(source)``, target cluster,
@@ -10,7 +11,7 @@ A planned range is copied as a sequence of Kafka transactions (*chunks*, see
    whatever the range holds;
 3. the partition's *progress record* in the same topic, keyed ``progress-{flow}-{topic}-{partition}``
    (:class:`Progress`): batch id, chunk number, planned range, the next source offset to copy, the
-   downstream position, running totals and the log offset of the range's first runs record;
+   downstream position, running totals and a log offset at or below the range's first runs record;
 4. an *anchor*: a transactional offset commit of the same :class:`Progress` (as metadata) for the group
    ``names.anchor_group(source, target)`` on the remote topic-partition.
 
@@ -71,12 +72,12 @@ class Progress:
 
     Source offsets ``[start, position)`` of range ``[start, end)`` of batch ``batch_id`` are in the
     target; ``done`` says the range is finished (``position`` is then where it ended: ``end``, or less when
-    the source log was truncated below the plan).  ``chunk`` is the number of the newest committed chunk,
-    ``records``/``bytes`` total the range so far, ``downstream_start``/``downstream_position`` bound the
-    copied records on the target, and ``first_runs_offset`` is the batch-log offset of the range's first
-    runs record (``None`` while nothing was copied).  ``source_topic_id`` and ``remote_topic_id`` name the
-    incarnations of both topics: progress of other incarnations says nothing about this copy.
-    ``leader_epoch`` is the source leader epoch of the record at ``position - 1`` when known, so that a resumed
+    the source log was truncated below the plan).  ``chunk`` counts the committed chunks that changed the
+    range, ``records``/``bytes`` total the range so far, ``downstream_start``/``downstream_position`` bound the
+    copied records on the target, and ``first_runs_offset`` is a batch-log offset at or below the range's
+    first runs record: the log's end before the job that wrote it (``None`` while nothing was copied).
+    ``source_topic_id`` and ``remote_topic_id`` name the incarnations of both topics: progress of other
+    incarnations says nothing about this copy.  ``leader_epoch`` is the source leader epoch of the record at ``position - 1`` when known, so that a resumed
     read validates its position against the leader.
     """
 

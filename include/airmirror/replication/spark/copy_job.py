@@ -1,16 +1,16 @@
-"""The Spark job of one batch: one Spark task per planned range reads the range and writes it transactionally.
+"""The Spark job of one batch: the batch's ranges spread over at most as many copy tasks as Spark has slots.
 
-Shape: the tasks of the ranges that have records to copy, parallelized into exactly one Spark partition
-per range, so each Spark task receives only its own range (a function closing over every range's task would be
-unpickled whole by every Spark task: work that grows with the square of the partition count).  Each task
-opens a read_committed read of its range
-(:class:`~airmirror.replication.spark.range_reader.RangeReader`), which yields the range's records as Arrow
-record batches with key, value, headers, timestamp, partition and offset
-(:data:`~airmirror.replication.spark.record_schema.RECORD_ARROW_SCHEMA`), and copies them in source order, in
-bounded chunk transactions, with :func:`~airmirror.replication.spark.partition_writer.copy_range`.  A retried
-task re-runs the same range under the same ``transactional.id``, fences the older attempt and continues
-after its last committed chunk, which is what makes it exactly-once.  The job returns one summary per range; the
-authoritative results are committed in Kafka's batch log and collected by the driver.
+Shape: the ranges that have records to copy and are not done in Kafka yet are spread over copy tasks by size
+(:func:`spread`: the largest first, each to the task with the fewest offsets so far), at most one task per Spark
+slot and never more tasks than ranges.  Each task copies all of its ranges with one read_committed consumer and
+one transactional producer (:func:`~airmirror.replication.spark.task_writer.copy_task`), so the job's fixed
+work (fencing, producers, transactions, offset commits, Spark tasks) grows with the slots, not with the
+partitions; a partition with nothing to copy is in no task.  The tasks are parallelized into exactly one Spark
+partition each, so each Spark task receives only its own task (a function closing over every task would be
+unpickled whole by every Spark task).  A retried Spark task re-runs the same copy task under the same
+``transactional.id``, fences the older attempt and continues after its last committed chunk, which is what
+makes it exactly-once.  The job returns one summary per range; the authoritative results are committed in
+Kafka's batch log and collected by the driver.
 
 Why the records stay in the task's Python worker, rather than in a DataFrame of records produced by Spark's
 Kafka connector or a Python data source and written by a second stage: both ends of the copy are
@@ -19,13 +19,13 @@ the real downstream offsets; read_committed reads that stop exactly at the plann
 ends in aborted records or markers, which Spark's Kafka connector does not promise).  A records DataFrame
 between them carries every byte from Python into the JVM, converts it to rows, back to Arrow and into a
 second Python worker.  Measured on 500,000 x 1 KiB records over 6 partitions on 2 cores
-(``benchmarks/bench.py``), that copy took 13.5 s against 4.5 s here.  The job's own input and output are one
-small value per range, so it is a plain RDD job: a DataFrame ``mapInArrow`` over range indexes starts
-about 1 s later in a fresh session (Spark's Arrow classes load on first use).
+(``benchmarks/bench.py``), that copy took 13.5 s against 4.5 s here.  The job's own input and output are a
+few small values per task, so it is a plain RDD job.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import re
 import time
@@ -42,9 +42,9 @@ from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import target_admin
 from airmirror.kafka.topics import topic_ids
 from airmirror.model import PlannedRange
-from airmirror.replication.spark.partition_writer import PartitionTask, TransactionBounds, copy_range
-from airmirror.replication.spark.progress import range_progress
+from airmirror.replication.spark.progress import log_end, range_progress
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
+from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, copy_task
 
 log = logging.getLogger(__name__)
 NEW_TOPIC_WAIT_S = 10.0
@@ -73,38 +73,61 @@ def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str
     return {name: topic_id for name, topic_id in ids.items() if topic_id is not None}
 
 
-def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[PartitionTask]:
-    """One task per range that has records to copy and is not done in Kafka yet, in plan order; each carries
-    the progress the driver found for it (see :mod:`airmirror.replication.spark.progress`) and the flow's
-    ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are lowered here, with one
-    warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`)."""
-    progress = range_progress(flow, ranges)
+def spread(ranges: list[PlannedRange], count: int) -> list[list[PlannedRange]]:
+    """``ranges`` over ``count`` tasks (``count`` >= 1): the largest range first, each to the task with the fewest
+    offsets so far (ties to the lowest task); each task's ranges in plan order.  Deterministic."""
+    order = {r.key: index for index, r in enumerate(ranges)}
+    tasks: list[list[PlannedRange]] = [[] for _ in range(count)]
+    loads = [(0, index) for index in range(count)]
+    for r in sorted(ranges, key=lambda r: (-r.size, order[r.key])):
+        load, index = heapq.heappop(loads)
+        tasks[index].append(r)
+        heapq.heappush(loads, (load + r.size, index))
+    return [sorted(task, key=lambda r: order[r.key]) for task in tasks if task]
+
+
+def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slots: int, copy_tasks_before: int | None) -> list[CopyTask]:
+    """The copy tasks of the batch's ranges that have records to copy and are not done in Kafka yet, at most
+    ``slots`` of them (see the module docstring); each range carries the progress the driver found for it (see
+    :mod:`airmirror.replication.spark.progress`; ``copy_tasks_before`` is the batch's count before this job) and
+    each task the flow's ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are
+    lowered here, with one warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`)."""
+    progress = range_progress(flow, ranges, copy_tasks_before)
     ranges = [r for r in ranges if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)]
+    if not ranges:
+        return []
     buffer = TaskBuffer(flow.copy.task_max_buffer_bytes)
     producer = bounded(flow.target_client("producer"), buffer.producer_limits(), f"{flow.target}.producer")
     consumer = flow.target_client("consumer")
     source_consumer = bounded(flow.source_client("consumer"), buffer.consumer_limits(), f"{flow.source}.consumer")
     bounds = transaction_bounds(flow)
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
-    remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges if r.size > 0})
+    remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges})
+    end = log_end(flow)
     return [
-        PartitionTask(
+        CopyTask(
             flow=flow.name,
             batch_id=batch_id,
-            topic=r.topic,
-            partition=r.partition,
-            start=r.start,
-            end=r.end,
-            remote_topic=r.remote_topic,
-            transactional_id=names.transactional_id(flow.source, flow.target, r.topic, r.partition),
+            transactional_id=names.copy_task_transactional_id(flow.source, flow.target, index),
             anchor_group=names.anchor_group(flow.source, flow.target),
             log_topic=names.batch_log_topic(flow.source),
+            log_end=end,
             bounds=bounds,
-            source_topic_id=r.source_topic_id,
-            remote_topic_id=remote_ids[r.remote_topic],
-            resets=r.reset_from is not None,
-            start_epoch=r.start_epoch,
-            known=progress[r.key],
+            ranges=tuple(
+                RangeTask(
+                    topic=r.topic,
+                    partition=r.partition,
+                    start=r.start,
+                    end=r.end,
+                    remote_topic=r.remote_topic,
+                    source_topic_id=r.source_topic_id,
+                    remote_topic_id=remote_ids[r.remote_topic],
+                    resets=r.reset_from is not None,
+                    start_epoch=r.start_epoch,
+                    known=progress[r.key],
+                )
+                for r in task_ranges
+            ),
             source_access=source_access,
             target_access=target_access,
             buffer=buffer,
@@ -112,16 +135,16 @@ def partition_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange])
             target_consumer_config=consumer,
             source_consumer_config=source_consumer,
         )
-        for r in ranges
+        for index, task_ranges in enumerate(spread(ranges, max(1, min(slots, len(ranges)))))
     ]
 
 
-def copy_tasks(tasks: Iterator[PartitionTask]) -> Iterator[dict[str, Any]]:
-    """The per-partition function: copy the ranges of the tasks that arrive (one per Spark partition)."""
+def run_tasks(tasks: Iterator[CopyTask]) -> Iterator[dict[str, Any]]:
+    """The per-partition function: copy the tasks that arrive (one per Spark partition)."""
     context = TaskContext.get()
     first_attempt = context is not None and context.attemptNumber() == 0
     for task in tasks:
-        yield copy_range(task, first_attempt)
+        yield from copy_task(task, first_attempt)
 
 
 AIRMIRROR_ERROR = re.compile(r"^airmirror\.errors\.\w+: (.+)$", re.MULTILINE)
@@ -134,22 +157,28 @@ def task_failure(error: Exception) -> Exception:
     return ReplicationFailure(messages[-1]) if messages else error
 
 
-def run_copy_job(spark: SparkSession, flow: FlowConfig, batch_id: int, ranges: list[PlannedRange]) -> list[dict]:
-    """Copy every non-empty range of the batch; returns ``{topic, partition, records, bytes}`` per range."""
-    tasks = partition_tasks(flow, batch_id, ranges)
+def spark_slots(spark: SparkSession) -> int:
+    """How many tasks the Spark application runs at once: its default parallelism."""
+    slots: int = spark.sparkContext.defaultParallelism
+    return slots
+
+
+def run_copy_job(spark: SparkSession, tasks: list[CopyTask]) -> list[dict]:
+    """Run the copy tasks (:func:`copy_tasks`); returns ``{topic, partition, records, bytes}`` per range."""
     if not tasks:
         return []
     started = time.monotonic()
     try:
-        rows = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(copy_tasks).collect()
+        rows = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(run_tasks).collect()
     except Exception as error:
         raise task_failure(error) from error
     log.info(
-        "copy job of batch %s: %d ranges, %d records, %d bytes in %.3f s",
-        batch_id,
-        len(tasks),
+        "copy job of batch %s: %d ranges, %d records, %d bytes in %.3f s (%d copy tasks)",
+        tasks[0].batch_id,
+        len(rows),
         sum(r["records"] for r in rows),
         sum(r["bytes"] for r in rows),
         time.monotonic() - started,
+        len(tasks),
     )
     return rows

@@ -3,7 +3,7 @@
 By default it runs step 3 of a batch (the copy job) for the flow's unfinished batch, inside whatever Spark
 session spark-submit provides (a remote master included).  Planning and recording stay with the caller (the
 Airflow tasks), so a retried submit simply resumes the same batch: see
-:mod:`airmirror.replication.spark.partition_writer` for why that is exactly-once.
+:mod:`airmirror.replication.spark.task_writer` for why that is exactly-once.
 
 With ``--continuous [--for DURATION]`` it runs the continuous loop of :mod:`airmirror.replication.continuous`
 (every step of every batch) on that session, as ``airmirror replicate --continuous`` does.  A live DAG run
@@ -38,7 +38,7 @@ def run_pending_batch(config_path: str, flow_name: str, batch_id: int | None, sp
         batch = unfinished_batch(flow, store)
         if batch is None or (batch_id is not None and batch.batch_id != batch_id):
             raise ReplicationFailure(f"flow {flow.name} has no unfinished batch {batch_id or ''}".rstrip())
-        return run_batch(flow, batch, spark)
+        return run_batch(flow, store, batch, spark)
 
 
 def run_continuously(

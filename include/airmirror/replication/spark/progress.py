@@ -5,7 +5,9 @@ anchor when that is trusted, else from a scan of the batch log.  A read_committe
 transaction of another partition, and such a transaction can belong to an attempt that died (its own retry
 would abort it, but may be waiting for a Spark slot held by the scan).  So before scanning a batch log that
 holds an open transaction (its last stable offset is below its high watermark), the driver fences every
-attempt at the batch's partitions: their open transactions are aborted and the scan never waits on them.  The driver only reads progress while no copy job of the flow runs (the flow's lease guarantees it).
+attempt of the batch's copy job (:func:`attempt_ids`): their open transactions are aborted and the scan never
+waits on them.  The driver only reads progress while no copy job of the flow runs (the flow's lease guarantees
+it).
 """
 
 from __future__ import annotations
@@ -19,28 +21,44 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.kafka.authorization import access_scope, naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
-from airmirror.model import PartitionKey, PlannedRange
+from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
 from airmirror.replication.spark.batch_log import Progress, progress_key, read_progress, tombstone
-from airmirror.replication.spark.partition_writer import fence_attempts
+from airmirror.replication.spark.task_writer import fence_attempts
 
 
-def range_progress(flow: FlowConfig, ranges: list[PlannedRange]) -> dict[PartitionKey, Progress | None]:
-    """The newest committed progress of every range that copies records."""
+def range_progress(flow: FlowConfig, ranges: list[PlannedRange], copy_tasks: int | None) -> dict[PartitionKey, Progress | None]:
+    """The newest committed progress of every range that copies records; ``copy_tasks`` is the batch's
+    (:attr:`~airmirror.model.BatchRecord.copy_tasks`), whose attempts are fenced before a scan that an open
+    transaction would hold up."""
     copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
     keys = [PartitionKey(topic, partition) for topic, partition in copied.values()]
     group, log_topic = names.anchor_group(flow.source, flow.target), names.batch_log_topic(flow.source)
     with naming_refusals(access_scope(flow, flow.target), group=group, topic=log_topic):
         found = read_progress(
-            flow.target_client("consumer"), group, log_topic, flow.name, copied, before_scan=lambda: fence_if_open(flow, keys)
+            flow.target_client("consumer"), group, log_topic, flow.name, copied,
+            before_scan=lambda: fence_if_open(flow, keys, copy_tasks),
         )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
 
 
-def fence_partitions(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
-    """Fence every copy attempt of the flow at these source partitions (see
-    :func:`~airmirror.replication.spark.partition_writer.fence_attempts`)."""
-    transactional_ids = [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
-    fence_attempts(flow.target_client("producer"), transactional_ids, access_scope(flow, flow.target))
+def attempt_ids(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> list[str]:
+    """The transactional ids under which attempts of the unfinished batch's copy job may still be at work on the
+    source partitions ``keys``: none before its first job (``copy_tasks`` is ``None``); the ids of its copy tasks
+    (:func:`airmirror.names.copy_task_transactional_id`); for a batch begun by an earlier airmirror
+    (:data:`~airmirror.model.PER_PARTITION_COPY_TASKS`), the per-partition ids of ``keys``.  The attempts of
+    committed batches write nothing more (rule 1 of :mod:`airmirror.replication.spark.task_writer`)."""
+    if copy_tasks is None:
+        return []
+    if copy_tasks == PER_PARTITION_COPY_TASKS:
+        return [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
+    return [names.copy_task_transactional_id(flow.source, flow.target, index) for index in range(copy_tasks)]
+
+
+def fence_partitions(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> None:
+    """Fence every copy attempt of the unfinished batch that may be at work on these source partitions
+    (:func:`attempt_ids`; ``copy_tasks`` is the batch's, ``None`` without one; see
+    :func:`~airmirror.replication.spark.task_writer.fence_attempts`)."""
+    fence_attempts(flow.target_client("producer"), attempt_ids(flow, keys, copy_tasks), access_scope(flow, flow.target))
 
 
 def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions: Iterable[int]) -> None:
@@ -64,25 +82,28 @@ def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions:
             raise
 
 
-def fence_if_open(flow: FlowConfig, keys: Iterable[PartitionKey]) -> None:
+def fence_if_open(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> None:
     """Fence the attempts at ``keys`` when the flow's batch log holds an open transaction, or when the broker
     cannot say yet (a batch log created a moment ago): fencing is always safe."""
     if log_may_hold_open_transactions(flow):
-        fence_partitions(flow, keys)
+        fence_partitions(flow, keys, copy_tasks)
+
+
+def log_end(flow: FlowConfig, level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
+    """The batch log's end offset: its high watermark, or (read_committed) its last stable offset."""
+    log = TopicPartition(names.batch_log_topic(flow.source), 0)
+    admin = target_admin(flow)  # held until the answer came: a client dropped meanwhile would never answer
+    request = admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S)
+    offset: int = request[log].result().offset
+    return offset
 
 
 def log_may_hold_open_transactions(flow: FlowConfig) -> bool:
     """False only when the batch log's last stable offset equals its high watermark."""
-    log = TopicPartition(names.batch_log_topic(flow.source), 0)
-    admin = target_admin(flow)
     try:
-        ends = {
-            level: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S)[log].result().offset
-            for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
-        }
+        return log_end(flow, IsolationLevel.READ_COMMITTED) < log_end(flow)
     except KafkaException:
         return True
-    return ends[IsolationLevel.READ_COMMITTED] < ends[IsolationLevel.READ_UNCOMMITTED]
 
 
 def untouched(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:

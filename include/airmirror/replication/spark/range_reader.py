@@ -1,6 +1,6 @@
-"""Read exactly one source offset range ``[start, end)`` of one partition, as Arrow record batches.
+"""Read exact source offset ranges ``[start, end)``, any number of partitions (one range each) with one consumer.
 
-Contract:
+Contract, per range:
 - The consumer uses ``isolation.level=read_committed``: records of aborted transactions and transaction
   markers are never returned.  So the records returned are the committed records with
   ``start <= offset < end``, in offset order; there may be fewer than ``end - start``.
@@ -26,8 +26,8 @@ Contract:
 - If retention deleted part of the range after it was planned, the consumer's ``auto.offset.reset`` is
   forced to ``error`` and the read fails loudly: the batch is then re-planned, which records the gap.
   Nothing is ever silently skipped.
-- While no record arrives, the read yields empty batches every :data:`POLL_TIMEOUT_S`, so the caller can
-  keep its own time bounds.
+- While no record arrives, the read yields empty rounds every :data:`POLL_TIMEOUT_S`, so the caller can
+  keep its own time bounds.  A range that is read (or dropped) costs nothing more: its partition is unassigned.
 - **Memory.**  What the read buffers is its share of a :class:`~airmirror.replication.spark.task_buffer.TaskBuffer`:
   librdkafka's prefetch is bounded by the buffer's consumer limits, and one handed-over batch holds at most
   :meth:`~airmirror.replication.spark.task_buffer.TaskBuffer.batch_records` records for the largest value read
@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from airmirror import names
@@ -50,22 +50,23 @@ from airmirror.kafka.authorization import AccessScope, named, refuses_unused_gro
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 from airmirror.kafka.offsets import divergence_points, epoch_position
 from airmirror.model import PartitionKey
-from airmirror.replication.spark.record_schema import HEADER_ARROW_TYPE, RECORD_ARROW_SCHEMA
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
 log = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 0.05  # consume() returns after a batch's records or this long, so a small tail never waits
 EARLY_END_WAIT_S = 30.0
-EMPTY_BATCH = pa.RecordBatch.from_pylist([], schema=RECORD_ARROW_SCHEMA)
 
 
-def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer) -> dict[str, Any]:
-    """The source consumer settings for range reads: the flow's client settings within ``buffer``'s consumer
-    limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus fixed safety rules."""
+def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer, partitions: int = 1) -> dict[str, Any]:
+    """The source consumer settings for range reads of ``partitions`` partitions: the flow's client settings
+    within ``buffer``'s consumer limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus fixed
+    safety rules.  librdkafka keeps up to ``queued.min.messages`` records per partition, so the buffer's record
+    count is shared among the partitions (its byte limit already holds for the consumer's one queue)."""
     config: dict[str, Any] = {
         "enable.sparse.connections": False,  # connect to the leader at once, so fetching starts sooner
         **bounded(consumer_config, buffer.consumer_limits(), "consumer"),
     }
+    config["queued.min.messages"] = max(1, int(config["queued.min.messages"]) // max(1, partitions))
     # librdkafka refuses a fetch.max.bytes below message.max.bytes: a flow's lower fetch lowers both
     config["message.max.bytes"] = min(int(config["message.max.bytes"]), int(config["fetch.max.bytes"]))
     config.update(
@@ -81,15 +82,209 @@ def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer) -> dic
     return config
 
 
-class RangeReader:
-    """An open read of ``topic``/``partition`` offsets ``[start, end)``; use it as a context manager.
+@dataclass(frozen=True)
+class ReadRange:
+    """One range to read: source ``topic``/``partition`` offsets ``[start, end)``; ``start_epoch`` is the leader
+    epoch of the record before ``start`` when known."""
 
-    The consumer is created and assigned at construction, so librdkafka fetches in the background while
-    the caller gets ready (a writer sets up its transaction meanwhile); :meth:`seek` moves the start (a
-    resumed range), and :meth:`record_batches` then yields the records.  :attr:`reached` is the source
-    position the read got to: ``end`` once the range was read, less only after a truncation (see the
-    module docstring).  ``buffer`` bounds what the read holds (the default setting's split unless given).
+    topic: str
+    partition: int
+    start: int
+    end: int
+    start_epoch: int | None = None
+
+
+class PartitionRead:
+    """Where the read of one range stands: :attr:`reached` is the next source offset to read (``end`` once the
+    range was read, less only after a truncation, see the module docstring) and :attr:`reached_epoch` the
+    leader epoch of the record before it."""
+
+    def __init__(self, read_range: ReadRange) -> None:
+        self.topic, self.partition = read_range.topic, read_range.partition
+        self.start, self.end = read_range.start, read_range.end
+        self.reached = min(read_range.start, read_range.end)  # an empty range is read at once
+        self.reached_epoch = read_range.start_epoch
+        self.early_end_since: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.reached >= self.end
+
+    def position(self) -> TopicPartition:
+        """Where the read stands, with the epoch to validate it against when known."""
+        return epoch_position(self.topic, self.partition, self.reached, self.reached_epoch)
+
+
+class RangesReader:
+    """An open read of several ranges (one per partition) with one consumer; use it as a context manager.
+
+    The consumer is created and assigned at construction, so librdkafka fetches in the background while the
+    caller gets ready (a writer fences its producer meanwhile).  :meth:`seek` moves a range's start (a resumed
+    range), :meth:`drop` gives a range up (already copied), and :meth:`rounds` then yields the records.  A
+    range's partition is unassigned as soon as it is read, so the consumer fetches only what is still wanted.
+    ``buffer`` bounds what the read holds, whatever the number of ranges (the default setting's split unless
+    given).
     """
+
+    def __init__(
+        self,
+        consumer_config: Mapping[str, str],
+        ranges: Sequence[ReadRange],
+        *,
+        access: AccessScope | None = None,
+        buffer: TaskBuffer = TaskBuffer(),
+    ) -> None:
+        self.access = access
+        self.reads = {(r.topic, r.partition): PartitionRead(r) for r in ranges}
+        if len(self.reads) != len(ranges):
+            raise ValueError("a read holds at most one range per partition")
+        self._consumer_config = consumer_config
+        self._buffer = buffer
+        self._largest_value = 0
+        self._consumer: Consumer | None = None
+        pending = [read.position() for read in self.reads.values() if not read.done]
+        if pending:
+            self._consumer = Consumer(reader_config(consumer_config, buffer, len(pending)))
+            self._consumer.incremental_assign(pending)
+
+    def seek(self, topic: str, partition: int, position: int, epoch: int | None) -> None:
+        """Read ``topic``/``partition`` from ``position`` (``start <= position <= end``; ``epoch`` is the leader
+        epoch of the record before it, when known) instead of its start."""
+        read = self.reads[(topic, partition)]
+        if not read.start <= position <= read.end:
+            raise ValueError(f"{topic}-{partition}: {position} is outside [{read.start}, {read.end})")
+        self._unassign(read)
+        read.start = read.reached = position
+        read.reached_epoch = epoch
+        self._assign(read)
+
+    def drop(self, topic: str, partition: int) -> None:
+        """Stop reading ``topic``/``partition``: its range needs nothing more (it was copied before)."""
+        read = self.reads.pop((topic, partition))
+        self._unassign(read)
+
+    def _assign(self, read: PartitionRead) -> None:
+        if self._consumer is not None and not read.done:
+            self._consumer.incremental_assign([read.position()])
+
+    def _unassign(self, read: PartitionRead) -> None:
+        if self._consumer is not None and not read.done:
+            self._consumer.incremental_unassign([TopicPartition(read.topic, read.partition)])
+
+    def rounds(self) -> Iterator[dict[tuple[str, int], list[Message]]]:
+        """The committed records of every range, in offset order per partition: one ``{(topic, partition):
+        records}`` per poll of the consumer (empty while the read waits), until every range is read."""
+        consumer = self._consumer
+        while consumer is not None and (pending := [read for read in self.reads.values() if not read.done]):
+            count = self._buffer.batch_records(self._largest_value)
+            messages = consume(consumer, count)
+            got, truncations = self._take(messages)
+            if got:
+                self._largest_value = max(self._largest_value, max(len(m) for records in got.values() for m in records))
+            finished = [read for read in pending if read.done]
+            if finished:
+                consumer.incremental_unassign([TopicPartition(read.topic, read.partition) for read in finished])
+            yield got
+            for read, error in truncations:
+                self._check_truncation(consumer, read, error)
+            for read in pending:
+                if not read.done and read.early_end_since is not None and time.monotonic() - read.early_end_since > EARLY_END_WAIT_S:
+                    self._lower_end_if_truncated(consumer, read)
+                    read.early_end_since = None
+
+    def _take(self, messages: list[Message]) -> tuple[dict[tuple[str, int], list[Message]], list[tuple[PartitionRead, KafkaError]]]:
+        """Sort one poll's messages into each range's records (see the module docstring's rules on where a read
+        ends); returns them and the truncations librdkafka reported."""
+        got: dict[tuple[str, int], list[Message]] = {}
+        truncated: dict[tuple[str, int], tuple[PartitionRead, KafkaError]] = {}
+        for message in messages:
+            key = (message.topic(), message.partition())
+            read = self.reads.get(key)
+            if read is None or read.done or key in truncated:
+                continue
+            error = message.error()
+            if error is not None:
+                if reports_truncation(error):
+                    truncated[key] = (read, error)
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    raise named(self.access, KafkaException(error), topic=read.topic)
+                elif message.offset() >= read.end:
+                    read.reached, read.early_end_since = read.end, None
+                elif read.early_end_since is None:
+                    read.early_end_since = time.monotonic()
+                continue
+            offset = message.offset()
+            if offset < read.reached:
+                continue  # fetched before a seek or a re-assignment
+            if offset >= read.end:
+                read.reached = read.end
+                continue
+            got.setdefault(key, []).append(message)
+            read.reached = read.end if offset == read.end - 1 else offset + 1
+            read.reached_epoch = message.leader_epoch()
+            read.early_end_since = None
+        return got, list(truncated.values())
+
+    def _check_truncation(self, consumer: Consumer, read: PartitionRead, error: KafkaError) -> None:
+        """librdkafka reported a truncation at the read position: fail if the logs really diverged below it,
+        else read on from the same position without epoch validation (see the module docstring)."""
+        key = PartitionKey(read.topic, read.partition)
+        diverged = divergence_points(self._consumer_config, {key: (read.reached, read.reached_epoch)})
+        if key in diverged:
+            raise ReplicationFailure(
+                f"{read.topic}-{read.partition}: the source log diverged at offset {diverged[key]}, below offset "
+                f"{read.reached} (leader epoch {read.reached_epoch}) where this read stands: an unclean leader "
+                f"election truncated it ({error.str()}); the next run ends this range at {read.reached} and then "
+                f"copies the partition again from offset {diverged[key]}"
+            )
+        log.info(
+            "%s-%d: librdkafka reported a truncation below %d (leader epoch %s), but the leader's log has not diverged "
+            "there; reading on", read.topic, read.partition, read.reached, read.reached_epoch,
+        )
+        consumer.incremental_unassign([TopicPartition(read.topic, read.partition)])
+        read.reached_epoch = None
+        consumer.incremental_assign([read.position()])
+
+    def _lower_end_if_truncated(self, consumer: Consumer, read: PartitionRead) -> None:
+        """The read waited at an end of partition below ``end``: lower ``end`` to the log end if the log
+        was truncated below it, else fail (see the module docstring)."""
+        _, high = consumer.get_watermark_offsets(TopicPartition(read.topic, read.partition), timeout=REQUEST_TIMEOUT_S, cached=False)
+        if high >= read.end:
+            raise ReplicationFailure(
+                f"{read.topic}-{read.partition}: the read stopped at offset {read.reached}, below the planned end "
+                f"{read.end}, for {EARLY_END_WAIT_S:.0f}s although the leader reports the log end at {high}; "
+                "the leader's high watermark is not advancing (check the partition's in-sync replicas)"
+            )
+        log.warning(
+            "%s-%d: the log now ends at %d, below the planned end %d (truncated by an unclean leader election?); "
+            "the range ends there and the next batch copies what the leader writes from that offset on",
+            read.topic, read.partition, high, read.end,
+        )
+        read.end = max(read.reached, high)
+        if read.done:
+            consumer.incremental_unassign([TopicPartition(read.topic, read.partition)])
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def __enter__(self) -> RangesReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def consume(consumer: Consumer, count: int) -> list[Message]:
+    """One poll: up to ``count`` messages, or what arrived within :data:`POLL_TIMEOUT_S`; a group refusal that
+    only concerns the unused group id is left out."""
+    return [m for m in consumer.consume(count, POLL_TIMEOUT_S) if not refuses_unused_group(m.error())]
+
+
+class RangeReader:
+    """An open read of one range, ``topic``/``partition`` offsets ``[start, end)``: a :class:`RangesReader` of
+    that range alone; use it as a context manager."""
 
     def __init__(
         self,
@@ -103,123 +298,35 @@ class RangeReader:
         access: AccessScope | None = None,
         buffer: TaskBuffer = TaskBuffer(),
     ) -> None:
-        self.topic, self.partition, self.start, self.end = topic, partition, start, end
-        self.access = access
-        self.reached, self.reached_epoch = start, start_epoch
-        self._consumer_config = consumer_config
-        self._buffer = buffer
-        self._largest_value = 0
-        self._consumer: Consumer | None = None
-        if start < end:
-            self._consumer = Consumer(reader_config(consumer_config, buffer))
-            self._consumer.assign([self._position()])
+        self._reader = RangesReader(consumer_config, [ReadRange(topic, partition, start, end, start_epoch)], access=access, buffer=buffer)
+        self._read = self._reader.reads[(topic, partition)]
+
+    @property
+    def reached(self) -> int:
+        return self._read.reached
+
+    @property
+    def end(self) -> int:
+        """The range's end: as planned, or lower once the read found the log truncated below it."""
+        return self._read.end
+
+    @property
+    def reached_epoch(self) -> int | None:
+        return self._read.reached_epoch
 
     def seek(self, position: int, epoch: int | None) -> None:
-        """Read from ``position`` (``start <= position <= end``; ``epoch`` is the leader epoch of the record
-        before it, when known) instead of ``start``."""
-        if not self.start <= position <= self.end:
-            raise ValueError(f"{self.topic}-{self.partition}: {position} is outside [{self.start}, {self.end})")
-        self.start = self.reached = position
-        self.reached_epoch = epoch
-        if self._consumer is not None:
-            self._consumer.assign([self._position()])
-
-    def _position(self) -> TopicPartition:
-        """Where the read stands, with the epoch to validate it against when known."""
-        return epoch_position(self.topic, self.partition, self.reached, self.reached_epoch)
-
-    def record_batches(self) -> Iterator[pa.RecordBatch]:
-        """The committed records with ``start <= offset < end``, in offset order, as Arrow batches (empty
-        ones while the read waits)."""
-        for messages in self.messages():
-            yield to_record_batch(messages, self.topic, self.partition) if messages else EMPTY_BATCH
+        """Read from ``position`` instead of the range's start (see :meth:`RangesReader.seek`)."""
+        self._reader.seek(self._read.topic, self._read.partition, position, epoch)
 
     def messages(self) -> Iterator[list[Message]]:
-        """The same records as :meth:`record_batches`, as lists of consumed messages (empty ones while the read
-        waits), for readers that want each record as Python values rather than Arrow columns."""
-        consumer = self._consumer
-        if consumer is None or self.start >= self.end:
-            self.reached = self.end
-            return
-        early_end_since: float | None = None
-        while self.reached < self.end:
-            last = self.end - 1
-            count = self._buffer.batch_records(self._largest_value)
-            messages = [m for m in consumer.consume(count, POLL_TIMEOUT_S) if not refuses_unused_group(m.error())]
-            records = messages
-            truncation: KafkaError | None = None
-            for index, message in enumerate(messages):
-                error = message.error()
-                if error is not None:
-                    if reports_truncation(error):
-                        truncation, records = error, messages[:index]
-                        break
-                    if error.code() != KafkaError._PARTITION_EOF:
-                        raise named(self.access, KafkaException(error), topic=self.topic)
-                    records = messages[:index]
-                    if message.offset() >= self.end:
-                        self.reached = self.end
-                    elif early_end_since is None:
-                        early_end_since = time.monotonic()
-                    break
-                offset = message.offset()
-                if offset >= last:
-                    records = messages[: index + (offset == last)]
-                    self.reached = self.end
-                    break
-            if records:
-                self._largest_value = max(self._largest_value, max(map(len, records)))
-                early_end_since = None
-                if self.reached < self.end:
-                    self.reached = records[-1].offset() + 1
-                self.reached_epoch = records[-1].leader_epoch()
-            yield records
-            if truncation is not None:
-                self._check_truncation(consumer, truncation)
-            if early_end_since is not None and time.monotonic() - early_end_since > EARLY_END_WAIT_S:
-                self._lower_end_if_truncated(consumer)
-                early_end_since = None
-
-    def _check_truncation(self, consumer: Consumer, error: KafkaError) -> None:
-        """librdkafka reported a truncation at the read position: fail if the logs really diverged below it,
-        else read on from the same position without epoch validation (see the module docstring)."""
-        key = PartitionKey(self.topic, self.partition)
-        diverged = divergence_points(self._consumer_config, {key: (self.reached, self.reached_epoch)})
-        if key in diverged:
-            raise ReplicationFailure(
-                f"{self.topic}-{self.partition}: the source log diverged at offset {diverged[key]}, below offset "
-                f"{self.reached} (leader epoch {self.reached_epoch}) where this read stands: an unclean leader "
-                f"election truncated it ({error.str()}); the next run ends this range at {self.reached} and then "
-                f"copies the partition again from offset {diverged[key]}"
-            )
-        log.info(
-            "%s-%d: librdkafka reported a truncation below %d (leader epoch %s), but the leader's log has not diverged "
-            "there; reading on", self.topic, self.partition, self.reached, self.reached_epoch,
-        )
-        self.reached_epoch = None
-        consumer.assign([self._position()])
-
-    def _lower_end_if_truncated(self, consumer: Consumer) -> None:
-        """The read waited at an end of partition below ``end``: lower ``end`` to the log end if the log
-        was truncated below it, else fail (see the module docstring)."""
-        _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=REQUEST_TIMEOUT_S, cached=False)
-        if high >= self.end:
-            raise ReplicationFailure(
-                f"{self.topic}-{self.partition}: the read stopped at offset {self.reached}, below the planned end "
-                f"{self.end}, for {EARLY_END_WAIT_S:.0f}s although the leader reports the log end at {high}; "
-                "the leader's high watermark is not advancing (check the partition's in-sync replicas)"
-            )
-        log.warning(
-            "%s-%d: the log now ends at %d, below the planned end %d (truncated by an unclean leader election?); "
-            "the range ends there and the next batch copies what the leader writes from that offset on",
-            self.topic, self.partition, high, self.end,
-        )
-        self.end = max(self.reached, high)
+        """The committed records with ``start <= offset < end``, in offset order, as lists of consumed messages
+        (empty ones while the read waits)."""
+        key = (self._read.topic, self._read.partition)
+        for got in self._reader.rounds():
+            yield got.get(key, [])
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        self._reader.close()
 
     def __enter__(self) -> RangeReader:
         return self
@@ -233,41 +340,3 @@ def reports_truncation(error: KafkaError) -> bool:
     ``auto.offset.reset=error`` it comes as ``_AUTO_OFFSET_RESET``, like an offset out of range, and only its
     text tells the two apart; an error not recognised this way still fails the read."""
     return error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError._LOG_TRUNCATION) and "log truncation" in error.str().lower()
-
-
-def to_record_batch(messages: list[Message], topic: str, partition: int) -> pa.RecordBatch:
-    """Convert consumed messages, all of ``topic``/``partition``, to one Arrow batch in :data:`RECORD_ARROW_SCHEMA`."""
-    count = len(messages)
-    timestamps = [m.timestamp() for m in messages]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([m.key() for m in messages], pa.binary()),
-            pa.array([m.value() for m in messages], pa.binary()),
-            pa.repeat(pa.scalar(topic, pa.string()), count),
-            pa.repeat(pa.scalar(partition, pa.int32()), count),
-            pa.array([m.offset() for m in messages], pa.int64()),
-            pa.array([ts for _, ts in timestamps], pa.int64()),
-            pa.array([kind for kind, _ in timestamps], pa.int32()),
-            headers_array([m.headers() for m in messages]),
-        ],
-        schema=RECORD_ARROW_SCHEMA,
-    )
-
-
-def headers_array(headers: list[list[tuple[str, bytes | None]] | None]) -> pa.Array:
-    """Per-record header lists (``None`` for a record without headers) as the schema's list-of-struct column."""
-    if not any(headers):
-        return pa.nulls(len(headers), HEADER_ARROW_TYPE)
-    offsets = [0]
-    names: list[str] = []
-    values: list[bytes | None] = []
-    for record_headers in headers:
-        for name, value in record_headers or ():
-            names.append(name)
-            values.append(value)
-        offsets.append(len(names))
-    entries = pa.StructArray.from_arrays(
-        [pa.array(names, pa.string()), pa.array(values, pa.binary())], fields=list(HEADER_ARROW_TYPE.value_type)
-    )
-    missing = pa.array([h is None for h in headers], pa.bool_())
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries, type=HEADER_ARROW_TYPE, mask=missing)

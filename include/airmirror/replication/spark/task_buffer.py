@@ -8,13 +8,15 @@ alone, never on the length of its range or on librdkafka's defaults:
   ``queued.max.messages.kbytes`` of key and value bytes, one fetch at a time.  So one fetch (``fetch.max.bytes``
   = ``max.partition.fetch.bytes`` = B/16; the consumer's ``message.max.bytes`` at most the fetch, as librdkafka
   requires) may land on a queue at its byte threshold (B/16), and the records' bookkeeping
-  (:data:`RECORD_OVERHEAD_BYTES` each, B/8 in all) bounds the record count: B/16 + B/16 + B/8 = B/4.
-- **Handed-over batches, B/4**: the records the reader hands over at once exist three times while they are
-  produced (the consumed messages, their Arrow batch, the Python values given to the producer;
-  :data:`HANDOVER_COPIES`), so a batch holds at most B/12 bytes, counted as the largest value read so far plus
+  (:data:`RECORD_OVERHEAD_BYTES` each, B/8 in all) bounds the record count (librdkafka counts
+  ``queued.min.messages`` per partition, so a read of many partitions shares it among them): B/16 + B/16 + B/8 = B/4.
+- **Handed-over batches, B/4**: the records the reader hands over at once (one poll's messages, of any of
+  the task's partitions) are held as consumed messages while they are produced; a record's key and value
+  become Python bytes only for its own ``produce`` call, which copies them into the producer queue
+  (:data:`HANDOVER_COPIES`: 1).  So a batch holds at most B/4 bytes, counted as the largest value read so far plus
   :data:`RECORD_OVERHEAD_BYTES` per record (:meth:`TaskBuffer.batch_records`), and never more than
   :data:`MAX_BATCH_RECORDS` records.
-- **Producer queue, B/2** (the transactional producer, :mod:`airmirror.replication.spark.partition_writer`):
+- **Producer queue, B/2** (the transactional producer, :mod:`airmirror.replication.spark.task_writer`):
   every record not yet acknowledged counts, in flight ones included: ``queue.buffering.max.kbytes`` of key and
   value bytes (B/4) and ``queue.buffering.max.messages`` records whose bookkeeping fills the other B/4.  The
   producer's ``message.max.bytes`` is at most B/4 (and 20 MiB unless set), so the largest record always fits
@@ -46,7 +48,7 @@ from airmirror.errors import InputError
 log = logging.getLogger(__name__)
 
 RECORD_OVERHEAD_BYTES = 512  # librdkafka's and Python's bookkeeping per record beyond key and value (an estimate)
-HANDOVER_COPIES = 3
+HANDOVER_COPIES = 1
 MAX_BATCH_RECORDS = 10_000
 MAX_QUEUED_MIN_MESSAGES = 10_000_000  # librdkafka's upper limits: queued.min.messages,
 MAX_QUEUED_KBYTES = 2_097_151  # queued.max.messages.kbytes,

@@ -70,7 +70,7 @@ def test_a_handed_over_batch_fits_its_share_in_all_its_copies(max_bytes: int, la
 def test_small_values_get_full_batches_and_large_ones_fewer_records() -> None:
     buffer = TaskBuffer()
     assert buffer.batch_records(100) == MAX_BATCH_RECORDS
-    assert buffer.batch_records(1_000_000) == 22
+    assert buffer.batch_records(1_000_000) == 67
     assert buffer.batch_records(1024 * MIB) == 1
 
 

@@ -1,0 +1,553 @@
+"""Exactly-once copy of one copy task's ranges (many partitions, one range each) into their remote topics.
+
+A batch's ranges are spread over a few copy tasks (:mod:`airmirror.replication.spark.copy_job`); a task copies all
+of its ranges with one source consumer (:class:`~airmirror.replication.spark.range_reader.RangesReader`) and one
+transactional producer, so what a batch pays per task (fencing, producer, transactions, offset commits) is not
+paid per partition.  Recovery protocol (a task = ranges of batch N, source ``topic``/``partition`` offsets
+``[start, end)`` each; the records it writes are described in :mod:`airmirror.replication.spark.batch_log`):
+
+1. The producer's ``transactional.id`` is ``names.copy_task_transactional_id(source, target, index)``: the same
+   for every attempt at task ``index`` of the job, whichever process, Spark task or Airflow retry runs it, and
+   never shared with another flow.  ``init_transactions()`` therefore fences every older attempt at the task
+   (a zombie can no longer commit) and aborts its open transaction, so none of its records ever becomes
+   visible to read_committed consumers.  A retried job may spread the partitions differently, so before it
+   starts the driver fences every task id of the batch's job before it (their count is stored with the batch,
+   and replaced only after that fencing: :func:`airmirror.replication.pipeline.run_batch`).  Hence at any
+   time at most one attempt can commit for a partition.  The tasks of a committed batch write nothing more: the
+   last attempt at each found all its ranges done.
+2. After fencing, every range's newest committed :class:`~airmirror.replication.spark.batch_log.Progress` is
+   read (one request for all anchors): a trusted anchor; else, on a task's first attempt, what the driver found
+   just before the job (:mod:`airmirror.replication.spark.progress`: it fenced every attempt first, so nothing
+   but this task can have committed since); else, on a retry, a scan of the batch log.  A missing anchor never
+   means "not copied".  Progress recorded for other incarnations of the source or the remote topic (see
+   :mod:`airmirror.replication.incarnations`) is ignored: the range starts afresh.  Per range
+   (:func:`resume_from`):
+   - progress of batch N, done: the range was copied by an earlier attempt; nothing is read or written.
+   - progress of batch N, not done: an earlier attempt committed part of the range; the copy continues
+     at ``progress.position``, and the read validates that position against the progress's source leader
+     epoch (see :mod:`airmirror.replication.spark.range_reader`).
+   - progress of an earlier batch whose position is <= ``start``, or none: the range has not been copied.
+   - progress of an earlier batch beyond ``start``, and the range does not reset its source cursor: the
+     target is ahead of the metadata DB (for example a DB restored from an old backup).  Writing would
+     duplicate records, so the task fails with :class:`~airmirror.errors.ReplicationFailure` and writes
+     nothing.
+3. The ranges are copied together as a sequence of *chunk* transactions.  A chunk holds the next records of
+   every range still being read, each in source order into the same partition of its remote topic (same key,
+   value, headers and timestamp as the source), until one of the :class:`TransactionBounds` is reached by the
+   chunk as a whole, checked between the reader's polls: records, payload bytes, or time since the chunk's
+   first record (at most a third of the producer's ``transaction.timeout.ms``).  Offset-sync runs are built
+   from the delivery reports as they arrive, three integers per run per partition
+   (:class:`~airmirror.replication.offset_runs.RunBuilder`); no per-record state is kept, and what the task
+   buffers (reader prefetch, handed-over records, producer queue) stays within ``airmirror.task.max.buffer.bytes``
+   (:mod:`airmirror.replication.spark.task_buffer`) whatever the number or length of its ranges.  Then, in the
+   same transaction, for every range the chunk changed (records copied, or its read moved past aborted records
+   and markers, or ended): its runs records and its new progress record; and the anchors of all of them in one
+   offset commit; then ``commit_transaction()``.  Read_committed consumers of the target see the copy advance
+   chunk by chunk.  Any failure before the commit aborts the chunk (explicitly, or at the next attempt's
+   ``init_transactions()``); the committed chunks stay, for every range.
+4. A range's progress says ``done`` in the chunk that reaches its end (or the position the read got to when the
+   source log was truncated below the plan, see :mod:`airmirror.replication.spark.range_reader`).  A range with
+   no committed record left to copy is marked done in the chunk where its read ends, with no records.
+5. The driver commits the metadata DB (cursor = the done position, offset-syncs, batch state) in one DB
+   transaction only after every range of the batch has done progress for batch N.  If the driver dies
+   first, the next run resumes batch N: step 2 skips the finished ranges and continues the others.
+
+Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
+(a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
+expired or deleted anchor group).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from airmirror.errors import ReplicationFailure
+from airmirror.kafka.authorization import AccessScope, named, naming_refusals
+from airmirror.replication.offset_runs import RunBuilder
+from airmirror.replication.spark.batch_log import (
+    Progress,
+    encode_runs,
+    progress_key,
+    read_anchors,
+    read_progress,
+    runs_key,
+    runs_parts,
+)
+from airmirror.replication.spark.range_reader import RangesReader, ReadRange
+from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
+
+TRANSACTION_TIMEOUT_MS = 900_000
+TRANSACTION_CALL_S = 30.0
+HARD_DEADLINE_GRACE_S = 10.0
+FLUSH_TIMEOUT_S = 300.0
+FLUSH_POLL_S = 0.5
+TOPICS_NAMED = 3  # a refusal names at most this many of a task's remote topics
+
+
+@dataclass(frozen=True)
+class TransactionBounds:
+    """When a chunk transaction ends: whichever of these its records reach first (see the module docstring)."""
+
+    max_records: int
+    max_bytes: int
+    max_seconds: float
+
+
+@dataclass(frozen=True)
+class RangeTask:
+    """One range of a copy task: source ``topic``/``partition`` offsets ``[start, end)`` into ``remote_topic``.
+
+    ``source_topic_id``/``remote_topic_id`` name the incarnations the range copies between, ``resets`` says its
+    cursor starts afresh (rule 2 of the module docstring), ``start_epoch`` is the source leader epoch before
+    ``start`` when known, and ``known`` the progress the driver found for it before the job."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    remote_topic: str
+    source_topic_id: str | None
+    remote_topic_id: str | None
+    resets: bool
+    start_epoch: int | None
+    known: Progress | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def remote(self) -> tuple[str, int]:
+        return (self.remote_topic, self.partition)
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    """Everything one Spark task needs to copy its ranges; plain data, so it pickles to executors.
+
+    ``log_end`` is the batch log's end offset before the job: every runs record the job writes lies at or after
+    it.  ``buffer`` bounds what the task holds (:mod:`airmirror.replication.spark.task_buffer`).  The client
+    configurations can hold credentials, so they are left out of the repr.  The access scopes name the ACL
+    behind a refusal (:mod:`airmirror.kafka.authorization`).
+    """
+
+    flow: str
+    batch_id: int
+    transactional_id: str
+    anchor_group: str
+    log_topic: str
+    log_end: int
+    bounds: TransactionBounds
+    ranges: tuple[RangeTask, ...]
+    source_access: AccessScope
+    target_access: AccessScope
+    buffer: TaskBuffer
+    producer_config: dict[str, Any] = field(repr=False)
+    target_consumer_config: dict[str, Any] = field(repr=False)
+    source_consumer_config: dict[str, Any] = field(repr=False)
+
+    @property
+    def remote_topics(self) -> str:
+        """The task's remote topics, as a refusal names them."""
+        topics = sorted({r.remote_topic for r in self.ranges})
+        more = len(topics) - TOPICS_NAMED
+        return ", ".join(topics[:TOPICS_NAMED]) + (f" and {more} more" if more > 0 else "")
+
+
+class PartitionDeliveries:
+    """Pairs one remote partition's delivery reports with the source offsets of its records, in produce order.
+
+    An idempotent producer reports a partition's deliveries in produce order, so the n-th report of the remote
+    partition belongs to the n-th record produced to it.  Pending source offsets are kept as runs of
+    consecutive offsets, never one entry per record; delivered ones become offset-sync runs.
+    """
+
+    def __init__(self) -> None:
+        self.runs = RunBuilder()
+        self.pending: deque[list[int]] = deque()
+
+    def sent(self, offset: int) -> None:
+        """Note the source offset of the record about to be produced."""
+        if self.pending and self.pending[-1][1] == offset:
+            self.pending[-1][1] += 1
+        else:
+            self.pending.append([offset, offset + 1])
+
+    def delivered(self, downstream: int | None) -> int:
+        """Take the next pending record's delivery (``downstream`` is its offset on the target, ``None`` when it
+        failed); returns its source offset."""
+        head = self.pending[0]
+        upstream = head[0]
+        head[0] += 1
+        if head[0] == head[1]:
+            self.pending.popleft()
+        if downstream is not None:
+            self.runs.add(upstream, downstream)
+        return upstream
+
+
+class TaskDeliveries:
+    """The producer's delivery callback: routes each report to its remote partition's :class:`PartitionDeliveries`
+    and keeps the failures, the first of which :meth:`raise_errors` raises."""
+
+    def __init__(self, task: CopyTask) -> None:
+        self.task = task
+        self.partitions = {r.remote: PartitionDeliveries() for r in task.ranges}
+        self.ranges = {r.remote: r for r in task.ranges}
+        self.errors: list[tuple[RangeTask | None, int, KafkaError, int]] = []
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        remote = (message.topic(), message.partition())
+        if remote not in self.partitions:  # the batch log
+            if error is not None:
+                self.errors.append((None, -1, error, 0))
+            return
+        upstream = self.partitions[remote].delivered(None if error is not None else message.offset())
+        if error is not None:
+            self.errors.append((self.ranges[remote], upstream, error, len(message.key() or b"") + len(message.value() or b"")))
+
+    def raise_errors(self) -> None:
+        if not self.errors:
+            return
+        source, upstream, error, size = self.errors[0]
+        if source is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            raise record_too_large(self.task, source, upstream, size)
+        topic = self.task.log_topic if source is None else source.remote_topic
+        raise named(self.task.target_access, KafkaException(error), topic=topic)
+
+
+def record_too_large(task: CopyTask, source: RangeTask, offset: int, size: int) -> ReplicationFailure:
+    target = task.flow.rsplit("->", 1)[-1]
+    return ReplicationFailure(
+        f"record {source.name}@{offset} ({size} bytes of key and value) is larger than the "
+        f"target accepts for {source.remote_topic}: raise max.message.bytes of topic {source.remote_topic} on cluster "
+        f"{target} (or of the source topic, when sync.topic.configs.enabled copies it), and "
+        f"`{target}.producer.max.request.size` if it is lower (it is 20 MiB unless set, and at most a quarter of "
+        "`airmirror.task.max.buffer.bytes`); then run the flow again"
+    )
+
+
+def producer_settings(task: CopyTask, deliveries: TaskDeliveries) -> dict[str, Any]:
+    """Transactional producer settings: the flow's target producer settings within the task buffer's producer
+    limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants."""
+    settings: dict[str, Any] = {
+        "enable.sparse.connections": False,  # connect to every broker at once: see await_broker_connections
+        "linger.ms": 20,
+        "batch.size": 1024 * 1024,
+        "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+        **bounded(task.producer_config, task.buffer.producer_limits(), "producer"),
+    }
+    settings.update(
+        {
+            "transactional.id": task.transactional_id,
+            "enable.idempotence": True,
+            "acks": "all",
+            "on_delivery": deliveries,
+        }
+    )
+    return settings
+
+
+def chunk_seconds(task: CopyTask, settings: Mapping[str, Any]) -> float:
+    """The time bound of a chunk: the configured one, at most a third of the transaction timeout."""
+    return min(task.bounds.max_seconds, int(settings["transaction.timeout.ms"]) / 3000)
+
+
+class RangeState:
+    """One range within an attempt: its newest committed progress and what the open chunk copied of it."""
+
+    def __init__(self, source: RangeTask, progress: Progress, deliveries: PartitionDeliveries) -> None:
+        self.source, self.progress, self.deliveries = source, progress, deliveries
+        self.chunk_records = self.chunk_bytes = 0
+
+
+class TaskCopy:
+    """One attempt at one copy task: fence, find every range's progress, copy the rest chunk by chunk."""
+
+    def __init__(self, task: CopyTask) -> None:
+        self.task = task
+        self.deliveries = TaskDeliveries(task)
+        settings = producer_settings(task, self.deliveries)
+        self.max_seconds = chunk_seconds(task, settings)
+        self.producer = Producer(settings)
+        self.group_metadata = anchor_group_metadata(task)
+        self.states: dict[tuple[str, int], RangeState] = {}
+
+    def fence(self, first_attempt: bool) -> dict[tuple[str, int], Progress]:
+        """Fence older attempts and find where each range stands (rule 2 of the module docstring); returns the
+        progress by source ``(topic, partition)``."""
+        task = self.task
+        await_broker_connections(self.producer, task.ranges[0].remote_topic)
+        with hard_deadline(TRANSACTION_CALL_S, f"init_transactions of {task.transactional_id}"):
+            self.producer.init_transactions(TRANSACTION_CALL_S)
+        remotes = {r.remote: r for r in task.ranges}
+        if first_attempt:
+            anchors = read_anchors(task.target_consumer_config, task.anchor_group, list(remotes))
+            found = {remote: anchor if anchor is not None else remotes[remote].known for remote, anchor in anchors.items()}
+        else:
+            sources = {remote: (r.topic, r.partition) for remote, r in remotes.items()}
+            found = read_progress(task.target_consumer_config, task.anchor_group, task.log_topic, task.flow, sources)
+        for remote, source in remotes.items():
+            progress = resume_from(task.batch_id, source, found[remote])
+            self.states[(source.topic, source.partition)] = RangeState(source, progress, self.deliveries.partitions[remote])
+        return {key: state.progress for key, state in self.states.items()}
+
+    def copy(self, reader: RangesReader) -> None:
+        """Copy every range from its progress on (call :meth:`fence` first), until each is done."""
+        for key, state in self.states.items():
+            progress = state.progress
+            if progress.done:
+                reader.drop(*key)
+            elif progress.position != state.source.start:
+                reader.seek(*key, progress.position, progress.leader_epoch)
+        rounds = reader.rounds()
+        while not all(state.progress.done for state in self.states.values()):
+            self.copy_chunk(rounds, reader)
+
+    def copy_chunk(self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader) -> None:
+        """One chunk transaction (rule 3)."""
+        producer, bounds = self.producer, self.task.bounds
+        producer.begin_transaction()
+        try:
+            records = copied_bytes = 0
+            first_record_at: float | None = None
+            for got in rounds:
+                for key, messages in got.items():
+                    state = self.states[key]
+                    copied = self.produce_records(state.source, state.deliveries, messages)
+                    state.chunk_records += len(messages)
+                    state.chunk_bytes += copied
+                    records += len(messages)
+                    copied_bytes += copied
+                if records:
+                    first_record_at = first_record_at or time.monotonic()
+                if first_record_at is not None and (
+                    records >= bounds.max_records
+                    or copied_bytes >= bounds.max_bytes
+                    or time.monotonic() - first_record_at >= self.max_seconds
+                ):
+                    break
+            flush_all(producer, self.deliveries)
+            self.commit_chunk(reader)
+        except BaseException:
+            abort_quietly(producer)
+            raise
+
+    def produce_records(self, source: RangeTask, deliveries: PartitionDeliveries, messages: list[Message]) -> int:
+        """Produce one range's records, in order, to its remote partition; returns their payload bytes.
+
+        Key, value and headers go out as they came in; the source timestamp is kept, except that a record
+        without one (-1) gets the produce time (librdkafka's timestamp 0).
+        """
+        produce, poll = self.producer.produce, self.producer.poll
+        topic, partition = source.remote_topic, source.partition
+        copied = 0
+        for message in messages:
+            key, value = message.key(), message.value()
+            deliveries.sent(message.offset())
+            while True:
+                try:
+                    produce(topic, value, key, partition=partition, timestamp=max(message.timestamp()[1], 0), headers=message.headers())
+                    break
+                except BufferError:
+                    poll(0.05)
+                except KafkaException as error:
+                    if error.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                        raise record_too_large(self.task, source, message.offset(), len(key or b"") + len(value or b"")) from error
+                    raise
+            copied += (len(key) if key else 0) + (len(value) if value else 0)
+        poll(0)
+        return copied
+
+    def commit_chunk(self, reader: RangesReader) -> None:
+        """Write the runs and progress of every range the chunk changed, their anchors, and commit."""
+        task, producer = self.task, self.producer
+        committed: dict[tuple[str, int], Progress] = {}
+        anchors: list[TopicPartition] = []
+        for key, state in self.states.items():
+            read = reader.reads.get(key)
+            if state.progress.done or read is None:
+                continue
+            if not state.chunk_records and read.reached == state.progress.position and not read.done:
+                continue
+            progress = self.chunk_progress(state, read.reached, read.reached_epoch, read.done)
+            encoded = progress.encode()
+            producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, *key), partition=0)
+            anchors.append(TopicPartition(state.source.remote_topic, state.source.partition, progress.downstream_position, metadata=encoded))
+            committed[key] = progress
+        if anchors:
+            with hard_deadline(TRANSACTION_CALL_S, f"sending the anchors of {task.transactional_id}"):
+                producer.send_offsets_to_transaction(anchors, self.group_metadata, TRANSACTION_CALL_S)
+        with hard_deadline(TRANSACTION_CALL_S, f"a commit of {task.transactional_id}"):
+            producer.commit_transaction(TRANSACTION_CALL_S)
+        for key, progress in committed.items():
+            state = self.states[key]
+            state.progress, state.chunk_records, state.chunk_bytes = progress, 0, 0
+
+    def chunk_progress(self, state: RangeState, reached: int, reached_epoch: int | None, done: bool) -> Progress:
+        """Produce the chunk's runs records of one range and return its new progress (not yet committed)."""
+        task, progress = self.task, state.progress
+        chunk = progress.chunk + 1
+        runs = state.deliveries.runs.take()
+        delivered = sum(run.length for run in runs)
+        if delivered != state.chunk_records:
+            raise ReplicationFailure(f"{state.source.name}: {state.chunk_records} records produced but {delivered} delivered")
+        for part in runs_parts(task.batch_id, chunk, runs):
+            key = runs_key(task.flow, state.source.topic, state.source.partition, task.batch_id, chunk, part.part)
+            self.producer.produce(task.log_topic, encode_runs(part), key, partition=0)
+        return Progress(
+            batch_id=task.batch_id,
+            chunk=chunk,
+            start=progress.start,
+            end=progress.end,
+            position=reached,
+            done=done,
+            records=progress.records + state.chunk_records,
+            bytes=progress.bytes + state.chunk_bytes,
+            downstream_start=progress.downstream_start if progress.downstream_start is not None else (runs[0].downstream_start if runs else None),
+            downstream_position=runs[-1].downstream_start + runs[-1].length if runs else progress.downstream_position,
+            first_runs_offset=progress.first_runs_offset if progress.first_runs_offset is not None or not runs else task.log_end,
+            source_topic_id=progress.source_topic_id,
+            remote_topic_id=progress.remote_topic_id,
+            leader_epoch=reached_epoch if state.chunk_records else progress.leader_epoch,
+        )
+
+
+def resume_from(batch_id: int, source: RangeTask, found: Progress | None) -> Progress:
+    """Where this attempt starts the range, from the partition's newest committed progress (rule 2)."""
+    same_incarnation = (
+        found is not None and found.source_topic_id == source.source_topic_id and found.remote_topic_id == source.remote_topic_id
+    )
+    if found is not None and same_incarnation and found.batch_id == batch_id:
+        return found
+    if found is not None and same_incarnation and not source.resets and found.position > source.start:
+        raise ReplicationFailure(
+            f"{source.remote_topic}-{source.partition} on the target already holds source offsets up to "
+            f"{found.position} (batch {found.batch_id}), beyond the metadata DB cursor {source.start}; "
+            "refusing to write duplicates"
+        )
+    return Progress(
+        batch_id=batch_id,
+        chunk=-1,
+        start=source.start,
+        end=source.end,
+        position=source.start,
+        done=False,
+        records=0,
+        bytes=0,
+        downstream_start=None,
+        downstream_position=found.downstream_position if found is not None and found.remote_topic_id == source.remote_topic_id else 0,
+        first_runs_offset=None,
+        source_topic_id=source.source_topic_id,
+        remote_topic_id=source.remote_topic_id,
+        leader_epoch=source.start_epoch,
+    )
+
+
+@contextmanager
+def hard_deadline(seconds: float, what: str) -> Iterator[None]:
+    """End this process if the block is still running ``HARD_DEADLINE_GRACE_S`` after ``seconds``.
+
+    After a transaction or group coordinator restarts, librdkafka's transactional calls have been seen to block
+    far past their own timeout (``send_offsets_to_transaction`` waits for a coordinator it never looks up
+    again), and Spark never times a task out, so one stuck call would hold the batch forever.  A call still
+    running ``HARD_DEADLINE_GRACE_S`` past its own timeout is taken as stuck.  Exiting
+    the Python worker fails the Spark task; its retry's ``init_transactions()`` fences the stuck producer and
+    continues after the last committed chunk (the module docstring's rules), as after any killed worker.
+    Used only inside copy tasks."""
+
+    def expire() -> None:
+        print(f"airmirror: {what} is stuck after {seconds + HARD_DEADLINE_GRACE_S:.0f}s; ending the worker", file=sys.stderr, flush=True)
+        os._exit(70)
+
+    timer = threading.Timer(seconds + HARD_DEADLINE_GRACE_S, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterable[str], access: AccessScope) -> None:
+    """Fence every attempt still at work under these transactional ids: its open transaction is aborted and
+    it can never commit again.  Used before a resumed batch changes ranges such an attempt may be copying.
+    A refusal names the ACL to grant (``access``)."""
+    for transactional_id in transactional_ids:
+        producer = Producer({**producer_config, "transactional.id": transactional_id, "enable.sparse.connections": False})
+        with naming_refusals(access, transactional_id=transactional_id):
+            await_broker_connections(producer, None)
+            producer.init_transactions(60)
+
+
+def await_broker_connections(producer: Producer, topic: str | None) -> None:
+    """Return once the producer is connected to the brokers by node id, not only by the bootstrap address.
+
+    librdkafka drops its bootstrap connections after the first metadata response.  ``init_transactions()``
+    called before a node connection is up finds no broker to ask for the transaction coordinator and
+    retries 500 ms later.  A second metadata request can only be answered over a node connection, so
+    after it the coordinator lookup goes out at once.
+    """
+    for _ in range(2):
+        producer.list_topics(topic, 30)
+
+
+def flush_all(producer: Producer, deliveries: TaskDeliveries) -> None:
+    """Wait until every produced record is delivered; stop at the first failed delivery and raise it.
+
+    A failed delivery makes the transaction abortable, and librdkafka then keeps the records queued behind
+    it until the abort: waiting for them would only time out."""
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while remaining := producer.flush(FLUSH_POLL_S):
+        deliveries.raise_errors()
+        if time.monotonic() > deadline:
+            raise ReplicationFailure(f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S:.0f}s")
+    deliveries.raise_errors()
+
+
+def anchor_group_metadata(task: CopyTask) -> Any:
+    consumer = Consumer({**task.target_consumer_config, "group.id": task.anchor_group, "enable.auto.commit": False})
+    try:
+        return consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+
+
+def abort_quietly(producer: Producer) -> None:
+    """Abort the open transaction if the producer still can; a fenced or dead producer needs no abort."""
+    try:
+        producer.abort_transaction(TRANSACTION_CALL_S)
+    except KafkaException:
+        pass
+
+
+def copy_task(task: CopyTask, first_attempt: bool) -> list[dict[str, Any]]:
+    """One Spark task of the copy job: read the task's ranges from the source and copy them; returns a summary
+    per range.
+
+    The read is opened first, so source records are already being fetched while the producer fences.  A refusal
+    by either cluster names the ACL to grant (:mod:`airmirror.kafka.authorization`).
+    """
+    reads = [ReadRange(r.topic, r.partition, r.start, r.end, r.start_epoch) for r in task.ranges]
+    reader = RangesReader(task.source_consumer_config, reads, access=task.source_access, buffer=task.buffer)
+    target = naming_refusals(
+        task.target_access, topic=task.remote_topics, group=task.anchor_group, transactional_id=task.transactional_id
+    )
+    with reader, target:
+        attempt = TaskCopy(task)
+        attempt.fence(first_attempt)
+        attempt.copy(reader)
+    return [
+        {"topic": state.source.topic, "partition": state.source.partition, "records": state.progress.records, "bytes": state.progress.bytes}
+        for state in attempt.states.values()
+    ]

@@ -1,0 +1,63 @@
+"""How a batch's ranges are spread over copy tasks, and which attempts a retried job fences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airmirror import names
+from airmirror.config import load_config
+from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
+from airmirror.replication.spark.copy_job import spread
+from airmirror.replication.spark.progress import attempt_ids
+
+
+def ranges(*sizes: int) -> list[PlannedRange]:
+    return [PlannedRange(f"t{i % 3}", i, 100, 100 + size, f"a.t{i % 3}") for i, size in enumerate(sizes)]
+
+
+def test_every_range_lands_in_exactly_one_task_in_plan_order():
+    planned = ranges(*range(1, 2001))
+    tasks = spread(planned, 8)
+    assert len(tasks) == 8
+    assert sorted((r.topic, r.partition) for task in tasks for r in task) == sorted((r.topic, r.partition) for r in planned)
+    order = {r.key: i for i, r in enumerate(planned)}
+    assert all([order[r.key] for r in task] == sorted(order[r.key] for r in task) for task in tasks)
+
+
+def test_tasks_carry_nearly_equal_offsets():
+    tasks = spread(ranges(900, 10, 10, 300, 300, 300, 5, 5), 2)
+    loads = sorted(sum(r.size for r in task) for task in tasks)
+    assert loads == [915, 915]
+    skewed = spread(ranges(1000, 1, 1, 1), 2)
+    assert sorted(len(task) for task in skewed) == [1, 3]
+
+
+def test_fewer_ranges_than_slots_gives_one_task_per_range_and_the_spread_is_deterministic():
+    planned = ranges(5, 7)
+    assert [len(task) for task in spread(planned, 2)] == [1, 1]
+    assert spread(planned, 1) == [planned]
+    big = ranges(*[i % 17 + 1 for i in range(500)])
+    assert spread(big, 4) == spread(list(big), 4)
+
+
+def flow(tmp_path: Path):
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = us, dr\nus.bootstrap.servers = 127.0.0.1:1\ndr.bootstrap.servers = 127.0.0.1:2\nus->dr.enabled = true\n")
+    return load_config(path, env={}).flow("us->dr")
+
+
+def test_a_retried_job_fences_the_ids_the_job_before_it_used(tmp_path):
+    f = flow(tmp_path)
+    keys = [PartitionKey("orders", 0), PartitionKey("orders", 1)]
+    assert attempt_ids(f, keys, None) == []
+    assert attempt_ids(f, keys, 3) == [names.copy_task_transactional_id("us", "dr", i) for i in range(3)]
+    legacy = attempt_ids(f, keys, PER_PARTITION_COPY_TASKS)
+    assert legacy == [names.transactional_id("us", "dr", "orders", 0), names.transactional_id("us", "dr", "orders", 1)]
+
+
+def test_copy_task_ids_never_equal_a_partition_id_and_share_the_flow_prefix():
+    task_ids = {names.copy_task_transactional_id("us", "dr", i) for i in range(64)}
+    partition_ids = {names.transactional_id("us", "dr", topic, p) for topic in ("copy", "~copy0", "copy0", "x") for p in range(64)}
+    assert not task_ids & partition_ids
+    assert all(i.startswith(names.transactional_id_prefix("us", "dr")) for i in task_ids)
+    assert names.copy_task_transactional_id("us", "dr", 0) != names.copy_task_transactional_id("us-dr", "x", 0)
