@@ -51,7 +51,7 @@ def assert_tasks_on_every_worker(cluster: SparkCluster, before: set[Path]) -> No
     assert len(new_logs) == 1, f"expected one new application event log, found {sorted(p.name for p in new_logs)}"
     per_worker = tasks_per_worker(new_logs)
     assert set(per_worker) == set(cluster.worker_ui_ports), f"tasks per worker (by worker UI port): {dict(per_worker)}"
-    assert sum(per_worker.values()) >= PARTITIONS
+    assert sum(per_worker.values()) >= len(cluster.worker_ui_ports)  # one copy task per core, several partitions each
 
 
 def test_the_cli_copies_a_topic_with_tasks_on_both_workers(clusters, prefix, tmp_path, spark_cluster):
