@@ -62,6 +62,8 @@ LOG_TOPIC_CONFIG = {
     "segment.ms": str(3600 * 1000),
 }
 SCAN_TIMEOUT_S = 120.0
+NEW_LOG_WAIT_S = 10.0
+NEW_LOG_ERRORS = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 ANCHOR_CALL_S = 5.0
 """How long one look-up of committed anchors waits for the group coordinator before the next attempt."""
 
@@ -248,7 +250,7 @@ def scan_log(
     up to the high watermark seen at the start; waits out other partitions' open transactions."""
     consumer = log_consumer(consumer_config)
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(log_topic, 0), timeout=REQUEST_TIMEOUT_S, cached=False)
+        low, high = log_watermarks(consumer, log_topic)
         start = max(from_offset, low)
         if start >= high:
             return
@@ -276,6 +278,20 @@ def scan_log(
                     yield key, message.value(), message.offset()
     finally:
         consumer.close()
+
+
+def log_watermarks(consumer: Consumer, log_topic: str) -> tuple[int, int]:
+    """The batch log's low and high watermarks.  The run's topic sync may have created the log a moment ago, and
+    a broker may not know it yet: an unknown partition is asked for again, for up to :data:`NEW_LOG_WAIT_S`."""
+    deadline = time.monotonic() + NEW_LOG_WAIT_S
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(log_topic, 0), timeout=REQUEST_TIMEOUT_S, cached=False)
+            return low, high
+        except KafkaException as error:
+            if error.args[0].code() not in NEW_LOG_ERRORS or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def read_runs(
