@@ -40,7 +40,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -52,6 +52,7 @@ from airmirror.kafka.retry import retry_transient
 from airmirror.model import OffsetRun
 from airmirror.names import joined
 
+T = TypeVar("T")
 LOG_FORMAT_VERSION = 2
 RUNS_PER_RECORD = 100_000
 """At most this many runs per runs record: 2.4 MB before compression, far below the topic's limit."""
@@ -63,7 +64,7 @@ LOG_TOPIC_CONFIG = {
 }
 SCAN_TIMEOUT_S = 120.0
 NEW_LOG_WAIT_S = 10.0
-NEW_LOG_ERRORS = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+NEW_LOG_ERRORS = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE)
 ANCHOR_CALL_S = 5.0
 """How long one look-up of committed anchors waits for the group coordinator before the next attempt."""
 
@@ -280,18 +281,24 @@ def scan_log(
         consumer.close()
 
 
-def log_watermarks(consumer: Consumer, log_topic: str) -> tuple[int, int]:
-    """The batch log's low and high watermarks.  The run's topic sync may have created the log a moment ago, and
-    a broker may not know it yet: an unknown partition is asked for again, for up to :data:`NEW_LOG_WAIT_S`."""
+def while_log_is_new(call: Callable[[], T]) -> T:
+    """``call()`` about the batch log.  The run's topic sync may have created the log a moment ago, and a broker
+    may not know it or its leader yet: such an error is asked again, for up to :data:`NEW_LOG_WAIT_S`."""
     deadline = time.monotonic() + NEW_LOG_WAIT_S
     while True:
         try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(log_topic, 0), timeout=REQUEST_TIMEOUT_S, cached=False)
-            return low, high
+            return call()
         except KafkaException as error:
             if error.args[0].code() not in NEW_LOG_ERRORS or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def log_watermarks(consumer: Consumer, log_topic: str) -> tuple[int, int]:
+    """The batch log's low and high watermarks (:func:`while_log_is_new`)."""
+    log = TopicPartition(log_topic, 0)
+    low, high = while_log_is_new(lambda: consumer.get_watermark_offsets(log, timeout=REQUEST_TIMEOUT_S, cached=False))
+    return low, high
 
 
 def read_runs(

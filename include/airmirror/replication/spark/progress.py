@@ -22,7 +22,7 @@ from airmirror.config import FlowConfig
 from airmirror.kafka.authorization import access_scope, naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
-from airmirror.replication.spark.batch_log import Progress, progress_key, read_progress, tombstone
+from airmirror.replication.spark.batch_log import Progress, progress_key, read_progress, tombstone, while_log_is_new
 from airmirror.replication.spark.task_writer import fence_attempts
 
 
@@ -90,11 +90,13 @@ def fence_if_open(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: in
 
 
 def log_end(flow: FlowConfig, level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
-    """The batch log's end offset: its high watermark, or (read_committed) its last stable offset."""
+    """The batch log's end offset: its high watermark, or (read_committed) its last stable offset (asked again
+    while the log is new: :func:`~airmirror.replication.spark.batch_log.while_log_is_new`)."""
     log = TopicPartition(names.batch_log_topic(flow.source), 0)
     admin = target_admin(flow)  # held until the answer came: a client dropped meanwhile would never answer
-    request = admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S)
-    offset: int = request[log].result().offset
+    offset: int = while_log_is_new(
+        lambda: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S)[log].result().offset
+    )
     return offset
 
 
