@@ -283,9 +283,8 @@ class TaskCopy:
         self.group_metadata = anchor_group_metadata(task)
         self.states: dict[tuple[str, int], RangeState] = {}
 
-    def fence(self, first_attempt: bool) -> dict[tuple[str, int], Progress]:
-        """Fence older attempts and find where each range stands (rule 2 of the module docstring); returns the
-        progress by source ``(topic, partition)``."""
+    def fence(self, first_attempt: bool) -> None:
+        """Fence older attempts and find where each range stands (rule 2 of the module docstring)."""
         task = self.task
         await_broker_connections(self.producer, task.ranges[0].remote_topic)
         with hard_deadline(TRANSACTION_CALL_S, f"init_transactions of {task.transactional_id}"):
@@ -300,7 +299,6 @@ class TaskCopy:
         for remote, source in remotes.items():
             progress = resume_from(task.batch_id, source, found[remote])
             self.states[(source.topic, source.partition)] = RangeState(source, progress, self.deliveries.partitions[remote])
-        return {key: state.progress for key, state in self.states.items()}
 
     def copy(self, reader: RangesReader) -> None:
         """Copy every range from its progress on (call :meth:`fence` first), until each is done."""
