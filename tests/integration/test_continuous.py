@@ -1,6 +1,7 @@
-"""``airmirror replicate --continuous`` against real clusters while a producer writes: batches back to back on one
-Spark session, a ``kill -9`` of the whole job mid-batch, a restart that resumes exactly once, and a SIGTERM that
-ends the run once its batch in flight is committed.  The target must equal the source record for record."""
+"""``airmirror replicate --continuous`` against real clusters while a producer writes: a stream batch recorded as it
+goes, a ``kill -9`` of the whole job mid-stream, a restart that closes the dead run's stream exactly once and
+streams on, broker restarts, and a SIGTERM that ends the run once its stream is committed.  The target must equal
+the source record for record."""
 
 from __future__ import annotations
 
@@ -59,7 +60,21 @@ def live_flow(clusters, tmp_path: Path, prefix: str, topic: str) -> tuple[Path, 
     return config, flow, MetadataStore.open(flow.metadata_db_url)
 
 
-def test_continuous_run_survives_kill_9_mid_batch_and_stops_on_sigterm(clusters, prefix, tmp_path):
+def copied_so_far(store: MetadataStore, flow: str, topic: str) -> int:
+    """The offsets of ``topic`` the metadata DB has recorded as copied (the sum of its cursors)."""
+    return sum(c for k, c in store.cursors(flow).items() if k.topic == topic)
+
+
+def streaming(store: MetadataStore, flow: str) -> bool:
+    """Whether the flow's RUNNING batch is a stream batch."""
+    batch = store.unfinished_batch(flow)
+    return batch is not None and bool(batch.params.get("stream"))
+
+
+def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(clusters, prefix, tmp_path):
+    """A live run streams: while its one stream batch is RUNNING, the DB's cursors advance (recorded as it goes).
+    A kill -9 of the whole run mid-stream, then a new run: the dead run's stream is closed exactly once, the new
+    one streams on, and a SIGTERM ends it once its stream is committed."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.live"
     config, flow, store = live_flow(clusters, tmp_path, prefix, topic)
@@ -67,32 +82,33 @@ def test_continuous_run_survives_kill_9_mid_batch_and_stops_on_sigterm(clusters,
     producer.start()
     try:
         first = start_continuous(config)
-        wait_until(lambda: last_committed(store, flow.name) > 0 or first.poll() is not None, 300, "a committed batch")
-        one = last_committed(store, flow.name)
-        wait_until(lambda: last_committed(store, flow.name) > one or first.poll() is not None, 300, "a second batch")
+        wait_until(lambda: copied_so_far(store, flow.name, topic) > 0 or first.poll() is not None, 300, "progress recorded")
         assert first.poll() is None, first.communicate()
-        wait_until(lambda: store.unfinished_batch(flow.name) is not None, 60, "a batch in flight")
+        recorded = copied_so_far(store, flow.name, topic)
+        wait_until(lambda: copied_so_far(store, flow.name, topic) > recorded, 60, "more progress recorded")
+        assert streaming(store, flow.name) and last_committed(store, flow.name) == 0  # recorded, and still one stream
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=60)
+        killed_stream = store.unfinished_batch(flow.name).id
 
         second = start_continuous(config)
-        killed_at = last_committed(store, flow.name)
-        wait_until(lambda: last_committed(store, flow.name) > killed_at + 1 or second.poll() is not None, 300, "batches after the restart")
+        wait_until(lambda: last_committed(store, flow.name) == killed_stream or second.poll() is not None, 300, "the killed stream closed")
+        wait_until(lambda: streaming(store, flow.name) or second.poll() is not None, 300, "a new stream")
         assert second.poll() is None, second.communicate()
+        after_restart = copied_so_far(store, flow.name, topic)
+        wait_until(lambda: copied_so_far(store, flow.name, topic) > after_restart, 60, "progress recorded after the restart")
     finally:
         producer.stop()
     sent = producer.sent
-    wait_until(
-        lambda: sum(c for k, c in store.cursors(flow.name).items() if k.topic == topic) >= sent or second.poll() is not None,
-        300,
-        "the target to catch up",
-    )
+    wait_until(lambda: copied_so_far(store, flow.name, topic) >= sent or second.poll() is not None, 300, "the target to catch up")
     second.send_signal(signal.SIGTERM)
     output, errors = second.communicate(timeout=300)
 
     assert second.returncode == 0, (output, errors)
     assert "stopped by signal" in output
     assert store.unfinished_batch(flow.name) is None
+    committed = [batch for batch in store.batches(flow.name) if batch.state == BatchState.COMMITTED]
+    assert sum(batch.records for batch in committed) == sent
     store.dispose()
     copied = 0
     for p in range(PARTITIONS):
@@ -186,7 +202,8 @@ def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_
     gc.disable()
     try:
         with MetadataStore.open(flow.metadata_db_url) as store:
-            report = continuous.replicate_continuously(flow, store, BatchOptions(), lambda: None, stop=stop, duration=timedelta(minutes=5))
+            # a record cap makes the run a bounded one (rule 10): rounds with nothing to copy are idle
+            report = continuous.replicate_continuously(flow, store, BatchOptions(max_records=1000), lambda: None, stop=stop, duration=timedelta(minutes=5))
     finally:
         gc.enable()
 
@@ -208,8 +225,8 @@ def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(cl
     try:
         run = start_continuous(config, "--for", "60s", "--json")
         for broker in (clusters["b"], clusters["a"]):  # the target, then the source partitions' leader
-            before = last_committed(store, flow.name)
-            wait_until(lambda: last_committed(store, flow.name) > before or run.poll() is not None, 300, "a committed batch")
+            before = copied_so_far(store, flow.name, topic)
+            wait_until(lambda: copied_so_far(store, flow.name, topic) > before or run.poll() is not None, 300, "progress recorded")
             assert run.poll() is None, run.communicate()
             broker.restart()
         output, errors = run.communicate(timeout=300)

@@ -53,7 +53,8 @@ class TopicSyncSettings:
 @dataclass(frozen=True)
 class CopySettings:
     """Steps 2 and 3, bounds: ``airmirror.batch.max.records.per.partition`` (``None``: no cap), the chunk
-    transaction bounds ``airmirror.transaction.max.{records,bytes,seconds}``, ``airmirror.source.reset.policy``
+    transaction bounds ``airmirror.transaction.max.{records,bytes,seconds}`` (and, for a streaming live run's
+    chunks, ``airmirror.live.transaction.max.ms``), ``airmirror.source.reset.policy``
     (``reset`` or ``fail`` when a source topic was recreated or truncated) and ``airmirror.task.max.buffer.bytes``
     (what one copy task buffers, at least :data:`MIN_TASK_MAX_BUFFER_BYTES`; split as
     :mod:`airmirror.replication.spark.task_buffer` says)."""
@@ -64,6 +65,7 @@ class CopySettings:
     transaction_max_seconds: int
     source_reset_policy: str
     task_max_buffer_bytes: int
+    live_transaction_max_ms: int = 100
 
 
 @dataclass(frozen=True)

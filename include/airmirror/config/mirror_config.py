@@ -565,6 +565,7 @@ class FlowConfig:
             transaction_max_records=self._positive_int("airmirror.transaction.max.records") or 500_000,
             transaction_max_bytes=self._positive_int("airmirror.transaction.max.bytes") or 256 * 1024 * 1024,
             transaction_max_seconds=self._positive_int("airmirror.transaction.max.seconds") or 60,
+            live_transaction_max_ms=self._positive_int("airmirror.live.transaction.max.ms") or 100,
             source_reset_policy=self._choice("airmirror.source.reset.policy", SOURCE_RESET_POLICIES),
             task_max_buffer_bytes=self._task_max_buffer_bytes(),
         )

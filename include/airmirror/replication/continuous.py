@@ -25,6 +25,13 @@ Contract:
    lost lease).
 9. The run shares one admin client per cluster (:func:`~airmirror.kafka.clients.shared_admins`), dropped at
    its end: nothing it builds grows with the rounds it runs.
+10. **Streaming.**  A run without bounds (no ``until``, no record cap) copies in *stream batches*
+    (:mod:`airmirror.replication.streaming`) rather than in bounded ones: a round stores one stream batch of
+    every partition, whose copy tasks stay up until the run's end (at most :data:`STREAM_WINDOW_S`), while the
+    driver records what they commit every :data:`~airmirror.replication.streaming.RECORD_INTERVAL_S`.  Topic sync
+    still runs every :data:`TOPIC_SYNC_INTERVAL_S`; when the topics or partitions it finds differ from the
+    stream's, the stream ends early and the next round streams them all.  A stop signal ends the stream early
+    too (rules 1 and 6 hold: the stream is committed before the run ends).
 """
 
 from __future__ import annotations
@@ -49,8 +56,10 @@ from airmirror.kafka.retry import RETRY_PAUSE_S
 from airmirror.kafka.topics import TopicMapping
 from airmirror.replication.incarnations import TopicsStopped, raise_for_stops
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import BatchSummary, copy_and_record, plan_batch, sync_flow_topics
-from airmirror.store import MetadataStore, describe_holder
+from airmirror.model import RangeResult
+from airmirror.replication.pipeline import BatchSummary, PlannedBatch, copy_and_record, plan_batch, sync_flow_topics
+from airmirror.replication.streaming import run_stream, stream_until
+from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.store.flow_lease import FlowBusyError
 
 log = logging.getLogger(__name__)
@@ -62,6 +71,8 @@ STOPPED_BY_SIGNAL = "signal"
 RETRY_WINDOW_S = 300.0
 """How long rounds may keep failing before the run ends (rule 8)."""
 RETRY_PAUSE_MAX_S = 10.0
+STREAM_WINDOW_S = 900.0
+"""The longest a stream batch runs before the next round starts another (rule 10)."""
 INCURABLE = (InputError, AccessDenied, TopicsStopped, FlowBusyError)
 """Failures no retry cures: bad input, a missing ACL, stopped topics, a flow held (or taken over) by another run."""
 
@@ -153,17 +164,21 @@ def replicate_continuously(
     deadline = None if duration is None else started + duration.total_seconds()
     report = ContinuousReport()
     retries = Retries()
+    streaming = options.until_ms is None and options.max_records is None
     with shared_admins(), store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease:
-        mappings: list[TopicMapping] = []
-        synced_at = float("-inf")
+        topics = TopicSync(flow, store, options)
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             try:
-                if time.monotonic() - synced_at >= TOPIC_SYNC_INTERVAL_S:
-                    mappings = sync_flow_topics(flow, store, options).mappings
-                    synced_at = time.monotonic()
-                planned = plan_batch(flow, store, mappings, options)
+                mappings = topics.mappings()
+                planned = plan_batch(flow, store, mappings, options, stream=streaming)
                 options = from_the_cursors(options)
-                summary = None if planned.batch_id is None else copy_and_record(flow, store, planned, spark_factory, lease)
+                topics.options = options
+                if planned.batch_id is None:
+                    summary = None
+                elif planned.stream:
+                    summary = stream_round(flow, store, planned, spark_factory(), deadline, stop, topics, lease, report, on_batch)
+                else:
+                    summary = copy_and_record(flow, store, planned, spark_factory, lease)
             except INCURABLE:
                 raise
             except (ReplicationFailure, KafkaException) as error:
@@ -176,6 +191,8 @@ def replicate_continuously(
                 stop.wait(IDLE_WAIT_S)
                 continue
             report.batches += 1
+            if planned.stream:
+                continue
             report.records += summary.records
             report.bytes += summary.bytes
             if on_batch is not None and summary.records:
@@ -184,3 +201,63 @@ def replicate_continuously(
     report.seconds = time.monotonic() - started
     raise_for_stops(flow, store)
     return report
+
+
+class TopicSync:
+    """Rule 3: step 1 at most every :data:`TOPIC_SYNC_INTERVAL_S`; :meth:`changed` tells a stream whether the
+    topics or partitions to copy changed since its round began (rule 10)."""
+
+    def __init__(self, flow: FlowConfig, store: MetadataStore, options: BatchOptions) -> None:
+        self.flow, self.store, self.options = flow, store, options
+        self._mappings: list[TopicMapping] = []
+        self._synced_at = float("-inf")
+        self._streamed: list[TopicMapping] = []
+
+    def mappings(self) -> list[TopicMapping]:
+        """The mappings to copy, synced again when due; a round's stream copies these."""
+        if time.monotonic() - self._synced_at >= TOPIC_SYNC_INTERVAL_S:
+            self._mappings = sync_flow_topics(self.flow, self.store, self.options).mappings
+            self._synced_at = time.monotonic()
+        self._streamed = self._mappings
+        return self._mappings
+
+    def changed(self) -> bool:
+        """Sync again when due; whether the topics or partitions differ from the ones the stream copies."""
+        if time.monotonic() - self._synced_at < TOPIC_SYNC_INTERVAL_S:
+            return False
+        try:
+            self._mappings = sync_flow_topics(self.flow, self.store, self.options).mappings
+        except (ReplicationFailure, KafkaException) as error:
+            log.warning("topic sync during a stream failed (the stream goes on): %s", error)
+            return False
+        finally:
+            self._synced_at = time.monotonic()
+        return set(self._mappings) != set(self._streamed)
+
+
+def stream_round(
+    flow: FlowConfig,
+    store: MetadataStore,
+    planned: PlannedBatch,
+    spark: Any,
+    deadline: float | None,
+    stop: threading.Event,
+    topics: TopicSync,
+    lease: FlowLease,
+    report: ContinuousReport,
+    on_batch: Callable[[BatchSummary], None] | None,
+) -> BatchSummary:
+    """Rule 10: one stream batch, until the run's deadline, the stream window, a stop, or a topic change."""
+    assert planned.batch_id is not None
+    batch_id = planned.batch_id
+
+    def recorded(deltas: list[RangeResult]) -> None:
+        summary = BatchSummary(batch_id, deltas)
+        report.records += summary.records
+        report.bytes += summary.bytes
+        if on_batch is not None and summary.records:
+            on_batch(summary)
+
+    until = stream_until(time.monotonic(), deadline, STREAM_WINDOW_S)
+    results = run_stream(flow, store, batch_id, planned.ranges, spark, until, stop=stop, should_stop=topics.changed, lease=lease, on_record=recorded)
+    return BatchSummary(batch_id, results)

@@ -49,7 +49,9 @@ from airmirror.replication.planning import plan_ranges, record_cap, refuse_movin
 from airmirror.replication.recording import after_commit, committed_batch
 from airmirror.replication.resume import revise_resumed_ranges
 from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
+from airmirror.replication.streaming import close_stream, stream_ranges
 from airmirror.store import FlowLease, MetadataStore, describe_holder
+from airmirror.store.streams import STREAM_PARAM
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,7 @@ class PlannedBatch:
     ranges: list[PlannedRange]
     resumed: bool = False
     copy_tasks: int | None = None
+    stream: bool = False
 
     @property
     def offsets(self) -> int:
@@ -120,12 +123,27 @@ def ensure_batch_log(flow: FlowConfig, target: AdminClient) -> None:
 def unfinished_batch(flow: FlowConfig, store: MetadataStore) -> PlannedBatch | None:
     """The flow's unfinished batch as it is stored (resumed), or ``None``: what steps 3 and 4 work on."""
     batch = store.unfinished_batch(flow.name)
-    return None if batch is None else PlannedBatch(batch.id, list(batch.ranges), resumed=True, copy_tasks=batch.copy_tasks)
+    if batch is None:
+        return None
+    return PlannedBatch(batch.id, list(batch.ranges), resumed=True, copy_tasks=batch.copy_tasks, stream=bool(batch.params.get(STREAM_PARAM)))
 
 
-def plan_batch(flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions) -> PlannedBatch:
-    """Step 2: resume the unfinished batch, or plan and store a new one (see the module docstring)."""
+def plan_batch(
+    flow: FlowConfig, store: MetadataStore, mappings: list[TopicMapping], options: BatchOptions, *, stream: bool = False
+) -> PlannedBatch:
+    """Step 2: resume the unfinished batch, or plan and store a new one (see the module docstring).  A stream
+    batch a dead driver left is closed first (:func:`~airmirror.replication.streaming.close_stream`), never
+    resumed.  With ``stream``, the new batch is a stream batch of every partition of ``mappings``
+    (:mod:`airmirror.replication.streaming`)."""
     resumed = unfinished_batch(flow, store)
+    if resumed is not None and resumed.stream and resumed.batch_id is not None:
+        if options.dry_run:
+            return PlannedBatch(None, resumed.ranges, resumed=True, stream=True)
+        close_stream(flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks)
+        resumed = None
+    if stream and not options.dry_run:
+        ranges = stream_ranges(plan_ranges(flow, store, mappings, options, every_partition=True))
+        return PlannedBatch(store.begin_batch(flow.name, ranges, {**options.params(), STREAM_PARAM: True}) if ranges else None, ranges, stream=True)
     if resumed is not None:
         log.warning("resuming unfinished batch %s of %s", resumed.batch_id, flow.name)
         if options.dry_run:

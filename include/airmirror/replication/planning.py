@@ -91,11 +91,12 @@ def plan_partitions(
 
 
 def plan_ranges(
-    flow: FlowConfig, store: MetadataStore, mappings: Sequence[TopicMapping], options: BatchOptions
+    flow: FlowConfig, store: MetadataStore, mappings: Sequence[TopicMapping], options: BatchOptions, *, every_partition: bool = False
 ) -> list[PlannedRange]:
-    """One range per partition that needs work (see the module docstring); under
-    ``airmirror.source.reset.policy = fail`` partitions whose source incarnation changed are stopped instead."""
-    plans = [p for p in plan_partitions(flow, store, mappings, options) if needs_work(p.planned, p.cursor)]
+    """One range per partition that needs work (with ``every_partition``, per partition: a stream's); see the
+    module docstring.  Under ``airmirror.source.reset.policy = fail`` partitions whose source incarnation
+    changed are stopped instead."""
+    plans = [p for p in plan_partitions(flow, store, mappings, options) if every_partition or needs_work(p.planned, p.cursor)]
     if not options.reset_cursor:
         refuse_moves(options, {p.key: (p.planned.moved_from, p.planned.start) for p in plans if p.planned.moved_from is not None})
     stored_ids = {p.key: p.stored.source_topic_id for p in plans if p.stored is not None}

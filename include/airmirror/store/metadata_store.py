@@ -52,6 +52,7 @@ from airmirror.store.heartbeats import HeartbeatStore
 from airmirror.store.lag import LagStore
 from airmirror.store.retention import RetentionStore
 from airmirror.store.rows import utcnow
+from airmirror.store.streams import StreamStore
 from airmirror.store.verifications import VerificationStore
 
 __all__ = [
@@ -74,7 +75,7 @@ class SchemaNotCurrentError(ReplicationFailure):
         self.revision, self.head = revision, head
 
 
-class MetadataStore(BatchStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore, RetentionStore):
+class MetadataStore(BatchStore, StreamStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore, RetentionStore):
     """Repository over the metadata store tables (see the module docstring for the contracts)."""
 
     def __repr__(self) -> str:

@@ -249,23 +249,21 @@ def test_stream_recorded_is_the_running_outcome_of_each_range(store: MetadataSto
     }
 
 
-@pytest.mark.xfail(
-    raises=StaleCursorError,
-    strict=True,
-    reason="bug in streams.py: an empty non-final delta ([start, start)) at a range's first recording is accepted and "
-    "commits its gap and cursor, but the range's stored end still equals its start, so the next recording (and final) "
-    "is taken for a first recording again: it expects the cursor at gap_start and raises StaleCursorError "
-    "('orders-0 is at 50, planned from 20'); the batch can never be recorded or committed",
-)
-def test_an_empty_delta_before_a_range_moved_leaves_it_recordable(store: MetadataStore):
+def test_an_empty_delta_is_refused_and_leaves_the_range_recordable(store: MetadataStore):
     commit_plain(store, {0: 20})
     batch_id = begin_stream(store, [empty(0, 50, gap_start=20)])
-    try:
+    with pytest.raises(ValueError, match="empty"):
         store.record_stream(batch_id, [delta(0, 50, 50)])
-    except ValueError:
-        pass  # refusing it is as good: nothing is written
     store.record_stream(batch_id, [delta(0, 50, 55, OffsetRun(50, 55, 500))])
     store.record_stream(batch_id, [], final=True)
 
     assert store.cursors(FLOW) == {key(0): 55}
     assert store.gaps(FLOW) == [Gap(TOPIC, 0, 20, 50)]
+
+
+def test_a_batch_that_is_not_a_stream_is_refused(store: MetadataStore):
+    batch_id = store.begin_batch(FLOW, [PlannedRange(TOPIC, 0, 0, 100, REMOTE)], {})
+
+    with pytest.raises(ValueError, match="not a stream batch"):
+        store.record_stream(batch_id, [delta(0, 100, 150)], final=True)
+    assert store.cursors(FLOW) == {}

@@ -309,17 +309,8 @@ def read_runs(
     Raises :class:`~airmirror.errors.ReplicationFailure` when a chunk's runs are missing (they are only
     discarded after the batch committed in the metadata DB, so this means the log was tampered with).
     """
-    starts = [p.first_runs_offset for p in progress.values() if p.first_runs_offset is not None]
-    found: dict[tuple[str, int], list[RunsRecord]] = {source: [] for source in progress}
-    if not starts:
-        return found
-    prefixes = {f"runs-{joined(flow, topic, partition, batch_id)}-".encode("utf-8"): (topic, partition) for topic, partition in progress}
-    for key, value, offset in scan_log(consumer_config, log_topic, min(starts)):
-        source = prefixes.get(key.rsplit(b"-", 2)[0] + b"-")
-        if source is not None and value is not None:
-            found[source].append(decode_runs(value))
+    found = scan_runs(consumer_config, log_topic, flow, batch_id, progress)
     for source, records in found.items():
-        records.sort(key=lambda r: (r.chunk, r.part))
         copied = sum(run.length for record in records for run in record.runs)
         if copied != progress[source].records:
             raise ReplicationFailure(
@@ -327,6 +318,36 @@ def read_runs(
                 f"batch {batch_id} copied from {source[0]}-{source[1]}"
             )
     return found
+
+
+def scan_runs(
+    consumer_config: Mapping[str, Any], log_topic: str, flow: str, batch_id: int, progress: Mapping[tuple[str, int], Progress]
+) -> dict[tuple[str, int], list[RunsRecord]]:
+    """The runs records of batch ``batch_id`` the batch log still holds for the source partitions in ``progress``,
+    in chunk order, scanned from the lowest ``first_runs_offset``; tombstoned ones may be among them until
+    compaction removes them, so the caller checks what it needs."""
+    starts = [p.first_runs_offset for p in progress.values() if p.first_runs_offset is not None]
+    found: dict[tuple[str, int], list[RunsRecord]] = {source: [] for source in progress}
+    if not starts:
+        return found
+    prefixes = runs_prefixes(flow, batch_id, progress)
+    for key, value, _ in scan_log(consumer_config, log_topic, min(starts)):
+        source = runs_source(prefixes, key)
+        if source is not None and value is not None:
+            found[source].append(decode_runs(value))
+    for records in found.values():
+        records.sort(key=lambda r: (r.chunk, r.part))
+    return found
+
+
+def runs_prefixes(flow: str, batch_id: int, sources: Iterable[tuple[str, int]]) -> dict[bytes, tuple[str, int]]:
+    """The key prefix of every runs record of batch ``batch_id`` per source ``(topic, partition)``."""
+    return {f"runs-{joined(flow, topic, partition, batch_id)}-".encode("utf-8"): (topic, partition) for topic, partition in sources}
+
+
+def runs_source(prefixes: Mapping[bytes, tuple[str, int]], key: bytes) -> tuple[str, int] | None:
+    """The source partition whose runs record ``key`` is, among ``prefixes`` (:func:`runs_prefixes`)."""
+    return prefixes.get(key.rsplit(b"-", 2)[0] + b"-")
 
 
 def tombstone(producer_config: Mapping[str, Any], log_topic: str, keys: Iterable[bytes]) -> None:

@@ -30,6 +30,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from pyspark import TaskContext
@@ -43,6 +44,7 @@ from airmirror.kafka.clients import target_admin
 from airmirror.kafka.topics import topic_ids
 from airmirror.model import PlannedRange
 from airmirror.replication.spark.progress import log_end, range_progress
+from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, copy_task
 
@@ -50,9 +52,13 @@ log = logging.getLogger(__name__)
 NEW_TOPIC_WAIT_S = 10.0
 
 
-def transaction_bounds(flow: FlowConfig) -> TransactionBounds:
-    """The flow's ``airmirror.transaction.max.*`` settings."""
-    return TransactionBounds(flow.copy.transaction_max_records, flow.copy.transaction_max_bytes, flow.copy.transaction_max_seconds)
+def transaction_bounds(flow: FlowConfig, streaming: bool = False) -> TransactionBounds:
+    """The flow's ``airmirror.transaction.max.*`` settings; a stream's chunks end within
+    ``airmirror.live.transaction.max.ms`` of their first record (if that is sooner)."""
+    seconds = float(flow.copy.transaction_max_seconds)
+    if streaming:
+        seconds = min(seconds, flow.copy.live_transaction_max_ms / 1000)
+    return TransactionBounds(flow.copy.transaction_max_records, flow.copy.transaction_max_bytes, seconds)
 
 
 def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str]:
@@ -86,12 +92,18 @@ def spread(ranges: list[PlannedRange], count: int) -> list[list[PlannedRange]]:
     return [sorted(task, key=lambda r: order[r.key]) for task in tasks if task]
 
 
-def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slots: int, copy_tasks_before: int | None) -> list[CopyTask]:
+def copy_tasks(
+    flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slots: int, copy_tasks_before: int | None, stream_until: float | None = None
+) -> list[CopyTask]:
     """The copy tasks of the batch's ranges that have records to copy and are not done in Kafka yet, at most
     ``slots`` of them (see the module docstring); each range carries the progress the driver found for it (see
     :mod:`airmirror.replication.spark.progress`; ``copy_tasks_before`` is the batch's count before this job) and
     each task the flow's ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are
-    lowered here, with one warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`)."""
+    lowered here, with one warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`).
+    With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
+    task, which streams until then (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
+    if stream_until is not None:
+        ranges = [replace(r, end=OPEN_END) for r in ranges]
     progress = range_progress(flow, ranges, copy_tasks_before)
     ranges = [r for r in ranges if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)]
     if not ranges:
@@ -100,7 +112,7 @@ def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slot
     producer = bounded(flow.target_client("producer"), buffer.producer_limits(), f"{flow.target}.producer")
     consumer = flow.target_client("consumer")
     source_consumer = bounded(flow.source_client("consumer"), buffer.consumer_limits(), f"{flow.source}.consumer")
-    bounds = transaction_bounds(flow)
+    bounds = transaction_bounds(flow, streaming=stream_until is not None)
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
     remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges})
     end = log_end(flow)
@@ -134,6 +146,7 @@ def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slot
             producer_config=producer,
             target_consumer_config=consumer,
             source_consumer_config=source_consumer,
+            stream_until=stream_until,
         )
         for index, task_ranges in enumerate(spread(ranges, max(1, min(slots, len(ranges)))))
     ]
@@ -163,13 +176,18 @@ def spark_slots(spark: SparkSession) -> int:
     return slots
 
 
-def run_copy_job(spark: SparkSession, tasks: list[CopyTask]) -> list[dict]:
-    """Run the copy tasks (:func:`copy_tasks`); returns ``{topic, partition, records, bytes}`` per range."""
+def run_copy_job(spark: SparkSession, tasks: list[CopyTask], job_group: str | None = None) -> list[dict]:
+    """Run the copy tasks (:func:`copy_tasks`); returns ``{topic, partition, records, bytes}`` per range.  With
+    ``job_group``, the job runs in that Spark job group, which ``SparkContext.cancelJobGroup`` can cancel (its
+    tasks are interrupted: the caller must fence their transactional ids before trusting the batch log)."""
     if not tasks:
         return []
     started = time.monotonic()
+    context = spark.sparkContext
+    if job_group is not None:
+        context.setJobGroup(job_group, f"copy tasks of batch {tasks[0].batch_id}", interruptOnCancel=True)
     try:
-        rows = spark.sparkContext.parallelize(tasks, len(tasks)).mapPartitions(run_tasks).collect()
+        rows = context.parallelize(tasks, len(tasks)).mapPartitions(run_tasks).collect()
     except Exception as error:
         raise task_failure(error) from error
     log.info(

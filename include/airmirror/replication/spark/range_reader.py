@@ -26,6 +26,10 @@ Contract, per range:
 - If retention deleted part of the range after it was planned, the consumer's ``auto.offset.reset`` is
   forced to ``error`` and the read fails loudly: the batch is then re-planned, which records the gap.
   Nothing is ever silently skipped.
+- **Open ranges.**  A range whose ``end`` is :data:`OPEN_END` (a streaming copy task's) is never read to its
+  end: an end of partition is where the read caught up, not an early end, and :attr:`PartitionRead.reached`
+  moves to it (past aborted records and transaction markers, as a bounded range's end does).  The caller
+  decides when such a read stops.
 - While no record arrives, the read yields empty rounds every :data:`POLL_TIMEOUT_S`, so the caller can
   keep its own time bounds.  A range that is read (or dropped) costs nothing more: its partition is unassigned.
 - **Memory.**  What the read buffers is its share of a :class:`~airmirror.replication.spark.task_buffer.TaskBuffer`:
@@ -55,6 +59,8 @@ from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 log = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 0.05  # consume() returns after a batch's records or this long, so a small tail never waits
 EARLY_END_WAIT_S = 30.0
+OPEN_END = 2**63 - 1
+"""The ``end`` of an open range: read until the caller stops (the largest offset Kafka can hold)."""
 
 
 def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer, partitions: int = 1) -> dict[str, Any]:
@@ -109,6 +115,11 @@ class PartitionRead:
     @property
     def done(self) -> bool:
         return self.reached >= self.end
+
+    @property
+    def open(self) -> bool:
+        """Whether the range has no end of its own (:data:`OPEN_END`)."""
+        return self.end == OPEN_END
 
     def position(self) -> TopicPartition:
         """Where the read stands, with the epoch to validate it against when known."""
@@ -208,6 +219,8 @@ class RangesReader:
                     truncated[key] = (read, error)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     raise named(self.access, KafkaException(error), topic=read.topic)
+                elif read.open:
+                    read.reached = max(read.reached, message.offset())
                 elif message.offset() >= read.end:
                     read.reached, read.early_end_since = read.end, None
                 elif read.early_end_since is None:

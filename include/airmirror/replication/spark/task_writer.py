@@ -52,6 +52,16 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    transaction only after every range of the batch has done progress for batch N.  If the driver dies
    first, the next run resumes batch N: step 2 skips the finished ranges and continues the others.
 
+6. **Streaming** (a live run's stream batch, :mod:`airmirror.replication.streaming`): the task's ranges are open
+   (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) and the task copies until its
+   ``stream_until`` (wall-clock) time.  Rules 1-3 hold unchanged; a chunk ends after the streaming bound
+   (``airmirror.live.transaction.max.ms``) since its first record, and a chunk without records is never
+   committed, except the last one at ``stream_until``, which records where every read got to.  No range is
+   ever ``done``: the driver ends the stream by fencing the task ids, after which the newest committed
+   progress of each partition is final (it either finished at ``stream_until`` or was stopped: both leave the
+   target at a chunk boundary).  The reader is opened after fencing, at each range's progress, so it never
+   seeks.
+
 Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
 (a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
 expired or deleted anchor group).
@@ -65,7 +75,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +93,7 @@ from airmirror.replication.spark.batch_log import (
     runs_key,
     runs_parts,
 )
-from airmirror.replication.spark.range_reader import RangesReader, ReadRange
+from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
 TRANSACTION_TIMEOUT_MS = 900_000
@@ -138,7 +148,8 @@ class CopyTask:
     ``log_end`` is the batch log's end offset before the job: every runs record the job writes lies at or after
     it.  ``buffer`` bounds what the task holds (:mod:`airmirror.replication.spark.task_buffer`).  The client
     configurations can hold credentials, so they are left out of the repr.  The access scopes name the ACL
-    behind a refusal (:mod:`airmirror.kafka.authorization`).
+    behind a refusal (:mod:`airmirror.kafka.authorization`).  ``stream_until`` (epoch seconds) makes it a streaming
+    task (rule 6 of the module docstring).
     """
 
     flow: str
@@ -155,6 +166,7 @@ class CopyTask:
     producer_config: dict[str, Any] = field(repr=False)
     target_consumer_config: dict[str, Any] = field(repr=False)
     source_consumer_config: dict[str, Any] = field(repr=False)
+    stream_until: float | None = None
 
     @property
     def remote_topics(self) -> str:
@@ -312,13 +324,27 @@ class TaskCopy:
         while not all(state.progress.done for state in self.states.values()):
             self.copy_chunk(rounds, reader)
 
-    def copy_chunk(self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader) -> None:
-        """One chunk transaction (rule 3)."""
+    def stream_reads(self) -> list[ReadRange]:
+        """The open reads of a streaming task, each from its range's progress (call :meth:`fence` first)."""
+        return [
+            ReadRange(state.source.topic, state.source.partition, state.progress.position, OPEN_END, state.progress.leader_epoch)
+            for state in self.states.values()
+        ]
+
+    def stream(self, reader: RangesReader, until: float) -> None:
+        """Copy chunk after chunk until ``until`` (epoch seconds; rule 6), from a reader of :meth:`stream_reads`."""
+        rounds = reader.rounds()
+        while time.time() < until:
+            self.copy_chunk(rounds, reader, until)
+
+    def copy_chunk(self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader, until: float | None = None) -> None:
+        """One chunk transaction (rule 3); with ``until``, one chunk of a stream (rule 6)."""
         producer, bounds = self.producer, self.task.bounds
         producer.begin_transaction()
         try:
             records = copied_bytes = 0
             first_record_at: float | None = None
+            last = False
             for got in rounds:
                 for key, messages in got.items():
                     state = self.states[key]
@@ -335,8 +361,12 @@ class TaskCopy:
                     or time.monotonic() - first_record_at >= self.max_seconds
                 ):
                     break
+                if until is not None and time.time() >= until:
+                    last = True
+                    break
             flush_all(producer, self.deliveries)
-            self.commit_chunk(reader)
+            if until is None or records or last:
+                self.commit_chunk(reader)
         except BaseException:
             abort_quietly(producer)
             raise
@@ -536,15 +566,23 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[dict[str, Any]]:
     The read is opened first, so source records are already being fetched while the producer fences.  A refusal
     by either cluster names the ACL to grant (:mod:`airmirror.kafka.authorization`).
     """
-    reads = [ReadRange(r.topic, r.partition, r.start, r.end, r.start_epoch) for r in task.ranges]
-    reader = RangesReader(task.source_consumer_config, reads, access=task.source_access, buffer=task.buffer)
-    target = naming_refusals(
-        task.target_access, topic=task.remote_topics, group=task.anchor_group, transactional_id=task.transactional_id
-    )
-    with reader, target:
-        attempt = TaskCopy(task)
-        attempt.fence(first_attempt)
-        attempt.copy(reader)
+    def target() -> AbstractContextManager[None]:
+        return naming_refusals(task.target_access, topic=task.remote_topics, group=task.anchor_group, transactional_id=task.transactional_id)
+
+    if task.stream_until is not None:
+        with target():
+            attempt = TaskCopy(task)
+            attempt.fence(first_attempt)
+        reader = RangesReader(task.source_consumer_config, attempt.stream_reads(), access=task.source_access, buffer=task.buffer)
+        with reader, target():
+            attempt.stream(reader, task.stream_until)
+    else:
+        reads = [ReadRange(r.topic, r.partition, r.start, r.end, r.start_epoch) for r in task.ranges]
+        reader = RangesReader(task.source_consumer_config, reads, access=task.source_access, buffer=task.buffer)
+        with reader, target():
+            attempt = TaskCopy(task)
+            attempt.fence(first_attempt)
+            attempt.copy(reader)
     return [
         {"topic": state.source.topic, "partition": state.source.partition, "records": state.progress.records, "bytes": state.progress.bytes}
         for state in attempt.states.values()

@@ -1,0 +1,305 @@
+"""Streaming live runs: copy tasks that stay up for the run's window, recorded in the metadata DB as they go.
+
+A live run's batches (``replicate --continuous`` without bounds, ``airmirror.live = true``) are *stream
+batches* (:mod:`airmirror.store.streams`).  Rules:
+
+1. A stream batch holds every partition of the run's topics, with an empty range at its cursor (a partition
+   with nothing to copy yet is in it: records may arrive), and is stored before anything is copied.
+2. Its copy job (:func:`~airmirror.replication.spark.copy_job.copy_tasks` with ``stream_until``) runs one
+   streaming copy task per Spark slot until ``until`` (rule 6 of :mod:`airmirror.replication.spark.task_writer`),
+   in a thread of the driver and a Spark job group of its own.
+3. Meanwhile the driver tails the batch log read_committed from its end before the job (:class:`StreamTail`) and,
+   every :data:`RECORD_INTERVAL_S`, records what the tasks committed since in the metadata DB
+   (:meth:`~airmirror.store.streams.StreamStore.record_stream`: cursors, offset-sync runs, totals) and runs the
+   after-commit actions on it (lag samples, offset syncs, source group offsets, ...).  The copy never waits for
+   the DB: a recording that fails is logged and made at the next interval, from the same tail.
+4. The stream ends at ``until``, or early when ``stop`` is set or ``should_stop()`` is true (the run's topics
+   changed): its job group is cancelled.  Either way the driver then fences every task id, so no attempt can
+   commit after that, and reads the batch log to its end: each partition's newest committed progress is final.
+   It records the rest with ``final``, which commits the batch.
+5. A stream batch that a dead driver left RUNNING is closed the same way by the next run before it plans
+   (:func:`close_stream`), from the batch log's progress and a scan of its runs records.
+
+So every record the tasks committed in Kafka is recorded in the DB exactly once, whatever stops the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from sqlalchemy.exc import SQLAlchemyError
+
+from airmirror import names
+from airmirror.config import FlowConfig
+from airmirror.errors import ReplicationFailure
+from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.replication.offset_runs import merge_runs
+from airmirror.replication.recording import CommittedBatch, after_commit
+from airmirror.replication.spark.batch_log import (
+    Progress,
+    RunsRecord,
+    decode_runs,
+    log_consumer,
+    log_watermarks,
+    progress_key,
+    runs_prefixes,
+    runs_source,
+    scan_runs,
+)
+from airmirror.replication.spark.progress import fence_partitions, range_progress
+from airmirror.replication.spark.range_reader import OPEN_END
+from airmirror.store import FlowLease, MetadataStore
+
+log = logging.getLogger(__name__)
+
+RECORD_INTERVAL_S = 0.5
+"""How often the driver records what a stream committed (rule 3)."""
+DRAIN_TIMEOUT_S = 120.0
+PASSING_ERRORS = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION)
+"""Errors of the tail's consumer that librdkafka recovers from by itself (a target broker restarting)."""
+
+
+def stream_delta(recorded: RangeResult, progress: Progress, records: Iterable[RunsRecord]) -> RangeResult:
+    """What a partition's ``progress`` adds to what the DB ``recorded`` of it: source offsets ``[recorded.end,
+    progress.position)`` with the runs of ``records`` inside them (runs below ``recorded.end`` are recorded
+    already).  Raises :class:`~airmirror.errors.ReplicationFailure` when the runs do not account for every record."""
+    runs = merge_runs(run for record in sorted(records, key=lambda r: (r.chunk, r.part)) for run in record.runs if run.upstream_start >= recorded.end)
+    copied = sum(run.length for run in runs)
+    if copied != progress.records - recorded.records:
+        raise ReplicationFailure(
+            f"the batch log holds runs for {copied} of the {progress.records - recorded.records} records batch "
+            f"{progress.batch_id} copied from {recorded.topic}-{recorded.partition} since it was last recorded"
+        )
+    return RangeResult(
+        recorded.topic,
+        recorded.partition,
+        recorded.end,
+        progress.position,
+        copied,
+        progress.bytes - recorded.bytes,
+        tuple(runs),
+        runs[0].downstream_start if runs else None,
+        progress.downstream_position if copied else None,
+        progress.leader_epoch,
+    )
+
+
+class StreamTail:
+    """The batch log read as the tasks of stream batch ``batch_id`` commit (rule 3): the newest progress and
+    the runs records of each of its partitions, from ``from_offset`` on."""
+
+    def __init__(self, flow: FlowConfig, batch_id: int, ranges: Iterable[PlannedRange], from_offset: int) -> None:
+        self.batch_id = batch_id
+        self.log_topic = names.batch_log_topic(flow.source)
+        keys = [r.key for r in ranges]
+        self._progress_keys = {progress_key(flow.name, key.topic, key.partition): key for key in keys}
+        self._prefixes = {prefix: PartitionKey(*source) for prefix, source in runs_prefixes(flow.name, batch_id, [(k.topic, k.partition) for k in keys]).items()}
+        self.latest: dict[PartitionKey, Progress] = {}
+        self.runs: dict[PartitionKey, list[RunsRecord]] = {}
+        self.position = from_offset
+        self._consumer = log_consumer(flow.target_client("consumer"))
+        self._consumer.assign([TopicPartition(self.log_topic, 0, from_offset)])
+
+    def read(self, timeout: float = 0.0) -> bool:
+        """Take in what the log holds now; returns whether it reached the committed end of the log."""
+        while True:
+            messages = self._consumer.consume(1000, timeout)
+            if not messages:
+                return False
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        self.position = max(self.position, message.offset())
+                        return True
+                    if error.fatal() or not (error.retriable() or error.code() in PASSING_ERRORS):
+                        raise KafkaException(error)
+                    log.info("batch log %s: %s (librdkafka retries)", self.log_topic, error.str())
+                    continue
+                self.position = message.offset() + 1
+                self._take(message.key(), message.value())
+            timeout = 0.0
+
+    def _take(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None or value is None:
+            return
+        if (partition := self._progress_keys.get(key)) is not None:
+            progress = Progress.decode(value)
+            if progress is not None and progress.batch_id == self.batch_id:
+                self.latest[partition] = progress
+        elif (source := runs_source(self._prefixes, key)) is not None:
+            self.runs.setdefault(source, []).append(decode_runs(value))  # type: ignore[arg-type]
+
+    def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
+        """Read up to the log's high watermark as it is now (call it after fencing the stream's tasks)."""
+        _, high = log_watermarks(self._consumer, self.log_topic)
+        deadline = time.monotonic() + timeout
+        while self.position < high:
+            if time.monotonic() > deadline:
+                raise ReplicationFailure(f"the batch log {self.log_topic} stayed below offset {high} for {timeout:.0f}s")
+            self.read(0.2)
+
+    def deltas(self, recorded: Mapping[PartitionKey, RangeResult]) -> tuple[list[RangeResult], dict[PartitionKey, list[RunsRecord]]]:
+        """What the partitions copied since ``recorded``, and the runs records that hold it."""
+        deltas, used = [], {}
+        for key, progress in self.latest.items():
+            if progress.position > recorded[key].end:
+                records = [r for r in self.runs.get(key, []) if r.chunk <= progress.chunk]
+                deltas.append(stream_delta(recorded[key], progress, records))
+                used[key] = records
+        return deltas, used
+
+    def forget(self, used: Mapping[PartitionKey, list[RunsRecord]]) -> None:
+        """Drop runs records once they are recorded."""
+        for key, records in used.items():
+            taken = {(r.chunk, r.part) for r in records}
+            self.runs[key] = [r for r in self.runs.get(key, []) if (r.chunk, r.part) not in taken]
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class StreamJob:
+    """The copy job of a stream batch, run in a thread of the driver (rule 2) so that the driver records meanwhile."""
+
+    def __init__(self, spark: Any, run: Callable[[str], Any], group: str) -> None:
+        self.spark, self.group = spark, group
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self._thread = threading.Thread(target=self._run, args=(run,), name=f"airmirror-{group}", daemon=True)
+        self._thread.start()
+
+    def _run(self, run: Callable[[str], Any]) -> None:
+        try:
+            run(self.group)
+        except BaseException as error:  # noqa: BLE001 - handed to the driver's thread, which raises it
+            self.error = error
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; returns whether the job is still running."""
+        self._thread.join(seconds)
+        return self._thread.is_alive()
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self.spark.sparkContext.cancelJobGroup(self.group)
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+class StreamRecorder:
+    """Records a stream batch's deltas in the DB and runs the after-commit actions on them (rule 3)."""
+
+    def __init__(
+        self, flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], lease: FlowLease | None,
+        on_record: Callable[[list[RangeResult]], None] | None,
+    ) -> None:
+        self.flow, self.store, self.batch_id, self.lease, self.on_record = flow, store, batch_id, lease, on_record
+        self.planned = {r.key: r for r in ranges}
+        self.recorded = store.stream_recorded(batch_id)
+        self.results: list[RangeResult] = []
+
+    def record(self, deltas: list[RangeResult], runs: Mapping[PartitionKey, list[RunsRecord]], final: bool = False) -> None:
+        """Record ``deltas`` (with ``final``, commit the batch); then the after-commit actions."""
+        if not deltas and not final:
+            return
+        if self.lease is not None:
+            self.lease.check()
+        self.store.record_stream(self.batch_id, deltas, final=final)
+        for delta in deltas:
+            key = PartitionKey(delta.topic, delta.partition)
+            before = self.recorded[key]
+            self.recorded[key] = replace(before, end=delta.end, records=before.records + delta.records, bytes=before.bytes + delta.bytes)
+        self.results.extend(deltas)
+        if deltas:
+            planned = [self.planned[PartitionKey(d.topic, d.partition)] for d in deltas]
+            after_commit(self.flow, self.store, CommittedBatch(self.batch_id, planned, deltas, {(k.topic, k.partition): v for k, v in runs.items()}))
+            if self.on_record is not None:
+                self.on_record(deltas)
+
+    def record_tail(self, tail: StreamTail, final: bool = False) -> None:
+        deltas, used = tail.deltas(self.recorded)
+        self.record(deltas, used, final)
+        tail.forget(used)
+
+
+def run_stream(
+    flow: FlowConfig,
+    store: MetadataStore,
+    batch_id: int,
+    ranges: list[PlannedRange],
+    spark: Any,
+    until: float,
+    *,
+    stop: threading.Event,
+    should_stop: Callable[[], bool] = lambda: False,
+    lease: FlowLease | None = None,
+    on_record: Callable[[list[RangeResult]], None] | None = None,
+) -> list[RangeResult]:
+    """Rules 2-4 for the stored stream batch ``batch_id`` (``until`` in epoch seconds); returns every delta it
+    recorded.  A failed copy job is raised once the stream is closed (the next round streams again)."""
+    from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
+
+    tasks = copy_tasks(flow, batch_id, ranges, spark_slots(spark), None, stream_until=until)
+    store.set_copy_tasks(batch_id, len(tasks))
+    recorder = StreamRecorder(flow, store, batch_id, ranges, lease, on_record)
+    tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)
+    try:
+        job = StreamJob(spark, lambda group: run_copy_job(spark, tasks, group), f"airmirror-stream-{batch_id}")
+        try:
+            while job.wait(RECORD_INTERVAL_S):
+                if stop.is_set() or should_stop():
+                    log.info("stream batch %s of %s: stopping early", batch_id, flow.name)
+                    job.cancel()
+                try:
+                    tail.read()
+                    recorder.record_tail(tail)
+                except (ReplicationFailure, SQLAlchemyError, KafkaException) as error:
+                    log.warning("stream batch %s of %s: recording failed, trying again in %.1f s: %s", batch_id, flow.name, RECORD_INTERVAL_S, error)
+        finally:
+            if job.wait(0):
+                job.cancel()
+            job.join()
+        fence_partitions(flow, [r.key for r in ranges], len(tasks))
+        tail.drain()
+        recorder.record_tail(tail, final=True)
+    finally:
+        tail.close()
+    if job.error is not None and not job.cancelled:
+        raise job.error
+    return recorder.results
+
+
+def close_stream(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None) -> list[RangeResult]:
+    """Rule 5: commit the stream batch a dead driver left RUNNING, with what its tasks committed in Kafka."""
+    fence_partitions(flow, [r.key for r in ranges], copy_tasks)
+    recorder = StreamRecorder(flow, store, batch_id, ranges, None, None)
+    found = range_progress(flow, [replace(r, end=OPEN_END) for r in ranges], copy_tasks)
+    moved = {key: p for key, p in found.items() if p is not None and p.batch_id == batch_id and p.position > recorder.recorded[key].end}
+    runs = scan_runs(flow.target_client("consumer"), names.batch_log_topic(flow.source), flow.name, batch_id, {(k.topic, k.partition): p for k, p in moved.items()})
+    used = {key: runs[(key.topic, key.partition)] for key in moved}
+    deltas = [stream_delta(recorder.recorded[key], progress, used[key]) for key, progress in moved.items()]
+    log.warning("closing stream batch %s of %s: %d partitions copied records since it was last recorded", batch_id, flow.name, len(deltas))
+    recorder.record(deltas, used, final=True)
+    return recorder.results
+
+
+def stream_ranges(ranges: Iterable[PlannedRange]) -> list[PlannedRange]:
+    """A stream batch's ranges as stored: empty, at the planned start (rule 1)."""
+    return [replace(r, end=r.start) for r in ranges]
+
+
+def stream_until(now: float, deadline: float | None, window: float) -> float:
+    """When a stream begun ``now`` ends: at the run's ``deadline`` (monotonic), else after ``window`` seconds;
+    in epoch seconds (the copy tasks may run on other hosts)."""
+    seconds = window if deadline is None else min(window, deadline - now)
+    return time.time() + max(0.0, seconds)
+
