@@ -96,6 +96,38 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 
         consumer.close()
 
 
+def records_by_partition(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, list[Record]]:
+    """Every committed record of every partition of ``topic`` (read_committed, to the end), with one consumer:
+    reading hundreds of partitions one consumer each would take minutes."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "airmirror-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list[Record]] = {p: [] for p in range(partitions)}
+    pending = set(out)
+    deadline = time.monotonic() + timeout
+    try:
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no end of {topic} partitions {sorted(pending)[:10]} within {timeout}s")
+            for message in consumer.consume(1000, 1.0):
+                if message.error() is not None:
+                    if message.error().code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(message.error())
+                    pending.discard(message.partition())
+                    continue
+                out[message.partition()].append(Record(message.key(), message.value(), tuple(message.headers() or ()), message.timestamp()[1]))
+    finally:
+        consumer.close()
+    return out
+
+
 def records_of(bootstrap: str, topic: str, partition: int) -> list[Record]:
     return [r for _, r in read_partition(bootstrap, topic, partition)]
 

@@ -24,12 +24,15 @@ from airmirror.replication import continuous
 from airmirror.replication.options import BatchOptions
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import SteadyProducer, create_topic, produce, records_of, sample_records
+from tests.kafka_helpers import SteadyProducer, create_topic, produce, records_by_partition, records_of, sample_records
 from tests.polling import wait_until
+from tests.spark_workers import python_workers_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PARTITIONS = 3
+WIDE_PARTITIONS = 300
+"""The partitions of the streaming test's topic: a flow of hundreds of partitions through every kill."""
 
 
 def start_continuous(config: Path, *extra: str) -> subprocess.Popen:
@@ -47,10 +50,10 @@ def last_committed(store: MetadataStore, flow: str) -> int:
     return max((b.id for b in store.batches(flow) if b.state == BatchState.COMMITTED), default=0)
 
 
-def live_flow(clusters, tmp_path: Path, prefix: str, topic: str) -> tuple[Path, FlowConfig, MetadataStore]:
-    """A flow of ``topic`` (created with :data:`PARTITIONS` partitions) copied in chunks of 500 records, and its
+def live_flow(clusters, tmp_path: Path, prefix: str, topic: str, partitions: int = PARTITIONS) -> tuple[Path, FlowConfig, MetadataStore]:
+    """A flow of ``topic`` (created with ``partitions`` partitions) copied in chunks of 500 records, and its
     opened store."""
-    create_topic(clusters["a"].bootstrap, topic, PARTITIONS)
+    create_topic(clusters["a"].bootstrap, topic, partitions)
     config = write_config(
         tmp_path / "mm2.properties",
         clusters,
@@ -72,20 +75,25 @@ def streaming(store: MetadataStore, flow: str) -> bool:
 
 
 def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(clusters, prefix, tmp_path):
-    """A live run streams: while its one stream batch is RUNNING, the DB's cursors advance (recorded as it goes).
-    A kill -9 of the whole run mid-stream, then a new run: the dead run's stream is closed exactly once, the new
+    """A live run of a topic of hundreds of partitions streams: while its one stream batch is RUNNING, the DB's cursors advance (recorded as it goes).
+    A kill -9 of its copy tasks' Python workers mid-stream: the stream goes on.  A kill -9 of the whole run mid-stream, then a new run: the dead run's stream is closed exactly once, the new
     one streams on, and a SIGTERM ends it once its stream is committed."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    topic = f"{prefix}.live"
-    config, flow, store = live_flow(clusters, tmp_path, prefix, topic)
-    producer = SteadyProducer(a, topic, PARTITIONS)
+    topic = f"{prefix}.wide"
+    config, flow, store = live_flow(clusters, tmp_path, prefix, topic, WIDE_PARTITIONS)
+    producer = SteadyProducer(a, topic, WIDE_PARTITIONS)
     producer.start()
     try:
         first = start_continuous(config)
         wait_until(lambda: copied_so_far(store, flow.name, topic) > 0 or first.poll() is not None, 300, "progress recorded")
         assert first.poll() is None, first.communicate()
+        workers = python_workers_of(first)
+        assert workers  # the streaming copy tasks
+        for worker in workers:
+            worker.kill()  # kill -9 of the copy tasks mid-stream: Spark runs them again, which fence and continue
         recorded = copied_so_far(store, flow.name, topic)
-        wait_until(lambda: copied_so_far(store, flow.name, topic) > recorded, 60, "more progress recorded")
+        wait_until(lambda: copied_so_far(store, flow.name, topic) > recorded, 120, "progress recorded after the workers died")
+        assert first.poll() is None, first.communicate()
         assert streaming(store, flow.name) and last_committed(store, flow.name) == 0  # recorded, and still one stream
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=60)
@@ -110,12 +118,9 @@ def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(c
     committed = [batch for batch in store.batches(flow.name) if batch.state == BatchState.COMMITTED]
     assert sum(batch.records for batch in committed) == sent
     store.dispose()
-    copied = 0
-    for p in range(PARTITIONS):
-        source, target = records_of(a, topic, p), records_of(b, f"a.{topic}", p)
-        assert target == source
-        copied += len(target)
-    assert copied == sent
+    source, target = records_by_partition(a, topic, WIDE_PARTITIONS), records_by_partition(b, f"a.{topic}", WIDE_PARTITIONS)
+    assert target == source
+    assert sum(len(records) for records in target.values()) == sent
 
 
 def test_continuous_run_for_a_duration_ends_by_itself_and_reports_json(clusters, prefix, tmp_path):
@@ -223,7 +228,7 @@ def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(cl
     producer = SteadyProducer(a, topic, PARTITIONS, burst=20, pause=0.05)
     producer.start()
     try:
-        run = start_continuous(config, "--for", "60s", "--json")
+        run = start_continuous(config, "--for", "90s", "--json")
         for broker in (clusters["b"], clusters["a"]):  # the target, then the source partitions' leader
             before = copied_so_far(store, flow.name, topic)
             wait_until(lambda: copied_so_far(store, flow.name, topic) > before or run.poll() is not None, 300, "progress recorded")

@@ -19,7 +19,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -32,6 +31,7 @@ from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, recent_ms, records_of
 from tests.polling import wait_until
+from tests.spark_workers import python_workers_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -88,19 +88,6 @@ def assert_db_caught_up(config: Path, topic: str) -> None:
         assert {k.partition: v for k, v in cursors.items() if k.topic == topic} == {p: RECORDS_PER_PARTITION for p in range(PARTITIONS)}
     finally:
         store.dispose()
-
-
-def python_workers_of(process: subprocess.Popen) -> list[psutil.Process]:
-    """PySpark Python workers forked under the CLI's Spark JVM (not the daemon that forks them)."""
-    workers = []
-    for child in psutil.Process(process.pid).children(recursive=True):
-        try:
-            parent = child.parent()
-            if parent is not None and "pyspark.daemon" in " ".join(parent.cmdline()):
-                workers.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return workers
 
 
 def bulk_flow(clusters: dict[str, LocalBroker], prefix: str, tmp_path: Path) -> tuple[Path, str]:

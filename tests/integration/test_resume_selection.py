@@ -101,7 +101,7 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
     with opened(config, f"{alias}->b") as (flow, store):
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, len(planned.ranges), planned.copy_tasks)
+        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, len(planned.ranges))
         assert [len(task.ranges) for task in tasks] == [1, 1]
         store.set_copy_tasks(planned.batch_id, len(tasks))  # as run_batch does before the job
         for task in tasks:

@@ -168,7 +168,7 @@ def run_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spa
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be run")
     fence_partitions(flow, [r.key for r in planned.ranges if r.size > 0], planned.copy_tasks)
-    tasks = copy_tasks(flow, planned.batch_id, planned.ranges, spark_slots(spark), planned.copy_tasks)
+    tasks = copy_tasks(flow, planned.batch_id, planned.ranges, spark_slots(spark))
     if not tasks:
         return []
     store.set_copy_tasks(planned.batch_id, len(tasks))

@@ -103,27 +103,25 @@ class StreamTail:
         self.latest: dict[PartitionKey, Progress] = {}
         self.runs: dict[PartitionKey, list[RunsRecord]] = {}
         self.position = from_offset
-        self._consumer = log_consumer(flow.target_client("consumer"))
+        self._flow, self._consumer_config = flow.name, flow.target_client("consumer")
+        self._consumer = log_consumer(self._consumer_config)
         self._consumer.assign([TopicPartition(self.log_topic, 0, from_offset)])
 
-    def read(self, timeout: float = 0.0) -> bool:
-        """Take in what the log holds now; returns whether it reached the committed end of the log."""
-        while True:
-            messages = self._consumer.consume(1000, timeout)
-            if not messages:
-                return False
+    def read(self, timeout: float = 0.0) -> None:
+        """Take in what the log holds now: every message the consumer has, after waiting up to ``timeout`` for
+        the first."""
+        while messages := self._consumer.consume(1000, timeout):
             for message in messages:
                 error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        self.position = max(self.position, message.offset())
-                        return True
-                    if error.fatal() or not (error.retriable() or error.code() in PASSING_ERRORS):
-                        raise KafkaException(error)
+                if error is None:
+                    self.position = message.offset() + 1
+                    self._take(message.key(), message.value())
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    self.position = max(self.position, message.offset())
+                elif error.fatal() or not (error.retriable() or error.code() in PASSING_ERRORS):
+                    raise KafkaException(error)
+                else:
                     log.info("batch log %s: %s (librdkafka retries)", self.log_topic, error.str())
-                    continue
-                self.position = message.offset() + 1
-                self._take(message.key(), message.value())
             timeout = 0.0
 
     def _take(self, key: bytes | None, value: bytes | None) -> None:
@@ -146,14 +144,25 @@ class StreamTail:
             self.read(0.2)
 
     def deltas(self, recorded: Mapping[PartitionKey, RangeResult]) -> tuple[list[RangeResult], dict[PartitionKey, list[RunsRecord]]]:
-        """What the partitions copied since ``recorded``, and the runs records that hold it."""
+        """What the partitions copied since ``recorded``, and the runs records that hold it.  Should the tail lack
+        some of a partition's runs, they are read again from the log (a scan from the stream's first runs)."""
         deltas, used = [], {}
         for key, progress in self.latest.items():
             if progress.position > recorded[key].end:
                 records = [r for r in self.runs.get(key, []) if r.chunk <= progress.chunk]
-                deltas.append(stream_delta(recorded[key], progress, records))
+                try:
+                    delta = stream_delta(recorded[key], progress, records)
+                except ReplicationFailure as error:
+                    log.warning("%s; reading its runs again from the batch log", error)
+                    records = self._scan(key, progress)
+                    delta = stream_delta(recorded[key], progress, records)
+                deltas.append(delta)
                 used[key] = records
         return deltas, used
+
+    def _scan(self, key: PartitionKey, progress: Progress) -> list[RunsRecord]:
+        source = (key.topic, key.partition)
+        return [r for r in scan_runs(self._consumer_config, self.log_topic, self._flow, self.batch_id, {source: progress})[source] if r.chunk <= progress.chunk]
 
     def forget(self, used: Mapping[PartitionKey, list[RunsRecord]]) -> None:
         """Drop runs records once they are recorded."""
@@ -248,7 +257,7 @@ def run_stream(
     recorded.  A failed copy job is raised once the stream is closed (the next round streams again)."""
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
 
-    tasks = copy_tasks(flow, batch_id, ranges, spark_slots(spark), None, stream_until=until)
+    tasks = copy_tasks(flow, batch_id, ranges, spark_slots(spark), stream_until=until)
     store.set_copy_tasks(batch_id, len(tasks))
     recorder = StreamRecorder(flow, store, batch_id, ranges, lease, on_record)
     tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)

@@ -92,19 +92,18 @@ def spread(ranges: list[PlannedRange], count: int) -> list[list[PlannedRange]]:
     return [sorted(task, key=lambda r: order[r.key]) for task in tasks if task]
 
 
-def copy_tasks(
-    flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slots: int, copy_tasks_before: int | None, stream_until: float | None = None
-) -> list[CopyTask]:
+def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slots: int, stream_until: float | None = None) -> list[CopyTask]:
     """The copy tasks of the batch's ranges that have records to copy and are not done in Kafka yet, at most
     ``slots`` of them (see the module docstring); each range carries the progress the driver found for it (see
-    :mod:`airmirror.replication.spark.progress`; ``copy_tasks_before`` is the batch's count before this job) and
-    each task the flow's ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are
+    :mod:`airmirror.replication.spark.progress`; call it only after fencing the attempts of the batch's jobs
+    before, as :func:`airmirror.replication.pipeline.run_batch` does) and each task the flow's
+    ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are
     lowered here, with one warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`).
     With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
     task, which streams until then (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
     if stream_until is not None:
         ranges = [replace(r, end=OPEN_END) for r in ranges]
-    progress = range_progress(flow, ranges, copy_tasks_before)
+    progress = range_progress(flow, ranges, None)  # the attempts before were fenced: nothing to fence before a scan
     ranges = [r for r in ranges if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)]
     if not ranges:
         return []

@@ -60,7 +60,8 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    ever ``done``: the driver ends the stream by fencing the task ids, after which the newest committed
    progress of each partition is final (it either finished at ``stream_until`` or was stopped: both leave the
    target at a chunk boundary).  The reader is opened after fencing, at each range's progress, so it never
-   seeks.
+   seeks.  A chunk's transactional calls are bounded by :data:`STREAM_TRANSACTION_CALL_S` (see
+   :func:`hard_deadline`).
 
 Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
 (a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
@@ -98,6 +99,9 @@ from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
 TRANSACTION_TIMEOUT_MS = 900_000
 TRANSACTION_CALL_S = 30.0
+STREAM_TRANSACTION_CALL_S = 10.0
+"""A streaming task's bound on a chunk's transactional calls: a stream's lag is its users' recovery point, so a
+call stuck behind a restarted coordinator ends the worker sooner (its retry fences and continues)."""
 HARD_DEADLINE_GRACE_S = 10.0
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
@@ -294,6 +298,7 @@ class TaskCopy:
         self.producer = Producer(settings)
         self.group_metadata = anchor_group_metadata(task)
         self.states: dict[tuple[str, int], RangeState] = {}
+        self.call_s = TRANSACTION_CALL_S if task.stream_until is None else STREAM_TRANSACTION_CALL_S
 
     def fence(self, first_attempt: bool) -> None:
         """Fence older attempts and find where each range stands (rule 2 of the module docstring)."""
@@ -414,10 +419,10 @@ class TaskCopy:
             anchors.append(TopicPartition(state.source.remote_topic, state.source.partition, progress.downstream_position, metadata=encoded))
             committed[key] = progress
         if anchors:
-            with hard_deadline(TRANSACTION_CALL_S, f"sending the anchors of {task.transactional_id}"):
-                producer.send_offsets_to_transaction(anchors, self.group_metadata, TRANSACTION_CALL_S)
-        with hard_deadline(TRANSACTION_CALL_S, f"a commit of {task.transactional_id}"):
-            producer.commit_transaction(TRANSACTION_CALL_S)
+            with hard_deadline(self.call_s, f"sending the anchors of {task.transactional_id}"):
+                producer.send_offsets_to_transaction(anchors, self.group_metadata, self.call_s)
+        with hard_deadline(self.call_s, f"a commit of {task.transactional_id}"):
+            producer.commit_transaction(self.call_s)
         for key, progress in committed.items():
             state = self.states[key]
             state.progress, state.chunk_records, state.chunk_bytes = progress, 0, 0
