@@ -133,15 +133,15 @@ def plan_batch(
 ) -> PlannedBatch:
     """Step 2: resume the unfinished batch, or plan and store a new one (see the module docstring).  A stream
     batch a dead driver left is closed first (:func:`~airmirror.replication.streaming.close_stream`), never
-    resumed.  With ``stream``, the new batch is a stream batch of every partition of ``mappings``
-    (:mod:`airmirror.replication.streaming`)."""
+    resumed.  With ``stream``, a new batch is a stream batch of every partition of ``mappings``
+    (:mod:`airmirror.replication.streaming`); an unfinished bounded batch is resumed first all the same."""
     resumed = unfinished_batch(flow, store)
     if resumed is not None and resumed.stream and resumed.batch_id is not None:
         if options.dry_run:
             return PlannedBatch(None, resumed.ranges, resumed=True, stream=True)
         close_stream(flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks)
         resumed = None
-    if stream and not options.dry_run:
+    if stream and resumed is None and not options.dry_run:
         ranges = stream_ranges(plan_ranges(flow, store, mappings, options, every_partition=True))
         return PlannedBatch(store.begin_batch(flow.name, ranges, {**options.params(), STREAM_PARAM: True}) if ranges else None, ranges, stream=True)
     if resumed is not None:
