@@ -64,9 +64,9 @@ def produce(bootstrap: str, topic: str, partition: int, records: list[Record], t
             producer.commit_transaction(30)
 
 
-def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 20.0) -> list[tuple[int, Record]]:
-    """Every committed record of a partition, with its offset (read_committed, to the end)."""
-    consumer = Consumer(
+def committed_reader(bootstrap: str) -> Consumer:
+    """A read_committed consumer that reports the end of each partition and commits nothing."""
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "airmirror-test-reader",
@@ -75,6 +75,11 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 
             "enable.partition.eof": True,
         }
     )
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 20.0) -> list[tuple[int, Record]]:
+    """Every committed record of a partition, with its offset (read_committed, to the end)."""
+    consumer = committed_reader(bootstrap)
     consumer.assign([TopicPartition(topic, partition, 0)])
     out: list[tuple[int, Record]] = []
     try:
@@ -99,15 +104,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 
 def records_by_partition(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, list[Record]]:
     """Every committed record of every partition of ``topic`` (read_committed, to the end), with one consumer:
     reading hundreds of partitions one consumer each would take minutes."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "airmirror-test-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
+    consumer = committed_reader(bootstrap)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[int, list[Record]] = {p: [] for p in range(partitions)}
     pending = set(out)
