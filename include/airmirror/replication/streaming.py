@@ -54,7 +54,7 @@ from airmirror.replication.spark.batch_log import (
 )
 from airmirror.replication.spark.progress import fence_partitions, range_progress
 from airmirror.replication.spark.range_reader import OPEN_END
-from airmirror.store import FlowLease, MetadataStore
+from airmirror.store import FlowBusyError, FlowLease, MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +271,8 @@ def run_stream(
                 try:
                     tail.read()
                     recorder.record_tail(tail)
+                except FlowBusyError:
+                    raise  # the lease is lost: another run owns the flow (and fences these tasks)
                 except (ReplicationFailure, SQLAlchemyError, KafkaException) as error:
                     log.warning("stream batch %s of %s: recording failed, trying again in %.1f s: %s", batch_id, flow.name, RECORD_INTERVAL_S, error)
         finally:
