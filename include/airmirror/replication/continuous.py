@@ -259,5 +259,5 @@ def stream_round(
             on_batch(summary)
 
     until = stream_until(time.monotonic(), deadline, STREAM_WINDOW_S)
-    results = run_stream(flow, store, batch_id, planned.ranges, spark, until, stop=stop, should_stop=topics.changed, lease=lease, on_record=recorded)
-    return BatchSummary(batch_id, results)
+    run_stream(flow, store, batch_id, planned.ranges, spark, until, stop=stop, should_stop=topics.changed, lease=lease, on_record=recorded)
+    return BatchSummary(batch_id)  # its records were counted recording by recording

@@ -214,7 +214,6 @@ class StreamRecorder:
         self.flow, self.store, self.batch_id, self.lease, self.on_record = flow, store, batch_id, lease, on_record
         self.planned = {r.key: r for r in ranges}
         self.recorded = store.stream_recorded(batch_id)
-        self.results: list[RangeResult] = []
 
     def record(self, deltas: list[RangeResult], runs: Mapping[PartitionKey, list[RunsRecord]], final: bool = False) -> None:
         """Record ``deltas`` (with ``final``, commit the batch); then the after-commit actions."""
@@ -227,7 +226,6 @@ class StreamRecorder:
             key = PartitionKey(delta.topic, delta.partition)
             before = self.recorded[key]
             self.recorded[key] = replace(before, end=delta.end, records=before.records + delta.records, bytes=before.bytes + delta.bytes)
-        self.results.extend(deltas)
         if deltas:
             planned = [self.planned[PartitionKey(d.topic, d.partition)] for d in deltas]
             after_commit(self.flow, self.store, CommittedBatch(self.batch_id, planned, deltas, {(k.topic, k.partition): v for k, v in runs.items()}))
@@ -252,9 +250,10 @@ def run_stream(
     should_stop: Callable[[], bool] = lambda: False,
     lease: FlowLease | None = None,
     on_record: Callable[[list[RangeResult]], None] | None = None,
-) -> list[RangeResult]:
-    """Rules 2-4 for the stored stream batch ``batch_id`` (``until`` in epoch seconds); returns every delta it
-    recorded.  A failed copy job is raised once the stream is closed (the next round streams again)."""
+) -> None:
+    """Rules 2-4 for the stored stream batch ``batch_id`` (``until`` in epoch seconds); ``on_record`` gets the
+    deltas of every recording (none are kept: a stream's recordings are unbounded in number).  A failed copy
+    job is raised once the stream is closed (the next round streams again)."""
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
 
     tasks = copy_tasks(flow, batch_id, ranges, spark_slots(spark), stream_until=until)
@@ -286,10 +285,9 @@ def run_stream(
         tail.close()
     if job.error is not None and not job.cancelled:
         raise job.error
-    return recorder.results
 
 
-def close_stream(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None) -> list[RangeResult]:
+def close_stream(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None) -> None:
     """Rule 5: commit the stream batch a dead driver left RUNNING, with what its tasks committed in Kafka."""
     fence_partitions(flow, [r.key for r in ranges], copy_tasks)
     recorder = StreamRecorder(flow, store, batch_id, ranges, None, None)
@@ -300,7 +298,6 @@ def close_stream(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: 
     deltas = [stream_delta(recorder.recorded[key], progress, used[key]) for key, progress in moved.items()]
     log.warning("closing stream batch %s of %s: %d partitions copied records since it was last recorded", batch_id, flow.name, len(deltas))
     recorder.record(deltas, used, final=True)
-    return recorder.results
 
 
 def stream_ranges(ranges: Iterable[PlannedRange]) -> list[PlannedRange]:
