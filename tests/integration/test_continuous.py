@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from airmirror.kafka.clients import ClusterAdmin
 from airmirror.model import BatchState
 from airmirror.replication import continuous
 from airmirror.replication.options import BatchOptions
+from airmirror.replication.pipeline import plan_batch, sync_flow_topics
+from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.task_writer import copy_task
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import SteadyProducer, create_topic, produce, records_by_partition, records_of, sample_records
@@ -157,6 +161,24 @@ def test_spark_submit_app_runs_the_same_loop(clusters, prefix, tmp_path):
     assert report["stopped_by"] == "duration" and report["records"] == 60
     for p in range(2):
         assert records_of(b, f"a.{topic}", p) == records_of(a, topic, p)
+
+
+def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(clusters, prefix, tmp_path):
+    """Spark may start a stream's task late on a loaded machine, after ``stream_until``: the task still copies
+    every record its partitions held when the job was planned (rule 6 of the task writer), then ends."""
+    topic = f"{prefix}.late"
+    config, flow, store = live_flow(clusters, tmp_path, prefix, topic, partitions=2)
+    for p in range(2):
+        produce(clusters["a"].bootstrap, topic, p, sample_records(1200, f"p{p}"))
+    with store:
+        options = BatchOptions()
+        planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options, stream=True)
+        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, 1, stream_until=time.time() - 60)
+        store.set_copy_tasks(planned.batch_id, len(tasks))
+        summary = copy_task(tasks[0], first_attempt=True)
+    assert sorted((s["partition"], s["records"]) for s in summary) == [(0, 1200), (1, 1200)]
+    for p in range(2):
+        assert records_of(clusters["b"].bootstrap, f"a.{topic}", p) == records_of(clusters["a"].bootstrap, topic, p)
 
 
 def librdkafka_threads() -> int:

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+from confluent_kafka.admin import OffsetSpec
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
@@ -40,9 +41,10 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import access_scope
-from airmirror.kafka.clients import target_admin
+from airmirror.kafka.clients import source_admin, target_admin
+from airmirror.kafka.offsets import list_offsets
 from airmirror.kafka.topics import topic_ids
-from airmirror.model import PlannedRange
+from airmirror.model import PartitionKey, PlannedRange
 from airmirror.replication.spark.progress import log_end, range_progress
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
@@ -100,9 +102,12 @@ def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slot
     ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are
     lowered here, with one warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`).
     With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
-    task, which streams until then (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
+    task, which streams until then and at least up to the source's last stable offsets of now (rule 6 of
+    :mod:`airmirror.replication.spark.task_writer`)."""
+    catch_up: dict[PartitionKey, int] = {}
     if stream_until is not None:
         ranges = [replace(r, end=OPEN_END) for r in ranges]
+        catch_up = list_offsets(source_admin(flow), [r.key for r in ranges], OffsetSpec.latest())
     progress = range_progress(flow, ranges, None)  # the attempts before were fenced: nothing to fence before a scan
     ranges = [r for r in ranges if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)]
     if not ranges:
@@ -136,6 +141,7 @@ def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slot
                     resets=r.reset_from is not None,
                     start_epoch=r.start_epoch,
                     known=progress[r.key],
+                    catch_up=catch_up.get(r.key),
                 )
                 for r in task_ranges
             ),

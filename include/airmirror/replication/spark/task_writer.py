@@ -54,7 +54,9 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
 
 6. **Streaming** (a live run's stream batch, :mod:`airmirror.replication.streaming`): the task's ranges are open
    (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) and the task copies until its
-   ``stream_until`` (wall-clock) time.  Rules 1-3 hold unchanged; a chunk ends after the streaming bound
+   ``stream_until`` (wall-clock) time, and at least until every read has reached its range's ``catch_up`` (what
+   the partition held when the job was planned: a task that Spark starts late, or a backlog longer than the
+   window, is copied all the same, as a bounded batch would).  Rules 1-3 hold unchanged; a chunk ends after the streaming bound
    (``airmirror.live.transaction.max.ms``) since its first record, and a chunk without records is never
    committed, except the last one at ``stream_until``, which records where every read got to.  No range is
    ever ``done``: the driver ends the stream by fencing the task ids, after which the newest committed
@@ -123,7 +125,9 @@ class RangeTask:
 
     ``source_topic_id``/``remote_topic_id`` name the incarnations the range copies between, ``resets`` says its
     cursor starts afresh (rule 2 of the module docstring), ``start_epoch`` is the source leader epoch before
-    ``start`` when known, and ``known`` the progress the driver found for it before the job."""
+    ``start`` when known, and ``known`` the progress the driver found for it before the job.  A streaming range
+    (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) has ``catch_up``: the source's last
+    stable offset when its job was planned, which its stream copies up to however late the task starts (rule 6)."""
 
     topic: str
     partition: int
@@ -135,6 +139,7 @@ class RangeTask:
     resets: bool
     start_epoch: int | None
     known: Progress | None
+    catch_up: int | None = None
 
     @property
     def name(self) -> str:
@@ -339,8 +344,18 @@ class TaskCopy:
     def stream(self, reader: RangesReader, until: float) -> None:
         """Copy chunk after chunk until ``until`` (epoch seconds; rule 6), from a reader of :meth:`stream_reads`."""
         rounds = reader.rounds()
-        while time.time() < until:
+        while not self.stream_ends(reader, until):
             self.copy_chunk(rounds, reader, until)
+
+    def stream_ends(self, reader: RangesReader, until: float) -> bool:
+        """Whether a stream may end now: ``until`` has passed and every read has caught up (rule 6)."""
+        if time.time() < until:
+            return False
+        reads = reader.reads
+        return all(
+            (read := reads.get(key)) is None or read.reached >= (state.source.catch_up or 0)
+            for key, state in self.states.items()
+        )
 
     def copy_chunk(self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader, until: float | None = None) -> None:
         """One chunk transaction (rule 3); with ``until``, one chunk of a stream (rule 6)."""
@@ -366,7 +381,7 @@ class TaskCopy:
                     or time.monotonic() - first_record_at >= self.max_seconds
                 ):
                     break
-                if until is not None and time.time() >= until:
+                if until is not None and self.stream_ends(reader, until):
                     last = True
                     break
             flush_all(producer, self.deliveries)
