@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from airmirror.cli.parser import build_parser
-from airmirror.kafka.clients import shared_admins
+from airmirror.kafka.clients import shared_clients
 from airmirror.errors import AirmirrorError
 
 
@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        with shared_admins():  # one admin client per cluster for the whole command
+        with shared_clients():  # one admin client per cluster for the whole command
             return args.run(args)
     except AirmirrorError as error:
         print(f"airmirror: error: {error}", file=sys.stderr)

@@ -34,7 +34,7 @@ from airmirror.dag_factory.live import emit_repeatedly
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.metrics import publish_batch, publish_checkpoints
 from airmirror.heartbeats.emission import emit_heartbeat
-from airmirror.kafka.clients import shared_admins
+from airmirror.kafka.clients import shared_clients
 from airmirror.kafka.topics import TopicMapping
 from airmirror.replication.continuous import from_the_cursors, replicate_continuously
 from airmirror.replication.incarnations import raise_for_stops
@@ -67,9 +67,9 @@ def held_flow(config_path: str, flow_name: str, *, hold: bool = True) -> Iterato
 def masked_open_flow(config_path: str, flow_name: str) -> Iterator[tuple[FlowConfig, MetadataStore]]:
     """:func:`~airmirror.store.opening.open_flow`, with the flow's secrets registered with Airflow's secrets
     masker before the task uses them, its clusters' Airflow connections resolved by Airflow, and one admin client
-    per cluster for the task (:func:`~airmirror.kafka.clients.shared_admins`)."""
+    per cluster for the task (:func:`~airmirror.kafka.clients.shared_clients`)."""
     resolve_connections_through_airflow()
-    with shared_admins(), open_flow(config_path, flow_name) as (flow, store):
+    with shared_clients(), open_flow(config_path, flow_name) as (flow, store):
         mask_flow_secrets(flow)
         yield flow, store
 

@@ -1,11 +1,14 @@
-"""The one place that builds a flow's Kafka admin clients, and the request timeout they share.
+"""The one place that builds a flow's Kafka admin clients and its driver's plain producers, and the request
+timeout they share.
 
 Settings come from the flow (:meth:`~airmirror.config.FlowConfig.client_config`: MM2's client keys translated
 for librdkafka, secrets resolved).  Producers and consumers of the copy job are built in
 :mod:`airmirror.replication.spark` from settings the driver hands each task, since executors have no config.
 
-Inside :func:`shared_admins` (a continuous run, a batch, a DAG task) there is one admin client per flow, cluster
-and access scope, built on first use and dropped when the block ends; outside it every call builds its own.
+Inside :func:`shared_clients` (a continuous run, a batch, a DAG task) there is one admin client per flow, cluster
+and access scope, and one idempotent producer per flow and cluster (:func:`producer_client`: heartbeats,
+checkpoints, offset syncs, batch-log tombstones; a stream writes those twice a second), built on first use and
+dropped when the block ends; outside it every call builds its own.
 A client holds no reference to itself (its error callback keeps the error in a separate object), so the last
 reference dropped frees it, its threads and its broker connections at once, without waiting for a garbage
 collection.
@@ -17,9 +20,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from airmirror.config import FlowConfig
@@ -79,17 +83,26 @@ class ClientErrors:
             self.last = error
 
 
-_shared: ContextVar[dict[tuple[str, str, bool], ClusterAdmin] | None] = ContextVar("airmirror_shared_admins", default=None)
+@dataclass
+class _SharedClients:
+    """The clients of one :func:`shared_clients` block."""
+
+    admins: dict[tuple[str, str, bool], ClusterAdmin] = field(default_factory=dict)
+    producers: dict[tuple[str, str], Producer] = field(default_factory=dict)
+
+
+_shared: ContextVar[_SharedClients | None] = ContextVar("airmirror_shared_clients", default=None)
 
 
 @contextmanager
-def shared_admins() -> Iterator[None]:
-    """Within the block, :func:`admin_client` returns one client per flow, cluster and access scope (see the
-    module docstring).  Nested blocks share the outermost one's clients."""
+def shared_clients() -> Iterator[None]:
+    """Within the block, :func:`admin_client` returns one client per flow, cluster and access scope, and
+    :func:`producer_client` one producer per flow and cluster (see the module docstring).  Nested blocks share
+    the outermost one's clients."""
     if _shared.get() is not None:
         yield
         return
-    token = _shared.set({})
+    token = _shared.set(_SharedClients())
     try:
         yield
     finally:
@@ -99,7 +112,8 @@ def shared_admins() -> Iterator[None]:
 def admin_client(flow: FlowConfig, alias: str, *, takeover: bool = False) -> ClusterAdmin:
     """An admin client of cluster ``alias`` with the flow's settings for it (its refusals name the takeover's
     ACLs too with ``takeover``, see :func:`~airmirror.kafka.authorization.access_scope`)."""
-    clients = _shared.get()
+    shared = _shared.get()
+    clients = shared.admins if shared is not None else None
     key = (flow.name, alias, takeover)
     if clients is None or key not in clients:
         client = ClusterAdmin(alias, flow.client_config(alias, "admin"), access_scope(flow, alias, takeover=takeover))
@@ -107,6 +121,27 @@ def admin_client(flow: FlowConfig, alias: str, *, takeover: bool = False) -> Clu
             return client
         clients[key] = client
     return clients[key]
+
+
+def producer_client(flow: FlowConfig, alias: str, queue_records: int) -> Producer:
+    """An idempotent producer of cluster ``alias`` with the flow's producer settings (its queue holds at most
+    ``queue_records`` unless they say otherwise).  Callers flush what they produce before they return and
+    take each record's outcome from its own delivery callback, so that one producer serves them all."""
+    shared = _shared.get()
+    key = (flow.name, alias)
+    if shared is None or key not in shared.producers:
+        producer = Producer({"queue.buffering.max.messages": queue_records, **flow.client_config(alias, "producer"), "enable.idempotence": True})
+        if shared is None:
+            return producer
+        shared.producers[key] = producer
+    return shared.producers[key]
+
+
+def drop_producer(flow: FlowConfig, alias: str) -> None:
+    """Forget the shared producer of cluster ``alias`` (after a failed write: the next one starts afresh)."""
+    shared = _shared.get()
+    if shared is not None:
+        shared.producers.pop((flow.name, alias), None)
 
 
 def source_admin(flow: FlowConfig) -> ClusterAdmin:

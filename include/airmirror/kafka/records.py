@@ -23,6 +23,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, ReplicationFailure
 from airmirror.kafka.authorization import access_scope, named, refuses_unused_group
+from airmirror.kafka.clients import drop_producer, producer_client
 
 DELIVERY_TIMEOUT_S = 60.0
 WRITE_QUEUE_RECORDS = 10_000  # the writer's producer queue, unless the flow's producer settings say otherwise
@@ -31,10 +32,11 @@ READ_TIMEOUT_S = 15.0
 
 @dataclass(frozen=True)
 class OutgoingRecord:
-    """One record for partition 0: raw key and value bytes and a timestamp in epoch milliseconds."""
+    """One record for partition 0: raw key and value bytes (``None``: a tombstone) and a timestamp in epoch
+    milliseconds."""
 
     key: bytes
-    value: bytes
+    value: bytes | None
     timestamp: int
 
 
@@ -58,13 +60,7 @@ def write_records(
     producer: Producer | None = None
     written = 0
     for record in records:
-        producer = producer or Producer(
-            {
-                "queue.buffering.max.messages": WRITE_QUEUE_RECORDS,
-                **flow.client_config(alias, "producer"),
-                "enable.idempotence": True,
-            }
-        )
+        producer = producer or producer_client(flow, alias, WRITE_QUEUE_RECORDS)
         while True:
             try:
                 producer.produce(topic, record.value, record.key, partition=0, timestamp=record.timestamp, on_delivery=delivered)
@@ -75,6 +71,8 @@ def write_records(
     if producer is None:
         return 0
     unsent = producer.flush(timeout)
+    if unsent or failures:
+        drop_producer(flow, alias)  # what it still holds is no concern of the next writer's
     if failures:
         refused = named(access_scope(flow, alias), KafkaException(failures[0]), topic=topic)
         if isinstance(refused, AccessDenied):

@@ -32,7 +32,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
 from airmirror.kafka.acl_sync import sync_topic_acls
-from airmirror.kafka.clients import shared_admins, source_admin, target_admin
+from airmirror.kafka.clients import shared_clients, source_admin, target_admin
 from airmirror.kafka.topics import (
     TopicMapping,
     TopicSyncReport,
@@ -217,10 +217,10 @@ def replicate_once(
     Unless it is a dry run, the run holds the flow's lease (:mod:`airmirror.store.flow_lease`) from before
     step 1 to the end: a second run of the flow fails at once, having changed nothing, and says which run
     holds the flow.  Stopped topics or partitions fail the run after everything else was copied.  The run shares
-    one admin client per cluster (:func:`~airmirror.kafka.clients.shared_admins`)."""
+    one admin client per cluster (:func:`~airmirror.kafka.clients.shared_clients`)."""
     started = time.monotonic()
     holding = nullcontext() if options.dry_run else store.hold_flow(flow.name, holder or describe_holder("airmirror replicate"))
-    with shared_admins(), holding as lease:
+    with shared_clients(), holding as lease:
         topics = sync_flow_topics(flow, store, options)
         planned = plan_batch(flow, store, topics.mappings, options)
         summary = None if planned.batch_id is None else copy_and_record(flow, store, planned, spark_factory, lease)

@@ -100,7 +100,7 @@ def discard_batch_runs(flow: FlowConfig, store: MetadataStore, committed: Commit
         for (topic, partition), records in committed.runs.items()
         for record in records
     ]
-    tombstone(flow.target_client("producer"), names.batch_log_topic(flow.source), keys)
+    tombstone(flow, keys)
 
 
 def commit_source_progress(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
@@ -170,14 +170,19 @@ AfterCommit = Callable[[FlowConfig, MetadataStore, CommittedBatch], None]
 AFTER_COMMIT: tuple[AfterCommit, ...] = (
     discard_batch_runs, commit_source_progress, emit_offset_syncs, record_heartbeat_latency, record_lag, prune_history
 )
+SAMPLED: tuple[AfterCommit, ...] = (commit_source_progress, record_heartbeat_latency, record_lag)
+"""The actions that only report where the copy stands (each reads a cluster): a stream, which records twice a
+second, runs them at its own sampling interval on each partition's newest recording, and the others every
+recording."""
+EVERY_RECORDING: tuple[AfterCommit, ...] = tuple(action for action in AFTER_COMMIT if action not in SAMPLED)
 
 
-def after_commit(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
-    """Run :data:`AFTER_COMMIT` in order; a failing action is logged and the next one still runs.  A refusal
-    (:class:`~airmirror.errors.AccessDenied`) is raised once all have run: the batch stays committed, but the
-    flow's user lacks an ACL the flow needs."""
+def after_commit(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch, actions: tuple[AfterCommit, ...] = AFTER_COMMIT) -> None:
+    """Run ``actions`` (:data:`AFTER_COMMIT` unless given) in order; a failing action is logged and the next one
+    still runs.  A refusal (:class:`~airmirror.errors.AccessDenied`) is raised once all have run: the batch stays
+    committed, but the flow's user lacks an ACL the flow needs."""
     denied: AccessDenied | None = None
-    for action in AFTER_COMMIT:
+    for action in actions:
         try:
             action(flow, store, committed)
         except AccessDenied as error:

@@ -11,8 +11,11 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
 3. Meanwhile the driver tails the batch log read_committed from its end before the job (:class:`StreamTail`) and,
    every :data:`RECORD_INTERVAL_S`, records what the tasks committed since in the metadata DB
    (:meth:`~airmirror.store.streams.StreamStore.record_stream`: cursors, offset-sync runs, totals) and runs the
-   after-commit actions on it (lag samples, offset syncs, source group offsets, ...).  The copy never waits for
-   the DB: a recording that fails is logged and made at the next interval, from the same tail.
+   after-commit actions on it (offset syncs, runs tombstones, throttled prune); the ones that only
+   report where the copy stands (:data:`~airmirror.replication.recording.SAMPLED`: lag samples, source group
+   offsets, heartbeat latency) run every :data:`SAMPLE_INTERVAL_S` and at the end, on each moved partition's
+   newest recording.  The copy never
+   waits for the DB: a recording that fails is logged and made at the next interval, from the same tail.
 4. The stream ends at ``until``, or early when ``stop`` is set or ``should_stop()`` is true (the run's topics
    changed): its job group is cancelled.  Either way the driver then fences every task id, so no attempt can
    commit after that, and reads the batch log to its end: each partition's newest committed progress is final.
@@ -40,7 +43,7 @@ from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
 from airmirror.replication.offset_runs import merge_runs
-from airmirror.replication.recording import CommittedBatch, after_commit
+from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit
 from airmirror.replication.spark.batch_log import (
     Progress,
     RunsRecord,
@@ -60,6 +63,9 @@ log = logging.getLogger(__name__)
 
 RECORD_INTERVAL_S = 0.5
 """How often the driver records what a stream committed (rule 3)."""
+SAMPLE_INTERVAL_S = 5.0
+"""How often a stream samples its partitions' lag, heartbeat latency and positions for the source group (rule
+3): each sample reads the clusters, and the lag history keeps one row per partition per sample."""
 DRAIN_TIMEOUT_S = 120.0
 PASSING_ERRORS = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION)
 """Errors of the tail's consumer that librdkafka recovers from by itself (a target broker restarting)."""
@@ -214,23 +220,36 @@ class StreamRecorder:
         self.flow, self.store, self.batch_id, self.lease, self.on_record = flow, store, batch_id, lease, on_record
         self.planned = {r.key: r for r in ranges}
         self.recorded = store.stream_recorded(batch_id)
+        self.unsampled: dict[PartitionKey, RangeResult] = {}
+        self.sampled_at = time.monotonic()
 
     def record(self, deltas: list[RangeResult], runs: Mapping[PartitionKey, list[RunsRecord]], final: bool = False) -> None:
         """Record ``deltas`` (with ``final``, commit the batch); then the after-commit actions."""
-        if not deltas and not final:
-            return
-        if self.lease is not None:
-            self.lease.check()
-        self.store.record_stream(self.batch_id, deltas, final=final)
+        if deltas or final:
+            if self.lease is not None:
+                self.lease.check()
+            self.store.record_stream(self.batch_id, deltas, final=final)
         for delta in deltas:
             key = PartitionKey(delta.topic, delta.partition)
             before = self.recorded[key]
             self.recorded[key] = replace(before, end=delta.end, records=before.records + delta.records, bytes=before.bytes + delta.bytes)
+            self.unsampled[key] = delta
         if deltas:
             planned = [self.planned[PartitionKey(d.topic, d.partition)] for d in deltas]
-            after_commit(self.flow, self.store, CommittedBatch(self.batch_id, planned, deltas, {(k.topic, k.partition): v for k, v in runs.items()}))
+            committed = CommittedBatch(self.batch_id, planned, deltas, {(k.topic, k.partition): v for k, v in runs.items()})
+            after_commit(self.flow, self.store, committed, EVERY_RECORDING)
             if self.on_record is not None:
                 self.on_record(deltas)
+        if self.unsampled and (final or time.monotonic() - self.sampled_at >= SAMPLE_INTERVAL_S):
+            self.sample()
+
+    def sample(self) -> None:
+        """Run :data:`~airmirror.replication.recording.SAMPLED` on the newest position of every partition
+        recorded since the last sample."""
+        newest = list(self.unsampled.values())
+        after_commit(self.flow, self.store, CommittedBatch(self.batch_id, [self.planned[k] for k in self.unsampled], newest, {}), SAMPLED)
+        self.unsampled.clear()
+        self.sampled_at = time.monotonic()
 
     def record_tail(self, tail: StreamTail, final: bool = False) -> None:
         deltas, used = tail.deltas(self.recorded)

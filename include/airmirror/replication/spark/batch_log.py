@@ -42,12 +42,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from airmirror import names
+from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import raise_queued_refusal, refuses_unused_group
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror.kafka.records import OutgoingRecord, write_records
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import OffsetRun
 from airmirror.names import joined
@@ -350,12 +352,9 @@ def runs_source(prefixes: Mapping[bytes, tuple[str, int]], key: bytes) -> tuple[
     return prefixes.get(key.rsplit(b"-", 2)[0] + b"-")
 
 
-def tombstone(producer_config: Mapping[str, Any], log_topic: str, keys: Iterable[bytes]) -> None:
-    """Tombstone batch-log records, so compaction removes them: runs records whose batch the metadata DB has
-    committed, or the progress records of partitions ``airmirror reset`` re-seeds."""
-    producer = Producer(dict(producer_config))
-    for key in keys:
-        producer.produce(log_topic, None, key, partition=0)
-    remaining = producer.flush(REQUEST_TIMEOUT_S)
-    if remaining:
-        raise ReplicationFailure(f"{remaining} batch-log tombstones undelivered after 30s")
+def tombstone(flow: FlowConfig, keys: Iterable[bytes]) -> None:
+    """Tombstone records of the flow's batch log, so compaction removes them: runs records whose batch the
+    metadata DB has committed, or the progress records of partitions ``airmirror reset`` re-seeds.  Returns
+    once the target acknowledged all (:func:`~airmirror.kafka.records.write_records`)."""
+    now = int(time.time() * 1000)
+    write_records(flow, names.batch_log_topic(flow.source), (OutgoingRecord(key, None, now) for key in keys))

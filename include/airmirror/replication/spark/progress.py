@@ -70,7 +70,7 @@ def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions:
     numbers = sorted(set(partitions))
     if not numbers:
         return
-    tombstone(flow.target_client("producer"), names.batch_log_topic(flow.source), [progress_key(flow.name, topic, p) for p in numbers])
+    tombstone(flow, [progress_key(flow.name, topic, p) for p in numbers])
     group = names.anchor_group(flow.source, flow.target)
     admin = target_admin(flow)
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(remote_topic, p, 0) for p in numbers])

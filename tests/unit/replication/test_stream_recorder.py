@@ -1,0 +1,77 @@
+"""How a stream's recordings run the after-commit actions (:class:`airmirror.replication.streaming.StreamRecorder`),
+on a real SQLite store: the ones that act on every recording run on each recording's deltas, the ones that only
+report where the copy stands (:data:`~airmirror.replication.recording.SAMPLED`) once per sampling interval and
+at the end, on each partition's newest recording.  The actions are recording stand-ins; the store is real."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airmirror.model import OffsetRun, PartitionKey, PlannedRange, RangeResult
+from airmirror.replication import streaming
+from airmirror.replication.recording import CommittedBatch
+from airmirror.replication.streaming import StreamRecorder
+from airmirror.store import MetadataStore
+from airmirror.store.streams import STREAM_PARAM
+
+FLOW = "a->b"
+TOPIC = "orders"
+
+
+class Calls:
+    """Stand-ins for the after-commit actions: each notes the ``(topic, partition, end)`` it was handed."""
+
+    def __init__(self) -> None:
+        self.every: list[list[tuple[int, int]]] = []
+        self.sampled: list[list[tuple[int, int]]] = []
+
+    def on_every(self, flow: Any, store: MetadataStore, committed: CommittedBatch) -> None:
+        self.every.append([(r.partition, r.end) for r in committed.results])
+
+    def on_sample(self, flow: Any, store: MetadataStore, committed: CommittedBatch) -> None:
+        assert [p.partition for p in committed.planned] == [r.partition for r in committed.results]
+        self.sampled.append(sorted((r.partition, r.end) for r in committed.results))
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    found = Calls()
+    monkeypatch.setattr(streaming, "EVERY_RECORDING", (found.on_every,))
+    monkeypatch.setattr(streaming, "SAMPLED", (found.on_sample,))
+    return found
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Iterator[StreamRecorder]:
+    ranges = [PlannedRange(TOPIC, p, 0, 0, f"a.{TOPIC}") for p in range(2)]
+    with MetadataStore.open(f"sqlite:///{tmp_path / 'metadata.db'}") as store:
+        batch_id = store.begin_batch(FLOW, ranges, {"trigger": "test", STREAM_PARAM: True})
+        yield StreamRecorder(None, store, batch_id, ranges, None, None)  # type: ignore[arg-type]  # the stand-ins need no flow
+
+
+def delta(partition: int, start: int, end: int) -> RangeResult:
+    return RangeResult(TOPIC, partition, start, end, end - start, 10 * (end - start), (OffsetRun(start, end, start),), start, end)
+
+
+def test_sampled_actions_wait_for_their_interval_and_see_each_partitions_newest_recording(recorder, calls, monkeypatch):
+    monkeypatch.setattr(streaming, "SAMPLE_INTERVAL_S", 3600.0)
+    recorder.record([delta(0, 0, 5)], {})
+    recorder.record([delta(0, 5, 9), delta(1, 0, 2)], {})
+    assert calls.every == [[(0, 5)], [(0, 9), (1, 2)]]
+    assert calls.sampled == []
+
+    recorder.record([], {}, final=True)
+    assert calls.sampled == [[(0, 9), (1, 2)]]
+    assert recorder.store.stream_recorded(recorder.batch_id)[PartitionKey(TOPIC, 0)].end == 9
+
+
+def test_a_due_sample_runs_with_the_recording_and_an_idle_one_runs_nothing(recorder, calls, monkeypatch):
+    monkeypatch.setattr(streaming, "SAMPLE_INTERVAL_S", 0.0)
+    recorder.record([delta(1, 0, 3)], {})
+    recorder.record([], {})
+    assert calls.sampled == [[(1, 3)]]
+    assert calls.every == [[(1, 3)]]
