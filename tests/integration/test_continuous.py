@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig, load_config
 from airmirror.kafka.clients import ClusterAdmin
@@ -28,7 +29,7 @@ from airmirror.replication.spark.copy_job import copy_tasks
 from airmirror.replication.spark.task_writer import copy_task
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import SteadyProducer, create_topic, produce, records_by_partition, records_of, sample_records
+from tests.kafka_helpers import SteadyProducer, create_topic, delete_topic_and_wait, produce, records_by_partition, records_of, sample_records
 from tests.polling import wait_until
 from tests.spark_workers import python_workers_of
 
@@ -125,6 +126,43 @@ def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(c
     source, target = records_by_partition(a, topic, WIDE_PARTITIONS), records_by_partition(b, f"a.{topic}", WIDE_PARTITIONS)
     assert target == source
     assert sum(len(records) for records in target.values()) == sent
+
+
+def test_a_topic_deleted_mid_stream_stops_alone(clusters, prefix, tmp_path):
+    """A source topic deleted under a stream stops alone: the same stream batch goes on copying the other topic
+    past topic sync's next look (no restart of the stream), and ends the deleted topic's range where its copy
+    got to.  Both targets then hold exactly what was sent to them."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    kept, gone = f"{prefix}.kept", f"{prefix}.gone"
+    config, flow, store = live_flow(clusters, tmp_path, prefix, kept, 2)
+    create_topic(a, gone, 2)
+    for p in range(2):
+        produce(a, gone, p, sample_records(50, f"gone{p}"))
+    gone_before = records_by_partition(a, gone, 2)
+    producer = SteadyProducer(a, kept, 2, burst=10, pause=0.05)
+    producer.start()
+    try:
+        run = start_continuous(config)
+        wait_until(lambda: copied_so_far(store, flow.name, gone) == 100 or run.poll() is not None, 300, "the topic to go copied")
+        stream = store.unfinished_batch(flow.name).id
+        admin = AdminClient({"bootstrap.servers": a})
+        admin.delete_topics([gone], operation_timeout=30)[gone].result()
+        delete_topic_and_wait(admin, gone)
+        time.sleep(continuous.TOPIC_SYNC_INTERVAL_S + 2)  # topic sync has seen the deletion
+        recorded = copied_so_far(store, flow.name, kept)
+        wait_until(lambda: copied_so_far(store, flow.name, kept) > recorded or run.poll() is not None, 60, "the other topic streaming on")
+        assert run.poll() is None, run.communicate()
+        assert store.unfinished_batch(flow.name).id == stream and last_committed(store, flow.name) < stream
+    finally:
+        producer.stop()
+    run.send_signal(signal.SIGTERM)
+    output, errors = run.communicate(timeout=300)
+
+    assert run.returncode == 0, (output, errors)
+    store.dispose()
+    assert records_by_partition(b, f"a.{gone}", 2) == gone_before
+    assert records_by_partition(b, f"a.{kept}", 2) == records_by_partition(a, kept, 2)
+    assert sum(len(r) for r in records_by_partition(b, f"a.{kept}", 2).values()) == producer.sent
 
 
 def test_continuous_run_for_a_duration_ends_by_itself_and_reports_json(clusters, prefix, tmp_path):

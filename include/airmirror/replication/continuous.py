@@ -23,14 +23,15 @@ Contract:
    :data:`RETRY_PAUSE_MAX_S`): the next round resumes the unfinished batch exactly once.  The run ends only when
    rounds keep failing for :data:`RETRY_WINDOW_S`, or on a failure no retry cures (bad input, a missing ACL, a
    lost lease).
-9. The run shares one admin client per cluster (:func:`~airmirror.kafka.clients.shared_admins`), dropped at
+9. The run shares one admin client per cluster (:func:`~airmirror.kafka.clients.shared_clients`), dropped at
    its end: nothing it builds grows with the rounds it runs.
 10. **Streaming.**  A run without bounds (no ``until``, no record cap) copies in *stream batches*
     (:mod:`airmirror.replication.streaming`) rather than in bounded ones: a round stores one stream batch of
     every partition, whose copy tasks stay up until the run's end (at most :data:`STREAM_WINDOW_S`), while the
     driver records what they commit every :data:`~airmirror.replication.streaming.RECORD_INTERVAL_S`.  Topic sync
-    still runs every :data:`TOPIC_SYNC_INTERVAL_S`; when the topics or partitions it finds differ from the
-    stream's, the stream ends early and the next round streams them all.  A stop signal ends the stream early
+    still runs every :data:`TOPIC_SYNC_INTERVAL_S`; when it finds topics or partitions the stream does not
+    copy (new ones, more partitions), the stream ends early and the next round streams them all.  A topic
+    deleted on the source stops alone: the others stream on.  A stop signal ends the stream early
     too (rules 1 and 6 hold: the stream is committed before the run ends).
 """
 
@@ -51,7 +52,7 @@ from confluent_kafka import KafkaException
 
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, InputError, ReplicationFailure
-from airmirror.kafka.clients import shared_admins
+from airmirror.kafka.clients import shared_clients
 from airmirror.kafka.retry import RETRY_PAUSE_S
 from airmirror.kafka.topics import TopicMapping
 from airmirror.replication.incarnations import TopicsStopped, raise_for_stops
@@ -165,7 +166,7 @@ def replicate_continuously(
     report = ContinuousReport()
     retries = Retries()
     streaming = options.until_ms is None and options.max_records is None
-    with shared_admins(), store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease:
+    with shared_clients(), store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease:
         topics = TopicSync(flow, store, options)
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             try:
@@ -222,7 +223,10 @@ class TopicSync:
         return self._mappings
 
     def changed(self) -> bool:
-        """Sync again when due; whether the topics or partitions differ from the ones the stream copies."""
+        """Sync again when due; whether there are topics or partitions to copy that the stream does not copy.
+        A topic deleted on the source is no change: its reads just stop getting records (librdkafka reports
+        nothing to a consumer whose assigned topic went away), so it stops alone while the others stream on,
+        and the stream's last recording ends its range where its copy got to."""
         if time.monotonic() - self._synced_at < TOPIC_SYNC_INTERVAL_S:
             return False
         try:
@@ -232,7 +236,7 @@ class TopicSync:
             return False
         finally:
             self._synced_at = time.monotonic()
-        return set(self._mappings) != set(self._streamed)
+        return not set(self._mappings) <= set(self._streamed)
 
 
 def stream_round(
