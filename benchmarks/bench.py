@@ -29,7 +29,7 @@ What it does (every number in one run, on one machine: only the ratios between c
    5,000 x ``--record-size`` over ``--partitions``) for ``--live-seconds`` (default 60); an independent
    read_committed consumer on the target, polling without waits of its own, notes per record visible time minus
    produce time.  Reported as ``live_lag_ms``: p50, p99, max, mean, the longest gap between two arrivals
-   (``longest_gap_ms``) and the CPU seconds of each copier's process tree during the case; every record must
+   (``longest_gap_ms``), when the longest gaps of 300 ms or more came (``long_gaps``) and the CPU seconds of each copier's process tree during the case; every record must
    arrive exactly once.
 6. Big partition (issue 9): one source partition of ``--big-partition-records`` N x 100-byte records (default
    10,000,000, stamped with their produce time) and, first, the same at N/10, each copied by one fresh

@@ -33,6 +33,8 @@ READY_TIMEOUT_S = 180.0
 DRAIN_TIMEOUT_S = 180.0
 IDLE_POLL_S = 0.1
 """How long the measuring consumer's ``poll`` blocks when nothing arrives; it returns at the first record."""
+LONG_GAP_MS = 300
+"""A gap between arrivals this long or longer is listed with its time (``long_gaps``)."""
 
 
 def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, size: int, seconds: float) -> int:
@@ -125,6 +127,14 @@ def longest_gap(arrivals_ms: list[int]) -> int:
     return max((later - earlier for earlier, later in zip(arrivals_ms, arrivals_ms[1:])), default=0)
 
 
+def long_gaps(arrivals_ms: list[int], at_least_ms: int = LONG_GAP_MS, most: int = 20) -> list[list[float]]:
+    """``[seconds since the first arrival, gap ms]`` of the ``most`` longest gaps of at least ``at_least_ms``, in
+    time order: whether they recur at some interval of the copier's says where they come from."""
+    gaps = [(later - earlier, earlier) for earlier, later in zip(arrivals_ms, arrivals_ms[1:]) if later - earlier >= at_least_ms]
+    longest = sorted(gaps, reverse=True)[:most]
+    return [[round((at - arrivals_ms[0]) / 1000, 1), gap] for gap, at in sorted(longest, key=lambda g: g[1])]
+
+
 def run_live(
     name: str,
     command: list[str],
@@ -176,6 +186,7 @@ def run_live(
         "max": max(lags),
         "mean": round(statistics.fmean(lags)),
         "longest_gap_ms": longest_gap(watch.arrivals_ms[1:]),
+        "long_gaps": long_gaps(watch.arrivals_ms[1:]),
         "cpu_s": round(usage.cpu_s(), 1),
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
     }
