@@ -851,6 +851,11 @@ def test_runs_below_both_log_starts_are_pruned_and_every_offset_translates_as_be
     assert {starts: translations(store, 0, 95, *reversed(starts)) for starts in log_starts} == before
     assert len(store.offset_runs(FLOW, key(1))) == 8
     assert store.prune_runs(FLOW, {key(0): (5, 80)}) == 0  # nothing lies below the source's log start
+    many = {key(1): (45, 60), key(0): (79, 88), **{key(p): (10, 10) for p in range(2, 450)}}  # partitions without runs too
+    assert store.prune_runs(FLOW, many) == 3 + 3  # each partition by its own log starts, in statements of 200
+    assert [r.upstream_start for r in store.offset_runs(FLOW, key(1))] == [0, 40, 50, 60, 70]
+    assert [r.upstream_start for r in store.offset_runs(FLOW, key(0))] == [0, 70]
+    assert {starts: translations(store, 0, 95, *reversed(starts)) for starts in log_starts[2:]} == {log_starts[2]: before[log_starts[2]]}
 
 
 def test_migration_0010_adds_up_the_totals_of_the_batches_and_gaps_so_far(store: MetadataStore, db_url: str) -> None:

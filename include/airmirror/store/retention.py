@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Connection, Table, case, delete, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Table, and_, case, delete, exists, func, or_, select, update
 
 from airmirror.model import BatchState, PartitionKey
 from airmirror.store.batches import offset_run, partition_runs, run_row, runs_of, takeover_batch
@@ -67,6 +67,8 @@ from airmirror.store.schema import (
 )
 
 BATCHES_PER_TRANSACTION = 1000
+PRUNE_PARTITIONS_PER_STATEMENT = 200
+"""How many partitions one statement of :meth:`RetentionStore.prune_runs` covers (its conditions grow with them)."""
 KEEPERS: tuple[Table, ...] = (cursors, gaps, source_resets, mm2_syncs)
 """Tables whose rows keep the batch they name (every reference to ``airmirror_batches`` but its own ranges and
 the offset-sync runs, which let go of it)."""
@@ -112,26 +114,22 @@ class RetentionStore(EngineHolder):
         translation, forward and failback, is unchanged.  ``verify`` compares from the log starts on, so its
         verdicts do not change either (its note on offsets deleted on both sides starts at ``K`` then).  The runs of
         the flow's first committed batch (a takeover's walk of MM2's tail) keep their batch, so they are kept.
-        Two index probes and one range delete per partition."""
+        Two statements per :data:`PRUNE_PARTITIONS_PER_STATEMENT` partitions, whatever their number: one reads
+        the runs at or below either log start (those that go, and ``K``), one deletes."""
         deleted = 0
+        keys = list(log_starts)
         with self._transaction(f"prune the offset-sync runs of flow {flow!r}") as connection:
-            for key, (source_start, target_start) in log_starts.items():
-                where = partition_runs(flow, key)
-                by_source = connection.execute(
-                    select(offset_syncs.c.upstream_start).where(*where, offset_syncs.c.upstream_start <= source_start)
-                    .order_by(offset_syncs.c.upstream_start.desc()).limit(1)
-                ).scalar()
-                by_target = connection.execute(
-                    select(offset_syncs.c.upstream_start).where(*where, offset_syncs.c.downstream_start <= target_start)
-                    .order_by(offset_syncs.c.downstream_start.desc()).limit(1)
-                ).scalar()
-                if by_source is None or by_target is None:
-                    continue
-                deleted += connection.execute(
-                    delete(offset_syncs).where(
-                        *where, offset_syncs.c.upstream_start < min(by_source, by_target), offset_syncs.c.batch_id.is_(None)
-                    )
-                ).rowcount
+            for first in range(0, len(keys), PRUNE_PARTITIONS_PER_STATEMENT):
+                chunk = {key: log_starts[key] for key in keys[first:first + PRUNE_PARTITIONS_PER_STATEMENT]}
+                cutoffs = _prune_cutoffs(connection, flow, chunk)
+                if cutoffs:
+                    deleted += connection.execute(
+                        delete(offset_syncs).where(
+                            offset_syncs.c.flow == flow,
+                            offset_syncs.c.batch_id.is_(None),
+                            or_(*(and_(_of_partition(key), offset_syncs.c.upstream_start < cut) for key, cut in cutoffs.items())),
+                        )
+                    ).rowcount
         return deleted
 
     def fold_runs(self, flow: str, keys: Iterable[PartitionKey]) -> int:
@@ -148,6 +146,36 @@ class RetentionStore(EngineHolder):
             for key in _partitions_to_fold(connection, flow, wanted, kept_batch):
                 removed += _fold_partition(connection, flow, key, kept_batch)
         return removed
+
+
+def _of_partition(key: PartitionKey) -> ColumnElement[bool]:
+    """The condition selecting one partition's runs among a flow's."""
+    return and_(offset_syncs.c.topic == key.topic, offset_syncs.c.partition == key.partition)
+
+
+def _prune_cutoffs(connection: Connection, flow: str, log_starts: Mapping[PartitionKey, tuple[int, int]]) -> dict[PartitionKey, int]:
+    """Per partition of ``log_starts`` with runs to prune, the ``upstream_start`` of its run ``K`` (see
+    :meth:`RetentionStore.prune_runs`): the runs starting below it go.  One query for all of them."""
+    below = or_(
+        *(
+            and_(_of_partition(key), or_(offset_syncs.c.upstream_start <= source, offset_syncs.c.downstream_start <= target))
+            for key, (source, target) in log_starts.items()
+        )
+    )
+    rows = connection.execute(
+        select(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_start, offset_syncs.c.downstream_start)
+        .where(offset_syncs.c.flow == flow, below)
+    )
+    by_source: dict[PartitionKey, int] = {}
+    by_target: dict[PartitionKey, tuple[int, int]] = {}
+    for topic, partition, upstream_start, downstream_start in rows:
+        key = PartitionKey(topic, partition)
+        source, target = log_starts[key]
+        if upstream_start <= source:
+            by_source[key] = max(by_source.get(key, upstream_start), upstream_start)
+        if downstream_start <= target and (key not in by_target or downstream_start > by_target[key][0]):
+            by_target[key] = (downstream_start, upstream_start)
+    return {key: min(by_source[key], by_target[key][1]) for key in by_source.keys() & by_target.keys()}
 
 
 def _foldable(kept_batch: int | None) -> tuple[ColumnElement[bool], ...]:

@@ -65,7 +65,10 @@ LOG_TOPIC_CONFIG = {
     "segment.ms": str(3600 * 1000),
 }
 SCAN_TIMEOUT_S = 120.0
-NEW_LOG_WAIT_S = 10.0
+NEW_LOG_WAIT_S = 60.0
+"""How long a call about a batch log that topic sync may just have created is asked again
+(:func:`while_log_is_new`): a controller creating the remote topics of a whole cluster in the same sync (thousands
+of partitions) may take tens of seconds to elect the log's leader on a busy machine."""
 NEW_LOG_ERRORS = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE)
 ANCHOR_CALL_S = 5.0
 """How long one look-up of committed anchors waits for the group coordinator before the next attempt."""

@@ -51,7 +51,9 @@ from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, copy_task
 
 log = logging.getLogger(__name__)
-NEW_TOPIC_WAIT_S = 10.0
+NEW_TOPIC_WAIT_S = 60.0
+"""How long the job waits for remote topics topic sync created a moment ago (thousands of partitions at once may
+take tens of seconds) before it fails (:func:`remote_topic_ids`)."""
 
 
 def transaction_bounds(flow: FlowConfig, streaming: bool = False) -> TransactionBounds:
