@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -40,14 +41,30 @@ WIDE_PARTITIONS = 300
 """The partitions of the streaming test's topic: a flow of hundreds of partitions through every kill."""
 
 
+_started: list[subprocess.Popen] = []
+"""The runs :func:`start_continuous` started in the current test."""
+
+
+@pytest.fixture(autouse=True)
+def no_run_outlives_its_test() -> Iterator[None]:
+    """A test that fails half-way leaves no ``replicate --continuous`` (and its Spark) running: kill -9 it."""
+    yield
+    while _started:
+        run = _started.pop()
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+
+
 def start_continuous(config: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
+    _started.append(run := subprocess.Popen(
         [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b", "--continuous", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-    )
+    ))
+    return run
 
 
 def last_committed(store: MetadataStore, flow: str) -> int:
