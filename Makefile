@@ -20,7 +20,7 @@ stop: setup
 	$(PY) -m airmirror.devtools.demo stop
 
 test: setup
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=40
 
 unit: setup
 	$(VENV)/bin/pytest -q tests/unit
