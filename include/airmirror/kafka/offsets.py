@@ -31,26 +31,47 @@ from airmirror.kafka.clients import REQUEST_TIMEOUT_S
 from airmirror.model import PartitionKey, PartitionOffsets
 
 
+NEW_TOPIC_WAIT_S = 30.0
+"""How long :func:`list_offsets_info` asks again while a partition has no known leader (a topic created a moment
+ago), every :data:`NEW_TOPIC_PAUSE_S`."""
+NEW_TOPIC_PAUSE_S = 0.2
+LEADERLESS = frozenset({KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION})
+"""The errors of a partition whose leader is not known yet (``_NOENT``: "No leaders found")."""
+
+
 def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, int]:
     """One ListOffsets round for every partition with the same spec."""
     return {key: info.offset for key, info in list_offsets_info(admin, keys, spec).items()}
 
 
 def list_offsets_info(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, Any]:
-    """One ListOffsets round for every partition with the same spec: offset, timestamp and leader epoch."""
+    """One ListOffsets round for every partition with the same spec: offset, timestamp and leader epoch.
+
+    A topic created a moment ago is asked about again, for up to :data:`NEW_TOPIC_WAIT_S`: while its leaders
+    are not elected yet, and while a shared admin client's metadata cache predates it ("No leaders found":
+    librdkafka refreshes the cache only every few minutes, so it is refreshed here).  Any other error, and a
+    topic that does not exist, fail at once with a :class:`~airmirror.errors.ReplicationFailure` naming the
+    partition."""
     requests = {TopicPartition(k.topic, k.partition): spec for k in keys}
     if not requests:
         return {}
-    futures = admin.list_offsets(
-        requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=REQUEST_TIMEOUT_S
-    )
-    found: dict[PartitionKey, Any] = {}
-    for tp, future in futures.items():
+    deadline = time.monotonic() + NEW_TOPIC_WAIT_S
+    while True:
+        futures = admin.list_offsets(requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=REQUEST_TIMEOUT_S)
+        found: dict[PartitionKey, Any] = {}
+        failed = next(iter(requests))
         try:
-            found[PartitionKey(tp.topic, tp.partition)] = future.result()
+            for tp, future in futures.items():
+                failed = tp
+                found[PartitionKey(tp.topic, tp.partition)] = future.result()
+            return found
         except KafkaException as error:
-            raise ReplicationFailure(f"cannot list offsets of {tp.topic}-{tp.partition}: {error}") from error
-    return found
+            code = error.args[0].code()
+            if code == KafkaError._NOENT and failed.topic not in admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics:
+                raise ReplicationFailure(f"cannot list offsets of {failed.topic}-{failed.partition}: the topic does not exist") from error
+            if code not in LEADERLESS or time.monotonic() > deadline:
+                raise ReplicationFailure(f"cannot list offsets of {failed.topic}-{failed.partition}: {error}") from error
+        time.sleep(NEW_TOPIC_PAUSE_S)
 
 
 def partition_offsets(

@@ -94,9 +94,19 @@ def log_end(flow: FlowConfig, level: IsolationLevel = IsolationLevel.READ_UNCOMM
     while the log is new: :func:`~airmirror.replication.spark.batch_log.while_log_is_new`)."""
     log = TopicPartition(names.batch_log_topic(flow.source), 0)
     admin = target_admin(flow)  # held until the answer came: a client dropped meanwhile would never answer
-    offset: int = while_log_is_new(
-        lambda: admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S)[log].result().offset
-    )
+
+    def ask() -> int:
+        try:
+            return admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S)[log].result().offset
+        except KafkaException as error:
+            if error.args[0].code() == KafkaError._NOENT:
+                # A shared admin client may have cached the cluster before topic sync created the log; librdkafka
+                # looks the leader up in that cache ("No leaders found") until its periodic refresh, minutes
+                # later.  Refresh it for the log before the next attempt.
+                admin.list_topics(log.topic, timeout=REQUEST_TIMEOUT_S)
+            raise
+
+    offset: int = while_log_is_new(ask)
     return offset
 
 
