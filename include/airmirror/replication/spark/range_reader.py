@@ -59,6 +59,7 @@ from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 log = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 0.05  # consume() returns after a batch's records or this long, so a small tail never waits
 EARLY_END_WAIT_S = 30.0
+FETCH_QUEUE_BACKOFF_MS = 10
 OPEN_END = 2**63 - 1
 """The ``end`` of an open range: read until the caller stops (the largest offset Kafka can hold)."""
 
@@ -67,9 +68,15 @@ def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer, partit
     """The source consumer settings for range reads of ``partitions`` partitions: the flow's client settings
     within ``buffer``'s consumer limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus fixed
     safety rules.  librdkafka keeps up to ``queued.min.messages`` records per partition, so the buffer's record
-    count is shared among the partitions (its byte limit already holds for the consumer's one queue)."""
+    count is shared among the partitions (its byte limit already holds for the consumer's one queue).
+
+    A partition whose queue reached those limits is fetched again :data:`FETCH_QUEUE_BACKOFF_MS` later, not after
+    librdkafka's default second: a copy that drains its queue in a few milliseconds would otherwise wait most
+    of each second for its next fetch (measured: one task's loop copied 30 MB/s with the default, 85-115 MB/s
+    with 1-10 ms).  A flow's own ``fetch.queue.backoff.ms`` wins."""
     config: dict[str, Any] = {
         "enable.sparse.connections": False,  # connect to the leader at once, so fetching starts sooner
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         **bounded(consumer_config, buffer.consumer_limits(), "consumer"),
     }
     config["queued.min.messages"] = max(1, int(config["queued.min.messages"]) // max(1, partitions))

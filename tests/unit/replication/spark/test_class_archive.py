@@ -1,0 +1,60 @@
+"""The Spark driver's class-data-sharing archive: one per JVM and PySpark install, used only once it exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airmirror.replication.spark import class_archive
+from airmirror.replication.spark.defaults import DRIVER_JAVA_OPTIONS, copy_job_conf
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def fake_java(folder: Path) -> Path:
+    java = folder / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\n")
+    java.chmod(0o755)
+    return folder
+
+
+def test_the_archive_is_named_after_the_jvm_pyspark_launches(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(fake_java(home / "jdk-a")))
+    first = class_archive.archive_path()
+    monkeypatch.setenv("JAVA_HOME", str(fake_java(home / "jdk-b")))
+    second = class_archive.archive_path()
+    assert first is not None and second is not None
+    assert first.parent == second.parent == home / ".cache" / "airmirror"
+    assert first != second
+    assert class_archive.archive_path() == second
+
+
+def test_no_java_no_archive(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(home / "missing"))
+    assert class_archive.archive_path() is None
+    assert class_archive.driver_java_options("-Xmx1g") == "-Xmx1g"
+    assert class_archive.build_archive() is None
+
+
+def test_the_driver_maps_the_archive_only_once_it_exists(home: Path) -> None:
+    path = class_archive.archive_path()
+    assert path is not None
+    assert copy_job_conf()["spark.driver.extraJavaOptions"] == DRIVER_JAVA_OPTIONS
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"archive")
+    assert copy_job_conf()["spark.driver.extraJavaOptions"] == f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={path}"
+    assert copy_job_conf({"spark.driver.extraJavaOptions": "-Xmx2g"})["spark.driver.extraJavaOptions"] == "-Xmx2g"
+
+
+def test_a_failed_dump_leaves_no_archive_and_no_partial_file(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(class_archive, "MODULE", "airmirror.no_such_module")
+    with pytest.raises(RuntimeError, match="was not dumped"):
+        class_archive.build_archive()
+    folder = home / ".cache" / "airmirror"
+    assert not folder.exists() or list(folder.iterdir()) == []
