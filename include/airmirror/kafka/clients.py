@@ -137,6 +137,14 @@ def producer_client(flow: FlowConfig, alias: str, queue_records: int) -> Produce
     return shared.producers[key]
 
 
+def warm_producer(flow: FlowConfig, alias: str, queue_records: int) -> None:
+    """Create the shared producer of cluster ``alias`` now (as :func:`producer_client` would), so that it
+    connects and gets its producer id in librdkafka's threads while the caller does other work; nothing outside
+    a :func:`shared_clients` block, where no producer outlives its write."""
+    if _shared.get() is not None:
+        producer_client(flow, alias, queue_records)
+
+
 def drop_producer(flow: FlowConfig, alias: str) -> None:
     """Forget the shared producer of cluster ``alias`` (after a failed write: the next one starts afresh)."""
     shared = _shared.get()

@@ -23,7 +23,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, ReplicationFailure
 from airmirror.kafka.authorization import access_scope, named, refuses_unused_group
-from airmirror.kafka.clients import drop_producer, producer_client
+from airmirror.kafka.clients import drop_producer, producer_client, warm_producer
 
 DELIVERY_TIMEOUT_S = 60.0
 WRITE_QUEUE_RECORDS = 10_000  # the writer's producer queue, unless the flow's producer settings say otherwise
@@ -81,6 +81,12 @@ def write_records(
         reason = failures[0].str() if failures else f"{unsent} records unacknowledged after {timeout:.0f}s"
         raise ReplicationFailure(f"cannot write {written} records to '{topic}' on cluster '{alias}': {reason}")
     return written
+
+
+def warm_writer(flow: FlowConfig, cluster: str | None = None) -> None:
+    """Start connecting the producer :func:`write_records` will use for the target (or cluster ``cluster``)
+    within this :func:`~airmirror.kafka.clients.shared_clients` block (:func:`~airmirror.kafka.clients.warm_producer`)."""
+    warm_producer(flow, cluster or flow.target, WRITE_QUEUE_RECORDS)
 
 
 def read_record_at(consumer_config: Mapping[str, Any], topic: str, partition: int, offset: int) -> Message:

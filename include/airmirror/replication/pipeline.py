@@ -46,7 +46,7 @@ from airmirror.model import PlannedRange, RangeResult
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.planning import plan_ranges, record_cap, refuse_moving_cursors
-from airmirror.replication.recording import after_commit, committed_batch
+from airmirror.replication.recording import after_commit, committed_batch, warm_writers
 from airmirror.replication.resume import revise_resumed_ranges
 from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
 from airmirror.replication.streaming import close_stream, stream_ranges
@@ -195,6 +195,7 @@ def copy_and_record(
     """Steps 3 and 4 of a stored batch in one process: the Spark job only when the batch plans offsets to copy
     (``spark_factory()`` is not called otherwise), then the commit."""
     if planned.offsets:
+        warm_writers(flow)
         run_batch(flow, store, planned, spark_factory())
     return record_batch(flow, store, planned, lease)
 

@@ -36,6 +36,7 @@ from airmirror.heartbeats.emission import observe_heartbeats
 from airmirror.kafka.authorization import naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets
+from airmirror.kafka.records import warm_writer
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
 from airmirror.replication.lag import sample_lag
@@ -57,6 +58,15 @@ class CommittedBatch:
     planned: list[PlannedRange]
     results: list[RangeResult]
     runs: dict[tuple[str, int], list[RunsRecord]]
+
+
+def warm_writers(flow: FlowConfig) -> None:
+    """Start connecting, in this run's shared clients, the producers :data:`AFTER_COMMIT` writes with (the batch
+    log's tombstones on the target; MM2 offset syncs where the flow emits them), so a batch's commit does not
+    wait for their connections and producer ids: call it before the copy job."""
+    warm_writer(flow)
+    if flow.offset_syncs.emit_enabled:
+        warm_writer(flow, flow.offset_syncs_place()[0])
 
 
 def committed_batch(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None) -> CommittedBatch:
