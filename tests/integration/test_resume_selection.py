@@ -101,7 +101,7 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
     with opened(config, f"{alias}->b") as (flow, store):
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, len(planned.ranges))
+        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: len(planned.ranges))
         assert [len(task.ranges) for task in tasks] == [1, 1]
         store.set_copy_tasks(planned.batch_id, len(tasks))  # as run_batch does before the job
         for task in tasks:
@@ -148,7 +148,7 @@ def test_dag_topics_param_leaves_y_out(clusters, spark, shared_topics, tmp_path)
     with opened(run.config, run.flow) as (flow, store):
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
         assert planned.resumed
-        run_batch(flow, store, planned, spark)
+        run_batch(flow, store, planned, lambda: spark)
         record_batch(flow, store, planned)
     assert_y_finished_then_continues(clusters, spark, run, shared_topics)
 

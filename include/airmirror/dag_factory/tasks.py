@@ -133,7 +133,7 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
         if batch is None:
             log.info("no unfinished batch: nothing to copy")
             return {"batch_id": None, "records": 0}
-        rows = run_batch(flow, store, batch, spark)
+        rows = run_batch(flow, store, batch, lambda: spark)
     records = sum(row["records"] for row in rows)
     log.info("batch %s copied %d records (%.1f MB)", batch.batch_id, records, sum(r["bytes"] for r in rows) / 1e6)
     return {"batch_id": batch.batch_id, "records": records}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,8 +157,9 @@ def plan_batch(
     return PlannedBatch(store.begin_batch(flow.name, ranges, options.params()), ranges)
 
 
-def run_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spark: Any) -> list[dict]:
-    """Step 3: the Spark copy job (``spark`` is a SparkSession).
+def run_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spark: Callable[[], Any]) -> list[dict]:
+    """Step 3: the Spark copy job (``spark()`` returns the SparkSession; it is asked for only once the driver's
+    reads of the batch log and the target are done, so a session still starting overlaps them).
 
     A batch whose copy job ran before may have attempts of it still at work, under the ids of its copy tasks
     then: they are fenced first, and only then is the new job's task count stored, so that whatever dies next,
@@ -168,12 +170,12 @@ def run_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spa
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be run")
     fence_partitions(flow, [r.key for r in planned.ranges if r.size > 0], planned.copy_tasks)
-    tasks = copy_tasks(flow, planned.batch_id, planned.ranges, spark_slots(spark))
+    tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: spark_slots(spark()))
     if not tasks:
         return []
     store.set_copy_tasks(planned.batch_id, len(tasks))
     planned.copy_tasks = len(tasks)
-    return run_copy_job(spark, tasks)
+    return run_copy_job(spark(), tasks)
 
 
 def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, lease: FlowLease | None = None) -> BatchSummary:
@@ -196,7 +198,7 @@ def copy_and_record(
     (``spark_factory()`` is not called otherwise), then the commit."""
     if planned.offsets:
         warm_writers(flow)
-        run_batch(flow, store, planned, spark_factory())
+        run_batch(flow, store, planned, spark_factory)
     return record_batch(flow, store, planned, lease)
 
 

@@ -275,7 +275,7 @@ def run_stream(
     job is raised once the stream is closed (the next round streams again)."""
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
 
-    tasks = copy_tasks(flow, batch_id, ranges, spark_slots(spark), stream_until=until)
+    tasks = copy_tasks(flow, batch_id, ranges, lambda: spark_slots(spark), stream_until=until)
     store.set_copy_tasks(batch_id, len(tasks))
     recorder = StreamRecorder(flow, store, batch_id, ranges, lease, on_record)
     tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)

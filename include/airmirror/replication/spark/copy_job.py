@@ -29,7 +29,7 @@ import heapq
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -96,9 +96,12 @@ def spread(ranges: list[PlannedRange], count: int) -> list[list[PlannedRange]]:
     return [sorted(task, key=lambda r: order[r.key]) for task in tasks if task]
 
 
-def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slots: int, stream_until: float | None = None) -> list[CopyTask]:
+def copy_tasks(
+    flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slots: Callable[[], int], stream_until: float | None = None
+) -> list[CopyTask]:
     """The copy tasks of the batch's ranges that have records to copy and are not done in Kafka yet, at most
-    ``slots`` of them (see the module docstring); each range carries the progress the driver found for it (see
+    ``slots()`` of them (see the module docstring; asked last, after the reads of the batch log and the target,
+    so a Spark session still starting overlaps them); each range carries the progress the driver found for it (see
     :mod:`airmirror.replication.spark.progress`; call it only after fencing the attempts of the batch's jobs
     before, as :func:`airmirror.replication.pipeline.run_batch` does) and each task the flow's
     ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are
@@ -155,7 +158,7 @@ def copy_tasks(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slot
             source_consumer_config=source_consumer,
             stream_until=stream_until,
         )
-        for index, task_ranges in enumerate(spread(ranges, max(1, min(slots, len(ranges)))))
+        for index, task_ranges in enumerate(spread(ranges, max(1, min(slots(), len(ranges)))))
     ]
 
 

@@ -38,7 +38,7 @@ def run_pending_batch(config_path: str, flow_name: str, batch_id: int | None, sp
         batch = unfinished_batch(flow, store)
         if batch is None or (batch_id is not None and batch.batch_id != batch_id):
             raise ReplicationFailure(f"flow {flow.name} has no unfinished batch {batch_id or ''}".rstrip())
-        return run_batch(flow, store, batch, spark)
+        return run_batch(flow, store, batch, lambda: spark)
 
 
 def run_continuously(
