@@ -15,7 +15,8 @@ Contract:
   does the same): a separate Python process starts a session that dumps its classes at exit, runs a copy job's
   shape of job (a job group, ``mapPartitions`` over Python objects, ``collect``) and exits; only a complete
   dump is renamed into place (atomically), so concurrent builds and a killed build never leave a half-written
-  archive under the final name.
+  archive under the final name.  Archives of PySpark installs that no longer exist (a deleted virtual
+  environment) are removed by the next build, so the cache does not grow with every install a machine had.
 - :func:`driver_java_options` adds ``-XX:SharedArchiveFile`` only when the archive exists.  The JVM checks it
   (JVM build, class path prefix, flags) and, if it does not match, starts without it, silently: an archive can
   make a start faster, never make one fail.
@@ -33,6 +34,8 @@ from importlib.util import find_spec
 from pathlib import Path
 
 MODULE = "airmirror.replication.spark.class_archive"
+OWNER_SUFFIX = ".pyspark"
+"""Next to each archive, a file naming the PySpark jars folder it was dumped for (see :func:`remove_orphans`)."""
 BUILD_TIMEOUT_S = 600.0
 JVM_EXIT_TIMEOUT_S = 300.0
 
@@ -46,16 +49,21 @@ def java_executable() -> Path | None:
     return Path(found).resolve()
 
 
+def pyspark_jars() -> Path | None:
+    """The jars folder of the PySpark this process imports (located, not imported: DAG files call this at
+    parse time)."""
+    spec = find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).resolve().parent / "jars"
+
+
 def archive_path() -> Path | None:
     """Where the archive for this JVM and PySpark install lives (whether or not it exists); ``None`` without a
     ``java``."""
-    java = java_executable()
-    if java is None:
+    java, jars = java_executable(), pyspark_jars()
+    if java is None or jars is None:
         return None
-    spec = find_spec("pyspark")  # located, not imported: DAG files call this at parse time
-    if spec is None or spec.origin is None:
-        return None
-    jars = Path(spec.origin).resolve().parent / "jars"
     stat = java.stat()
     identity = f"{java}|{stat.st_size}|{stat.st_mtime_ns}|{version('pyspark')}|{jars}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
@@ -80,6 +88,7 @@ def build_archive(force: bool = False) -> Path | None:
     if path is None or (path.is_file() and not force):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphans(path.parent)
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     try:
         done = subprocess.run(
@@ -88,10 +97,20 @@ def build_archive(force: bool = False) -> Path | None:
         )
         if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
             raise RuntimeError(f"the Spark class archive was not dumped (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+        path.with_suffix(OWNER_SUFFIX).write_text(str(pyspark_jars()))
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
     return path
+
+
+def remove_orphans(folder: Path) -> None:
+    """Delete the archives (and their owner files) whose PySpark install is gone, so that a machine where
+    virtual environments come and go keeps one archive per live install, not one per install it ever had."""
+    for owner in folder.glob(f"spark-driver-*{OWNER_SUFFIX}"):
+        if not Path(owner.read_text().strip()).is_dir():
+            owner.with_suffix(".jsa").unlink(missing_ok=True)
+            owner.unlink(missing_ok=True)
 
 
 def dump(partial: Path) -> None:

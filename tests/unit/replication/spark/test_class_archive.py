@@ -58,3 +58,16 @@ def test_a_failed_dump_leaves_no_archive_and_no_partial_file(home: Path, monkeyp
         class_archive.build_archive()
     folder = home / ".cache" / "airmirror"
     assert not folder.exists() or list(folder.iterdir()) == []
+
+
+def test_a_build_removes_the_archives_of_pyspark_installs_that_are_gone(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = home / ".cache" / "airmirror"
+    folder.mkdir(parents=True)
+    gone, live = folder / "spark-driver-4.0.0-gone.jsa", folder / "spark-driver-4.0.0-live.jsa"
+    for archive, jars in ((gone, home / "deleted-venv" / "jars"), (live, home)):
+        archive.write_bytes(b"archive")
+        archive.with_suffix(".pyspark").write_text(str(jars))
+    monkeypatch.setattr(class_archive, "MODULE", "airmirror.no_such_module")
+    with pytest.raises(RuntimeError, match="was not dumped"):
+        class_archive.build_archive()
+    assert sorted(p.name for p in folder.iterdir()) == ["spark-driver-4.0.0-live.jsa", "spark-driver-4.0.0-live.pyspark"]
