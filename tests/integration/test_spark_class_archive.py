@@ -34,3 +34,16 @@ def test_a_real_dump_is_mapped_by_the_next_driver(home: Path) -> None:
     out = subprocess.run([sys.executable, "-c", session], capture_output=True, text=True, env=env, timeout=300, check=True).stdout
     assert f"-XX:SharedArchiveFile={path}" in out
     assert out.strip().endswith("6")
+
+
+def test_an_archive_the_jvm_cannot_use_leaves_stdout_alone(home: Path) -> None:
+    """A mismatched archive (here: another class path) makes the JVM warn; the warning goes to stderr, never to
+    the stdout the driver JVM shares with the CLI's ``--json`` output."""
+    path = class_archive.build_archive()
+    assert path is not None
+    options = class_archive.driver_java_options("").split()
+    java = class_archive.java_executable()
+    assert java is not None
+    done = subprocess.run([str(java), *options, "-cp", str(home), "-version"], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout == ""
+    assert "shared archive" in done.stderr

@@ -18,8 +18,10 @@ Contract:
   archive under the final name.  Archives of PySpark installs that no longer exist (a deleted virtual
   environment) are removed by the next build, so the cache does not grow with every install a machine had.
 - :func:`driver_java_options` adds ``-XX:SharedArchiveFile`` only when the archive exists.  The JVM checks it
-  (JVM build, class path prefix, flags) and, if it does not match, starts without it, silently: an archive can
-  make a start faster, never make one fail.
+  (JVM build, class path and its jars' sizes and times, flags) and, if it does not match, starts without it,
+  with a warning on stderr (never stdout, which the driver JVM shares with the CLI's ``--json`` output): an
+  archive can make a start faster, never make one fail.  A reinstalled PySpark gets an archive name of its own
+  (its jars folder's inode and time are in the digest).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from importlib.util import find_spec
 from pathlib import Path
 
 MODULE = "airmirror.replication.spark.class_archive"
+JVM_WARNINGS_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
+"""The JVM writes its log warnings (an archive it cannot use among them) to stdout by default, where the driver
+JVM shares the CLI's stdout and would corrupt ``--json`` output: they go to stderr instead."""
 OWNER_SUFFIX = ".pyspark"
 """Next to each archive, a file naming the PySpark jars folder it was dumped for (see :func:`remove_orphans`)."""
 BUILD_TIMEOUT_S = 600.0
@@ -64,18 +69,19 @@ def archive_path() -> Path | None:
     java, jars = java_executable(), pyspark_jars()
     if java is None or jars is None:
         return None
-    stat = java.stat()
-    identity = f"{java}|{stat.st_size}|{stat.st_mtime_ns}|{version('pyspark')}|{jars}"
+    stat, installed = java.stat(), jars.stat()  # a reinstalled PySpark has new jars: the JVM would refuse the archive
+    identity = f"{java}|{stat.st_size}|{stat.st_mtime_ns}|{version('pyspark')}|{jars}|{installed.st_ino}|{installed.st_mtime_ns}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return Path.home() / ".cache" / "airmirror" / f"spark-driver-{version('pyspark')}-{digest}.jsa"
 
 
 def driver_java_options(base: str) -> str:
-    """``base`` plus ``-XX:SharedArchiveFile=...`` when this machine's archive exists."""
+    """``base`` plus ``-XX:SharedArchiveFile=...`` and :data:`JVM_WARNINGS_TO_STDERR` when this machine's archive
+    exists."""
     path = archive_path()
     if path is None or not path.is_file():
         return base
-    return f"{base} -XX:SharedArchiveFile={path}"
+    return f"{base} -XX:SharedArchiveFile={path} {JVM_WARNINGS_TO_STDERR}"
 
 
 def build_archive(force: bool = False) -> Path | None:

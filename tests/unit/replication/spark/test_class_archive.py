@@ -48,7 +48,8 @@ def test_the_driver_maps_the_archive_only_once_it_exists(home: Path) -> None:
     assert copy_job_conf()["spark.driver.extraJavaOptions"] == DRIVER_JAVA_OPTIONS
     path.parent.mkdir(parents=True)
     path.write_bytes(b"archive")
-    assert copy_job_conf()["spark.driver.extraJavaOptions"] == f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={path}"
+    options = copy_job_conf()["spark.driver.extraJavaOptions"]
+    assert options == f"{DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={path} -Xlog:disable -Xlog:all=warning:stderr"
     assert copy_job_conf({"spark.driver.extraJavaOptions": "-Xmx2g"})["spark.driver.extraJavaOptions"] == "-Xmx2g"
 
 
