@@ -9,7 +9,7 @@ import pytest
 
 from airmirror.config.flow_settings import TASK_BUFFER_CLIENT_KEYS
 from airmirror.errors import InputError
-from airmirror.replication.spark.range_reader import reader_config
+from airmirror.replication.spark.range_reader import FETCH_QUEUE_BACKOFF_MS, reader_config
 from airmirror.replication.spark.task_buffer import (
     HANDOVER_COPIES,
     MAX_BATCH_RECORDS,
@@ -127,3 +127,9 @@ def test_the_reader_keeps_a_flows_lower_fetch_and_lowers_message_max_bytes_with_
     config = reader_config({"fetch.max.bytes": "1048576", "bootstrap.servers": "a:9092"}, TaskBuffer())
     assert (config["fetch.max.bytes"], config["message.max.bytes"], config["max.partition.fetch.bytes"]) == (1_048_576, 1_048_576, 16 * MIB)
     assert config["queued.max.messages.kbytes"] == 16 * 1024 and config["isolation.level"] == "read_committed"
+
+
+def test_the_reader_fetches_again_soon_after_a_full_queue_unless_the_flow_says_otherwise() -> None:
+    assert reader_config({"bootstrap.servers": "a:9092"}, TaskBuffer())["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS == 10
+    own = reader_config({"bootstrap.servers": "a:9092", "fetch.queue.backoff.ms": "250"}, TaskBuffer())
+    assert own["fetch.queue.backoff.ms"] == "250"
