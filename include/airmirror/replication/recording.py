@@ -150,20 +150,16 @@ def record_lag(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch
 
 
 PRUNE_INTERVAL = timedelta(minutes=5)
-_last_pruned: dict[tuple[str, str], float] = {}
-"""Per (metadata DB URL, flow), the ``time.monotonic()`` of this process's last prune."""
 
 
 def prune_history(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
     """Delete the flow's history older than its retention and the runs of the batch's partitions below both
-    clusters' log starts (read now), then fold those partitions' old runs, unless this process did so for the
-    flow within the prune interval."""
-    due = (flow.metadata_db_url, flow.name)
-    now = time.monotonic()
-    interval = min(PRUNE_INTERVAL, flow.metadata_retention).total_seconds()
-    if due in _last_pruned and now - _last_pruned[due] < interval:
+    clusters' log starts (read now), then fold those partitions' old runs, unless any process did so for the
+    flow within the prune interval (:data:`PRUNE_INTERVAL`, or the retention if shorter): a flow of thousands
+    of partitions whose batches run every minute pays for the reads and the prune once per interval, not per
+    batch (:meth:`~airmirror.store.retention.RetentionStore.claim_prune`)."""
+    if not store.claim_prune(flow.name, min(PRUNE_INTERVAL, flow.metadata_retention)):
         return
-    _last_pruned[due] = now
     pruned = store.prune_history(flow.name, datetime.now(timezone.utc) - flow.metadata_retention)
     remote = {planned.key: PartitionKey(planned.remote_topic, planned.partition) for planned in committed.planned}
     sources = list_offsets(source_admin(flow), remote, OffsetSpec.earliest())

@@ -37,14 +37,16 @@ Contract of :meth:`RetentionStore.prune_history` for one flow and a moment ``bef
 Every step is an indexed delete.  Batches go in chunks of :data:`BATCHES_PER_TRANSACTION`, one transaction
 each, so a first prune of a long history holds the database for one chunk at a time.  A fold is one grouped
 count over the given partitions' runs, then a read, one range delete and one insert per partition that needs
-folding, all in one transaction; it holds one partition's runs in memory at a time.
+folding, all in one transaction; it holds one partition's runs in memory at a time.  How often a flow is pruned is
+:meth:`RetentionStore.claim_prune`'s (one row per flow, ``airmirror_flow_prunes``): once per interval, whichever
+process commits the flow's batches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Connection, Table, and_, case, delete, exists, func, or_, select, update
 
@@ -52,11 +54,12 @@ from airmirror.model import BatchState, PartitionKey
 from airmirror.store.batches import offset_run, partition_runs, run_row, runs_of, takeover_batch
 from airmirror.store.engine import EngineHolder
 from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS, fold
-from airmirror.store.rows import insert_many
+from airmirror.store.rows import insert_many, upsert, utcnow
 from airmirror.store.schema import (
     batch_ranges,
     batches,
     cursors,
+    flow_prunes,
     gaps,
     lag_samples,
     mm2_syncs,
@@ -102,6 +105,20 @@ class RetentionStore(EngineHolder):
             batch_count += pruned
             if pruned < BATCHES_PER_TRANSACTION:
                 return Pruned(batch_count, gap_count, samples, checks)
+
+    def claim_prune(self, flow: str, interval: timedelta) -> bool:
+        """Whether ``flow``'s history is due for pruning: never pruned, or last pruned ``interval`` ago or more.
+        A due flow is marked pruned now, before the caller prunes: whichever process commits the flow's next
+        batches (each CLI run and each Airflow task is a process of its own) then waits the interval, and a
+        prune that fails is tried again only after it.  Two runs that claim at once both prune, which is
+        harmless (pruning is idempotent); the flow lease keeps that rare."""
+        now = utcnow()
+        with self._transaction(f"claim the prune of flow {flow!r}") as connection:
+            last = connection.execute(select(flow_prunes.c.pruned_at).where(flow_prunes.c.flow == flow)).scalar()
+            if last is not None and now - last < interval:
+                return False
+            upsert(connection, flow_prunes, [{"flow": flow, "pruned_at": now}])
+        return True
 
     def prune_runs(self, flow: str, log_starts: Mapping[PartitionKey, tuple[int, int]]) -> int:
         """Delete the runs of each partition of ``log_starts`` (its log start offsets on the source and on the

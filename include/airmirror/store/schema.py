@@ -346,6 +346,14 @@ flow_leases = Table(
     Column("expires_at", UTCDateTime(), nullable=False),
 )
 
+flow_prunes = Table(
+    "airmirror_flow_prunes",
+    metadata,
+    _flow(),
+    Column("pruned_at", UTCDateTime(), nullable=False),
+)
+"""When each flow's history was last pruned, whichever process did it (:meth:`RetentionStore.claim_prune`)."""
+
 remote_topics = Table(
     "airmirror_remote_topics",
     metadata,
