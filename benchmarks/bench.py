@@ -44,6 +44,9 @@ What it does (every number in one run, on one machine: only the ratios between c
    and a batch with nothing new, each a fresh ``airmirror replicate``.  Reported: wall time of each batch
    (``copy_job_s`` beside it) and ``wall_ratios`` MANY/FEW, which issue 22 wants at most 2.  After each batch
    every remote partition's digest must equal its source partition's (all partitions read by one consumer).
+   Then, as a control, how long the target broker takes to bring up as many new partitions again
+   (``broker_creation_s``: until a topic created right after them accepts a write), which a first copy into an
+   empty cluster waits for, and the first copy's ratio without it (``first_copy_ratio_less_broker_creation``).
 8. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
 
 Numbers per copier:
@@ -116,6 +119,7 @@ from kafka_io import (
     create_topic,
     create_topics,
     end_offsets,
+    partition_creation_s,
     load_topic,
     topic_digest,
     topics_digest,
@@ -531,6 +535,8 @@ def partition_scaling_run(clusters: Clusters, args: argparse.Namespace, workdir:
         if wrong:
             raise SystemExit(f"VERIFICATION FAILED: after the {batch} batch, remote partitions differ from {', '.join(wrong[:10])}")
         log(f"partition scaling, {partitions} partitions, {batch}: {result[batch]}")
+    result["broker_creation_s"] = round(partition_creation_s(clusters.target, [f"{alias}-probe-{i:04d}" for i in range(len(topics))], per_topic), 2)
+    log(f"partition scaling, {partitions} partitions: the target broker brings up {partitions} new partitions in {result['broker_creation_s']} s")
     return result
 
 
@@ -545,6 +551,9 @@ def run_partition_scaling(clusters: Clusters, args: argparse.Namespace, workdir:
         "few": few,
         "many": many,
         "wall_ratios": {batch: ratio(many[batch]["wall_s"], few[batch]["wall_s"]) for batch in PARTITION_SCALING_BATCHES},
+        "first_copy_ratio_less_broker_creation": ratio(
+            many["first_copy"]["wall_s"] - many["broker_creation_s"], few["first_copy"]["wall_s"] - few["broker_creation_s"]
+        ),
         "ratio_target": PARTITION_SCALING_RATIO_TARGET,
     }
 
@@ -718,6 +727,11 @@ def table(document: dict) -> str:
         ]
         for batch, value in spread["wall_ratios"].items():
             lines.append(f"| {batch} | {few[batch]['wall_s']:.1f} | {many[batch]['wall_s']:.1f} | {value:.2f} |")
+        lines.append(
+            f"| the target broker bringing up as many new partitions | {few['broker_creation_s']:.1f} "
+            f"| {many['broker_creation_s']:.1f} | |"
+        )
+        lines.append(f"| first copy less that | | | {spread['first_copy_ratio_less_broker_creation']:.2f} |")
     big = document.get("big_partition")
     if big:
         lines += [

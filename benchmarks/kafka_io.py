@@ -31,6 +31,30 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
         future.result()
 
 
+def partition_creation_s(bootstrap: str, topics: list[str], partitions: int) -> float:
+    """Seconds from creating ``topics`` (``partitions`` each) until a topic created right after them accepts a
+    write, then delete them all: how long the broker takes to bring up that many new partitions.
+
+    A broker lists a new partition's leader before it has created the partition's log, and it creates the
+    logs of one metadata update before it applies the next; so a copier that creates its own topic after the
+    remote topics (airmirror's batch log, MM2's offset-syncs topic) waits this long for it on a first run."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    probe = f"{topics[0]}-probe"
+    started = time.monotonic()
+    for future in admin.create_topics([NewTopic(topic, partitions, 1) for topic in topics]).values():
+        future.result()
+    create_topic(bootstrap, probe, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 300_000})
+    failed: list[KafkaError] = []
+    producer.produce(probe, b"probe", on_delivery=lambda error, _: failed.extend([error] if error else []))
+    if producer.flush(300) or failed:
+        raise RuntimeError(f"{probe}: the broker did not accept a write within 300 s: {failed}")
+    seconds = time.monotonic() - started
+    for future in admin.delete_topics([*topics, probe], operation_timeout=60).values():
+        future.result()
+    return seconds
+
+
 def warm_up_cluster(bootstrap: str) -> None:
     """Create the broker's internal topics (``__consumer_offsets``, ``__transaction_state``), as on any cluster
     in service, so that no copier pays for their creation: one transaction with a record and an offset commit."""
