@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.polling import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import bench  # noqa: E402  (benchmarks/ is no package)
@@ -97,12 +99,29 @@ def test_partition_scaling_flags_select_the_case_alone_and_check_the_counts() ->
 def test_partition_scaling_table_shows_each_batch_and_its_ratio() -> None:
     run = {"first_copy": {"wall_s": 2.0}, "incremental": {"wall_s": 1.0}, "nothing_new": {"wall_s": 0.5}}
     spread = {"records": 400, "record_size": 100, "partitions_per_topic": 10, "ratio_target": 2.0,
-              "few": {"partitions": 10, **run}, "many": {"partitions": 20, **run},
-              "wall_ratios": {"first_copy": 1.0, "incremental": 1.5, "nothing_new": 1.0}}
+              "few": {"partitions": 10, "broker_creation_s": 0.1, **run}, "many": {"partitions": 20, "broker_creation_s": 0.4, **run},
+              "wall_ratios": {"first_copy": 1.0, "incremental": 1.5, "nothing_new": 1.0}, "first_copy_ratio_less_broker_creation": 0.84}
     document = {"params": {}, "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"}, "copiers": {}, "ratios": {}, "partition_scaling": spread}
     text = bench.table(document)
     assert "| airmirror batch | 10 partitions s | 20 partitions s | ratio |" in text
     assert "| incremental | 1.0 | 1.0 | 1.50 |" in text
+    assert "| the target broker bringing up as many new partitions | 0.1 | 0.4 | |" in text
+    assert "| first copy less that | | | 0.84 |" in text
+
+
+def test_the_partition_creation_control_times_a_broker_bringing_up_new_partitions_and_leaves_none(clusters, prefix) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from kafka_io import partition_creation_s
+
+    topics = [f"{prefix}-control-{i}" for i in range(3)]
+    admin = AdminClient({"bootstrap.servers": clusters["b"].bootstrap})
+    assert partition_creation_s(clusters["b"].bootstrap, topics, 4) > 0
+    wait_until(
+        lambda: not [topic for topic in admin.list_topics(timeout=30).topics if topic.startswith(f"{prefix}-control")],
+        30,
+        "the control topics and their probe deleted",
+    )
 
 
 def test_live_copiers_default_to_airmirror_and_both_mm2_variants_and_refuse_others() -> None:
