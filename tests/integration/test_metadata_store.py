@@ -838,14 +838,16 @@ def test_retention_prunes_old_history_and_keeps_what_is_still_needed(store: Meta
     assert {b.id for b in store.batches(FLOW)} == {first, running}
 
 
-def test_a_flow_is_due_for_pruning_once_per_interval_whichever_process_asks(store: MetadataStore, db_url: str) -> None:
+def test_each_partition_is_due_for_pruning_once_per_interval_whichever_process_asks(store: MetadataStore, db_url: str) -> None:
     interval = timedelta(minutes=5)
-    assert store.claim_prune(FLOW, interval)  # never pruned
+    many = [key(p) for p in range(450)]  # claimed in statements of 200
+    assert store.claim_prunes(FLOW, [key(0), key(1)], interval) == [key(0), key(1)]  # never pruned
     with MetadataStore.open(db_url) as other:  # another run's process, the same database
-        assert not other.claim_prune(FLOW, interval)
-        assert other.claim_prune("a->b", interval)  # each flow has its own
-    assert not store.claim_prune(FLOW, interval)
-    assert store.claim_prune(FLOW, timedelta(0))  # a retention shorter than the interval shortens it
+        assert other.claim_prunes(FLOW, [key(1), key(2)], interval) == [key(2)]
+        assert other.claim_prunes("a->b", [key(1)], interval) == [key(1)]  # each flow has its own
+    assert store.claim_prunes(FLOW, many, interval) == many[3:]
+    assert store.claim_prunes(FLOW, many, interval) == []
+    assert store.claim_prunes(FLOW, [key(0)], timedelta(0)) == [key(0)]  # a retention shorter than the interval shortens it
 
 
 def test_runs_below_both_log_starts_are_pruned_and_every_offset_translates_as_before(store: MetadataStore, db_url: str) -> None:

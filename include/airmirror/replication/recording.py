@@ -154,14 +154,16 @@ PRUNE_INTERVAL = timedelta(minutes=5)
 
 def prune_history(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
     """Delete the flow's history older than its retention and the runs of the batch's partitions below both
-    clusters' log starts (read now), then fold those partitions' old runs, unless any process did so for the
-    flow within the prune interval (:data:`PRUNE_INTERVAL`, or the retention if shorter): a flow of thousands
-    of partitions whose batches run every minute pays for the reads and the prune once per interval, not per
-    batch (:meth:`~airmirror.store.retention.RetentionStore.claim_prune`)."""
-    if not store.claim_prune(flow.name, min(PRUNE_INTERVAL, flow.metadata_retention)):
+    clusters' log starts (read now), then fold those partitions' old runs: for the partitions that no process
+    pruned within the prune interval (:data:`PRUNE_INTERVAL`, or the retention if shorter), and nothing when
+    there are none.  A flow of thousands of partitions whose batches each run in a fresh process (a CLI run, an
+    Airflow task) so pays for the reads and the prune once per interval, not per batch
+    (:meth:`~airmirror.store.retention.RetentionStore.claim_prunes`)."""
+    planned = {planned.key: PartitionKey(planned.remote_topic, planned.partition) for planned in committed.planned}
+    remote = {key: planned[key] for key in store.claim_prunes(flow.name, planned, min(PRUNE_INTERVAL, flow.metadata_retention))}
+    if not remote:
         return
     pruned = store.prune_history(flow.name, datetime.now(timezone.utc) - flow.metadata_retention)
-    remote = {planned.key: PartitionKey(planned.remote_topic, planned.partition) for planned in committed.planned}
     sources = list_offsets(source_admin(flow), remote, OffsetSpec.earliest())
     targets = list_offsets(target_admin(flow), remote.values(), OffsetSpec.earliest())
     runs = store.prune_runs(flow.name, {key: (sources[key], targets[copy]) for key, copy in remote.items()})

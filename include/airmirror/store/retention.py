@@ -37,9 +37,9 @@ Contract of :meth:`RetentionStore.prune_history` for one flow and a moment ``bef
 Every step is an indexed delete.  Batches go in chunks of :data:`BATCHES_PER_TRANSACTION`, one transaction
 each, so a first prune of a long history holds the database for one chunk at a time.  A fold is one grouped
 count over the given partitions' runs, then a read, one range delete and one insert per partition that needs
-folding, all in one transaction; it holds one partition's runs in memory at a time.  How often a flow is pruned is
-:meth:`RetentionStore.claim_prune`'s (one row per flow, ``airmirror_flow_prunes``): once per interval, whichever
-process commits the flow's batches.
+folding, all in one transaction; it holds one partition's runs in memory at a time.  How often a partition's runs
+are pruned and folded is :meth:`RetentionStore.claim_prunes`'s (one row per partition, ``airmirror_partition_prunes``):
+once per interval in which a batch copies it, whichever process commits the flow's batches.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Connection, Table, and_, case, delete, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Table, and_, case, delete, exists, func, or_, select, tuple_, update
 
 from airmirror.model import BatchState, PartitionKey
 from airmirror.store.batches import offset_run, partition_runs, run_row, runs_of, takeover_batch
@@ -59,11 +59,11 @@ from airmirror.store.schema import (
     batch_ranges,
     batches,
     cursors,
-    flow_prunes,
     gaps,
     lag_samples,
     mm2_syncs,
     offset_syncs,
+    partition_prunes,
     source_resets,
     verifications,
     verified_partitions,
@@ -106,19 +106,33 @@ class RetentionStore(EngineHolder):
             if pruned < BATCHES_PER_TRANSACTION:
                 return Pruned(batch_count, gap_count, samples, checks)
 
-    def claim_prune(self, flow: str, interval: timedelta) -> bool:
-        """Whether ``flow``'s history is due for pruning: never pruned, or last pruned ``interval`` ago or more.
-        A due flow is marked pruned now, before the caller prunes: whichever process commits the flow's next
-        batches (each CLI run and each Airflow task is a process of its own) then waits the interval, and a
-        prune that fails is tried again only after it.  Two runs that claim at once both prune, which is
-        harmless (pruning is idempotent); the flow lease keeps that rare."""
+    def claim_prunes(self, flow: str, keys: Iterable[PartitionKey], interval: timedelta) -> list[PartitionKey]:
+        """The partitions of ``keys`` due for pruning: never pruned, or last pruned ``interval`` ago or more.
+        They are marked pruned now, before the caller prunes them, so whichever process commits the flow's
+        next batches (each CLI run and each Airflow task is a process of its own) leaves them alone for the
+        interval; a prune that fails is tried again after it.  Every partition a batch copies is pruned at
+        least once per interval in which it is copied, so its runs stay bounded whichever batches it is in.
+        Two runs that claim at once both prune, which is harmless (pruning is idempotent); the flow lease
+        keeps that rare.  One read per :data:`PRUNE_PARTITIONS_PER_STATEMENT` partitions and one upsert."""
+        wanted = sorted(set(keys))
         now = utcnow()
-        with self._transaction(f"claim the prune of flow {flow!r}") as connection:
-            last = connection.execute(select(flow_prunes.c.pruned_at).where(flow_prunes.c.flow == flow)).scalar()
-            if last is not None and now - last < interval:
-                return False
-            upsert(connection, flow_prunes, [{"flow": flow, "pruned_at": now}])
-        return True
+        due: list[PartitionKey] = []
+        with self._transaction(f"claim the prunes of flow {flow!r}") as connection:
+            for first in range(0, len(wanted), PRUNE_PARTITIONS_PER_STATEMENT):
+                chunk = wanted[first:first + PRUNE_PARTITIONS_PER_STATEMENT]
+                recent = {
+                    PartitionKey(topic, partition)
+                    for topic, partition in connection.execute(
+                        select(partition_prunes.c.topic, partition_prunes.c.partition).where(
+                            partition_prunes.c.flow == flow,
+                            tuple_(partition_prunes.c.topic, partition_prunes.c.partition).in_([(k.topic, k.partition) for k in chunk]),
+                            partition_prunes.c.pruned_at > now - interval,
+                        )
+                    )
+                }
+                due += [key for key in chunk if key not in recent]
+            upsert(connection, partition_prunes, [{"flow": flow, "topic": k.topic, "partition": k.partition, "pruned_at": now} for k in due])
+        return due
 
     def prune_runs(self, flow: str, log_starts: Mapping[PartitionKey, tuple[int, int]]) -> int:
         """Delete the runs of each partition of ``log_starts`` (its log start offsets on the source and on the

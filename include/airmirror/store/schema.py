@@ -346,13 +346,16 @@ flow_leases = Table(
     Column("expires_at", UTCDateTime(), nullable=False),
 )
 
-flow_prunes = Table(
-    "airmirror_flow_prunes",
+partition_prunes = Table(
+    "airmirror_partition_prunes",
     metadata,
     _flow(),
+    _topic(),
+    _partition(),
     Column("pruned_at", UTCDateTime(), nullable=False),
 )
-"""When each flow's history was last pruned, whichever process did it (:meth:`RetentionStore.claim_prune`)."""
+"""When each source partition's offset-sync runs were last pruned, whichever process did it
+(:meth:`~airmirror.store.retention.RetentionStore.claim_prunes`)."""
 
 remote_topics = Table(
     "airmirror_remote_topics",
