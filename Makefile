@@ -19,8 +19,10 @@ demo: setup
 stop: setup
 	$(PY) -m airmirror.devtools.demo stop
 
+# Two pytest-xdist workers, each with its own session clusters and Spark session; --dist loadscope keeps each
+# module (and the clusters its module-scoped fixtures start) on one worker.  About 26 minutes on 2 cores.
 test: setup
-	$(VENV)/bin/pytest -q --durations=40
+	$(VENV)/bin/pytest -q -n 2 --dist loadscope --durations=40
 
 unit: setup
 	$(VENV)/bin/pytest -q tests/unit

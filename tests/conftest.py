@@ -26,7 +26,8 @@ def test_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def clusters(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
-    """Clusters ``a`` and ``b``: two single-node brokers shared by the whole session."""
+    """Clusters ``a`` and ``b``: two single-node brokers shared by the whole session (each pytest-xdist worker of
+    ``make test`` is a session of its own, with its own pair)."""
     brokers: dict[str, LocalBroker] = {}
     try:
         for name in ("a", "b"):
