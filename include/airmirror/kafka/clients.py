@@ -33,6 +33,11 @@ from airmirror.kafka.authorization import AccessScope, access_scope
 REQUEST_TIMEOUT_S = 30.0
 """How long one admin or metadata request may take before it fails (every admin call of airmirror), unless the
 cluster's admin ``request.timeout.ms`` bounds :func:`cluster_metadata`."""
+NEW_TOPIC_WAIT_S = 60.0
+"""How long a call about a topic this run's topic sync may have created a moment ago (a remote topic, the batch
+log) is asked again while a broker does not know the topic or its leader yet, before it fails: a broker bringing
+up the remote topics of a whole cluster at once (thousands of partitions) may take tens of seconds on a busy
+machine."""
 METADATA_SLICE_S = 1.0
 """How long a metadata request waits before :func:`cluster_metadata` checks for a refused login and asks again."""
 REFUSED_LOGIN = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})

@@ -27,14 +27,13 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airmirror import names
 from airmirror.errors import ReplicationFailure
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, REQUEST_TIMEOUT_S
 from airmirror.model import PartitionKey, PartitionOffsets
 
 
-NEW_TOPIC_WAIT_S = 30.0
-"""How long :func:`list_offsets_info` asks again while a partition has no known leader (a topic created a moment
-ago), every :data:`NEW_TOPIC_PAUSE_S`."""
 NEW_TOPIC_PAUSE_S = 0.2
+"""How often :func:`list_offsets_info` asks again while a partition has no known leader (a topic created a moment
+ago), for up to :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S`."""
 LEADERLESS = frozenset({KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION})
 """The errors of a partition whose leader is not known yet (``_NOENT``: "No leaders found")."""
 
@@ -47,7 +46,8 @@ def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetS
 def list_offsets_info(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, Any]:
     """One ListOffsets round for every partition with the same spec: offset, timestamp and leader epoch.
 
-    A topic created a moment ago is asked about again, for up to :data:`NEW_TOPIC_WAIT_S`: while its leaders
+    A topic created a moment ago is asked about again, for up to
+    :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S`: while its leaders
     are not elected yet, and while a shared admin client's metadata cache predates it ("No leaders found":
     librdkafka refreshes the cache only every few minutes, so it is refreshed here).  Any other error, and a
     topic that does not exist, fail at once with a :class:`~airmirror.errors.ReplicationFailure` naming the

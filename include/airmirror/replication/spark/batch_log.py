@@ -48,7 +48,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import raise_queued_refusal, refuses_unused_group
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, REQUEST_TIMEOUT_S
 from airmirror.kafka.records import OutgoingRecord, write_records
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import OffsetRun
@@ -65,10 +65,6 @@ LOG_TOPIC_CONFIG = {
     "segment.ms": str(3600 * 1000),
 }
 SCAN_TIMEOUT_S = 120.0
-NEW_LOG_WAIT_S = 60.0
-"""How long a call about a batch log that topic sync may just have created is asked again
-(:func:`while_log_is_new`): a controller creating the remote topics of a whole cluster in the same sync (thousands
-of partitions) may take tens of seconds to elect the log's leader on a busy machine."""
 NEW_LOG_ERRORS = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE)
 ANCHOR_CALL_S = 5.0
 """How long one look-up of committed anchors waits for the group coordinator before the next attempt."""
@@ -288,8 +284,9 @@ def scan_log(
 
 def while_log_is_new(call: Callable[[], T]) -> T:
     """``call()`` about the batch log.  The run's topic sync may have created the log a moment ago, and a broker
-    may not know it or its leader yet: such an error is asked again, for up to :data:`NEW_LOG_WAIT_S`."""
-    deadline = time.monotonic() + NEW_LOG_WAIT_S
+    may not know it or its leader yet: such an error is asked again, for up to
+    :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S`."""
+    deadline = time.monotonic() + NEW_TOPIC_WAIT_S
     while True:
         try:
             return call()

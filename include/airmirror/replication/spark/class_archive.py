@@ -70,9 +70,10 @@ def archive_path() -> Path | None:
     if java is None or jars is None:
         return None
     stat, installed = java.stat(), jars.stat()  # a reinstalled PySpark has new jars: the JVM would refuse the archive
-    identity = f"{java}|{stat.st_size}|{stat.st_mtime_ns}|{version('pyspark')}|{jars}|{installed.st_ino}|{installed.st_mtime_ns}"
+    pyspark = version("pyspark")
+    identity = f"{java}|{stat.st_size}|{stat.st_mtime_ns}|{pyspark}|{jars}|{installed.st_ino}|{installed.st_mtime_ns}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return Path.home() / ".cache" / "airmirror" / f"spark-driver-{version('pyspark')}-{digest}.jsa"
+    return Path.home() / ".cache" / "airmirror" / f"spark-driver-{pyspark}-{digest}.jsa"
 
 
 def driver_java_options(base: str) -> str:

@@ -41,7 +41,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import access_scope
-from airmirror.kafka.clients import source_admin, target_admin
+from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets
 from airmirror.kafka.topics import topic_ids
 from airmirror.model import PartitionKey, PlannedRange
@@ -51,9 +51,6 @@ from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, copy_task
 
 log = logging.getLogger(__name__)
-NEW_TOPIC_WAIT_S = 60.0
-"""How long the job waits for remote topics topic sync created a moment ago (thousands of partitions at once may
-take tens of seconds) before it fails (:func:`remote_topic_ids`)."""
 
 
 def transaction_bounds(flow: FlowConfig, streaming: bool = False) -> TransactionBounds:
@@ -66,9 +63,10 @@ def transaction_bounds(flow: FlowConfig, streaming: bool = False) -> Transaction
 
 
 def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str]:
-    """The ids of the remote topics the job writes; one still missing after :data:`NEW_TOPIC_WAIT_S` (a topic
-    created a moment ago may not be known to every broker yet) fails the job before anything is written (a
-    producer could otherwise create it with broker defaults)."""
+    """The ids of the remote topics the job writes; one still missing after
+    :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S` (a topic created a moment ago may not be known to every
+    broker yet) fails the job before anything is written (a producer could otherwise create it with broker
+    defaults)."""
     admin = target_admin(flow)
     ids = topic_ids(admin, remote_topics)
     deadline = time.monotonic() + NEW_TOPIC_WAIT_S
