@@ -13,6 +13,7 @@ offset below the divergence point still translates exactly.
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +23,16 @@ from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airmirror.checkpoints.translate_view import inspect_group
+from airmirror.config import load_config
 from airmirror.devtools.local_kafka import LocalBroker, start_broker
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PartitionKey
+from airmirror.model import BatchState, PartitionKey
 from airmirror.replication.spark.range_reader import RangeReader
+from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.integration.test_incarnations import cli
 from tests.integration.test_leader_failover import consecutive_free_ports, partition_state, wait_until
-from tests.kafka_helpers import Record, produce, read_partition, records_of
+from tests.kafka_helpers import Record, SteadyProducer, produce, read_partition, records_of
 from tests.mirror_helpers import commit_offsets, opened, replicate, unique_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -180,3 +183,63 @@ def test_fail_policy_stops_the_truncated_partition_until_reset(source3, clusters
         assert records_of(b, remote, 0)[150:] == d.first + d.new
     finally:
         rejoin(source3, topic, d.leader)
+
+
+def test_a_partition_truncated_under_a_stream_stops_alone_and_is_copied_again_from_the_divergence_point(source3, clusters, prefix, tmp_path):
+    """A live run streams two topics in one copy task when an unclean election truncates the source log of one of
+    them below its read: the other topic streams on, the run never fails, the stream ends early, and the next
+    stream copies the truncated partition again from the divergence point.  The target then holds every record
+    of both lineages once, and the other topic equals its source."""
+    from tests.integration.test_continuous import copied_so_far, start_continuous
+
+    a, b = source3.bootstrap, clusters["b"].bootstrap
+    topic, steady = f"{prefix}.unclean", f"{prefix}.steady"
+    for node in source3.status().nodes:
+        if not node.running:
+            source3.start_node(node.node_id)
+    admin = AdminClient({"bootstrap.servers": a})
+    config_topic = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
+    for future in admin.create_topics(
+        [NewTopic(topic, 1, replica_assignment=[DUO], config=config_topic), NewTopic(steady, 1, replica_assignment=[[1]])]
+    ).values():
+        future.result()
+    wait_until(lambda: partition_state(a, topic)[0][1] == DUO, 60, "both replicas in sync")
+    config = flow_config(source3, clusters, tmp_path, f"{prefix}.*")
+    flow = load_config(config).flow("a->b")
+    first, divergent, new = (unique_records(f"{topic}-{part}", n) for part, n in (("first", 100), ("divergent", 50), ("new", 80)))
+    produce(a, topic, 0, first)
+    producer = SteadyProducer(a, steady, 1, burst=5, pause=0.1)
+    producer.start()
+    leader = partition_state(a, topic)[0][0]
+    follower = next(node for node in DUO if node != leader)
+    run = start_continuous(config)
+    try:
+        with MetadataStore.open(flow.metadata_db_url) as store:
+            wait_until(lambda: copied_so_far(store, flow.name, topic) == 100 or run.poll() is not None, 300, "the first records streamed")
+            source3.kill_node(follower)
+            wait_until(lambda: partition_state(a, topic)[0][1] == [leader], 60, f"node {follower} to leave the in-sync replicas")
+            produce(a, topic, 0, divergent)
+            wait_until(lambda: copied_so_far(store, flow.name, topic) == 150 or run.poll() is not None, 120, "the divergent records streamed")
+
+            source3.kill_node(leader)
+            source3.start_node(follower)
+            elect_uncleanly(a, topic, follower)
+            produce(a, topic, 0, new)
+            wait_until(lambda: copied_so_far(store, flow.name, topic) == 180 or run.poll() is not None, 300, "the new lineage streamed")
+            streamed = copied_so_far(store, flow.name, steady)
+            wait_until(lambda: copied_so_far(store, flow.name, steady) > streamed or run.poll() is not None, 60, "the other topic streaming on")
+            assert run.poll() is None, run.communicate()
+            resets = store.source_resets(flow.name)
+            assert [(r.topic, r.partition, r.old_cursor, r.new_start) for r in resets] == [(topic, 0, 150, 100)]
+            assert not [batch for batch in store.batches(flow.name) if batch.state == BatchState.FAILED]
+    finally:
+        producer.stop()
+        run.send_signal(signal.SIGTERM)
+        output, errors = run.communicate(timeout=300)
+        rejoin(source3, topic, leader)
+
+    assert run.returncode == 0, (output, errors)
+    assert f"the source log of {topic}-0 diverged below the copy" in errors and "round failed" not in errors, errors
+    assert records_of(b, f"a.{topic}", 0) == first + divergent + new
+    assert records_of(b, f"a.{steady}", 0) == records_of(a, steady, 0)
+    assert len(records_of(a, steady, 0)) == producer.sent

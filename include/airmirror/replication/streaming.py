@@ -17,7 +17,9 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
    newest recording.  The copy never
    waits for the DB: a recording that fails is logged and made at the next interval, from the same tail.
 4. The stream ends at ``until``, or early when ``stop`` is set or ``should_stop()`` is true (the run's topics
-   changed): its job group is cancelled.  Either way the driver then fences every task id, so no attempt can
+   changed), or once a partition's read ended because its source log diverged below it (an unclean leader
+   election; the other partitions stream on until then, and the next stream copies it again from the
+   divergence point): its job group is cancelled.  Either way the driver then fences every task id, so no attempt can
    commit after that, and reads the batch log to its end: each partition's newest committed progress is final.
    It records the rest with ``final``, which commits the batch.
 5. A stream batch that a dead driver left RUNNING is closed the same way by the next run before it plans
@@ -139,6 +141,11 @@ class StreamTail:
                 self.latest[partition] = progress
         elif (source := runs_source(self._prefixes, key)) is not None:
             self.runs.setdefault(source, []).append(decode_runs(value))  # type: ignore[arg-type]
+
+    def ended(self) -> list[PartitionKey]:
+        """The partitions whose newest progress says ``done``: in a stream, only those whose source log diverged
+        below the read (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
+        return sorted(key for key, progress in self.latest.items() if progress.done)
 
     def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
         """Read up to the log's high watermark as it is now (call it after fencing the stream's tasks)."""
@@ -289,6 +296,13 @@ def run_stream(
                 try:
                     tail.read()
                     recorder.record_tail(tail)
+                    if (ended := tail.ended()) and not job.cancelled:
+                        log.warning(
+                            "stream batch %s of %s: the source log of %s diverged below the copy (an unclean leader "
+                            "election); ending the stream so that the next one copies them again from there",
+                            batch_id, flow.name, ", ".join(f"{key.topic}-{key.partition}" for key in ended),
+                        )
+                        job.cancel()
                 except FlowBusyError:
                     raise  # the lease is lost: another run owns the flow (and fences these tasks)
                 except (ReplicationFailure, SQLAlchemyError, KafkaException) as error:

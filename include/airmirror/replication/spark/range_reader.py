@@ -22,7 +22,9 @@ Contract, per range:
   unclean leader election after the range was planned), the read fails with a
   :class:`~airmirror.errors.ReplicationFailure` naming the partition; the next run ends the range there and
   then re-plans the partition from the divergence point (see :mod:`airmirror.replication.planner`); otherwise the read
-  goes on from the same position.  :attr:`RangeReader.reached_epoch` is the epoch of the last record read.
+  goes on from the same position.  An open range (below) does not fail the read: it ends where the read got to
+  (its ``end`` is lowered to :attr:`PartitionRead.reached`, so it is ``done``) and the other ranges read on.
+  :attr:`RangeReader.reached_epoch` is the epoch of the last record read.
 - If retention deleted part of the range after it was planned, the consumer's ``auto.offset.reset`` is
   forced to ``error`` and the read fails loudly: the batch is then re-planned, which records the gap.
   Nothing is ever silently skipped.
@@ -246,10 +248,21 @@ class RangesReader:
         return got, list(truncated.values())
 
     def _check_truncation(self, consumer: Consumer, read: PartitionRead, error: KafkaError) -> None:
-        """librdkafka reported a truncation at the read position: fail if the logs really diverged below it,
-        else read on from the same position without epoch validation (see the module docstring)."""
+        """librdkafka reported a truncation at the read position: fail if the logs really diverged below it (an
+        open range ends there instead), else read on from the same position without epoch validation (see the
+        module docstring)."""
         key = PartitionKey(read.topic, read.partition)
         diverged = divergence_points(self._consumer_config, {key: (read.reached, read.reached_epoch)})
+        if key in diverged and read.open:
+            log.warning(
+                "%s-%d: the source log diverged at offset %d, below offset %d (leader epoch %s) where this read "
+                "stands: an unclean leader election truncated it (%s); the read stops there and the partition is "
+                "copied again from offset %d once the stream ends",
+                read.topic, read.partition, diverged[key], read.reached, read.reached_epoch, error.str(), diverged[key],
+            )
+            consumer.incremental_unassign([TopicPartition(read.topic, read.partition)])
+            read.end = read.reached
+            return
         if key in diverged:
             raise ReplicationFailure(
                 f"{read.topic}-{read.partition}: the source log diverged at offset {diverged[key]}, below offset "

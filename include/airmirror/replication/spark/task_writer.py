@@ -59,9 +59,12 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    window, is copied all the same, as a bounded batch would).  Rules 1-3 hold unchanged; a chunk ends after the streaming bound
    (``airmirror.live.transaction.max.ms``) since its first record, and a chunk without records is never
    committed, except the last one at ``stream_until``, which records where every read got to.  No range is
-   ever ``done``: the driver ends the stream by fencing the task ids, after which the newest committed
-   progress of each partition is final (it either finished at ``stream_until`` or was stopped: both leave the
-   target at a chunk boundary).  The reader is opened after fencing, at each range's progress, so it never
+   ``done`` but one whose source log diverged below its read (an unclean leader election): its read ends there
+   (:mod:`~airmirror.replication.spark.range_reader`), its progress says ``done`` at that position in the next
+   committed chunk, and the other ranges stream on; the driver then ends the stream early, and the next stream
+   copies the partition again from the divergence point.  The driver ends the stream by fencing the task ids,
+   after which the newest committed progress of each partition is final (it either finished at
+   ``stream_until`` or was stopped: both leave the target at a chunk boundary).  The reader is opened after fencing, at each range's progress, so it never
    seeks.  A chunk's transactional calls are bounded by :data:`STREAM_TRANSACTION_CALL_S` (see
    :func:`hard_deadline`).
 
@@ -348,13 +351,24 @@ class TaskCopy:
             self.copy_chunk(rounds, reader, until)
 
     def stream_ends(self, reader: RangesReader, until: float) -> bool:
-        """Whether a stream may end now: ``until`` has passed and every read has caught up (rule 6)."""
+        """Whether a stream may end now: ``until`` has passed and every read has caught up, or every read ended
+        (rule 6)."""
+        reads = reader.reads
+        if all(read.done for read in reads.values()):
+            return True
         if time.time() < until:
             return False
-        reads = reader.reads
         return all(
-            (read := reads.get(key)) is None or read.reached >= (state.source.catch_up or 0)
+            (read := reads.get(key)) is None or read.done or read.reached >= (state.source.catch_up or 0)
             for key, state in self.states.items()
+        )
+
+    def newly_stopped(self, reader: RangesReader) -> bool:
+        """Whether a stream's read ended (its source log diverged below it, rule 6) and its progress does not say
+        so yet: the chunk then ends and commits, so the driver learns it at once."""
+        reads = reader.reads
+        return any(
+            (read := reads.get(key)) is not None and read.done and not state.progress.done for key, state in self.states.items()
         )
 
     def copy_chunk(self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader, until: float | None = None) -> None:
@@ -384,8 +398,10 @@ class TaskCopy:
                 if until is not None and self.stream_ends(reader, until):
                     last = True
                     break
+                if until is not None and self.newly_stopped(reader):
+                    break
             flush_all(producer, self.deliveries)
-            if until is None or records or last:
+            if until is None or records or last or self.newly_stopped(reader):
                 self.commit_chunk(reader)
         except BaseException:
             abort_quietly(producer)
