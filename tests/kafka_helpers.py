@@ -38,12 +38,25 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result()
 
 
+def await_partition(producer: Producer, topic: str, partition: int, timeout: float = 30.0) -> None:
+    """Wait until the producer's metadata holds ``partition`` of ``topic`` when it knows the topic but not yet the
+    partition (added a moment ago: the broker applies new partitions a little later, and librdkafka fails records
+    to a partition its metadata lacks)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        known = producer.list_topics(topic, timeout=10).topics.get(topic)
+        if known is None or known.error is not None or partition in known.partitions or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
+
+
 def produce(bootstrap: str, topic: str, partition: int, records: list[Record], transactional_id: str | None = None, abort: bool = False) -> None:
     """Produce records to one partition; with ``transactional_id`` inside one transaction (aborted if asked)."""
     config = {"bootstrap.servers": bootstrap, "linger.ms": 5}
     if transactional_id:
         config["transactional.id"] = transactional_id
     producer = Producer(config)
+    await_partition(producer, topic, partition)
     if transactional_id:
         producer.init_transactions(30)
         producer.begin_transaction()

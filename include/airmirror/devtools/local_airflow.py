@@ -154,16 +154,25 @@ class AirflowApi:
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """One REST call; its JSON answer.  The local Airflow keeps its metadata in SQLite, whose write lock the
-        scheduler holds at times: Airflow then answers 503 (e.g. "Database is locked" for a backfill), and the
-        call is retried for up to :data:`BUSY_RETRY_S`.  Any other error status raises at once."""
+        scheduler holds at times: Airflow then answers 503 (e.g. "Database is locked" for a backfill), or, on a
+        busy machine, not within the client's timeout; the call is retried for up to :data:`BUSY_RETRY_S` (after a
+        timeout only when it is idempotent: never a POST).  Any other error status raises at once."""
         deadline = time.monotonic() + BUSY_RETRY_S
-        response = self.http.request(method, path, **kwargs)
+        response = self._request(method, path, deadline, **kwargs)
         while response.status_code == 503 and time.monotonic() < deadline:
             time.sleep(1)
-            response = self.http.request(method, path, **kwargs)
+            response = self._request(method, path, deadline, **kwargs)
         if response.status_code >= 400:
             raise ReplicationFailure(f"Airflow API {method} {path}: {response.status_code} {response.text}")
         return response.json() if response.content else None
+
+    def _request(self, method: str, path: str, deadline: float, **kwargs: Any) -> httpx.Response:
+        while True:
+            try:
+                return self.http.request(method, path, **kwargs)
+            except httpx.TimeoutException:
+                if method.upper() == "POST" or time.monotonic() >= deadline:
+                    raise
 
     def wait_for_dag(self, dag_id: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
