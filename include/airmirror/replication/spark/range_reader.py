@@ -156,6 +156,8 @@ class RangesReader:
     ) -> None:
         self.access = access
         self.reads = {(r.topic, r.partition): PartitionRead(r) for r in ranges}
+        self.ended: set[tuple[str, int]] = set()
+        """The open ranges that ended because their source log diverged below the read (see the module docstring)."""
         if len(self.reads) != len(ranges):
             raise ValueError("a read holds at most one range per partition")
         self._consumer_config = consumer_config
@@ -262,6 +264,7 @@ class RangesReader:
             )
             consumer.incremental_unassign([TopicPartition(read.topic, read.partition)])
             read.end = read.reached
+            self.ended.add((read.topic, read.partition))
             return
         if key in diverged:
             raise ReplicationFailure(

@@ -354,7 +354,7 @@ class TaskCopy:
         """Whether a stream may end now: ``until`` has passed and every read has caught up, or every read ended
         (rule 6)."""
         reads = reader.reads
-        if all(read.done for read in reads.values()):
+        if reader.ended and all(read.done for read in reads.values()):
             return True
         if time.time() < until:
             return False
@@ -366,10 +366,7 @@ class TaskCopy:
     def newly_stopped(self, reader: RangesReader) -> bool:
         """Whether a stream's read ended (its source log diverged below it, rule 6) and its progress does not say
         so yet: the chunk then ends and commits, so the driver learns it at once."""
-        reads = reader.reads
-        return any(
-            (read := reads.get(key)) is not None and read.done and not state.progress.done for key, state in self.states.items()
-        )
+        return any(not self.states[key].progress.done for key in reader.ended)
 
     def copy_chunk(self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader, until: float | None = None) -> None:
         """One chunk transaction (rule 3); with ``until``, one chunk of a stream (rule 6)."""
