@@ -262,7 +262,7 @@ class RangesReader:
                 "copied again from offset %d once the stream ends",
                 read.topic, read.partition, diverged[key], read.reached, read.reached_epoch, error.str(), diverged[key],
             )
-            consumer.incremental_unassign([TopicPartition(read.topic, read.partition)])
+            self._unassign(read)
             read.end = read.reached
             self.ended.add((read.topic, read.partition))
             return
