@@ -149,7 +149,7 @@ class StreamTail:
 
     def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
         """Read up to the log's high watermark as it is now (call it after fencing the stream's tasks)."""
-        _, high = log_watermarks(self._consumer, self.log_topic)
+        _, high = log_watermarks(self._consumer_config, self.log_topic)
         deadline = time.monotonic() + timeout
         while self.position < high:
             if time.monotonic() > deadline:

@@ -249,10 +249,11 @@ def scan_log(
     consumer_config: Mapping[str, Any], log_topic: str, from_offset: int, timeout: float = SCAN_TIMEOUT_S
 ) -> Iterator[tuple[bytes, bytes | None, int]]:
     """Committed ``(key, value, offset)`` of the batch log from ``from_offset`` (or the log start, if later)
-    up to the high watermark seen at the start; waits out other partitions' open transactions."""
+    up to the high watermark seen at the start (:func:`log_watermarks`), so every transaction committed before
+    the call is read even while its markers are still being written; waits out other open transactions."""
+    low, high = log_watermarks(consumer_config, log_topic)
     consumer = log_consumer(consumer_config)
     try:
-        low, high = log_watermarks(consumer, log_topic)
         start = max(from_offset, low)
         if start >= high:
             return
@@ -296,10 +297,18 @@ def while_log_is_new(call: Callable[[], T]) -> T:
             time.sleep(0.2)
 
 
-def log_watermarks(consumer: Consumer, log_topic: str) -> tuple[int, int]:
-    """The batch log's low and high watermarks (:func:`while_log_is_new`)."""
+def log_watermarks(consumer_config: Mapping[str, Any], log_topic: str) -> tuple[int, int]:
+    """The batch log's low and high watermarks (:func:`while_log_is_new`).  The high watermark is the end of
+    everything written, committed or not: it is asked by a read_uncommitted client, because a read_committed
+    client's watermark query answers the last stable offset, which stays below a transaction the broker already
+    acknowledged until its markers are written (and a group's transactional offsets, the anchors, may be visible
+    before the batch log's markers are)."""
     log = TopicPartition(log_topic, 0)
-    low, high = while_log_is_new(lambda: consumer.get_watermark_offsets(log, timeout=REQUEST_TIMEOUT_S, cached=False))
+    consumer = Consumer({**consumer_config, "group.id": names.reader_group("batch-log"), "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    try:
+        low, high = while_log_is_new(lambda: consumer.get_watermark_offsets(log, timeout=REQUEST_TIMEOUT_S, cached=False))
+    finally:
+        consumer.close()
     return low, high
 
 
