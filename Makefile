@@ -19,10 +19,10 @@ demo: setup
 stop: setup
 	$(PY) -m airmirror.devtools.demo stop
 
-# TEST_WORKERS=2 runs the suite in two pytest-xdist workers, each with its own session clusters and Spark
-# session (--dist loadscope keeps a module and its module-scoped clusters on one worker): about 27 minutes on
-# 2 cores instead of about 40, but two of the slowest fault tests can then time out; one process by default.
-TEST_WORKERS ?= 0
+# The suite runs in two pytest-xdist workers, each with its own session clusters and Spark session (--dist
+# loadscope keeps a module and its module-scoped clusters on one worker): about 27 minutes on 2 cores instead of
+# about 40 in one process (TEST_WORKERS=0).
+TEST_WORKERS ?= 2
 test: setup
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=40
 

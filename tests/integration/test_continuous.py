@@ -67,6 +67,17 @@ def start_continuous(config: Path, *extra: str) -> subprocess.Popen:
     return run
 
 
+def finished(run: subprocess.Popen, timeout: float = 300) -> tuple[str, str]:
+    """The output and errors of ``run`` once it exits; a run still going after ``timeout`` is killed and the test
+    fails with the end of its log, so that the cause of a hang is on record."""
+    try:
+        return run.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        _, errors = run.communicate()
+        pytest.fail(f"the run did not end within {timeout:.0f}s; the end of its log:\n{errors[-8000:]}")
+
+
 def last_committed(store: MetadataStore, flow: str) -> int:
     """The id of the flow's newest committed batch (0 before the first)."""
     return max((b.id for b in store.batches(flow) if b.state == BatchState.COMMITTED), default=0)
@@ -132,7 +143,7 @@ def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(c
     sent = producer.sent
     wait_until(lambda: copied_so_far(store, flow.name, topic) >= sent or second.poll() is not None, 300, "the target to catch up")
     second.send_signal(signal.SIGTERM)
-    output, errors = second.communicate(timeout=300)
+    output, errors = finished(second)
 
     assert second.returncode == 0, (output, errors)
     assert "stopped by signal" in output
@@ -173,7 +184,7 @@ def test_a_topic_deleted_mid_stream_stops_alone(clusters, prefix, tmp_path):
     finally:
         producer.stop()
     run.send_signal(signal.SIGTERM)
-    output, errors = run.communicate(timeout=300)
+    output, errors = finished(run)
 
     assert run.returncode == 0, (output, errors)
     store.dispose()
@@ -188,7 +199,7 @@ def test_continuous_run_for_a_duration_ends_by_itself_and_reports_json(clusters,
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]")
 
     run = start_continuous(config, "--for", "3s", "--json")
-    output, errors = run.communicate(timeout=300)
+    output, errors = finished(run)
 
     assert run.returncode == 0, (output, errors)
     report = json.loads(output)  # stdout holds the report alone; Spark's and librdkafka's logs go to stderr
@@ -311,7 +322,7 @@ def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(cl
             wait_until(lambda: copied_so_far(store, flow.name, topic) > before or run.poll() is not None, 300, "progress recorded")
             assert run.poll() is None, run.communicate()
             broker.restart()
-        output, errors = run.communicate(timeout=300)
+        output, errors = finished(run)
     finally:
         producer.stop()
     store.dispose()
