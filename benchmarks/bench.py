@@ -108,7 +108,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -119,8 +119,8 @@ from kafka_io import (
     create_topic,
     create_topics,
     end_offsets,
-    partition_creation_s,
     load_topic,
+    partition_creation_s,
     topic_digest,
     topics_digest,
     warm_up_cluster,
@@ -139,7 +139,9 @@ BIG_RECORD_SIZE = 100
 BIG_TRANSACTION_TIMEOUT_MS = 15_000
 BIG_RSS_RATIO_LIMIT = 1.2
 BIG_RUN_FIGURES = ("records", "wall_s", "records_per_s", "mb_s", "steady_mb_s", "peak_rss_mb", "peak_rss_by_role_mb")
-VERIFY_JOB_LOG = re.compile(r"verify job: \d+ partitions, (?P<records>\d+) source records, \d+ target records in (?P<seconds>[\d.]+) s")
+VERIFY_JOB_LOG = re.compile(
+    r"verify job: \d+ partitions, (?P<records>\d+) source records, \d+ target records in (?P<seconds>[\d.]+) s"
+)
 PARTITION_SCALING_TOPIC_PARTITIONS = 10
 PARTITION_SCALING_RECORD_SIZE = 100
 PARTITION_SCALING_BATCHES = ("first_copy", "incremental", "nothing_new")
@@ -356,7 +358,15 @@ def run_airmirror(
 def run_verify(source: SourceTopic, flow: AirmirrorFlow, copied: dict, timeout: float) -> dict:
     """``airmirror verify`` of the flow the base run copied, beside that copy: wall time of the whole command and
     of its Spark job, in records/s, and the ratios to the copy's (above 1: verify is faster)."""
-    command = [str(Path(sys.executable).parent / "airmirror"), "-v", "verify", str(flow.config), "--flow", flow.flow, "--json"]
+    command = [
+        str(Path(sys.executable).parent / "airmirror"),
+        "-v",
+        "verify",
+        str(flow.config),
+        "--flow",
+        flow.flow,
+        "--json",
+    ]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     wall_s = time.monotonic() - started
@@ -364,7 +374,9 @@ def run_verify(source: SourceTopic, flow: AirmirrorFlow, copied: dict, timeout: 
         raise SystemExit(f"VERIFICATION FAILED: airmirror verify exited {done.returncode}: {done.stderr[-2000:]}")
     job = VERIFY_JOB_LOG.search(done.stderr)
     if job is None or int(job.group("records")) != source.records:
-        raise SystemExit(f"VERIFICATION FAILED: airmirror verify compared {job and job.group('records')} records, expected {source.records}")
+        raise SystemExit(
+            f"VERIFICATION FAILED: airmirror verify compared {job and job.group('records')} records, expected {source.records}"
+        )
     job_s = float(job.group("seconds"))
     return {
         "wall_s": round(wall_s, 2),
@@ -422,7 +434,12 @@ def run_latency(
 def run_live_case(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
     """The ``--live-copiers`` under the same steady load, one after the other (``live.py``): airmirror
     ``replicate --continuous``, MM2 tuned, and MM2 tuned with exactly-once enabled."""
-    load = {"partitions": args.partitions, "rate": args.live_rate, "size": args.record_size, "seconds": args.live_seconds}
+    load = {
+        "partitions": args.partitions,
+        "rate": args.live_rate,
+        "size": args.record_size,
+        "seconds": args.live_seconds,
+    }
     results = {}
     for name in args.live_copiers:
         time.sleep(args.settle_seconds)
@@ -430,7 +447,9 @@ def run_live_case(clusters: Clusters, args: argparse.Namespace, workdir: Path) -
         live_dir = workdir / f"live-{name}"
         live_dir.mkdir()
         command, topic, remote = live_copier(name, clusters, args, live_dir)
-        results[name] = run_live(name, command, clusters.source, clusters.target, topic, remote, workdir=live_dir, **load)
+        results[name] = run_live(
+            name, command, clusters.source, clusters.target, topic, remote, workdir=live_dir, **load
+        )
         log(f"live {name}: {results[name]}")
     return results
 
@@ -512,13 +531,23 @@ def partition_scaling_run(clusters: Clusters, args: argparse.Namespace, workdir:
     create_topics(clusters.source, topics, per_topic)
     started = time.monotonic()
     for i, topic in enumerate(topics):
-        share = args.partition_scaling_records // len(topics) + (1 if i < args.partition_scaling_records % len(topics) else 0)
+        share = args.partition_scaling_records // len(topics) + (
+            1 if i < args.partition_scaling_records % len(topics) else 0
+        )
         load_topic(clusters.source, topic, per_topic, share, PARTITION_SCALING_RECORD_SIZE)
-    log(f"loaded {len(topics)} topics x {per_topic} partitions, {args.partition_scaling_records} records in {time.monotonic() - started:.1f} s")
+    log(
+        f"loaded {len(topics)} topics x {per_topic} partitions, {args.partition_scaling_records} records in {time.monotonic() - started:.1f} s"
+    )
     flow = AirmirrorFlow(alias, f"{alias}t", workdir / f"{alias}.properties")
     flow.config.write_text(
         airmirror_properties(
-            alias, flow.target_alias, clusters.source, clusters.target, f"{alias}-.*", workdir / f"{alias}.db", args.spark_master
+            alias,
+            flow.target_alias,
+            clusters.source,
+            clusters.target,
+            f"{alias}-.*",
+            workdir / f"{alias}.db",
+            args.spark_master,
         )
     )
     timeout = args.timeout * max(1.0, partitions / 200)
@@ -526,17 +555,30 @@ def partition_scaling_run(clusters: Clusters, args: argparse.Namespace, workdir:
     for batch, new_records in zip(PARTITION_SCALING_BATCHES, (args.partition_scaling_records, partitions, 0)):
         if batch == "incremental":
             for topic in topics:
-                load_topic(clusters.source, topic, per_topic, per_topic, PARTITION_SCALING_RECORD_SIZE, first=args.partition_scaling_records)
+                load_topic(
+                    clusters.source,
+                    topic,
+                    per_topic,
+                    per_topic,
+                    PARTITION_SCALING_RECORD_SIZE,
+                    first=args.partition_scaling_records,
+                )
         time.sleep(args.settle_seconds)
         result[batch] = timed_replicate(flow, new_records, timeout)
         sources = topics_digest(clusters.source, topics, per_topic)
         copies = topics_digest(clusters.target, [flow.remote_topic(t) for t in topics], per_topic)
         wrong = [f"{topics[i // per_topic]}-{i % per_topic}" for i, digest in enumerate(sources) if copies[i] != digest]
         if wrong:
-            raise SystemExit(f"VERIFICATION FAILED: after the {batch} batch, remote partitions differ from {', '.join(wrong[:10])}")
+            raise SystemExit(
+                f"VERIFICATION FAILED: after the {batch} batch, remote partitions differ from {', '.join(wrong[:10])}"
+            )
         log(f"partition scaling, {partitions} partitions, {batch}: {result[batch]}")
-    result["broker_creation_s"] = round(partition_creation_s(clusters.target, [f"{alias}-probe-{i:04d}" for i in range(len(topics))], per_topic), 2)
-    log(f"partition scaling, {partitions} partitions: the target broker brings up {partitions} new partitions in {result['broker_creation_s']} s")
+    result["broker_creation_s"] = round(
+        partition_creation_s(clusters.target, [f"{alias}-probe-{i:04d}" for i in range(len(topics))], per_topic), 2
+    )
+    log(
+        f"partition scaling, {partitions} partitions: the target broker brings up {partitions} new partitions in {result['broker_creation_s']} s"
+    )
     return result
 
 
@@ -550,9 +592,12 @@ def run_partition_scaling(clusters: Clusters, args: argparse.Namespace, workdir:
         "partitions_per_topic": PARTITION_SCALING_TOPIC_PARTITIONS,
         "few": few,
         "many": many,
-        "wall_ratios": {batch: ratio(many[batch]["wall_s"], few[batch]["wall_s"]) for batch in PARTITION_SCALING_BATCHES},
+        "wall_ratios": {
+            batch: ratio(many[batch]["wall_s"], few[batch]["wall_s"]) for batch in PARTITION_SCALING_BATCHES
+        },
         "first_copy_ratio_less_broker_creation": ratio(
-            many["first_copy"]["wall_s"] - many["broker_creation_s"], few["first_copy"]["wall_s"] - few["broker_creation_s"]
+            many["first_copy"]["wall_s"] - many["broker_creation_s"],
+            few["first_copy"]["wall_s"] - few["broker_creation_s"],
         ),
         "ratio_target": PARTITION_SCALING_RATIO_TARGET,
     }
@@ -800,7 +845,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partition-scaling-only", action="store_true", help=only)
     parser.add_argument("--timeout", type=float, default=300.0, help="per copier run, seconds")
     parser.add_argument(
-        "--settle-seconds", type=float, default=3.0, help="pause before each copier run, so the one before it does not skew it"
+        "--settle-seconds",
+        type=float,
+        default=3.0,
+        help="pause before each copier run, so the one before it does not skew it",
     )
     parser.add_argument("--results-dir", type=Path, default=HERE / "results")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (broker data, copier logs)")
@@ -854,7 +902,7 @@ def results_json(document: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     document: dict = {
         "timestamp": stamp,
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),

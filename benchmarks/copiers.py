@@ -112,9 +112,7 @@ class TreeUsage:
                 self.role_peaks[role] = max(self.role_peaks[role], rss)
             elapsed = time.monotonic() - self._started
             if total and elapsed >= next_row:
-                self.timeline.append(
-                    [round(elapsed, 1), *(round(x / 2**20) for x in (total, *by_role.values()))]
-                )
+                self.timeline.append([round(elapsed, 1), *(round(x / 2**20) for x in (total, *by_role.values()))])
                 next_row = elapsed + self.timeline_s
             self._stop.wait(self.interval)
 

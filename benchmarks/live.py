@@ -46,7 +46,13 @@ def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, siz
         due = min(total, int((time.monotonic() - started) * rate) + 1)
         now_ms = int(time.time() * 1000)
         while sent < due:
-            producer.produce(topic, block[sent % 4096 : sent % 4096 + size], str(sent).encode(), partition=sent % partitions, timestamp=now_ms)
+            producer.produce(
+                topic,
+                block[sent % 4096 : sent % 4096 + size],
+                str(sent).encode(),
+                partition=sent % partitions,
+                timestamp=now_ms,
+            )
             sent += 1
         producer.poll(0)
         time.sleep(0.01)
@@ -130,7 +136,11 @@ def longest_gap(arrivals_ms: list[int]) -> int:
 def long_gaps(arrivals_ms: list[int], at_least_ms: int = LONG_GAP_MS, most: int = 20) -> list[list[float]]:
     """``[seconds since the first arrival, gap ms]`` of the ``most`` longest gaps of at least ``at_least_ms``, in
     time order: whether they recur at some interval of the copier's says where they come from."""
-    gaps = [(later - earlier, earlier) for earlier, later in zip(arrivals_ms, arrivals_ms[1:]) if later - earlier >= at_least_ms]
+    gaps = [
+        (later - earlier, earlier)
+        for earlier, later in zip(arrivals_ms, arrivals_ms[1:])
+        if later - earlier >= at_least_ms
+    ]
     longest = sorted(gaps, reverse=True)[:most]
     return [[round((at - arrivals_ms[0]) / 1000, 1), gap] for gap, at in sorted(longest, key=lambda g: g[1])]
 

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -49,7 +49,13 @@ from airmirror.config.durations import parse_duration
 from airmirror.devtools.local_kafka import free_port, start_broker, stop_broker
 
 RESULTS = Path(__file__).with_name("results")
-LIMITS = {"cli_threads": ("+", 2), "threads": ("x", 1.10), "fds": ("x", 1.10), "rss_mb": ("x", 1.10), "db_kb": ("x", 1.10)}
+LIMITS = {
+    "cli_threads": ("+", 2),
+    "threads": ("x", 1.10),
+    "fds": ("x", 1.10),
+    "rss_mb": ("x", 1.10),
+    "db_kb": ("x", 1.10),
+}
 """How far a series' peak in the second half of the settled window may rise above its peak in the first half: by a
 count (``+``) or a factor (``x``).  Peaks, not single samples, because the series breathe with each batch (the
 driver's transient clients, the Spark JVM's cached block-manager thread pools of at most 100 threads each);
@@ -83,8 +89,12 @@ class SteadyProducer(threading.Thread):
             while self.sent < due:
                 value = (f"{self.sent:012d}" * (self.size // 12 + 1))[: self.size].encode()
                 self.producer.produce(
-                    self.topic, value, f"key-{self.sent}".encode(), partition=self.sent % self.partitions,
-                    timestamp=int(time.time() * 1000), on_delivery=self._delivered,
+                    self.topic,
+                    value,
+                    f"key-{self.sent}".encode(),
+                    partition=self.sent % self.partitions,
+                    timestamp=int(time.time() * 1000),
+                    on_delivery=self._delivered,
                 )
                 self.sent += 1
             self.producer.poll(0)
@@ -115,7 +125,14 @@ def sample(pid: int, db: Path, started: float) -> dict:
         except psutil.NoSuchProcess:
             continue
     db_bytes = sum(path.stat().st_size for path in (db, db.with_name(db.name + "-wal")) if path.exists())
-    return {"minute": round((time.monotonic() - started) / 60, 1), "cli_threads": cli_threads, "threads": threads, "fds": fds, "rss_mb": round(rss / 2**20, 1), "db_kb": round(db_bytes / 1024, 1)}
+    return {
+        "minute": round((time.monotonic() - started) / 60, 1),
+        "cli_threads": cli_threads,
+        "threads": threads,
+        "fds": fds,
+        "rss_mb": round(rss / 2**20, 1),
+        "db_kb": round(db_bytes / 1024, 1),
+    }
 
 
 def flatness(series: list[dict], after_minutes: float) -> dict:
@@ -130,13 +147,22 @@ def flatness(series: list[dict], after_minutes: float) -> dict:
             continue
         first, second = max(row[metric] for row in settled[:half]), max(row[metric] for row in settled[half:])
         limit = first + allowed if kind == "+" else first * allowed
-        verdicts[metric] = {"first_half_peak": first, "second_half_peak": second, "limit": round(limit, 1), "flat": second <= limit}
+        verdicts[metric] = {
+            "first_half_peak": first,
+            "second_half_peak": second,
+            "limit": round(limit, 1),
+            "flat": second <= limit,
+        }
     return verdicts
 
 
 def contents(bootstrap: str, topic: str, partition: int) -> list[tuple]:
     """Key, value, headers and timestamp of every committed record of one partition, in offset order."""
-    return [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for batch in committed_messages(bootstrap, topic, partition) for m in batch]
+    return [
+        (m.key(), m.value(), m.headers(), m.timestamp()[1])
+        for batch in committed_messages(bootstrap, topic, partition)
+        for m in batch
+    ]
 
 
 def compare_copies(source: str, target: str, topic: str, remote_topic: str, partitions: int) -> dict:
@@ -148,28 +174,31 @@ def compare_copies(source: str, target: str, topic: str, remote_topic: str, part
         held["source_records"] += len(original)
         held["target_records"] += len(copy)
         common = min(len(copy), len(original))
-        equal = equal and common > 0 and copy[len(copy) - common:] == original[len(original) - common:]
+        equal = equal and common > 0 and copy[len(copy) - common :] == original[len(original) - common :]
     return {**held, "equal": equal}
 
 
 def config_text(source: str, target: str, topic: str, db: Path, retention: str) -> str:
-    return "\n".join(
-        [
-            "clusters = src, tgt",
-            f"src.bootstrap.servers = {source}",
-            f"tgt.bootstrap.servers = {target}",
-            "src->tgt.enabled = true",
-            f"topics = {topic}",
-            "replication.factor = 1",
-            "offset.storage.replication.factor = 1",
-            "offset-syncs.topic.replication.factor = 1",
-            "heartbeats.topic.replication.factor = 1",
-            "checkpoints.topic.replication.factor = 1",
-            f"airmirror.metadata.db.url = sqlite:///{db}",
-            f"airmirror.metadata.retention = {retention}",
-            "airmirror.spark.master = local[2]",
-        ]
-    ) + "\n"
+    return (
+        "\n".join(
+            [
+                "clusters = src, tgt",
+                f"src.bootstrap.servers = {source}",
+                f"tgt.bootstrap.servers = {target}",
+                "src->tgt.enabled = true",
+                f"topics = {topic}",
+                "replication.factor = 1",
+                "offset.storage.replication.factor = 1",
+                "offset-syncs.topic.replication.factor = 1",
+                "heartbeats.topic.replication.factor = 1",
+                "checkpoints.topic.replication.factor = 1",
+                f"airmirror.metadata.db.url = sqlite:///{db}",
+                f"airmirror.metadata.retention = {retention}",
+                "airmirror.spark.master = local[2]",
+            ]
+        )
+        + "\n"
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -179,10 +208,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--record-size", type=int, default=200, help="value bytes (default 200)")
     parser.add_argument("--partitions", type=int, default=6, help="source partitions (default 6)")
     parser.add_argument("--retention", default="1m", help="airmirror.metadata.retention of the run (default 1m)")
-    parser.add_argument("--topic-retention", default="1m", help="retention.ms of the source topic, as a duration (default 1m)")
+    parser.add_argument(
+        "--topic-retention", default="1m", help="retention.ms of the source topic, as a duration (default 1m)"
+    )
     parser.add_argument("--sample-seconds", type=float, default=60.0, help="sampling interval (default 60)")
-    parser.add_argument("--restart-at", type=float, default=None, help="minute of the target broker restart (default: half)")
-    parser.add_argument("--flat-after", type=float, default=5.0, help="minutes before the series must be flat (default 5)")
+    parser.add_argument(
+        "--restart-at", type=float, default=None, help="minute of the target broker restart (default: half)"
+    )
+    parser.add_argument(
+        "--flat-after", type=float, default=5.0, help="minutes before the series must be flat (default 5)"
+    )
     return parser.parse_args(argv)
 
 
@@ -191,25 +226,41 @@ def main(argv: list[str] | None = None) -> int:
     restart_at = args.minutes / 2 if args.restart_at is None else args.restart_at
     home = Path(tempfile.mkdtemp(prefix="airmirror-soak-"))
     os.environ["AIRMIRROR_HOME"] = str(home)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     document: dict = {"timestamp": stamp, "params": vars(args) | {"restart_at": restart_at}, "series": []}
     brokers = []
     try:
         checks = {"log.retention.check.interval.ms": "30000"}
-        brokers = [start_broker(name, free_port(), home=home, broker_config=checks) for name in ("soak-source", "soak-target")]
+        brokers = [
+            start_broker(name, free_port(), home=home, broker_config=checks) for name in ("soak-source", "soak-target")
+        ]
         source, target = brokers[0].bootstrap, brokers[1].bootstrap
         for bootstrap in (source, target):
             warm_up_cluster(bootstrap)
         topic, db = "soak", home / "airmirror.db"
         retention_ms = int(parse_duration(args.topic_retention).total_seconds() * 1000)
-        new_topic = NewTopic(topic, args.partitions, 1, config={"retention.ms": str(retention_ms), "segment.ms": "20000"})
+        new_topic = NewTopic(
+            topic, args.partitions, 1, config={"retention.ms": str(retention_ms), "segment.ms": "20000"}
+        )
         admin = AdminClient({"bootstrap.servers": source})
         admin.create_topics([new_topic])[topic].result()
         config = home / "mm2.properties"
         config.write_text(config_text(source, target, topic, db, args.retention))
         producer = SteadyProducer(source, topic, args.partitions, args.rate, args.record_size)
         producer.start()
-        command = [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "src->tgt", "--continuous", "--for", f"{int(args.minutes * 60)}s", "--json"]
+        command = [
+            sys.executable,
+            "-m",
+            "airmirror.cli",
+            "replicate",
+            str(config),
+            "--flow",
+            "src->tgt",
+            "--continuous",
+            "--for",
+            f"{int(args.minutes * 60)}s",
+            "--json",
+        ]
         log(f"home {home}; {' '.join(command[1:])}")
         output = (home / "replicate.log").open("w")
         run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=output, text=True)
@@ -226,12 +277,23 @@ def main(argv: list[str] | None = None) -> int:
                 brokers[1].restart(timeout=300)
                 restarted = True
         report = run.stdout.read()
-        document["live_run"] = {"exit_code": run.returncode, "report": json.loads(report) if run.returncode == 0 else report, "target_restarted": restarted}
+        document["live_run"] = {
+            "exit_code": run.returncode,
+            "report": json.loads(report) if run.returncode == 0 else report,
+            "target_restarted": restarted,
+        }
         producer.stop()
         document["produced"] = producer.sent
         document["delivery_failures"] = producer.failed[:5]
-        catch_up = subprocess.run([sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "src->tgt"], capture_output=True, text=True)
-        document["copy"] = {"catch_up_exit_code": catch_up.returncode, **compare_copies(source, target, topic, f"src.{topic}", args.partitions)}
+        catch_up = subprocess.run(
+            [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "src->tgt"],
+            capture_output=True,
+            text=True,
+        )
+        document["copy"] = {
+            "catch_up_exit_code": catch_up.returncode,
+            **compare_copies(source, target, topic, f"src.{topic}", args.partitions),
+        }
         document["flatness"] = flatness(document["series"], args.flat_after)
     finally:
         for broker in brokers:
@@ -248,9 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(document, indent=2) + "\n")
     print("| minute | airmirror threads | tree threads | fds | RSS MB | DB KB |\n|---:|---:|---:|---:|---:|---:|")
     for row in document["series"]:
-        print(f"| {row['minute']} | {row['cli_threads']} | {row['threads']} | {row['fds']} | {row['rss_mb']} | {row['db_kb']} |")
+        print(
+            f"| {row['minute']} | {row['cli_threads']} | {row['threads']} | {row['fds']} | {row['rss_mb']} | {row['db_kb']} |"
+        )
     print(f"\nflat after minute {args.flat_after}: {json.dumps(document['flatness'])}")
-    print(f"copy: {json.dumps(document['copy'])}; live run exit {document['live_run']['exit_code']}; {'PASSED' if ok else 'FAILED'}")
+    print(
+        f"copy: {json.dumps(document['copy'])}; live run exit {document['live_run']['exit_code']}; {'PASSED' if ok else 'FAILED'}"
+    )
     log(f"results in {path}")
     return 0 if ok else 1
 

@@ -30,8 +30,17 @@ class HeadlessChromium:
         if binary is None:
             raise RuntimeError("Debian's chromium package is not installed (.ci/run installs it)")
         self.process = subprocess.Popen(
-            [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-port=0",
-             f"--user-data-dir={self.profile}", f"--window-size={width},{height}", "about:blank"],
+            [
+                binary,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self.profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -73,7 +82,9 @@ class HeadlessChromium:
         deadline = time.monotonic() + timeout
         while not self.evaluate(ready):
             if time.monotonic() > deadline:
-                raise AssertionError(f"{url}: '{ready}' never became true; page text: {self.evaluate('document.body && document.body.innerText')!r}")
+                raise AssertionError(
+                    f"{url}: '{ready}' never became true; page text: {self.evaluate('document.body && document.body.innerText')!r}"
+                )
             time.sleep(0.5)
 
     def evaluate(self, expression: str) -> Any:
@@ -81,5 +92,7 @@ class HeadlessChromium:
 
     def screenshot(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]))
+        path.write_bytes(
+            base64.b64decode(self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"])
+        )
         return path

@@ -49,7 +49,11 @@ def no_heartbeats_topics_left_on_the_shared_source(request: pytest.FixtureReques
         return
     admin = AdminClient({"bootstrap.servers": shared["a"].bootstrap})
     policy = DefaultReplicationPolicy()
-    left = [t for t in admin.list_topics(timeout=30).topics if policy.is_heartbeats_topic(t) and not is_cycle(policy, "b", t)]
+    left = [
+        t
+        for t in admin.list_topics(timeout=30).topics
+        if policy.is_heartbeats_topic(t) and not is_cycle(policy, "b", t)
+    ]
     for future in admin.delete_topics(left, operation_timeout=30).values() if left else ():
         future.result()
 

@@ -24,7 +24,9 @@ def end_offset(bootstrap: str, topic: str, partition: int, *, committed: bool = 
     """The partition's end: its high watermark, counting records of open transactions, or with ``committed`` its
     last stable offset; 0 while the topic does not exist."""
     isolation = "read_committed" if committed else "read_uncommitted"
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "airmirror-test-end-offset", "isolation.level": isolation})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "airmirror-test-end-offset", "isolation.level": isolation}
+    )
     try:
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
     except KafkaException:
@@ -50,7 +52,14 @@ def await_partition(producer: Producer, topic: str, partition: int, timeout: flo
         time.sleep(0.2)
 
 
-def produce(bootstrap: str, topic: str, partition: int, records: list[Record], transactional_id: str | None = None, abort: bool = False) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    records: list[Record],
+    transactional_id: str | None = None,
+    abort: bool = False,
+) -> None:
     """Produce records to one partition; with ``transactional_id`` inside one transaction (aborted if asked)."""
     config = {"bootstrap.servers": bootstrap, "linger.ms": 5}
     if transactional_id:
@@ -67,7 +76,15 @@ def produce(bootstrap: str, topic: str, partition: int, records: list[Record], t
             failures.append(error.str())
 
     for r in records:
-        producer.produce(topic, r.value, r.key, partition=partition, timestamp=r.timestamp, headers=list(r.headers) or None, on_delivery=delivered)
+        producer.produce(
+            topic,
+            r.value,
+            r.key,
+            partition=partition,
+            timestamp=r.timestamp,
+            headers=list(r.headers) or None,
+            on_delivery=delivered,
+        )
     assert producer.flush(60) == 0, f"records to {topic}-{partition} unsent after 60 s"
     assert not failures, f"records to {topic}-{partition} failed: {failures[0]}"
     if transactional_id:
@@ -132,7 +149,9 @@ def records_by_partition(bootstrap: str, topic: str, partitions: int, timeout: f
                         raise RuntimeError(message.error())
                     pending.discard(message.partition())
                     continue
-                out[message.partition()].append(Record(message.key(), message.value(), tuple(message.headers() or ()), message.timestamp()[1]))
+                out[message.partition()].append(
+                    Record(message.key(), message.value(), tuple(message.headers() or ()), message.timestamp()[1])
+                )
     finally:
         consumer.close()
     return out
@@ -179,7 +198,9 @@ class SteadyProducer(threading.Thread):
         while not self.halt.is_set():
             for _ in range(self.burst):
                 partition = self.sent % self.partitions
-                self.producer.produce(self.topic, f"value-{self.sent}".encode() * 20, f"key-{self.sent}".encode(), partition=partition)
+                self.producer.produce(
+                    self.topic, f"value-{self.sent}".encode() * 20, f"key-{self.sent}".encode(), partition=partition
+                )
                 self.sent += 1
             self.producer.poll(0)
             time.sleep(self.pause)

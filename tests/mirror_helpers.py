@@ -46,7 +46,12 @@ def unique_records(label: str, count: int, duplicate_key_every: int = 0) -> list
     ``dup`` (compaction keeps only the last of those), the others unique keys."""
     now = int(time.time() * 1000)
     return [
-        Record(b"dup" if duplicate_key_every and i % duplicate_key_every == 0 else f"k{i}".encode(), f"{label}-{i}".encode(), (), now + i)
+        Record(
+            b"dup" if duplicate_key_every and i % duplicate_key_every == 0 else f"k{i}".encode(),
+            f"{label}-{i}".encode(),
+            (),
+            now + i,
+        )
         for i in range(count)
     ]
 
@@ -105,7 +110,9 @@ def group_offsets_on(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions}
 
 
-def consume_rest(bootstrap: str, group: str, topics: list[str], timeout: float = 60.0) -> dict[tuple[str, int], list[Record]]:
+def consume_rest(
+    bootstrap: str, group: str, topics: list[str], timeout: float = 60.0
+) -> dict[tuple[str, int], list[Record]]:
     """As ``group``, subscribe to ``topics`` and read every partition from its committed offset to the end.
 
     A partition without a committed offset fails the test (``auto.offset.reset=error``)."""
@@ -139,7 +146,9 @@ def consume_rest(bootstrap: str, group: str, topics: list[str], timeout: float =
     return read
 
 
-def produce_transactions(bootstrap: str, topic: str, transactional_id: str, transactions: list[tuple[str, int, bool]]) -> None:
+def produce_transactions(
+    bootstrap: str, topic: str, transactional_id: str, transactions: list[tuple[str, int, bool]]
+) -> None:
     """Write one transaction per ``(label, record count, aborted)`` to partition 0, in order."""
     for label, count, aborted in transactions:
         produce(bootstrap, topic, 0, unique_records(label, count), transactional_id=transactional_id, abort=aborted)

@@ -120,13 +120,20 @@ class PostgresServer:
         self._own(password_file)
         self._run(
             "initdb",
-            "--pgdata", str(self.data_dir),
-            "--username", self.user,
-            "--pwfile", str(password_file),
-            "--auth-local", "trust",
-            "--auth-host", "scram-sha-256",
-            "--encoding", "UTF8",
-            "--locale", "C",
+            "--pgdata",
+            str(self.data_dir),
+            "--username",
+            self.user,
+            "--pwfile",
+            str(password_file),
+            "--auth-local",
+            "trust",
+            "--auth-host",
+            "scram-sha-256",
+            "--encoding",
+            "UTF8",
+            "--locale",
+            "C",
             "--no-sync",
         )
         password_file.unlink()
@@ -140,8 +147,15 @@ class PostgresServer:
 
     def start(self) -> None:
         self._run(
-            "pg_ctl", "start", "--pgdata", str(self.data_dir), "--log", str(self.log_file),
-            "--wait", "--timeout", str(START_TIMEOUT_SECONDS),
+            "pg_ctl",
+            "start",
+            "--pgdata",
+            str(self.data_dir),
+            "--log",
+            str(self.log_file),
+            "--wait",
+            "--timeout",
+            str(START_TIMEOUT_SECONDS),
         )
         self.running = True
 

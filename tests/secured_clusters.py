@@ -32,7 +32,10 @@ RECORDS_PER_PARTITION = 300
 def local_kafka(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "airmirror.cli", "local-kafka", *args],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "AIRMIRROR_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "AIRMIRROR_HOME": str(home)},
     )
 
 
@@ -55,8 +58,13 @@ def secured_clusters(home: Path, names: tuple[str, str]) -> Iterator[dict[str, L
         with ThreadPoolExecutor(2) as pool:
             source = pool.submit(start_source_with_the_cli, names[0], home)
             target = pool.submit(
-                start_broker, names[1], free_port(), security="SASL_SSL", sasl_mechanism="PLAIN",
-                users=[TARGET_USER, ("reader", "reader-pw")], home=home,
+                start_broker,
+                names[1],
+                free_port(),
+                security="SASL_SSL",
+                sasl_mechanism="PLAIN",
+                users=[TARGET_USER, ("reader", "reader-pw")],
+                home=home,
             )
             yield {"a": source.result(), "b": target.result()}
     finally:
@@ -77,7 +85,12 @@ def produce(broker: LocalBroker, topic: str, partition: int, records: list[Recor
     failures: list[str] = []
     for r in records:
         producer.produce(
-            topic, r.value, r.key, partition=partition, timestamp=r.timestamp, headers=list(r.headers) or None,
+            topic,
+            r.value,
+            r.key,
+            partition=partition,
+            timestamp=r.timestamp,
+            headers=list(r.headers) or None,
             on_delivery=lambda error, _: failures.append(error.str()) if error is not None else None,
         )
     assert producer.flush(60) == 0 and not failures, failures[:1]
@@ -85,10 +98,15 @@ def produce(broker: LocalBroker, topic: str, partition: int, records: list[Recor
 
 def read_partition(broker: LocalBroker, topic: str, partition: int, user: str | None = None) -> list[Record]:
     """Every committed record of one partition (read_committed, to its end)."""
-    consumer = Consumer({
-        **broker.client_config(user), "group.id": "airmirror-test-reader", "enable.auto.commit": False,
-        "isolation.level": "read_committed", "enable.partition.eof": True,
-    })
+    consumer = Consumer(
+        {
+            **broker.client_config(user),
+            "group.id": "airmirror-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, partition, 0)])
     records: list[Record] = []
     try:
@@ -150,16 +168,21 @@ def security_lines(
     tls = security.tls
     assert tls is not None
     if pkcs12:
-        trust = [f"{alias}.ssl.truststore.type = PKCS12", f"{alias}.ssl.truststore.location = {tls.truststore}",
-                 f"{alias}.ssl.truststore.password = {tls.truststore_password}"]
+        trust = [
+            f"{alias}.ssl.truststore.type = PKCS12",
+            f"{alias}.ssl.truststore.location = {tls.truststore}",
+            f"{alias}.ssl.truststore.password = {tls.truststore_password}",
+        ]
     else:
         trust = [f"{alias}.ssl.truststore.type = PEM", f"{alias}.ssl.truststore.location = {ca or tls.ca_certificate}"]
-    return "\n".join([
-        f"{alias}.security.protocol = {security.protocol}",
-        f"{alias}.sasl.mechanism = {security.sasl_mechanism}",
-        f"{alias}.sasl.jaas.config = {login}",
-        *trust,
-    ])
+    return "\n".join(
+        [
+            f"{alias}.security.protocol = {security.protocol}",
+            f"{alias}.sasl.mechanism = {security.sasl_mechanism}",
+            f"{alias}.sasl.jaas.config = {login}",
+            *trust,
+        ]
+    )
 
 
 def mm2_file(
@@ -167,18 +190,22 @@ def mm2_file(
 ) -> Path:
     """Flow a->b of the ``prefix`` topics: source with its PKCS12 trust store, target ``target_lines`` (default: its
     own PEM CA), then ``extra``."""
-    body = "\n".join([
-        "a->b.enabled = true",
-        f"topics = {prefix}.*",
-        "airmirror.spark.master = local[2]",
-        security_lines("a", secured["a"], pkcs12=True),
-        target_lines or security_lines("b", secured["b"]),
-        extra,
-    ])
+    body = "\n".join(
+        [
+            "a->b.enabled = true",
+            f"topics = {prefix}.*",
+            "airmirror.spark.master = local[2]",
+            security_lines("a", secured["a"], pkcs12=True),
+            target_lines or security_lines("b", secured["b"]),
+            extra,
+        ]
+    )
     return write_config(tmp_path / "mm2.properties", secured, body)
 
 
-def source_topic(secured: dict[str, LocalBroker], prefix: str, records: int = RECORDS_PER_PARTITION) -> tuple[str, dict[int, list[Record]]]:
+def source_topic(
+    secured: dict[str, LocalBroker], prefix: str, records: int = RECORDS_PER_PARTITION
+) -> tuple[str, dict[int, list[Record]]]:
     """Topic ``PREFIX.orders`` on the source, with ``records`` records in each of its partitions."""
     topic = f"{prefix}.orders"
     create_topic(secured["a"], topic, PARTITIONS)

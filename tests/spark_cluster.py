@@ -51,7 +51,11 @@ class SparkCluster:
 def spark_process(args: list[str], log: Path) -> subprocess.Popen:
     with log.open("ab") as out:
         return subprocess.Popen(
-            [str(SPARK_CLASS), *args], stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **LOOPBACK}, start_new_session=True
+            [str(SPARK_CLASS), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **LOOPBACK},
+            start_new_session=True,
         )
 
 
@@ -65,14 +69,35 @@ def spark_standalone(home: Path, workers: int = 2) -> Iterator[SparkCluster]:
     cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}", worker_ports, home / "events")
     with ExitStack() as stack:
         master = spark_process(
-            ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)], home / "master.log"
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+            home / "master.log",
         )
         stack.callback(stop_process_group, master)
         for n, web_port in enumerate(worker_ports):
             work_dir = home / f"worker-{n}"
             worker = spark_process(
-                ["org.apache.spark.deploy.worker.Worker", cluster.master_url, "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                 "--webui-port", str(web_port), "--work-dir", str(work_dir)],
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    cluster.master_url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(web_port),
+                    "--work-dir",
+                    str(work_dir),
+                ],
                 home / f"worker-{n}.log",
             )
             stack.callback(stop_process_group, worker)

@@ -25,7 +25,11 @@ def flow_with_target_connection(tmp_path: Path, clusters, prefix: str, monkeypat
     create_topic(clusters["a"].bootstrap, f"{prefix}.vault")
     produce(clusters["a"].bootstrap, f"{prefix}.vault", 0, sample_records(15))
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\n{extra}")
-    config.write_text(config.read_text().replace(f"b.bootstrap.servers = {clusters['b'].bootstrap}\n", "b.airflow.conn.id = target_kafka\n"))
+    config.write_text(
+        config.read_text().replace(
+            f"b.bootstrap.servers = {clusters['b'].bootstrap}\n", "b.airflow.conn.id = target_kafka\n"
+        )
+    )
     monkeypatch.delenv("AIRFLOW_CONN_TARGET_KAFKA", raising=False)
     return config
 

@@ -30,11 +30,26 @@ def test_one_dag_per_enabled_flow(tmp_path, dag_bag_for):
     assert sorted(bag.dag_ids) == ["airmirror__a__b", "airmirror__a__c", "airmirror__b__a"]
     flow_dag = bag.dags["airmirror__a__b"]
     assert {t.task_id for t in flow_dag.tasks} == {
-        "sync_topics", "plan_batch", "replicate", "record_batch", "emit_heartbeats", "emit_checkpoints", "verify"
+        "sync_topics",
+        "plan_batch",
+        "replicate",
+        "record_batch",
+        "emit_heartbeats",
+        "emit_checkpoints",
+        "verify",
     }
     assert flow_dag.max_active_runs == 1
     assert {"airmirror", "source:a", "target:b"} <= set(flow_dag.tags)
-    assert set(flow_dag.params) == {"topics", "start_from", "start_at", "reset_cursor", "until", "max_records_per_partition", "dry_run", "verify"}
+    assert set(flow_dag.params) == {
+        "topics",
+        "start_from",
+        "start_at",
+        "reset_cursor",
+        "until",
+        "max_records_per_partition",
+        "dry_run",
+        "verify",
+    }
     assert "s3cret" not in flow_dag.doc_md and "********" in flow_dag.doc_md
     assert flow_dag.get_task("emit_heartbeats").upstream_task_ids == set()
     assert flow_dag.get_task("emit_checkpoints").trigger_rule == "all_done"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -19,12 +19,16 @@ def labels(run) -> dict[str, str | None]:
     return {ti.task_id: ti.rendered_map_index for ti in run.get_task_instances()}
 
 
-def test_run_copies_every_topic_of_the_flow_and_verifies_it_when_asked(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
+def test_run_copies_every_topic_of_the_flow_and_verifies_it_when_asked(
+    airflow_db, clusters, prefix, tmp_path, dag_bag_for
+):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     create_topic(a, f"{prefix}.orders", 2)
     for p in range(2):
         produce(a, f"{prefix}.orders", p, sample_records(40, f"p{p}"))
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    config = write_config(
+        tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0"
+    )
 
     run = run_flow(dag_bag_for, config, {"verify": True})
 
@@ -46,15 +50,19 @@ def test_params_topics_until_and_dry_run_do_what_they_say(airflow_db, clusters, 
     late = sample_records(10, "late", base_ts=early[-1].timestamp + 60_000)
     produce(a, f"{prefix}.one", 0, early + late)
     produce(a, f"{prefix}.two", 0, early)
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    config = write_config(
+        tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0"
+    )
     target_admin = AdminClient({"bootstrap.servers": b})
 
     dry = run_flow(dag_bag_for, config, {"dry_run": True})
     states = task_states(dry)
-    assert states["plan_batch"] == "success" and states["replicate"] == "skipped" and states["record_batch"] == "skipped"
+    assert (
+        states["plan_batch"] == "success" and states["replicate"] == "skipped" and states["record_batch"] == "skipped"
+    )
     assert not {f"a.{prefix}.one", f"a.{prefix}.two"} & set(target_admin.list_topics(timeout=10).topics)
 
-    until = datetime.fromtimestamp(late[0].timestamp / 1000, timezone.utc).isoformat()
+    until = datetime.fromtimestamp(late[0].timestamp / 1000, UTC).isoformat()
     bounded = run_flow(dag_bag_for, config, {"topics": f"{prefix}\\.one", "until": until})
     assert task_states(bounded)["record_batch"] == "success"
     assert records_of(b, f"a.{prefix}.one", 0) == early
@@ -70,7 +78,9 @@ def test_invalid_params_are_rejected_before_any_work(airflow_db, clusters, prefi
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     create_topic(a, f"{prefix}.guarded")
     produce(a, f"{prefix}.guarded", 0, sample_records(5))
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    config = write_config(
+        tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0"
+    )
     bad_regex = run_flow(dag_bag_for, config, {"topics": "(unclosed"})
     assert task_states(bad_regex)["sync_topics"] == "failed"
     assert f"a.{prefix}.guarded" not in AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics
@@ -107,7 +117,9 @@ def test_an_idle_run_skips_replicate_without_starting_spark(airflow_db, clusters
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     create_topic(a, f"{prefix}.calm")
     produce(a, f"{prefix}.calm", 0, sample_records(20))
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    config = write_config(
+        tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0"
+    )
     assert task_states(run_flow(dag_bag_for, config))["replicate"] == "success"
     if (session := SparkSession.getActiveSession()) is not None:
         session.stop()
@@ -123,7 +135,9 @@ def test_an_idle_run_skips_replicate_without_starting_spark(airflow_db, clusters
     assert records_of(b, f"a.{prefix}.calm", 0) == records_of(a, f"{prefix}.calm", 0)
 
 
-def test_a_config_error_met_while_running_fails_at_once_without_retries(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
+def test_a_config_error_met_while_running_fails_at_once_without_retries(
+    airflow_db, clusters, prefix, tmp_path, dag_bag_for
+):
     create_topic(clusters["a"].bootstrap, f"{prefix}.wide")
     body = f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 2\nreplication.factor = 3"
     config = write_config(tmp_path / "mm2.properties", clusters, body)

@@ -30,7 +30,9 @@ def run_with_lineage(config: Path, events: Path) -> None:
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events), "append": True}),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "airmirror-tests",
     }
-    done = subprocess.run([str(AIRFLOW), "dags", "test", "airmirror__a__b"], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(AIRFLOW), "dags", "test", "airmirror__a__b"], env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 
 
@@ -44,19 +46,26 @@ def datasets(event: dict, side: str) -> list[tuple[str, str]]:
     return sorted((d["namespace"], d["name"]) for d in event[side])
 
 
-def test_a_run_that_copies_names_source_and_remote_topics_and_an_idle_run_names_none(airflow_db, clusters, prefix, tmp_path):
+def test_a_run_that_copies_names_source_and_remote_topics_and_an_idle_run_names_none(
+    airflow_db, clusters, prefix, tmp_path
+):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     for topic in (f"{prefix}.orders", f"{prefix}.users"):
         create_topic(a, topic)
         produce(a, topic, 0, sample_records(20, topic))
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    config = write_config(
+        tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0"
+    )
     events = tmp_path / "openlineage.jsonl"
 
     run_with_lineage(config, events)
 
     [copying] = completed(events, "airmirror__a__b.record_batch")
     assert datasets(copying, "inputs") == [(f"kafka://{a}", f"{prefix}.orders"), (f"kafka://{a}", f"{prefix}.users")]
-    assert datasets(copying, "outputs") == [(f"kafka://{b}", f"a.{prefix}.orders"), (f"kafka://{b}", f"a.{prefix}.users")]
+    assert datasets(copying, "outputs") == [
+        (f"kafka://{b}", f"a.{prefix}.orders"),
+        (f"kafka://{b}", f"a.{prefix}.users"),
+    ]
 
     run_with_lineage(config, events)
 

@@ -20,9 +20,9 @@ from airmirror.cli import main
 from airmirror.mm2.wire_formats import Checkpoint, Heartbeat
 from airmirror.model import BatchState
 from airmirror.store.opening import open_flow
+from tests.airflow.run_helpers import asset_events
 from tests.conftest import write_config
 from tests.kafka_helpers import SteadyProducer, create_topic, produce, read_partition, records_of, sample_records
-from tests.airflow.run_helpers import asset_events
 from tests.mirror_helpers import commit_offsets, group_offsets_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -95,20 +95,28 @@ def heartbeats_within(bootstrap: str, start: datetime, end: datetime) -> list[in
     """Timestamps (ms) of flow a->b's heartbeats on the target written between ``start`` and ``end``."""
     low, high = start.timestamp() * 1000, end.timestamp() * 1000
     beats = (Heartbeat.decode(record.key, record.value) for _, record in read_partition(bootstrap, "heartbeats", 0))
-    return [beat.timestamp for beat in beats if (beat.source_alias, beat.target_alias) == ("a", "b") and low <= beat.timestamp <= high]
+    return [
+        beat.timestamp
+        for beat in beats
+        if (beat.source_alias, beat.target_alias) == ("a", "b") and low <= beat.timestamp <= high
+    ]
 
 
 @pytest.mark.parametrize("spark_submit", [False, True], ids=["pyspark-task", "spark-submit"])
 def test_a_live_run_copies_records_produced_during_it_and_emits_at_its_intervals(
     airflow_db, clusters, prefix, tmp_path, dag_bag_for, monkeypatch, spark_submit
 ):
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # PySpark's spark-submit
+    monkeypatch.setenv(
+        "PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    )  # PySpark's spark-submit
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic, group = f"{prefix}.pulse", f"{prefix}-readers"
     create_topic(a, topic, PARTITIONS)
     for p in range(PARTITIONS):
         produce(a, topic, p, sample_records(20, f"before{p}"))
-    config = live_config(tmp_path / "mm2.properties", clusters, prefix, f"airmirror.spark.submit = {str(spark_submit).lower()}")
+    config = live_config(
+        tmp_path / "mm2.properties", clusters, prefix, f"airmirror.spark.submit = {str(spark_submit).lower()}"
+    )
     assert main(["replicate", str(config), "--flow", "a->b"]) == 0
     producer = SteadyProducer(a, topic, PARTITIONS, burst=10, pause=0.1)
     reader = AdvancingGroup(a, group, topic)
@@ -127,11 +135,16 @@ def test_a_live_run_copies_records_produced_during_it_and_emits_at_its_intervals
     copied = tis["record_batch"].xcom_pull(task_ids="record_batch")  # read back from the DB, spark-submit or not
     assert copied["records"] > 0 and copied["batch_id"] == last_committed_batch(config)
     assert tis["record_batch"].rendered_map_index == f"{copied['records']:,} records copied"
-    assert asset_events(run) == {f"kafka://{b}/a.{topic}": {"batch_id": copied["batch_id"], "records": copied["records"]}}
+    assert asset_events(run) == {
+        f"kafka://{b}/a.{topic}": {"batch_id": copied["batch_id"], "records": copied["records"]}
+    }
     if not spark_submit:
         assert replicate.xcom_pull(task_ids="replicate")["batches"] >= 1
     produced_while_live = [
-        r for p in range(PARTITIONS) for r in records_of(b, f"a.{topic}", p) if r.timestamp >= replicate.start_date.timestamp() * 1000
+        r
+        for p in range(PARTITIONS)
+        for r in records_of(b, f"a.{topic}", p)
+        if r.timestamp >= replicate.start_date.timestamp() * 1000
     ]
     assert produced_while_live, "the live run copied nothing produced during its window"
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import write_config
 from airmirror.mm2.wire_formats import Heartbeat
+from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, recent_ms, sample_records
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ class StatsdListener(threading.Thread):
         while not self.halt.is_set():
             try:
                 self.lines += self.socket.recv(65536).decode().splitlines()
-            except socket.timeout:
+            except TimeoutError:
                 continue
 
     def metrics(self, name: str) -> list[tuple[dict[str, str], float, str]]:
@@ -55,8 +55,13 @@ def statsd(monkeypatch) -> Iterator[StatsdListener]:
 
     listener = StatsdListener()
     listener.start()
-    for key, value in {"STATSD_ON": "True", "STATSD_HOST": "127.0.0.1", "STATSD_PORT": str(listener.port),
-                       "STATSD_PREFIX": "airflow", "STATSD_INFLUXDB_ENABLED": "True"}.items():
+    for key, value in {
+        "STATSD_ON": "True",
+        "STATSD_HOST": "127.0.0.1",
+        "STATSD_PORT": str(listener.port),
+        "STATSD_PREFIX": "airflow",
+        "STATSD_INFLUXDB_ENABLED": "True",
+    }.items():
         monkeypatch.setenv(f"AIRFLOW__METRICS__{key}", value)
     stats.initialize(factory=get_stats_factory(), export_legacy_names=False)
     try:
@@ -68,7 +73,9 @@ def statsd(monkeypatch) -> Iterator[StatsdListener]:
         stats.initialize(factory=get_stats_factory(), export_legacy_names=False)
 
 
-def test_a_run_sends_record_count_lag_and_latency_tagged_like_mm2(airflow_db, clusters, prefix, tmp_path, dag_bag_for, statsd):
+def test_a_run_sends_record_count_lag_and_latency_tagged_like_mm2(
+    airflow_db, clusters, prefix, tmp_path, dag_bag_for, statsd
+):
     a = clusters["a"].bootstrap
     create_topic(a, f"{prefix}.metered", 2)
     produce(a, f"{prefix}.metered", 0, sample_records(30, "p0"))
@@ -76,16 +83,26 @@ def test_a_run_sends_record_count_lag_and_latency_tagged_like_mm2(airflow_db, cl
     beat = Heartbeat("x", "a", recent_ms())
     create_topic(a, f"{prefix}.heartbeats")
     produce(a, f"{prefix}.heartbeats", 0, [Record(beat.key(), beat.value(), (), beat.timestamp)])
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    config = write_config(
+        tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0"
+    )
 
     run = dag_bag_for(config).dags["airmirror__a__b"].test()
 
     assert {ti.task_id: ti.state for ti in run.get_task_instances()}["record_batch"] == "success"
-    counts = [(tags, value) for tags, value, kind in statsd.metrics("airmirror.record-count") if tags.get("topic") == f"{prefix}.metered"]
+    counts = [
+        (tags, value)
+        for tags, value, kind in statsd.metrics("airmirror.record-count")
+        if tags.get("topic") == f"{prefix}.metered"
+    ]
     assert sum(value for _, value in counts) == 42
     assert {(tags["partition"], value) for tags, value in counts} == {("0", 30), ("1", 12)}
     assert all((tags["source"], tags["target"]) == ("a", "b") for tags, _ in counts)
-    lags = {tags["partition"]: value for tags, value, kind in statsd.metrics("airmirror.lag-records") if tags.get("topic") == f"{prefix}.metered"}
+    lags = {
+        tags["partition"]: value
+        for tags, value, kind in statsd.metrics("airmirror.lag-records")
+        if tags.get("topic") == f"{prefix}.metered"
+    }
     assert lags == {"0": 0, "1": 0}
     assert statsd.metrics("airmirror.replication-latency-ms"), "no replication latency sent"
     assert [kind for _, _, kind in statsd.metrics("airmirror.batch-duration-ms")] == ["ms"]

@@ -14,7 +14,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -60,7 +60,7 @@ def view(airflow_db, tmp_path_factory) -> Iterator[ViewServer]:
         lines += [f"{flow}.enabled = true", f"{flow}.airmirror.metadata.db.url = sqlite:///{db}"]
         if state == "migrated":
             with MetadataStore.open(f"sqlite:///{db}") as store:
-                now = datetime.now(timezone.utc)
+                now = datetime.now(UTC)
                 samples = [LagSample("orders", 0, now - timedelta(minutes=m), 10 * m, None, None) for m in (30, 10)]
                 store.record_lag_samples(flow, samples)
         elif state == "empty":
@@ -82,8 +82,10 @@ def view(airflow_db, tmp_path_factory) -> Iterator[ViewServer]:
         try:
             with TestClient(app) as client:
                 passwords = json.loads((home / "passwords.json").read_text())
-                logins = {user: client.post("/auth/token", json={"username": user, "password": passwords[user]})
-                          for user in (ADMIN, READER)}
+                logins = {
+                    user: client.post("/auth/token", json={"username": user, "password": passwords[user]})
+                    for user in (ADMIN, READER)
+                }
                 yield ViewServer(client, home, {user: login.json()["access_token"] for user, login in logins.items()})
         finally:
             purge_cached_app()

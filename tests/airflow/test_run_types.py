@@ -27,14 +27,18 @@ def run_type_of(run) -> str:
 
 
 def future_record(label: str) -> Record:
-    return Record(f"{label}-key".encode(), f"{label} stamped a day ahead".encode(), (), int(time.time() * 1000) + DAY_MS)
+    return Record(
+        f"{label}-key".encode(), f"{label} stamped a day ahead".encode(), (), int(time.time() * 1000) + DAY_MS
+    )
 
 
 def test_manual_runs_copy_past_records_stamped_in_the_future(airflow_db, clusters, prefix, tmp_path, dag_bag_for):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.ahead"
     create_topic(a, topic, config=ACCEPTS_FUTURE)
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0")
+    config = write_config(
+        tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0"
+    )
     produce(a, topic, 0, [*sample_records(10, "before"), future_record("first"), *sample_records(10, "after")])
     first = run_flow(dag_bag_for, config)
     assert run_type_of(first) == "manual"

@@ -66,7 +66,12 @@ def owned_database(server: PostgresServer, password: str) -> str:
     """A new database owned by a new login role with ``password``; returns the database name."""
     name = f"mirror_{secrets.token_hex(4)}"
     with psycopg.connect(
-        host=server.host, port=server.port, user=server.user, password=server.password, dbname="postgres", autocommit=True
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        dbname="postgres",
+        autocommit=True,
     ) as connection:
         connection.execute(f"CREATE ROLE {DB_USER}_{name} LOGIN PASSWORD '{password}'")
         connection.execute(f'CREATE DATABASE "{name}" OWNER {DB_USER}_{name}')
@@ -126,7 +131,9 @@ def as_task_log(console: str) -> str:
 def test_no_secret_shows_in_logs_xcom_rendered_fields_dag_or_cli(
     airflow_db, clusters, prefix, tmp_path, dag_bag_for, postgres, capfd, caplog, monkeypatch, spark_submit
 ):
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # PySpark's spark-submit
+    monkeypatch.setenv(
+        "PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    )  # PySpark's spark-submit
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     create_topic(a, f"{prefix}.orders")
     produce(a, f"{prefix}.orders", 0, sample_records(20))
@@ -139,7 +146,9 @@ def test_no_secret_shows_in_logs_xcom_rendered_fields_dag_or_cli(
     run = flow_dag.test()
 
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        **dict.fromkeys(("sync_topics", "plan_batch", "replicate", "record_batch", "emit_heartbeats", "emit_checkpoints"), "success"),
+        **dict.fromkeys(
+            ("sync_topics", "plan_batch", "replicate", "record_batch", "emit_heartbeats", "emit_checkpoints"), "success"
+        ),
         "verify": "skipped",
     }
     assert records_of(b, f"a.{prefix}.orders", 0) == records_of(a, f"{prefix}.orders", 0)

@@ -62,7 +62,10 @@ def test_the_cli_copies_a_topic_with_tasks_on_both_workers(clusters, prefix, tmp
 
     done = subprocess.run(
         [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, **LOOPBACK},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **LOOPBACK},
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
@@ -73,7 +76,9 @@ def test_the_cli_copies_a_topic_with_tasks_on_both_workers(clusters, prefix, tmp
 def test_the_dags_spark_submit_path_copies_with_tasks_on_both_workers(
     airflow_db, clusters, prefix, tmp_path, dag_bag_for, monkeypatch, spark_cluster
 ):
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # PySpark's spark-submit
+    monkeypatch.setenv(
+        "PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    )  # PySpark's spark-submit
     for key, value in LOOPBACK.items():
         monkeypatch.setenv(key, value)
     host, port = spark_cluster.master_url.rsplit(":", 1)
@@ -81,7 +86,11 @@ def test_the_dags_spark_submit_path_copies_with_tasks_on_both_workers(
     topic = f"{prefix}.submitted"
     loaded_topic(clusters["a"].bootstrap, topic)
     config = cluster_config(
-        tmp_path / "mm2.properties", clusters, prefix, spark_cluster, "airmirror.spark.submit = true\nairmirror.spark.conn.id = spark_cluster"
+        tmp_path / "mm2.properties",
+        clusters,
+        prefix,
+        spark_cluster,
+        "airmirror.spark.submit = true\nairmirror.spark.conn.id = spark_cluster",
     )
     before = set(spark_cluster.event_log_dir.iterdir())
 

@@ -15,18 +15,26 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from datetime import datetime, timezone
 
 import httpx
 import pytest
 
 from airmirror.devtools.local_airflow import LocalAirflow
-from airmirror.mm2.wire_formats import Heartbeat
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker
+from airmirror.mm2.wire_formats import Heartbeat
 from tests.browser import HeadlessChromium
 from tests.conftest import write_config
-from tests.kafka_helpers import Record, SteadyProducer, create_topic, produce, read_partition, records_of, sample_records
+from tests.kafka_helpers import (
+    Record,
+    SteadyProducer,
+    create_topic,
+    produce,
+    read_partition,
+    records_of,
+    sample_records,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -90,7 +98,12 @@ def test_scheduled_run_replicates_the_flow_past_a_record_stamped_in_the_future(a
     airflow, brokers, prefix, _ = airflow_env
     ahead = Record(b"ahead", b"stamped a day ahead", (), int(time.time() * 1000) + DAY_MS)
     for p in range(2):
-        produce(brokers["a"].bootstrap, f"{prefix}.live", p, [*sample_records(25, f"live{p}"), ahead, *sample_records(5, f"after{p}")])
+        produce(
+            brokers["a"].bootstrap,
+            f"{prefix}.live",
+            p,
+            [*sample_records(25, f"live{p}"), ahead, *sample_records(5, f"after{p}")],
+        )
     api = airflow.client()
     api.wait_for_dag("airmirror__a__b")
     api.unpause("airmirror__a__b")
@@ -112,14 +125,28 @@ def test_backfill_replicates_each_interval_in_order_and_a_rerun_is_a_no_op(airfl
     api.wait_for_runs(dag_id, 1, timeout=400, run_type="scheduled")
     per_year = {
         year: [
-            Record(f"{year}-{i}".encode(), f"event {i} of {year}".encode(), (), int(datetime(year, 3, 1 + i, tzinfo=timezone.utc).timestamp() * 1000))
+            Record(
+                f"{year}-{i}".encode(),
+                f"event {i} of {year}".encode(),
+                (),
+                int(datetime(year, 3, 1 + i, tzinfo=UTC).timestamp() * 1000),
+            )
             for i in range(5)
         ]
         for year in YEARS
     }
     produce(brokers["a"].bootstrap, f"{prefix}.history", 0, [r for year in YEARS for r in per_year[year]])
 
-    api.call("POST", "/backfills", json={"dag_id": dag_id, "from_date": "2022-01-01T00:00:00Z", "to_date": "2024-12-31T00:00:00Z", "max_active_runs": 1})
+    api.call(
+        "POST",
+        "/backfills",
+        json={
+            "dag_id": dag_id,
+            "from_date": "2022-01-01T00:00:00Z",
+            "to_date": "2024-12-31T00:00:00Z",
+            "max_active_runs": 1,
+        },
+    )
     runs = api.wait_for_runs(dag_id, 3, timeout=600, run_type="backfill")
 
     runs.sort(key=lambda r: r["logical_date"])
@@ -130,7 +157,11 @@ def test_backfill_replicates_each_interval_in_order_and_a_rerun_is_a_no_op(airfl
     assert target == [r for year in YEARS for r in per_year[year]]
 
     rerun = runs[1]
-    api.call("POST", f"/dags/{dag_id}/clearTaskInstances", json={"dag_run_id": rerun["dag_run_id"], "dry_run": False, "only_failed": False, "reset_dag_runs": True})
+    api.call(
+        "POST",
+        f"/dags/{dag_id}/clearTaskInstances",
+        json={"dag_run_id": rerun["dag_run_id"], "dry_run": False, "only_failed": False, "reset_dag_runs": True},
+    )
     wait_until_rerun(api, dag_id, rerun)
     assert api.xcom(dag_id, rerun["dag_run_id"], "record_batch")["records"] == 0
     assert records_of(brokers["c"].bootstrap, f"a.{prefix}.history", 0) == target
@@ -163,21 +194,32 @@ def test_a_live_scheduled_run_replicates_for_its_interval_while_heartbeats_are_e
     finally:
         producer.stop()
 
-    tis = {ti["task_id"]: ti for ti in api.call("GET", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]}
+    tis = {
+        ti["task_id"]: ti
+        for ti in api.call("GET", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]
+    }
     replicate = tis["replicate"]
     copied = api.xcom(dag_id, run["dag_run_id"], "replicate")
     assert copied["batches"] >= 2 and copied["records"] > 0
-    events = api.call("GET", "/assets/events", params={"source_dag_id": dag_id, "source_run_id": run["dag_run_id"]})["asset_events"]
+    events = api.call("GET", "/assets/events", params={"source_dag_id": dag_id, "source_run_id": run["dag_run_id"]})[
+        "asset_events"
+    ]
     pulse = [e["extra"] for e in events if e["uri"] == f"kafka://{target}/b.{prefix}.pulse"]
     assert len(pulse) == 1 and 0 < pulse[0]["records"] <= copied["records"]
     started, ended = (datetime.fromisoformat(replicate[key]).timestamp() * 1000 for key in ("start_date", "end_date"))
     beats = [Heartbeat.decode(r.key, r.value) for _, r in read_partition(target, "heartbeats", 0)]
-    beside = [beat for beat in beats if (beat.source_alias, beat.target_alias) == ("b", "a") and started <= beat.timestamp <= ended]
+    beside = [
+        beat
+        for beat in beats
+        if (beat.source_alias, beat.target_alias) == ("b", "a") and started <= beat.timestamp <= ended
+    ]
     assert len(beside) >= 3, "no heartbeats were emitted while replicate ran"
     for p in range(PULSE_PARTITIONS):
         copied_records = records_of(target, f"b.{prefix}.pulse", p)
         assert copied_records == records_of(source, f"{prefix}.pulse", p)[: len(copied_records)]
-        assert any(started <= r.timestamp <= ended for r in copied_records), "nothing produced during the live run was copied"
+        assert any(started <= r.timestamp <= ended for r in copied_records), (
+            "nothing produced during the live run was copied"
+        )
 
 
 def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_clusters(airflow_env):
@@ -187,20 +229,30 @@ def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_
     api.wait_for_dag(dag_id)
     api.unpause(dag_id)
     api.wait_for_runs(dag_id, 1, timeout=400, run_type="scheduled")
-    token = httpx.post(f"{airflow.url}/auth/token", json={"username": "admin", "password": airflow.admin_password()}, timeout=30).json()["access_token"]
+    token = httpx.post(
+        f"{airflow.url}/auth/token", json={"username": "admin", "password": airflow.admin_password()}, timeout=30
+    ).json()["access_token"]
     for path in ("/airmirror/api/flows", flow_path):
         assert httpx.get(f"{airflow.url}{path}", timeout=30).status_code in (401, 403), path
     for path in ("/airmirror/openapi.json", "/airmirror/docs", "/airmirror/redoc"):
         assert httpx.get(f"{airflow.url}{path}", timeout=30).status_code in (401, 403, 404), path
 
-    status = json.loads(subprocess.run([sys.executable, "-m", "airmirror.cli", "status", str(config), "--flow", "a->b", "--json"],
-                                       capture_output=True, text=True, check=True).stdout)
+    status = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "airmirror.cli", "status", str(config), "--flow", "a->b", "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     known = next(p for p in status["partitions"] if p["topic"] == f"{prefix}.live" and p["partition"] == 0)
     row = f'tr[data-topic="{prefix}.live"][data-partition="0"]'
     with HeadlessChromium() as browser:
         browser.set_cookie(airflow.url, "_token", token)
         browser.open(f"{airflow.url}{flow_path}", f"!!document.querySelector('{row}')")
-        shown = browser.evaluate(f"[...document.querySelectorAll('{row} td[data-field]')].map(td => [td.dataset.field, td.innerText])")
+        shown = browser.evaluate(
+            f"[...document.querySelectorAll('{row} td[data-field]')].map(td => [td.dataset.field, td.innerText])"
+        )
         screenshot = browser.screenshot(ARTIFACTS / "replication-view.png")
         print(f"replication view screenshot: {screenshot}")
         cells = dict(shown)

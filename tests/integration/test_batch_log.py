@@ -25,7 +25,9 @@ def test_a_scan_reads_up_to_the_high_watermark_not_the_last_stable_offset(cluste
     for i in range(3):
         producer.produce(log_topic, b"runs-%d" % i, f"runs-{i}".encode(), partition=0)
     producer.flush(30)
-    committed_view = Consumer({"bootstrap.servers": a, "group.id": f"{prefix}-probe", "isolation.level": "read_committed"})
+    committed_view = Consumer(
+        {"bootstrap.servers": a, "group.id": f"{prefix}-probe", "isolation.level": "read_committed"}
+    )
     try:
         assert committed_view.get_watermark_offsets(TopicPartition(log_topic, 0), timeout=10, cached=False) == (0, 0)
     finally:

@@ -45,10 +45,29 @@ BIG_FIGURES = {
 
 def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--records", "3000", "--record-size", "512",
-         "--partitions", "3", "--big-partition-records", "20000", "--live-rate", "300", "--live-seconds", "3", "--settle-seconds", "0",
-         "--skip-partition-scaling", "--live-copiers", "airmirror,mm2_eos",
-         "--results-dir", str(tmp_path)],
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench.py"),
+            "--records",
+            "3000",
+            "--record-size",
+            "512",
+            "--partitions",
+            "3",
+            "--big-partition-records",
+            "20000",
+            "--live-rate",
+            "300",
+            "--live-seconds",
+            "3",
+            "--settle-seconds",
+            "0",
+            "--skip-partition-scaling",
+            "--live-copiers",
+            "airmirror,mm2_eos",
+            "--results-dir",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -58,12 +77,14 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     document = json.loads(result.read_text())
     assert set(document["copiers"]) == set(COPIERS)
     for name, figures in document["copiers"].items():
-        assert FIGURES <= set(figures), name
+        assert set(figures) >= FIGURES, name
         assert all(figures[f] > 0 for f in FIGURES), (name, figures)
     assert set(document["ratios"]) == RATIOS == set(document["steady_ratios"]) == set(document["cpu_per_gb_ratios"])
     assert "| copier | wall s | steady MB/s | records/s | peak RSS MB | CPU s | CPU s/GB |" in completed.stdout
     assert document["latency"]["records"] == 1000
-    assert all(document["verify"][f] > 0 for f in ("wall_s", "job_s", "records_per_s", "vs_copy_job")), document["verify"]
+    assert all(document["verify"][f] > 0 for f in ("wall_s", "job_s", "records_per_s", "vs_copy_job")), document[
+        "verify"
+    ]
     assert "| airmirror verify |" in completed.stdout
     assert document["scaling"]["records_x4"]["records"] == 12000
     assert document["scaling"]["partitions_x4"]["partitions"] == 12
@@ -98,10 +119,23 @@ def test_partition_scaling_flags_select_the_case_alone_and_check_the_counts() ->
 
 def test_partition_scaling_table_shows_each_batch_and_its_ratio() -> None:
     run = {"first_copy": {"wall_s": 2.0}, "incremental": {"wall_s": 1.0}, "nothing_new": {"wall_s": 0.5}}
-    spread = {"records": 400, "record_size": 100, "partitions_per_topic": 10, "ratio_target": 2.0,
-              "few": {"partitions": 10, "broker_creation_s": 0.1, **run}, "many": {"partitions": 20, "broker_creation_s": 0.4, **run},
-              "wall_ratios": {"first_copy": 1.0, "incremental": 1.5, "nothing_new": 1.0}, "first_copy_ratio_less_broker_creation": 0.84}
-    document = {"params": {}, "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"}, "copiers": {}, "ratios": {}, "partition_scaling": spread}
+    spread = {
+        "records": 400,
+        "record_size": 100,
+        "partitions_per_topic": 10,
+        "ratio_target": 2.0,
+        "few": {"partitions": 10, "broker_creation_s": 0.1, **run},
+        "many": {"partitions": 20, "broker_creation_s": 0.4, **run},
+        "wall_ratios": {"first_copy": 1.0, "incremental": 1.5, "nothing_new": 1.0},
+        "first_copy_ratio_less_broker_creation": 0.84,
+    }
+    document = {
+        "params": {},
+        "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"},
+        "copiers": {},
+        "ratios": {},
+        "partition_scaling": spread,
+    }
     text = bench.table(document)
     assert "| airmirror batch | 10 partitions s | 20 partitions s | ratio |" in text
     assert "| incremental | 1.0 | 1.0 | 1.50 |" in text
@@ -109,9 +143,10 @@ def test_partition_scaling_table_shows_each_batch_and_its_ratio() -> None:
     assert "| first copy less that | | | 0.84 |" in text
 
 
-def test_the_partition_creation_control_times_a_broker_bringing_up_new_partitions_and_leaves_none(clusters, prefix) -> None:
+def test_the_partition_creation_control_times_a_broker_bringing_up_new_partitions_and_leaves_none(
+    clusters, prefix
+) -> None:
     from confluent_kafka.admin import AdminClient
-
     from kafka_io import partition_creation_s
 
     topics = [f"{prefix}-control-{i}" for i in range(3)]
@@ -150,14 +185,31 @@ def test_longest_gap_is_the_widest_space_between_consecutive_arrivals() -> None:
 
 
 def test_tables_show_cpu_per_gb_its_ratio_and_the_live_gap() -> None:
-    copier = {"wall_s": 2.0, "steady_mb_s": 50.0, "records_per_s": 1000, "peak_rss_mb": 300, "cpu_s": 3.0,
-              "cpu_s_per_gb": 6.0}
-    lag = {"records": 900, "rate": 300, "seconds": 3.0, "p50": 20, "p99": 90, "max": 120, "mean": 30,
-           "longest_gap_ms": 2570, "cpu_s": 1.5}
-    document = {"params": {"records": 1000, "record_size": 512, "partitions": 3},
-                "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"},
-                "copiers": {"mm2_tuned": copier, "airmirror": {**copier, "cpu_s_per_gb": 4.5}},
-                "live_lag_ms": {"mm2_eos": lag}}
+    copier = {
+        "wall_s": 2.0,
+        "steady_mb_s": 50.0,
+        "records_per_s": 1000,
+        "peak_rss_mb": 300,
+        "cpu_s": 3.0,
+        "cpu_s_per_gb": 6.0,
+    }
+    lag = {
+        "records": 900,
+        "rate": 300,
+        "seconds": 3.0,
+        "p50": 20,
+        "p99": 90,
+        "max": 120,
+        "mean": 30,
+        "longest_gap_ms": 2570,
+        "cpu_s": 1.5,
+    }
+    document = {
+        "params": {"records": 1000, "record_size": 512, "partitions": 3},
+        "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"},
+        "copiers": {"mm2_tuned": copier, "airmirror": {**copier, "cpu_s_per_gb": 4.5}},
+        "live_lag_ms": {"mm2_eos": lag},
+    }
     document["ratios"], document["steady_ratios"], document["cpu_per_gb_ratios"] = bench.ratios(document["copiers"])
     text = bench.table(document)
     assert "| airmirror | 2.0 | 50.0 | 1,000 | 300 | 3.0 | 4.5 |" in text

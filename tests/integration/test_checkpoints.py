@@ -8,7 +8,7 @@ import logging
 import struct
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -57,7 +57,7 @@ def test_checkpoint_bytes_equal_hand_built_mm2_vectors(clusters, spark, prefix, 
     commit_offsets(a, group, {(topic, 0): 12}, "meta-1")
     config = config_for(tmp_path, clusters, prefix)
     replicate(config, spark)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
 
     assert checkpoint(config).written == 1
 
@@ -68,9 +68,12 @@ def test_checkpoint_bytes_equal_hand_built_mm2_vectors(clusters, spark, prefix, 
     with opened(config) as (flow, store):
         [stored] = store.checkpoints(flow.name, group)
     assert (stored.remote_topic, stored.upstream_offset, stored.downstream_offset, stored.metadata) == (
-        f"a.{topic}", 12, 12, "meta-1",
+        f"a.{topic}",
+        12,
+        12,
+        "meta-1",
     )
-    assert started <= stored.emitted_at <= datetime.now(timezone.utc)
+    assert started <= stored.emitted_at <= datetime.now(UTC)
     assert checkpoint(config).written == 0, "an unchanged position is not written again"
     admin = AdminClient({"bootstrap.servers": b})
     assert len(admin.list_topics(CHECKPOINTS, timeout=10).topics[CHECKPOINTS].partitions) == 1
@@ -102,7 +105,10 @@ def test_monotonic_unless_the_group_rewinds_and_never_past_replicated_data(clust
     checkpoint(config)
     # 30 records, the first copy's commit marker at 30, then records 30.. at 31..
     assert [(c.upstream_offset, c.downstream_offset) for c in checkpoints_of(b, group)] == [
-        (20, 20), (25, 25), (5, 5), (35, 36),
+        (20, 20),
+        (25, 25),
+        (5, 5),
+        (35, 36),
     ]
 
 
@@ -153,7 +159,9 @@ def test_regex_group_filters_and_airmirror_groups_are_excluded(clusters, spark, 
 
 
 def test_disabled_checkpoints_do_nothing_and_say_so(clusters, prefix, tmp_path):
-    config = config_for(tmp_path, clusters, prefix, "emit.checkpoints.enabled = false\nsync.group.offsets.enabled = true")
+    config = config_for(
+        tmp_path, clusters, prefix, "emit.checkpoints.enabled = false\nsync.group.offsets.enabled = true"
+    )
     result = airmirror("checkpoint", str(config), "--flow", "a->b")
     assert result.returncode == 0, result.stderr
     assert "emit.checkpoints.enabled is false" in result.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -38,12 +38,24 @@ def airmirror(*args: str) -> subprocess.CompletedProcess:
         (VALID + "offset.lag.max = 1O0\n", "offset.lag.max", 5),
         (VALID + "replication.policy.class = com.example.NoSuchPolicy\n", "replication.policy.class", 5),
     ],
-    ids=["missing-clusters", "missing-bootstrap", "undefined-alias", "bad-regex", "non-numeric-flow", "non-numeric", "unknown-policy"],
+    ids=[
+        "missing-clusters",
+        "missing-bootstrap",
+        "undefined-alias",
+        "bad-regex",
+        "non-numeric-flow",
+        "non-numeric",
+        "unknown-policy",
+    ],
 )
 def test_bad_config_exits_2_naming_key_and_line(tmp_path: Path, body: str, key: str, line: int | None):
     config = tmp_path / "mm2.properties"
     config.write_text(body)
-    for verb in (["validate", str(config)], ["replicate", str(config), "--flow", "a->b"], ["status", str(config), "--flow", "a->b"]):
+    for verb in (
+        ["validate", str(config)],
+        ["replicate", str(config), "--flow", "a->b"],
+        ["status", str(config), "--flow", "a->b"],
+    ):
         result = airmirror(*verb)
         assert result.returncode == 2, result.stderr
         assert f"'{key}'" in result.stderr
@@ -68,7 +80,12 @@ def test_unknown_flow_exits_2(tmp_path: Path):
 
 def test_unreachable_cluster_is_a_runtime_failure(tmp_path: Path):
     config = tmp_path / "mm2.properties"
-    config.write_text(VALID + "a.admin.request.timeout.ms = 2000\nairmirror.metadata.db.url = sqlite:///" + str(tmp_path / "m.db") + "\n")
+    config.write_text(
+        VALID
+        + "a.admin.request.timeout.ms = 2000\nairmirror.metadata.db.url = sqlite:///"
+        + str(tmp_path / "m.db")
+        + "\n"
+    )
     result = airmirror("status", str(config), "--flow", "a->b")
     assert result.returncode == 1, result.stderr
     assert "airmirror: error: cannot reach cluster 'a' (" in result.stderr, result.stderr[-2000:]
@@ -102,9 +119,13 @@ def test_until_and_max_records_bound_the_batch_and_status_shows_lag(clusters, pr
     create_topic(a, topic, 1)
     records = sample_records(30)
     produce(a, topic, 0, records)
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]",
+    )
 
-    until_ts = datetime.fromtimestamp(records[20].timestamp / 1000, timezone.utc).isoformat()  # records 0-19 precede it
+    until_ts = datetime.fromtimestamp(records[20].timestamp / 1000, UTC).isoformat()  # records 0-19 precede it
     result = airmirror("replicate", str(config), "--flow", "a->b", "--until", until_ts, "--max-records", "15")
     assert result.returncode == 0, result.stdout + result.stderr
     assert records_of(b, f"a.{topic}", 0) == records[:15]
@@ -113,7 +134,12 @@ def test_until_and_max_records_bound_the_batch_and_status_shows_lag(clusters, pr
 
     status = json.loads(airmirror("status", str(config), "--flow", "a->b", "--json").stdout)
     (partition,) = status["partitions"]
-    assert (partition["cursor"], partition["source_end"], partition["lag"], partition["records_copied"]) == (20, 30, 10, 20)
+    assert (partition["cursor"], partition["source_end"], partition["lag"], partition["records_copied"]) == (
+        20,
+        30,
+        10,
+        20,
+    )
     assert status["total_lag"] == 10
 
 

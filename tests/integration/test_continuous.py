@@ -30,7 +30,15 @@ from airmirror.replication.spark.copy_job import copy_tasks
 from airmirror.replication.spark.task_writer import copy_task
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
-from tests.kafka_helpers import SteadyProducer, create_topic, delete_topic_and_wait, produce, records_by_partition, records_of, sample_records
+from tests.kafka_helpers import (
+    SteadyProducer,
+    create_topic,
+    delete_topic_and_wait,
+    produce,
+    records_by_partition,
+    records_of,
+    sample_records,
+)
 from tests.polling import wait_until
 from tests.spark_workers import python_workers_of
 
@@ -57,13 +65,15 @@ def no_run_outlives_its_test() -> Iterator[None]:
 
 
 def start_continuous(config: Path, *extra: str) -> subprocess.Popen:
-    _started.append(run := subprocess.Popen(
-        [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b", "--continuous", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ))
+    _started.append(
+        run := subprocess.Popen(
+            [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b", "--continuous", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    )
     return run
 
 
@@ -83,7 +93,9 @@ def last_committed(store: MetadataStore, flow: str) -> int:
     return max((b.id for b in store.batches(flow) if b.state == BatchState.COMMITTED), default=0)
 
 
-def live_flow(clusters, tmp_path: Path, prefix: str, topic: str, partitions: int = PARTITIONS) -> tuple[Path, FlowConfig, MetadataStore]:
+def live_flow(
+    clusters, tmp_path: Path, prefix: str, topic: str, partitions: int = PARTITIONS
+) -> tuple[Path, FlowConfig, MetadataStore]:
     """A flow of ``topic`` (created with ``partitions`` partitions) copied in chunks of 500 records, and its
     opened store."""
     create_topic(clusters["a"].bootstrap, topic, partitions)
@@ -118,14 +130,18 @@ def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(c
     producer.start()
     try:
         first = start_continuous(config)
-        wait_until(lambda: copied_so_far(store, flow.name, topic) > 0 or first.poll() is not None, 300, "progress recorded")
+        wait_until(
+            lambda: copied_so_far(store, flow.name, topic) > 0 or first.poll() is not None, 300, "progress recorded"
+        )
         assert first.poll() is None, first.communicate()
         workers = python_workers_of(first)
         assert workers  # the streaming copy tasks
         for worker in workers:
             worker.kill()  # kill -9 of the copy tasks mid-stream: Spark runs them again, which fence and continue
         recorded = copied_so_far(store, flow.name, topic)
-        wait_until(lambda: copied_so_far(store, flow.name, topic) > recorded, 120, "progress recorded after the workers died")
+        wait_until(
+            lambda: copied_so_far(store, flow.name, topic) > recorded, 120, "progress recorded after the workers died"
+        )
         assert first.poll() is None, first.communicate()
         assert streaming(store, flow.name) and last_committed(store, flow.name) == 0  # recorded, and still one stream
         os.killpg(first.pid, signal.SIGKILL)
@@ -133,15 +149,25 @@ def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(c
         killed_stream = store.unfinished_batch(flow.name).id
 
         second = start_continuous(config)
-        wait_until(lambda: last_committed(store, flow.name) == killed_stream or second.poll() is not None, 300, "the killed stream closed")
+        wait_until(
+            lambda: last_committed(store, flow.name) == killed_stream or second.poll() is not None,
+            300,
+            "the killed stream closed",
+        )
         wait_until(lambda: streaming(store, flow.name) or second.poll() is not None, 300, "a new stream")
         assert second.poll() is None, second.communicate()
         after_restart = copied_so_far(store, flow.name, topic)
-        wait_until(lambda: copied_so_far(store, flow.name, topic) > after_restart, 60, "progress recorded after the restart")
+        wait_until(
+            lambda: copied_so_far(store, flow.name, topic) > after_restart, 60, "progress recorded after the restart"
+        )
     finally:
         producer.stop()
     sent = producer.sent
-    wait_until(lambda: copied_so_far(store, flow.name, topic) >= sent or second.poll() is not None, 300, "the target to catch up")
+    wait_until(
+        lambda: copied_so_far(store, flow.name, topic) >= sent or second.poll() is not None,
+        300,
+        "the target to catch up",
+    )
     second.send_signal(signal.SIGTERM)
     output, errors = finished(second)
 
@@ -151,7 +177,10 @@ def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(c
     committed = [batch for batch in store.batches(flow.name) if batch.state == BatchState.COMMITTED]
     assert sum(batch.records for batch in committed) == sent
     store.dispose()
-    source, target = records_by_partition(a, topic, WIDE_PARTITIONS), records_by_partition(b, f"a.{topic}", WIDE_PARTITIONS)
+    source, target = (
+        records_by_partition(a, topic, WIDE_PARTITIONS),
+        records_by_partition(b, f"a.{topic}", WIDE_PARTITIONS),
+    )
     assert target == source
     assert sum(len(records) for records in target.values()) == sent
 
@@ -171,14 +200,22 @@ def test_a_topic_deleted_mid_stream_stops_alone(clusters, prefix, tmp_path):
     producer.start()
     try:
         run = start_continuous(config)
-        wait_until(lambda: copied_so_far(store, flow.name, gone) == 100 or run.poll() is not None, 300, "the topic to go copied")
+        wait_until(
+            lambda: copied_so_far(store, flow.name, gone) == 100 or run.poll() is not None,
+            300,
+            "the topic to go copied",
+        )
         stream = store.unfinished_batch(flow.name).id
         admin = AdminClient({"bootstrap.servers": a})
         admin.delete_topics([gone], operation_timeout=30)[gone].result()
         delete_topic_and_wait(admin, gone)
         time.sleep(continuous.TOPIC_SYNC_INTERVAL_S + 2)  # topic sync has seen the deletion
         recorded = copied_so_far(store, flow.name, kept)
-        wait_until(lambda: copied_so_far(store, flow.name, kept) > recorded or run.poll() is not None, 60, "the other topic streaming on")
+        wait_until(
+            lambda: copied_so_far(store, flow.name, kept) > recorded or run.poll() is not None,
+            60,
+            "the other topic streaming on",
+        )
         assert run.poll() is None, run.communicate()
         assert store.unfinished_batch(flow.name).id == stream and last_committed(store, flow.name) < stream
     finally:
@@ -196,7 +233,11 @@ def test_a_topic_deleted_mid_stream_stops_alone(clusters, prefix, tmp_path):
 def test_continuous_run_for_a_duration_ends_by_itself_and_reports_json(clusters, prefix, tmp_path):
     topic = f"{prefix}.quiet"
     create_topic(clusters["a"].bootstrap, topic, 1)
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]",
+    )
 
     run = start_continuous(config, "--for", "3s", "--json")
     output, errors = finished(run)
@@ -217,9 +258,22 @@ def test_spark_submit_app_runs_the_same_loop(clusters, prefix, tmp_path):
     app = Path(__file__).resolve().parents[2] / "spark_apps" / "replicate_batch.py"
 
     submitted = subprocess.run(
-        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", str(app), str(config), "--flow", "a->b",
-         "--continuous", "--for", "5s"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            "local[2]",
+            str(app),
+            str(config),
+            "--flow",
+            "a->b",
+            "--continuous",
+            "--for",
+            "5s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )
 
     assert submitted.returncode == 0, submitted.stderr[-3000:]
@@ -296,7 +350,9 @@ def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_
     try:
         with MetadataStore.open(flow.metadata_db_url) as store:
             # a record cap makes the run a bounded one (rule 10): rounds with nothing to copy are idle
-            report = continuous.replicate_continuously(flow, store, BatchOptions(max_records=1000), lambda: None, stop=stop, duration=timedelta(minutes=5))
+            report = continuous.replicate_continuously(
+                flow, store, BatchOptions(max_records=1000), lambda: None, stop=stop, duration=timedelta(minutes=5)
+            )
     finally:
         gc.enable()
 
@@ -319,7 +375,11 @@ def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(cl
         run = start_continuous(config, "--for", "90s", "--json")
         for broker in (clusters["b"], clusters["a"]):  # the target, then the source partitions' leader
             before = copied_so_far(store, flow.name, topic)
-            wait_until(lambda: copied_so_far(store, flow.name, topic) > before or run.poll() is not None, 300, "progress recorded")
+            wait_until(
+                lambda: copied_so_far(store, flow.name, topic) > before or run.poll() is not None,
+                300,
+                "progress recorded",
+            )
             assert run.poll() is None, run.communicate()
             broker.restart()
         output, errors = finished(run)
@@ -329,7 +389,12 @@ def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(cl
 
     assert run.returncode == 0, (output, errors)
     assert json.loads(output)["stopped_by"] == "duration"  # librdkafka's logs of the restarts go to stderr
-    catch_up = subprocess.run([sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b"], capture_output=True, text=True, timeout=600)
+    catch_up = subprocess.run(
+        [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "a->b"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert catch_up.returncode == 0, catch_up.stderr
     assert sum(len(records_of(b, f"a.{topic}", p)) for p in range(PARTITIONS)) == producer.sent
     for p in range(PARTITIONS):

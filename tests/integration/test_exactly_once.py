@@ -48,7 +48,10 @@ def load_source(bootstrap: str, topic: str) -> None:
             bootstrap,
             topic,
             p,
-            [Record(f"{p}-{i}".encode(), payload + i.to_bytes(4, "big"), (("seq", str(i).encode()),), base + i) for i in range(RECORDS_PER_PARTITION)],
+            [
+                Record(f"{p}-{i}".encode(), payload + i.to_bytes(4, "big"), (("seq", str(i).encode()),), base + i)
+                for i in range(RECORDS_PER_PARTITION)
+            ],
         )
 
 
@@ -85,7 +88,9 @@ def assert_db_caught_up(config: Path, topic: str) -> None:
     try:
         assert store.unfinished_batch(flow.name) is None
         cursors = store.cursors(flow.name)
-        assert {k.partition: v for k, v in cursors.items() if k.topic == topic} == {p: RECORDS_PER_PARTITION for p in range(PARTITIONS)}
+        assert {k.partition: v for k, v in cursors.items() if k.topic == topic} == {
+            p: RECORDS_PER_PARTITION for p in range(PARTITIONS)
+        }
     finally:
         store.dispose()
 
@@ -120,7 +125,9 @@ def expiring_target(test_home) -> Iterator[LocalBroker]:
 def test_spark_worker_killed_mid_write(clusters, flow_config):
     config, topic = flow_config
     process = start_cli(config)
-    wait_until(lambda: end_offset(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes")
+    wait_until(
+        lambda: end_offset(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes"
+    )
     assert process.poll() is None, "the batch finished before the fault could be injected"
     killed = python_workers_of(process)
     assert killed
@@ -155,7 +162,9 @@ def lose_anchors(flow: FlowConfig, topic: str, how: str) -> None:
             consumer.close()
 
 
-def kill_after_kafka_commit_and_resume(clusters: dict[str, LocalBroker], config: Path, topic: str, anchors: str) -> None:
+def kill_after_kafka_commit_and_resume(
+    clusters: dict[str, LocalBroker], config: Path, topic: str, anchors: str
+) -> None:
     """Kill the job once every range is committed in Kafka but before the DB commit (held locked from the start
     of the copy job on), do
     ``anchors`` to the anchor group, then resume until success and compare."""
@@ -218,7 +227,9 @@ def test_resume_after_the_anchors_expired(clusters, expiring_target, prefix, tmp
 def test_target_broker_restarted_mid_batch(clusters, flow_config):
     config, topic = flow_config
     process = start_cli(config)
-    wait_until(lambda: end_offset(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes")
+    wait_until(
+        lambda: end_offset(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes"
+    )
     assert process.poll() is None, "the batch finished before the fault could be injected"
     clusters["b"].restart()
     process.communicate(timeout=600)

@@ -39,7 +39,9 @@ def test_failover_resumes_exactly_where_the_group_stopped(clusters, spark, prefi
     create_topic(a, transactional)
     produce(a, plain, 0, unique_records("plain0-a", 40))
     produce(a, plain, 1, unique_records("plain1", 25))
-    produce_transactions(a, transactional, f"{prefix}-tx", [("tx-a", 10, False), ("tx-aborted-a", 5, True), ("tx-b", 10, False)])
+    produce_transactions(
+        a, transactional, f"{prefix}-tx", [("tx-a", 10, False), ("tx-aborted-a", 5, True), ("tx-b", 10, False)]
+    )
     survivors = compacted_topic_with_holes(a, compacted, unique_records("compacted", 60, duplicate_key_every=4))
     config = write_config(
         tmp_path / "mm2.properties",

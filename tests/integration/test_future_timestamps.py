@@ -39,7 +39,11 @@ def test_status_names_the_partition_pinned_by_a_future_timestamp(clusters, prefi
     produce(a, topic, 1, sample_records(5, "p1"))
     produce(a, topic, 2, sample_records(5, "p2"))
     assert [len(records_of(a, topic, p)) for p in range(3)] == [11, 5, 5]
-    config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[1]",
+    )
     flow = (str(config), "--flow", "a->b")
 
     airmirror("replicate", *flow, "--until", "now")

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -72,7 +72,7 @@ def test_heartbeat_is_written_in_mm2_format_to_a_compacted_topic(isolated, tmp_p
     assert record.value == struct.pack(">hq", 0, heartbeat.timestamp)
     assert record.timestamp == heartbeat.timestamp
     assert emission is not None and emission.topic == "heartbeats"
-    assert emission.heartbeat_at == datetime.fromtimestamp(heartbeat.timestamp / 1000, timezone.utc)
+    assert emission.heartbeat_at == datetime.fromtimestamp(heartbeat.timestamp / 1000, UTC)
     admin = AdminClient({"bootstrap.servers": b})
     assert len(admin.list_topics("heartbeats", timeout=10).topics["heartbeats"].partitions) == 1
     described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "heartbeats")])
@@ -91,14 +91,16 @@ def test_replicated_heartbeats_measure_latency_both_ways(isolated, spark, tmp_pa
         report = replicate(config, spark, name)
         assert [m.remote_topic for m in report.topics.mappings] == [remote]
         target = b if copied_from == a else a
-        assert [r for _, r in read_partition(target, remote, 0)] == [r for _, r in read_partition(copied_from, "heartbeats", 0)]
+        assert [r for _, r in read_partition(target, remote, 0)] == [
+            r for _, r in read_partition(copied_from, "heartbeats", 0)
+        ]
         reverse = "b->a" if name == "a->b" else "a->b"
         with opened(config, name) as (flow, store):
             [latency] = store.heartbeat_latencies(flow.name)
         # a->b copies a's heartbeats, written there by the b->a flow, and the other way round
         assert (latency.source_alias, latency.target_alias) == tuple(reverse.split("->"))
         heartbeat_ms = emitted[reverse].timestamp
-        assert latency.heartbeat_at == datetime.fromtimestamp(heartbeat_ms / 1000, timezone.utc)
+        assert latency.heartbeat_at == datetime.fromtimestamp(heartbeat_ms / 1000, UTC)
         assert latency.latency_ms == int(latency.observed_at.timestamp() * 1000) - heartbeat_ms
         assert 0 <= latency.latency_ms < 300_000
 
@@ -127,7 +129,6 @@ def test_cli_heartbeat_honours_emit_heartbeats_enabled(isolated, tmp_path):
     assert end_offset(b, "heartbeats") == written
 
 
-
 def test_a_negative_interval_turns_emission_off_and_a_live_window_returns_at_once(isolated, tmp_path, capsys):
     """MM2 starts no heartbeat or checkpoint task for a negative ``emit.*.interval.seconds``: the verbs write
     nothing and name the key, and a live run's emission task returns at once instead of spinning."""
@@ -141,9 +142,14 @@ def test_a_negative_interval_turns_emission_off_and_a_live_window_returns_at_onc
     off = "emit.heartbeats.interval.seconds = -1\nemit.checkpoints.interval.seconds = -5"
     config = str(config_for(tmp_path, isolated, off))
     assert main(["heartbeat", config, "--flow", "a->b"]) == 0
-    assert "emit.heartbeats.interval.seconds is -1 (negative: off, as in MM2), no heartbeat written" in capsys.readouterr().out
+    assert (
+        "emit.heartbeats.interval.seconds is -1 (negative: off, as in MM2), no heartbeat written"
+        in capsys.readouterr().out
+    )
     assert main(["checkpoint", config, "--flow", "a->b"]) == 0
-    assert "emit.checkpoints.interval.seconds is -5 (negative: off, as in MM2), no checkpoints" in capsys.readouterr().out
+    assert (
+        "emit.checkpoints.interval.seconds is -5 (negative: off, as in MM2), no checkpoints" in capsys.readouterr().out
+    )
     started = time.monotonic()
     assert [emit(config, "a->b", what, 60.0) for what in ("heartbeats", "checkpoints")] == [0, 0]
     assert time.monotonic() - started < 10

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.errors import ReplicationFailure
@@ -18,7 +16,7 @@ from airmirror.model import PartitionKey
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, sync_flow_topics
 from tests.conftest import write_config
-from tests.kafka_helpers import create_topic, delete_topic_and_wait, produce, read_partition, recreate_topic, records_of
+from tests.kafka_helpers import create_topic, delete_topic_and_wait, produce, read_partition, records_of, recreate_topic
 from tests.mirror_helpers import commit_offsets, opened, replicate, unique_records
 
 pytestmark = pytest.mark.integration
@@ -84,7 +82,12 @@ def test_fail_policy_stops_only_the_recreated_partition(clusters, spark, prefix,
     produce(a, steady, 0, unique_records(f"{steady}-2", 70))
     run = cli("replicate", str(config), "--flow", "a->b")
     assert run.returncode == 1
-    for expected in (f"{recreated}-0", "was recreated (topic id", "cursor 100", f"airmirror reset {config} --flow a->b --topic {recreated}"):
+    for expected in (
+        f"{recreated}-0",
+        "was recreated (topic id",
+        "cursor 100",
+        f"airmirror reset {config} --flow a->b --topic {recreated}",
+    ):
         assert expected in run.stderr
     assert records_of(b, f"a.{steady}", 0) == records_of(a, steady, 0)
     assert len(records_of(b, f"a.{recreated}", 0)) == 100

@@ -43,13 +43,18 @@ def topic_configs(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
     return admin.describe_configs([resource], request_timeout=30)[resource].result()
 
 
-def settled_configs(admin: AdminClient, topic: str, expected: dict[str, str], timeout: float = 30) -> dict[str, ConfigEntry]:
+def settled_configs(
+    admin: AdminClient, topic: str, expected: dict[str, str], timeout: float = 30
+) -> dict[str, ConfigEntry]:
     """The topic's configs once they show ``expected`` (or at ``timeout``): a broker answers describe_configs
     from its metadata cache, which applies an accepted config change a moment later."""
     deadline = time.monotonic() + timeout
     while True:
         configs = topic_configs(admin, topic)
-        if all(key in configs and configs[key].value == value for key, value in expected.items()) or time.monotonic() > deadline:
+        if (
+            all(key in configs and configs[key].value == value for key, value in expected.items())
+            or time.monotonic() > deadline
+        ):
             return configs
         time.sleep(0.2)
 
@@ -115,7 +120,10 @@ def test_too_large_remote_factor_gives_the_same_error(clusters, prefix, tmp_path
     source = source_admin(flow)
     with pytest.raises(ConfigError) as error:
         sync_topics(flow, source, target_admin(flow), replicated_topics(flow, source))
-    assert (error.value.key, error.value.line) == ("replication.factor", line_of(flow.config_path, "a->b.replication.factor"))
+    assert (error.value.key, error.value.line) == (
+        "replication.factor",
+        line_of(flow.config_path, "a->b.replication.factor"),
+    )
     assert "replication factor 3" in str(error.value) and f"a.{prefix}.orders" in str(error.value)
 
 
@@ -166,16 +174,26 @@ def test_an_unmodified_mm2_file_for_one_broker_replicates(clusters, spark, prefi
     sent = sample_records(5, prefix=prefix)
     produce(clusters["a"].bootstrap, topic, 0, sent)
     config = tmp_path / "mm2.properties"
-    config.write_text("\n".join([
-        f"clusters = {source}, {target}", f"{source}.bootstrap.servers = {clusters['a'].bootstrap}",
-        f"{target}.bootstrap.servers = {clusters['b'].bootstrap}", *MM2_ONE_BROKER_FACTORS,
-        f"{source}->{target}.enabled = true", f"topics = {prefix}.*",
-        f"airmirror.metadata.db.url = sqlite:///{tmp_path / 'metadata.db'}",
-    ]) + "\n")
+    config.write_text(
+        "\n".join(
+            [
+                f"clusters = {source}, {target}",
+                f"{source}.bootstrap.servers = {clusters['a'].bootstrap}",
+                f"{target}.bootstrap.servers = {clusters['b'].bootstrap}",
+                *MM2_ONE_BROKER_FACTORS,
+                f"{source}->{target}.enabled = true",
+                f"topics = {prefix}.*",
+                f"airmirror.metadata.db.url = sqlite:///{tmp_path / 'metadata.db'}",
+            ]
+        )
+        + "\n"
+    )
     assert load_config(config).flow(f"{source}->{target}").topic_sync.sync_acls_enabled
     with caplog.at_level("WARNING", logger="airmirror"):
         summary = replicate(config, spark, f"{source}->{target}").summary
     assert summary is not None and summary.records == len(sent)
     assert records_of(clusters["b"].bootstrap, f"{source}.{topic}", 0) == sent
-    assert replica_counts(AdminClient({"bootstrap.servers": clusters["b"].bootstrap}), names.batch_log_topic(source)) == [1]
+    assert replica_counts(
+        AdminClient({"bootstrap.servers": clusters["b"].bootstrap}), names.batch_log_topic(source)
+    ) == [1]
     assert [r.getMessage() for r in caplog.records if r.name.startswith("airmirror.kafka")] == []

@@ -22,7 +22,9 @@ AGE_MS = 120_000
 def status(config) -> dict:
     shown = subprocess.run(
         [sys.executable, "-m", "airmirror.cli", "status", str(config), "--flow", "a->b", "--json"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert shown.returncode == 0, shown.stderr
     return json.loads(shown.stdout)
@@ -32,7 +34,12 @@ def test_record_age_is_the_age_of_the_oldest_record_not_yet_copied(clusters, pre
     topic = f"{prefix}.aged"
     create_topic(clusters["a"].bootstrap, topic)
     produced_at = int(time.time() * 1000) - AGE_MS
-    produce(clusters["a"].bootstrap, topic, 0, [Record(f"k{i}".encode(), b"v", (), produced_at + i * 1000) for i in range(10)])
+    produce(
+        clusters["a"].bootstrap,
+        topic,
+        0,
+        [Record(f"k{i}".encode(), b"v", (), produced_at + i * 1000) for i in range(10)],
+    )
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
 
     before = time.time() * 1000

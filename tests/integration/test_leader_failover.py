@@ -70,7 +70,7 @@ def wait_until(condition, timeout: float, what: str) -> None:
         try:
             if condition():
                 return
-        except Exception:  # noqa: BLE001 - metadata requests fail while a node is down or restarting
+        except Exception:
             pass
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
@@ -85,7 +85,10 @@ def write_backlog(bootstrap: str, topic: str) -> None:
         while True:
             try:
                 producer.produce(
-                    topic, f"backlog-{p}-{i}".encode() + bytes(48), f"k{i}".encode(), partition=p,
+                    topic,
+                    f"backlog-{p}-{i}".encode() + bytes(48),
+                    f"k{i}".encode(),
+                    partition=p,
                     headers=[("seq", str(i).encode())],
                     on_delivery=lambda error, _: error is not None and failures.append(error),
                 )
@@ -122,8 +125,12 @@ class LiveProducers:
                 p = seq % PARTITIONS
                 try:
                     self.producer.produce(
-                        self.topic, f"live-{p}-{seq}".encode(), f"live-k{seq}".encode(), partition=p,
-                        headers=[("live", str(seq).encode())], on_delivery=self._report,
+                        self.topic,
+                        f"live-{p}-{seq}".encode(),
+                        f"live-k{seq}".encode(),
+                        partition=p,
+                        headers=[("live", str(seq).encode())],
+                        on_delivery=self._report,
                     )
                     seq += 1
                     self.sent = seq
@@ -169,7 +176,8 @@ def test_source_leader_killed_mid_batch(source3, clusters, prefix, tmp_path):
     admin.create_topics([NewTopic(topic, PARTITIONS, NODES, config={"min.insync.replicas": "1"})])[topic].result()
     wait_until(
         lambda: all(leader > 0 and isr == [1, 2, 3] for leader, isr in partition_state(a, topic).values()),
-        60, "every partition to have a leader and three in-sync replicas",
+        60,
+        "every partition to have a leader and three in-sync replicas",
     )
     config = write_config(
         tmp_path / "mm2.properties",
@@ -183,7 +191,9 @@ def test_source_leader_killed_mid_batch(source3, clusters, prefix, tmp_path):
     try:
         process = start_cli(config)
         wait_until(
-            lambda: end_offset(b, remote, 0) > 2000 or process.poll() is not None, 300, "writes to partition 0",
+            lambda: end_offset(b, remote, 0) > 2000 or process.poll() is not None,
+            300,
+            "writes to partition 0",
         )
         assert process.poll() is None, "the batch finished before the fault could be injected"
         killed = partition_state(a, topic)[0][0]
@@ -201,7 +211,8 @@ def test_source_leader_killed_mid_batch(source3, clusters, prefix, tmp_path):
         source3.start_node(killed)
         wait_until(
             lambda: all(isr == [1, 2, 3] for _, isr in partition_state(a, topic).values()),
-            120, f"node {killed} to rejoin every partition's in-sync replicas",
+            120,
+            f"node {killed} to rejoin every partition's in-sync replicas",
         )
     finally:
         live.stop()
@@ -223,6 +234,10 @@ def test_source_leader_killed_mid_batch(source3, clusters, prefix, tmp_path):
         source, target = records_of(a, topic, p), records_of(b, remote, p)
         assert len(source) >= BACKLOG // PARTITIONS
         assert any(r.value.startswith(b"live-") for r in source), "no record written during the test survived"
-        assert len(target) == len(source), f"partition {p}: {len(target)} records on the target, {len(source)} on the source"
+        assert len(target) == len(source), (
+            f"partition {p}: {len(target)} records on the target, {len(source)} on the source"
+        )
         mismatch = next((i for i, (s, t) in enumerate(zip(source, target)) if s != t), None)
-        assert mismatch is None, f"partition {p} differs first at index {mismatch}: source {source[mismatch]}, target {target[mismatch]}"
+        assert mismatch is None, (
+            f"partition {p} differs first at index {mismatch}: source {source[mismatch]}, target {target[mismatch]}"
+        )

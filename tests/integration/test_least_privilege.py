@@ -56,9 +56,17 @@ ADMIN, MIRROR = ("admin", "admin-Secret1"), ("mirror", "mirror-Secret2")
 @pytest.fixture(scope="module")
 def guarded(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
     """Clusters ``a`` and ``b`` with ACLs enforced: ``admin`` is a super user, ``mirror`` has no ACL yet."""
+
     def start(name: str) -> LocalBroker:
-        return start_broker(name, free_port(), security="SASL_PLAINTEXT", users=[ADMIN, MIRROR], authorizer=True,
-                            super_users=[ADMIN[0]], home=test_home)
+        return start_broker(
+            name,
+            free_port(),
+            security="SASL_PLAINTEXT",
+            users=[ADMIN, MIRROR],
+            authorizer=True,
+            super_users=[ADMIN[0]],
+            home=test_home,
+        )
 
     try:
         with ThreadPoolExecutor(2) as pool:
@@ -82,11 +90,17 @@ def run_json(*args: str) -> dict:
 def mirror_config(tmp_path: Path, guarded: dict[str, LocalBroker], prefix: str) -> Path:
     """Flow a->b of the ``prefix`` topics, logging in to both clusters as ``mirror`` with MM2's own keys."""
     login = guarded["a"].security.jaas_config(guarded["a"].security.user(MIRROR[0]))
-    body = "\n".join([
-        "security.protocol = SASL_PLAINTEXT", "sasl.mechanism = SCRAM-SHA-512", f"sasl.jaas.config = {login}",
-        "a->b.enabled = true", f"topics = {prefix}.*", "sync.group.offsets.enabled = true",
-        "airmirror.spark.master = local[2]",
-    ])
+    body = "\n".join(
+        [
+            "security.protocol = SASL_PLAINTEXT",
+            "sasl.mechanism = SCRAM-SHA-512",
+            f"sasl.jaas.config = {login}",
+            "a->b.enabled = true",
+            f"topics = {prefix}.*",
+            "sync.group.offsets.enabled = true",
+            "airmirror.spark.master = local[2]",
+        ]
+    )
     return write_config(tmp_path / "mm2.properties", guarded, body)
 
 
@@ -96,9 +110,17 @@ RESOURCE_TYPES = {"CLUSTER": ResourceType.BROKER}  # confluent-kafka's name of K
 def grant(broker: LocalBroker, principal: str, acls: list[dict]) -> None:
     """Create ``acls`` (as ``airmirror acls --json`` lists them) for ``principal``, as the super user."""
     bindings = [
-        AclBinding(RESOURCE_TYPES.get(acl["resource_type"]) or ResourceType[acl["resource_type"]], acl["name"], ResourcePatternType[acl["pattern_type"]],
-                   principal, "*", AclOperation[operation], AclPermissionType.ALLOW)
-        for acl in acls for operation in acl["operations"]
+        AclBinding(
+            RESOURCE_TYPES.get(acl["resource_type"]) or ResourceType[acl["resource_type"]],
+            acl["name"],
+            ResourcePatternType[acl["pattern_type"]],
+            principal,
+            "*",
+            AclOperation[operation],
+            AclPermissionType.ALLOW,
+        )
+        for acl in acls
+        for operation in acl["operations"]
     ]
     admin = AdminClient(broker.client_config(ADMIN[0]))
     for future in admin.create_acls(bindings).values():
@@ -106,19 +128,31 @@ def grant(broker: LocalBroker, principal: str, acls: list[dict]) -> None:
 
 
 SOURCE_TOPIC_ACLS = [
-    ("User:alice", "READ", "ALLOW"), ("User:alice", "WRITE", "ALLOW"), ("User:bob", "ALL", "ALLOW"),
+    ("User:alice", "READ", "ALLOW"),
+    ("User:alice", "WRITE", "ALLOW"),
+    ("User:bob", "ALL", "ALLOW"),
     ("User:eve", "READ", "DENY"),
 ]
 SYNCED_TOPIC_ACLS = {  # MM2's rules: ALLOW WRITE dropped, ALLOW ALL read as READ, DENY copied; the target's own kept
-    ("User:alice", "READ", "ALLOW"), ("User:bob", "READ", "ALLOW"), ("User:eve", "READ", "DENY"),
+    ("User:alice", "READ", "ALLOW"),
+    ("User:bob", "READ", "ALLOW"),
+    ("User:eve", "READ", "DENY"),
     ("User:dave", "DESCRIBE", "ALLOW"),
 }
 
 
-def create_acl(broker: LocalBroker, topic: str, principal: str, operation: str, permission: str,
-               pattern: str = "LITERAL") -> None:
-    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType[pattern], principal, "*",
-                         AclOperation[operation], AclPermissionType[permission])
+def create_acl(
+    broker: LocalBroker, topic: str, principal: str, operation: str, permission: str, pattern: str = "LITERAL"
+) -> None:
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType[pattern],
+        principal,
+        "*",
+        AclOperation[operation],
+        AclPermissionType[permission],
+    )
     admin = AdminClient(broker.client_config(ADMIN[0]))
     for future in admin.create_acls([binding]).values():
         future.result()
@@ -127,13 +161,23 @@ def create_acl(broker: LocalBroker, topic: str, principal: str, operation: str, 
 def topic_acls(broker: LocalBroker, topic: str) -> set[tuple[str, str, str]]:
     """Every ACL on topic resource ``topic`` (LITERAL), as (principal, operation, permission)."""
     admin = AdminClient(broker.client_config(ADMIN[0]))
-    found = admin.describe_acls(AclBindingFilter(
-        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY,
-    )).result()
+    found = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.TOPIC,
+            topic,
+            ResourcePatternType.LITERAL,
+            None,
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+    ).result()
     return {(b.principal, b.operation.name, b.permission_type.name) for b in found}
 
 
-def test_every_feature_runs_with_exactly_the_listed_acls(guarded: dict[str, LocalBroker], prefix: str, tmp_path: Path) -> None:
+def test_every_feature_runs_with_exactly_the_listed_acls(
+    guarded: dict[str, LocalBroker], prefix: str, tmp_path: Path
+) -> None:
     topic, sent = source_topic(guarded, prefix)
     group = f"{prefix}-billing"
     commit_offsets(guarded["a"], group, {(topic, 0): 100, (topic, 1): 200})
@@ -163,8 +207,18 @@ def test_every_feature_runs_with_exactly_the_listed_acls(guarded: dict[str, Loca
 
 VERBS = ("replicate", "status", "heartbeat", "checkpoint", "translate")
 LISTED = (
-    "a-topics", "a-heartbeats", "a-progress-group", "a-groups", "a-cluster", "a-offset-syncs",
-    "b-remote-topics", "b-batch-log", "b-transactional-ids", "b-anchor-group", "b-cluster", "b-heartbeats",
+    "a-topics",
+    "a-heartbeats",
+    "a-progress-group",
+    "a-groups",
+    "a-cluster",
+    "a-offset-syncs",
+    "b-remote-topics",
+    "b-batch-log",
+    "b-transactional-ids",
+    "b-anchor-group",
+    "b-cluster",
+    "b-heartbeats",
     "b-synced-groups",
 )
 
@@ -172,8 +226,9 @@ LISTED = (
 def login_as(guarded: dict[str, LocalBroker], user: str, password: str) -> None:
     """Create SCRAM user ``user`` on both clusters, as the super user, and wait until it can log in (airmirror
     takes a refused login as final)."""
-    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                          password.encode())
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode()
+    )
     for broker in guarded.values():
         admin = AdminClient(broker.client_config(ADMIN[0]))
         for future in admin.alter_user_scram_credentials([upsert]).values():
@@ -208,17 +263,33 @@ def test_each_missing_acl_is_named_with_its_resource_and_operations(
     group = f"{prefix}-billing"
     commit_offsets(guarded["a"], group, {(topic, 0): 2, (topic, 1): 3})
     login = guarded["a"].security.jaas_config(User(user, password))
-    config = str(write_config(tmp_path / "mm2.properties", guarded, "\n".join([
-        "security.protocol = SASL_PLAINTEXT", "sasl.mechanism = SCRAM-SHA-512", f"sasl.jaas.config = {login}",
-        "a->b.enabled = true", f"topics = {topic}", f"groups = {group}", "sync.group.offsets.enabled = true",
-        "airmirror.spark.master = local[1]",
-    ])))
+    config = str(
+        write_config(
+            tmp_path / "mm2.properties",
+            guarded,
+            "\n".join(
+                [
+                    "security.protocol = SASL_PLAINTEXT",
+                    "sasl.mechanism = SCRAM-SHA-512",
+                    f"sasl.jaas.config = {login}",
+                    "a->b.enabled = true",
+                    f"topics = {topic}",
+                    f"groups = {group}",
+                    "sync.group.offsets.enabled = true",
+                    "airmirror.spark.master = local[1]",
+                ]
+            ),
+        )
+    )
     listed = run_json("acls", config, "--flow", "a->b")
     assert len(listed["acls"]) == len(LISTED)
     missing = listed["acls"][removed]
     for alias in ("a", "b"):
-        grant(guarded[alias], f"User:{user}", [acl for i, acl in enumerate(listed["acls"])
-                                               if acl["cluster"] == alias and i != removed])
+        grant(
+            guarded[alias],
+            f"User:{user}",
+            [acl for i, acl in enumerate(listed["acls"]) if acl["cluster"] == alias and i != removed],
+        )
     delete_every_topic(guarded["b"])
 
     needed_by = missing["purpose"].split(":")[0].split(",")[0]  # the first verb that needs it, tried first
@@ -244,8 +315,15 @@ def mm2_left_a_copy(guarded: dict[str, LocalBroker], topic: str, sent: dict[int,
     for partition, records in sent.items():
         produce(target, remote, partition, records)
     create_topic(target, "mm2-offsets.a.internal", 1)
-    stored = [Record(json.dumps(["MirrorSourceConnector", {"cluster": "a", "partition": p, "topic": topic}]).encode(),
-                     json.dumps({"offset": TAKEOVER_RECORDS - 1}).encode(), (), at) for p in sent]
+    stored = [
+        Record(
+            json.dumps(["MirrorSourceConnector", {"cluster": "a", "partition": p, "topic": topic}]).encode(),
+            json.dumps({"offset": TAKEOVER_RECORDS - 1}).encode(),
+            (),
+            at,
+        )
+        for p in sent
+    ]
     produce(target, "mm2-offsets.a.internal", 0, stored)
     try:  # the checkpoint verb of an earlier test may have created it
         create_topic(target, "a.checkpoints.internal", 1)
@@ -267,6 +345,7 @@ def test_a_takeover_fails_closed_unless_mm2_is_proven_stopped_and_its_topics_are
     guarded: dict[str, LocalBroker], prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Run in process (the ``airmirror`` main), with the dry run: nothing here needs a takeover recorded."""
+
     def run(*args: str) -> tuple[int, str]:
         capsys.readouterr()
         code = main([args[0], config, "--flow", "a->b", *args[1:]])
@@ -282,10 +361,22 @@ def test_a_takeover_fails_closed_unless_mm2_is_proven_stopped_and_its_topics_are
     mm2_left_a_copy(guarded, topic, sent)
     worker = active_member(guarded["b"], "a-mm2", f"a.{topic}")
     login = guarded["a"].security.jaas_config(User(user, password))
-    config = str(write_config(tmp_path / "mm2.properties", guarded, "\n".join([
-        "security.protocol = SASL_PLAINTEXT", "sasl.mechanism = SCRAM-SHA-512", f"sasl.jaas.config = {login}",
-        "a->b.enabled = true", f"topics = {topic}", "sync.topic.acls.enabled = false",
-    ])))
+    config = str(
+        write_config(
+            tmp_path / "mm2.properties",
+            guarded,
+            "\n".join(
+                [
+                    "security.protocol = SASL_PLAINTEXT",
+                    "sasl.mechanism = SCRAM-SHA-512",
+                    f"sasl.jaas.config = {login}",
+                    "a->b.enabled = true",
+                    f"topics = {topic}",
+                    "sync.topic.acls.enabled = false",
+                ]
+            ),
+        )
+    )
     flow_acls = json.loads(run("acls", "--json")[1])["acls"]
     for alias in ("a", "b"):
         grant(guarded[alias], f"User:{user}", [acl for acl in flow_acls if acl["cluster"] == alias])
@@ -299,21 +390,31 @@ def test_a_takeover_fails_closed_unless_mm2_is_proven_stopped_and_its_topics_are
         assert f"refuses User:{user} access to TOPIC 'mm2-offsets.a.internal'" in said, said
         assert "grant DESCRIBE, READ on TOPIC LITERAL 'mm2-offsets.a.internal'" in said, said
 
-        takeover_acls = [acl for acl in json.loads(run("acls", "--takeover", "--json")[1])["acls"] if acl not in flow_acls]
+        takeover_acls = [
+            acl for acl in json.loads(run("acls", "--takeover", "--json")[1])["acls"] if acl not in flow_acls
+        ]
         assert {(acl["cluster"], acl["resource_type"], acl["name"]) for acl in takeover_acls} == {
-            ("b", "GROUP", "a-mm2"), ("b", "TOPIC", "mm2-offsets.a.internal"),
-            ("a", "TOPIC", "mm2-offset-syncs.b.internal"), ("b", "TOPIC", "a.checkpoints.internal"),
+            ("b", "GROUP", "a-mm2"),
+            ("b", "TOPIC", "mm2-offsets.a.internal"),
+            ("a", "TOPIC", "mm2-offset-syncs.b.internal"),
+            ("b", "TOPIC", "a.checkpoints.internal"),
         }
         for alias in ("a", "b"):
             grant(guarded[alias], f"User:{user}", [acl for acl in takeover_acls if acl["cluster"] == alias])
-        wait_until(lambda: worker.poll(0.2) is not None or bool(worker.assignment()), 60, "the stand-in worker to join 'a-mm2'")
+        wait_until(
+            lambda: worker.poll(0.2) is not None or bool(worker.assignment()), 60, "the stand-in worker to join 'a-mm2'"
+        )
         code, said = takeover()
-        assert code == 1 and "MirrorMaker 2 is still running flow a->b: its worker group 'a-mm2' on cluster 'b'" in said, said
+        assert (
+            code == 1 and "MirrorMaker 2 is still running flow a->b: its worker group 'a-mm2' on cluster 'b'" in said
+        ), said
 
         code, said = takeover("--mm2-stopped", "--json")
         assert code == 0, said
         plan = json.loads(said)
-        assert [p["cursor"] for p in plan["partitions"]] == [TAKEOVER_RECORDS] * PARTITIONS and plan["checkpoints_imported"] == 1
+        assert [p["cursor"] for p in plan["partitions"]] == [TAKEOVER_RECORDS] * PARTITIONS and plan[
+            "checkpoints_imported"
+        ] == 1
 
         create_acl(guarded["b"], "a.checkpoints.internal", f"User:{user}", "READ", "DENY")
         code, said = takeover("--mm2-stopped")
@@ -340,13 +441,21 @@ def test_topic_acls_towards_a_target_without_authorizer_warn_once_and_the_run_go
     create_topic(guarded["a"], topic, 1)
     create_acl(guarded["a"], topic, "User:alice", "READ", "ALLOW")
     login = [f"{source}.{key} = {value}" for key, value in guarded["a"].security.client_properties(ADMIN[0]).items()]
-    config = write_config(tmp_path / "mm2.properties", {source: guarded["a"], target: clusters["b"]},
-                          "\n".join([*login, f"{source}->{target}.enabled = true", f"topics = {prefix}.*"]))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        {source: guarded["a"], target: clusters["b"]},
+        "\n".join([*login, f"{source}->{target}.enabled = true", f"topics = {prefix}.*"]),
+    )
     with caplog.at_level("DEBUG", logger="airmirror.kafka.acl_sync"):
         for _ in range(2):
             with open_flow(config, f"{source}->{target}") as (flow, store):
                 sync_flow_topics(flow, store, BatchOptions())
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warned == [f"{source}->{target}: the target cluster '{target}' has no ACL authorizer (SECURITY_DISABLED), "
-                      "so no topic ACLs are synced; set sync.topic.acls.enabled = false to stop trying"]
-    assert f"{source}.{topic}" in AdminClient({"bootstrap.servers": clusters["b"].bootstrap}).list_topics(timeout=30).topics
+    assert warned == [
+        f"{source}->{target}: the target cluster '{target}' has no ACL authorizer (SECURITY_DISABLED), "
+        "so no topic ACLs are synced; set sync.topic.acls.enabled = false to stop trying"
+    ]
+    assert (
+        f"{source}.{topic}"
+        in AdminClient({"bootstrap.servers": clusters["b"].bootstrap}).list_topics(timeout=30).topics
+    )

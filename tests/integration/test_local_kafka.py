@@ -69,7 +69,10 @@ def local_kafka(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``airmirror local-kafka ARGS`` with ``home`` as ``$AIRMIRROR_HOME``."""
     return subprocess.run(
         [sys.executable, "-m", "airmirror.cli", "local-kafka", *args],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "AIRMIRROR_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "AIRMIRROR_HOME": str(home)},
     )
 
 

@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,10 @@ from airmirror.store import (
     describe_holder,
 )
 from airmirror.store.engine import MIGRATIONS_DIR
-from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS
 from airmirror.store.flow_lease import acquire_flow
-from airmirror.store.rows import utcnow
+from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS
 from airmirror.store.retention import Pruned
+from airmirror.store.rows import utcnow
 from airmirror.store.schema import VERSION_TABLE, batches, cursors, flow_leases, metadata, offset_syncs
 from tests.postgres_server import PostgresServer, postgres_server
 
@@ -189,9 +189,15 @@ def test_begin_and_commit_move_cursors_and_record_offset_syncs(store: MetadataSt
         batch_id,
         [
             RangeResult(
-                TOPIC, 0, 0, 10, records=8, bytes=800,
+                TOPIC,
+                0,
+                0,
+                10,
+                records=8,
+                bytes=800,
                 runs=(OffsetRun(0, 4, 100), OffsetRun(6, 10, 104)),
-                downstream_start=100, downstream_end=108,
+                downstream_start=100,
+                downstream_end=108,
             ),
             copied(first[1]),
         ],
@@ -203,11 +209,15 @@ def test_begin_and_commit_move_cursors_and_record_offset_syncs(store: MetadataSt
     assert store.unfinished_batch(FLOW) is None
     [record] = store.batches(FLOW)
     assert (record.id, record.state, record.records, record.bytes, record.error) == (
-        batch_id, BatchState.COMMITTED, 8, 800, None,
+        batch_id,
+        BatchState.COMMITTED,
+        8,
+        800,
+        None,
     )
     assert record.params == {"max_records": 10}
     assert record.finished_at is not None and record.finished_at >= record.created_at
-    assert record.created_at.tzinfo is timezone.utc and record.finished_at.tzinfo is timezone.utc
+    assert record.created_at.tzinfo is UTC and record.finished_at.tzinfo is UTC
 
     run_batch(store, planned(0, 10, 15), planned(1, 5, 9))
     assert store.cursors(FLOW) == {key(0): 15, key(1): 9}
@@ -317,7 +327,7 @@ def test_unfinished_batch_returns_the_planned_ranges(store: MetadataStore) -> No
     assert (unfinished.id, unfinished.flow, unfinished.state) == (batch_id, FLOW, BatchState.RUNNING)
     assert unfinished.ranges == sorted(plan, key=lambda r: r.key)
     assert unfinished.params == params
-    assert unfinished.created_at.tzinfo is timezone.utc
+    assert unfinished.created_at.tzinfo is UTC
     assert (unfinished.finished_at, unfinished.records, unfinished.bytes, unfinished.error) == (None, None, None, None)
     assert store.unfinished_batch("another flow") is None
 
@@ -329,7 +339,7 @@ def test_fail_batch_keeps_the_reason_and_leaves_cursors_alone(store: MetadataSto
 
     failed = store.batches(FLOW)[0]
     assert (failed.id, failed.state, failed.error) == (batch_id, BatchState.FAILED, "Spark job failed: executor lost")
-    assert failed.finished_at is not None and failed.finished_at.tzinfo is timezone.utc
+    assert failed.finished_at is not None and failed.finished_at.tzinfo is UTC
     assert store.unfinished_batch(FLOW) is None
     assert store.cursors(FLOW) == {key(0): 10}
     with pytest.raises(ReplicationFailure, match="is FAILED: only a RUNNING batch can be committed"):
@@ -409,7 +419,10 @@ def test_partition_stats_summarise_committed_batches_and_gaps(store: MetadataSto
     )
     assert stats[key(1)].cursor == 4
     assert (stats[key(1)].records, stats[key(1)].bytes, stats[key(1)].gap_count, stats[key(1)].gap_offsets) == (
-        4, 400, 0, 0,
+        4,
+        400,
+        0,
+        0,
     )
     assert set(stats) == {key(0), key(1)}
     assert store.partition_stats("another flow") == {}
@@ -418,19 +431,51 @@ def test_partition_stats_summarise_committed_batches_and_gaps(store: MetadataSto
 def test_a_verification_is_stored_whole_and_the_newest_is_read_back(store: MetadataStore) -> None:
     assert store.last_verification("a->b") is None
     extra = PartitionVerification(
-        topic="orders", partition=1, remote_topic="a.orders", verdict=Verdict.EXTRA, first_offset=2**40,
-        source_start=0, source_end=10, target_start=0, target_end=11, source_records=10, target_records=11, extra=1,
-        source_digest="ab" * 32, target_digest="cd" * 32, note="", reason="target offset 1099511627776 is no copy",
+        topic="orders",
+        partition=1,
+        remote_topic="a.orders",
+        verdict=Verdict.EXTRA,
+        first_offset=2**40,
+        source_start=0,
+        source_end=10,
+        target_start=0,
+        target_end=11,
+        source_records=10,
+        target_records=11,
+        extra=1,
+        source_digest="ab" * 32,
+        target_digest="cd" * 32,
+        note="",
+        reason="target offset 1099511627776 is no copy",
     )
     stopped = PartitionVerification(
-        topic="refunds", partition=0, remote_topic="a.refunds", verdict=Verdict.STOPPED, first_offset=None,
-        source_start=7, source_end=7, target_start=0, target_end=0, source_records=0, target_records=0,
+        topic="refunds",
+        partition=0,
+        remote_topic="a.refunds",
+        verdict=Verdict.STOPPED,
+        first_offset=None,
+        source_start=7,
+        source_end=7,
+        target_start=0,
+        target_end=0,
+        source_records=0,
+        target_records=0,
         reason="replication stopped: remote topic a.refunds was deleted",
     )
     equal = PartitionVerification(
-        topic="orders", partition=0, remote_topic="a.orders", verdict=Verdict.EQUAL, first_offset=None,
-        source_start=5, source_end=10, target_start=0, target_end=5, source_records=5, target_records=5,
-        compacted_source=2, note="source offsets before 5 deleted by retention, not compared",
+        topic="orders",
+        partition=0,
+        remote_topic="a.orders",
+        verdict=Verdict.EQUAL,
+        first_offset=None,
+        source_start=5,
+        source_end=10,
+        target_start=0,
+        target_end=5,
+        source_records=5,
+        target_records=5,
+        compacted_source=2,
+        note="source offsets before 5 deleted by retention, not compared",
     )
     store.record_verification(Verification("a->b", utcnow() - timedelta(hours=1), None, [equal]))
     stored = store.record_verification(Verification("a->b", utcnow(), "orders|refunds", [extra, equal, stopped]))
@@ -439,7 +484,11 @@ def test_a_verification_is_stored_whole_and_the_newest_is_read_back(store: Metad
 
     assert (newest.id, newest.topics_regex, newest.verified_at) == (stored.id, "orders|refunds", stored.verified_at)
     assert newest.partitions == [equal, extra, stopped]
-    assert {k: n for k, n in newest.counts().items() if n} == {"equal": 1, "extra": 1, "stopped": 1} and not newest.equal
+    assert {k: n for k, n in newest.counts().items() if n} == {
+        "equal": 1,
+        "extra": 1,
+        "stopped": 1,
+    } and not newest.equal
     assert set(newest.counts()) == {v.value for v in Verdict}
     assert store.last_verification("b->a") is None
 
@@ -516,7 +565,7 @@ def test_a_flow_lease_is_held_for_the_block_and_released_after(store: MetadataSt
     with store.hold_flow(LEASE_FLOW, holder_name("first")) as lease:
         held = store.flow_lease(LEASE_FLOW)
         assert held is not None and held.holder == holder_name("first") == lease.holder
-        assert held.acquired_at.tzinfo is timezone.utc
+        assert held.acquired_at.tzinfo is UTC
         assert held.expires_at - held.acquired_at == timedelta(seconds=DEFAULT_LEASE_TTL_SECONDS)
         with store.hold_flow("another->flow", holder_name("other flow")):
             assert store.flow_lease("another->flow") is not None
@@ -532,9 +581,8 @@ def test_a_held_flow_is_busy_with_a_plain_message_even_for_the_same_holder(store
     with store.hold_flow(LEASE_FLOW, holder) as lease:
         held = store.flow_lease(LEASE_FLOW)
         for contender in (holder_name("cli"), holder):
-            with pytest.raises(FlowBusyError) as raised:
-                with store.hold_flow(LEASE_FLOW, contender):
-                    pytest.fail("a held flow was acquired twice")
+            with pytest.raises(FlowBusyError) as raised, store.hold_flow(LEASE_FLOW, contender):
+                pytest.fail("a held flow was acquired twice")
             error = raised.value
             assert isinstance(error, ReplicationFailure) and error.exit_code == 1
             since = held.acquired_at.isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -549,9 +597,8 @@ def test_a_held_flow_is_busy_with_a_plain_message_even_for_the_same_holder(store
 
 
 def test_an_exception_in_the_block_releases_the_lease(store: MetadataStore) -> None:
-    with pytest.raises(RuntimeError, match="copy failed"):
-        with store.hold_flow(LEASE_FLOW, holder_name("failing")):
-            raise RuntimeError("copy failed")
+    with pytest.raises(RuntimeError, match="copy failed"), store.hold_flow(LEASE_FLOW, holder_name("failing")):
+        raise RuntimeError("copy failed")
     assert store.flow_lease(LEASE_FLOW) is None
 
 
@@ -577,7 +624,9 @@ def contend(db_url: str, contenders: int, ttl_seconds: float) -> tuple[list[Flow
     return [o for o in outcomes if isinstance(o, FlowLease)], [o for o in outcomes if isinstance(o, FlowBusyError)]
 
 
-def test_exactly_one_of_concurrent_contenders_acquires_a_free_or_expired_lease(store: MetadataStore, db_url: str) -> None:
+def test_exactly_one_of_concurrent_contenders_acquires_a_free_or_expired_lease(
+    store: MetadataStore, db_url: str
+) -> None:
     """Leases never overlap.  A contender kept waiting for the row lock longer than the TTL (a loaded machine)
     may take over the lease the one before it just won and never renewed: that is a takeover of an expired
     lease, so the check is on overlap, and the TTL is long enough for one winner per round in practice."""
@@ -658,9 +707,8 @@ def test_an_expired_lease_nobody_took_over_is_still_ours(store: MetadataStore, d
 def test_renewal_keeps_the_lease_past_its_ttl(store: MetadataStore) -> None:
     with store.hold_flow(LEASE_FLOW, holder_name("long run"), ttl_seconds=1.0) as lease:
         time.sleep(2.5)
-        with pytest.raises(FlowBusyError):
-            with store.hold_flow(LEASE_FLOW, holder_name("contender")):
-                pass
+        with pytest.raises(FlowBusyError), store.hold_flow(LEASE_FLOW, holder_name("contender")):
+            pass
         held = store.flow_lease(LEASE_FLOW)
         assert held.holder == holder_name("long run")
         assert held.renewed_at - held.acquired_at >= timedelta(seconds=1.5)
@@ -740,16 +788,25 @@ def test_a_lease_survives_the_database_being_down_for_a_while(postgres: Postgres
                 postgres.start()
             lease.check()  # nobody took it over: still ours
             assert lease.lost is None
-            with pytest.raises(FlowBusyError):
-                with store.hold_flow(LEASE_FLOW, holder_name("contender")):
-                    pass
+            with pytest.raises(FlowBusyError), store.hold_flow(LEASE_FLOW, holder_name("contender")):
+                pass
         assert store.flow_lease(LEASE_FLOW) is None
 
 
 def copied_runs(partition: int, start: int, end: int, downstream_start: int) -> RangeResult:
     """The result of copying ``[start, end)`` of ``partition`` as one run from ``downstream_start``."""
     size = end - start
-    return RangeResult(TOPIC, partition, start, end, size, size * 100, (OffsetRun(start, end, downstream_start),), downstream_start, downstream_start + size)
+    return RangeResult(
+        TOPIC,
+        partition,
+        start,
+        end,
+        size,
+        size * 100,
+        (OffsetRun(start, end, downstream_start),),
+        downstream_start,
+        downstream_start + size,
+    )
 
 
 def commit(store: MetadataStore, *results: RangeResult) -> int:
@@ -767,15 +824,21 @@ def translations(
     cursor = store.cursors(FLOW)[k]
     offsets = range(0, upto, step)
     forward = [
-        forward_position(u, cursor, store.find_offset_run(FLOW, k, u), store.last_offset_run(FLOW, k), target_start) for u in offsets
+        forward_position(u, cursor, store.find_offset_run(FLOW, k, u), store.last_offset_run(FLOW, k), target_start)
+        for u in offsets
     ]
-    back = [failback_position(d, cursor, store.find_offset_run_downstream(FLOW, k, d), False, source_start) for d in offsets]
+    back = [
+        failback_position(d, cursor, store.find_offset_run_downstream(FLOW, k, d), False, source_start) for d in offsets
+    ]
     return forward, back
 
 
 def listed_translations(runs: list[OffsetRun], cursor: int, upto: int) -> tuple[list[int | None], list[int | None]]:
     """The same translations computed from a plain list of runs (the runs each batch wrote, unmerged)."""
-    forward = [forward_position(u, cursor, next((r for r in runs if r.upstream_end > u), None), runs[-1], 0) for u in range(upto)]
+    forward = [
+        forward_position(u, cursor, next((r for r in runs if r.upstream_end > u), None), runs[-1], 0)
+        for u in range(upto)
+    ]
     back = []
     for d in range(upto):
         containing = [r for r in runs if r.downstream_start <= d < r.downstream_start + r.length]
@@ -789,17 +852,30 @@ def batch_ids_of_runs(db_url: str, partition: int) -> list[int | None]:
     try:
         with engine.connect() as connection:
             rows = connection.execute(
-                select(offset_syncs.c.batch_id).where(offset_syncs.c.partition == partition).order_by(offset_syncs.c.upstream_start)
+                select(offset_syncs.c.batch_id)
+                .where(offset_syncs.c.partition == partition)
+                .order_by(offset_syncs.c.upstream_start)
             )
             return [row.batch_id for row in rows]
     finally:
         engine.dispose()
 
 
-def test_runs_that_later_batches_continue_exactly_are_extended_and_translate_as_before(store: MetadataStore, db_url: str) -> None:
-    exact = [OffsetRun(10 * i, 10 * i + 10, 100 + 10 * i) for i in range(5)]  # each batch continues the last on both sides
+def test_runs_that_later_batches_continue_exactly_are_extended_and_translate_as_before(
+    store: MetadataStore, db_url: str
+) -> None:
+    exact = [
+        OffsetRun(10 * i, 10 * i + 10, 100 + 10 * i) for i in range(5)
+    ]  # each batch continues the last on both sides
     marked = [OffsetRun(10 * i, 10 * i + 10, 11 * i) for i in range(5)]  # a commit marker after each batch's copies
-    ids = [commit(store, copied_runs(0, r.upstream_start, r.upstream_end, r.downstream_start), copied_runs(1, m.upstream_start, m.upstream_end, m.downstream_start)) for r, m in zip(exact, marked)]
+    ids = [
+        commit(
+            store,
+            copied_runs(0, r.upstream_start, r.upstream_end, r.downstream_start),
+            copied_runs(1, m.upstream_start, m.upstream_end, m.downstream_start),
+        )
+        for r, m in zip(exact, marked)
+    ]
 
     assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 50, 100)]
     assert batch_ids_of_runs(db_url, 0) == [ids[0]]  # the batch that copied the run's first record
@@ -816,14 +892,27 @@ def test_retention_prunes_old_history_and_keeps_what_is_still_needed(store: Meta
     last = run_batch(store, planned(0, 40, 45))
     running = store.begin_batch(FLOW, [planned(0, 45, 50)], {})
     cutoff = utcnow()
-    store.record_lag_samples(FLOW, [LagSample(TOPIC, 0, cutoff - timedelta(hours=1), 9, None, None), LagSample(TOPIC, 0, cutoff + timedelta(hours=1), 5, None, None)])
-    checks = [store.record_verification(Verification(flow, cutoff - timedelta(hours=h), None, [])) for flow, h in ((FLOW, 3), (FLOW, 2), (FLOW, 1), ("a->b", 3))]
+    store.record_lag_samples(
+        FLOW,
+        [
+            LagSample(TOPIC, 0, cutoff - timedelta(hours=1), 9, None, None),
+            LagSample(TOPIC, 0, cutoff + timedelta(hours=1), 5, None, None),
+        ],
+    )
+    checks = [
+        store.record_verification(Verification(flow, cutoff - timedelta(hours=h), None, []))
+        for flow, h in ((FLOW, 3), (FLOW, 2), (FLOW, 1), ("a->b", 3))
+    ]
     stats, runs = store.partition_stats(FLOW), store.offset_runs(FLOW, key(0))
 
     assert store.prune_history(FLOW, cutoff - timedelta(hours=4)) == Pruned()
     assert store.prune_history(FLOW, cutoff) == Pruned(batches=3, gaps=1, lag_samples=1, verifications=2)
 
-    assert {b.id for b in store.batches(FLOW)} == {first, last, running}  # the first, those cursors name, the running one
+    assert {b.id for b in store.batches(FLOW)} == {
+        first,
+        last,
+        running,
+    }  # the first, those cursors name, the running one
     assert store.unfinished_batch(FLOW).ranges == [planned(0, 45, 50)]
     assert store.partition_stats(FLOW) == stats
     assert store.offset_runs(FLOW, key(0)) == runs and batch_ids_of_runs(db_url, 0) == [first, None, None, last]
@@ -838,7 +927,9 @@ def test_retention_prunes_old_history_and_keeps_what_is_still_needed(store: Meta
     assert {b.id for b in store.batches(FLOW)} == {first, running}
 
 
-def test_each_partition_is_due_for_pruning_once_per_interval_whichever_process_asks(store: MetadataStore, db_url: str) -> None:
+def test_each_partition_is_due_for_pruning_once_per_interval_whichever_process_asks(
+    store: MetadataStore, db_url: str
+) -> None:
     interval = timedelta(minutes=5)
     many = [key(p) for p in range(450)]  # claimed in statements of 200
     assert store.claim_prunes(FLOW, [key(0), key(1)], interval) == [key(0), key(1)]  # never pruned
@@ -847,10 +938,14 @@ def test_each_partition_is_due_for_pruning_once_per_interval_whichever_process_a
         assert other.claim_prunes("a->b", [key(1)], interval) == [key(1)]  # each flow has its own
     assert store.claim_prunes(FLOW, many, interval) == many[3:]
     assert store.claim_prunes(FLOW, many, interval) == []
-    assert store.claim_prunes(FLOW, [key(0)], timedelta(0)) == [key(0)]  # a retention shorter than the interval shortens it
+    assert store.claim_prunes(FLOW, [key(0)], timedelta(0)) == [
+        key(0)
+    ]  # a retention shorter than the interval shortens it
 
 
-def test_runs_below_both_log_starts_are_pruned_and_every_offset_translates_as_before(store: MetadataStore, db_url: str) -> None:
+def test_runs_below_both_log_starts_are_pruned_and_every_offset_translates_as_before(
+    store: MetadataStore, db_url: str
+) -> None:
     for i in range(8):
         commit(store, copied_runs(0, 10 * i, 10 * i + 10, 11 * i), copied_runs(1, 10 * i, 10 * i + 10, 11 * i))
     store.prune_history(FLOW, utcnow())  # the runs of batches 2 to 7 let go of their batches
@@ -859,15 +954,27 @@ def test_runs_below_both_log_starts_are_pruned_and_every_offset_translates_as_be
 
     assert store.prune_runs(FLOW, {key(0): (45, 60)}) == 3  # below the run from 40, which holds the source's log start
 
-    assert [r.upstream_start for r in store.offset_runs(FLOW, key(0))] == [0, 40, 50, 60, 70]  # the first batch's run stays
+    assert [r.upstream_start for r in store.offset_runs(FLOW, key(0))] == [
+        0,
+        40,
+        50,
+        60,
+        70,
+    ]  # the first batch's run stays
     assert {starts: translations(store, 0, 95, *reversed(starts)) for starts in log_starts} == before
     assert len(store.offset_runs(FLOW, key(1))) == 8
     assert store.prune_runs(FLOW, {key(0): (5, 80)}) == 0  # nothing lies below the source's log start
-    many = {key(1): (45, 60), key(0): (79, 88), **{key(p): (10, 10) for p in range(2, 450)}}  # partitions without runs too
+    many = {
+        key(1): (45, 60),
+        key(0): (79, 88),
+        **{key(p): (10, 10) for p in range(2, 450)},
+    }  # partitions without runs too
     assert store.prune_runs(FLOW, many) == 3 + 3  # each partition by its own log starts, in statements of 200
     assert [r.upstream_start for r in store.offset_runs(FLOW, key(1))] == [0, 40, 50, 60, 70]
     assert [r.upstream_start for r in store.offset_runs(FLOW, key(0))] == [0, 70]
-    assert {starts: translations(store, 0, 95, *reversed(starts)) for starts in log_starts[2:]} == {log_starts[2]: before[log_starts[2]]}
+    assert {starts: translations(store, 0, 95, *reversed(starts)) for starts in log_starts[2:]} == {
+        log_starts[2]: before[log_starts[2]]
+    }
 
 
 def test_migration_0010_adds_up_the_totals_of_the_batches_and_gaps_so_far(store: MetadataStore, db_url: str) -> None:
@@ -903,8 +1010,11 @@ def test_what_a_run_copied_is_summed_per_topic_from_its_first_batch(store: Metad
 def three_chunk_batch(partition: int, upstream: int, downstream: int) -> RangeResult:
     """A batch of three chunk transactions copying ``[upstream, upstream + 10)`` but two offsets that hold no record
     (source transaction markers) to ``downstream`` on: three runs, a commit marker after each on the target."""
-    runs = (OffsetRun(upstream, upstream + 3, downstream), OffsetRun(upstream + 4, upstream + 7, downstream + 4),
-            OffsetRun(upstream + 8, upstream + 10, downstream + 8))
+    runs = (
+        OffsetRun(upstream, upstream + 3, downstream),
+        OffsetRun(upstream + 4, upstream + 7, downstream + 4),
+        OffsetRun(upstream + 8, upstream + 10, downstream + 8),
+    )
     return RangeResult(TOPIC, partition, upstream, upstream + 10, 8, 800, runs, downstream, downstream + 10)
 
 
@@ -912,7 +1022,9 @@ FOLD_STEP = 3
 """Folded translations are probed at every third offset (both ways): runs of 10 offsets see every residue."""
 
 
-def assert_at_or_before(store: MetadataStore, exact_runs: list[OffsetRun], cursor: int, upto: int, tail: OffsetRun) -> None:
+def assert_at_or_before(
+    store: MetadataStore, exact_runs: list[OffsetRun], cursor: int, upto: int, tail: OffsetRun
+) -> None:
     """Every :data:`FOLD_STEP`-th offset below ``upto`` translates through the store's (folded) runs at or before its
     exact position through ``exact_runs`` (not yet when it is not yet), both ways, and exactly from ``tail`` on."""
     folded = translations(store, 0, upto, 0, 0, FOLD_STEP)
@@ -922,7 +1034,9 @@ def assert_at_or_before(store: MetadataStore, exact_runs: list[OffsetRun], curso
             assert got == want if want is None or offset >= exact_from else got is not None and got <= want, offset
 
 
-def test_old_runs_fold_to_a_bounded_count_and_translate_at_or_before_the_exact_position(store: MetadataStore, db_url: str) -> None:
+def test_old_runs_fold_to_a_bounded_count_and_translate_at_or_before_the_exact_position(
+    store: MetadataStore, db_url: str
+) -> None:
     walked = (OffsetRun(10, 15, 10), OffsetRun(15, 20, 16))  # the takeover's walk of MM2's tail
     syncs = [OffsetSync(TOPIC, 0, 0, 0), OffsetSync(TOPIC, 0, 10, 10)]
     results = [RangeResult(TOPIC, 0, 0, 20, 10, 0, walked, 10, 21), RangeResult(TOPIC, 1, 0, 20, 0, 0)]
@@ -938,18 +1052,26 @@ def test_old_runs_fold_to_a_bounded_count_and_translate_at_or_before_the_exact_p
     assert removed == len(exact_runs) - len(runs) and len(runs) <= len(walked) + FOLDED_RUNS + EXACT_RUNS + FOLD_SIZE
     assert runs[:2] == list(walked) and runs[-EXACT_RUNS:] == exact_runs[-EXACT_RUNS:]
     assert [r.exact for r in runs[2:]].count(False) == FOLDED_RUNS  # 300 runs: 17 folds of 16, the oldest two merged
-    assert batch_ids_of_runs(db_url, 0)[2:2 + FOLDED_RUNS] == [None] * FOLDED_RUNS
+    assert batch_ids_of_runs(db_url, 0)[2 : 2 + FOLDED_RUNS] == [None] * FOLDED_RUNS
     assert_at_or_before(store, exact_runs, 1020, upto, next(r for r in runs[2:] if r.exact))
     assert store.mm2_sync_before(FLOW, key(0), 5) == mm2_answer == (syncs[0], 10)
     assert store.fold_runs(FLOW, [key(0)]) == 0 and len(store.offset_runs(FLOW, key(1))) == 300  # not asked: left alone
 
     folded = runs[2 + 3]  # a truncation of the source log inside a folded run cuts it, keeping it at or before
     truncated_at = folded.upstream_start + 40
-    plan = PlannedRange(TOPIC, 0, truncated_at, truncated_at + 10, f"primary.{TOPIC}", reset_from=1020, truncated_at=truncated_at)
+    plan = PlannedRange(
+        TOPIC, 0, truncated_at, truncated_at + 10, f"primary.{TOPIC}", reset_from=1020, truncated_at=truncated_at
+    )
     store.commit_batch(store.begin_batch(FLOW, [plan], {}), [three_chunk_batch(0, truncated_at, upto)])
     cut_runs = store.offset_runs(FLOW, key(0))
     kept = 40 - (folded.length - folded.copies)  # the copies it must hold below the truncation
-    assert kept > 1 and cut_runs[5] == OffsetRun(folded.upstream_start, truncated_at, folded.downstream_start, folded.downstream_end, kept)
-    below = [r if r.upstream_end <= truncated_at else OffsetRun(r.upstream_start, truncated_at, r.downstream_start) for r in exact_runs if r.upstream_start < truncated_at]
+    assert kept > 1 and cut_runs[5] == OffsetRun(
+        folded.upstream_start, truncated_at, folded.downstream_start, folded.downstream_end, kept
+    )
+    below = [
+        r if r.upstream_end <= truncated_at else OffsetRun(r.upstream_start, truncated_at, r.downstream_start)
+        for r in exact_runs
+        if r.upstream_start < truncated_at
+    ]
     exact_cut = below + list(three_chunk_batch(0, truncated_at, upto).runs)
     assert_at_or_before(store, exact_cut, truncated_at + 10, upto + 11, cut_runs[-3])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
-from airmirror.kafka.clients import ClusterAdmin
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.clients import ClusterAdmin
 from airmirror.kafka.offsets import list_offsets
 from airmirror.model import PartitionKey
 from tests.kafka_helpers import produce, sample_records

@@ -60,7 +60,12 @@ def load_source(bootstrap: str, topic: str) -> int:
     failures: list[object] = []
     for r in records:
         producer.produce(
-            topic, r.value, r.key, partition=0, timestamp=r.timestamp, headers=list(r.headers),
+            topic,
+            r.value,
+            r.key,
+            partition=0,
+            timestamp=r.timestamp,
+            headers=list(r.headers),
             on_delivery=lambda error, _: error is not None and failures.append(error),
         )
         producer.poll(0)
@@ -71,7 +76,8 @@ def load_source(bootstrap: str, topic: str) -> int:
 def set_max_message_bytes(bootstrap: str, topic: str, value: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(
-        ResourceType.TOPIC, topic,
+        ResourceType.TOPIC,
+        topic,
         incremental_configs=[ConfigEntry("max.message.bytes", str(value), incremental_operation=AlterConfigOpType.SET)],
     )
     admin.incremental_alter_configs([resource])[resource].result()

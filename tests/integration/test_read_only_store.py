@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import create_engine, inspect
@@ -19,7 +19,7 @@ from tests.postgres_server import PostgresServer, postgres_server
 
 pytestmark = pytest.mark.integration
 
-NOW = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 FLOW = "a->b"
 
 
@@ -43,8 +43,14 @@ def test_a_read_only_open_of_an_empty_database_migrates_nothing(postgres: Postgr
 def test_a_read_only_store_reads_the_series_and_refuses_writes(postgres: PostgresServer):
     url = postgres.create_database(f"ro_{uuid.uuid4().hex}")
     samples = [
-        LagSample("orders", p, NOW - timedelta(minutes=m), lag_records=10 * m + p, record_age_ms=m,
-                  replication_latency_ms=None)
+        LagSample(
+            "orders",
+            p,
+            NOW - timedelta(minutes=m),
+            lag_records=10 * m + p,
+            record_age_ms=m,
+            replication_latency_ms=None,
+        )
         for m in range(0, 360, 2)
         for p in range(3)
     ]

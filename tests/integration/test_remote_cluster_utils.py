@@ -43,7 +43,10 @@ def translate_offsets(tmp_path_factory: pytest.TempPathFactory) -> Translate:
     def translate(bootstrap: str, remote_alias: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
         done = subprocess.run(
             ["java", "-cp", classpath, "TranslateOffsets", bootstrap, remote_alias, group],
-            capture_output=True, text=True, timeout=120, check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
         )
         offsets = {}
         for line in done.stdout.splitlines():
@@ -69,7 +72,10 @@ def read_offset_syncs(tmp_path_factory: pytest.TempPathFactory) -> ReadSyncs:
         args = [f"{topic}:{partition}:{','.join(map(str, offsets))}" for (topic, partition), offsets in queries.items()]
         done = subprocess.run(
             ["java", "-cp", classpath, "org.apache.kafka.connect.mirror.ReadOffsetSyncs", bootstrap, "a", "b", *args],
-            capture_output=True, text=True, timeout=120, check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
         )
         found = {}
         for line in done.stdout.splitlines():
@@ -89,7 +95,9 @@ def test_remote_cluster_utils_returns_our_translated_offsets(
     create_topic(a, transactional)
     produce(a, plain, 0, unique_records("p0", 30))
     produce(a, plain, 1, unique_records("p1", 8))
-    produce_transactions(a, transactional, f"{prefix}-tx", [("tx", 10, False), ("aborted", 6, True), ("tx-more", 5, False)])
+    produce_transactions(
+        a, transactional, f"{prefix}-tx", [("tx", 10, False), ("aborted", 6, True), ("tx-more", 5, False)]
+    )
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
     replicate(config, spark, max_records=12)
     replicate(config, spark)
@@ -116,11 +124,15 @@ def test_remote_cluster_utils_returns_our_translated_offsets(
     mm2 = read_offset_syncs(a, {key: list(range(end + 1)) for key, end in ends.items()})
     with opened(config) as (flow, store):
         translator = Translator(flow, store)
-        exact = {(t, p, u): translator.translate({PartitionKey(t, p): u})[PartitionKey(t, p)].downstream_offset
-                 for (t, p), end in ends.items() for u in range(end + 1)}
+        exact = {
+            (t, p, u): translator.translate({PartitionKey(t, p): u})[PartitionKey(t, p)].downstream_offset
+            for (t, p), end in ends.items()
+            for u in range(end + 1)
+        }
     assert mm2.keys() == exact.keys()
     past = {query: (mm2[query], exact[query]) for query in exact if mm2[query] is None or mm2[query] > exact[query]}
     assert not past, f"MM2 translated past the exact position (or found no sync): {past}"
     # the sync at each run's last record makes the end exact
-    assert {key: mm2[(*key, end)] for key, end in ends.items()} == {key: exact[(*key, end)] for key, end in ends.items()}
-
+    assert {key: mm2[(*key, end)] for key, end in ends.items()} == {
+        key: exact[(*key, end)] for key, end in ends.items()
+    }

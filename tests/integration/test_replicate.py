@@ -103,7 +103,15 @@ def test_compacted_topic_keeps_survivors_and_tombstones(clusters, spark, prefix,
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.profiles"
     create_topic(
-        a, topic, 1, {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001", "delete.retention.ms": "600000"}
+        a,
+        topic,
+        1,
+        {
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.001",
+            "delete.retention.ms": "600000",
+        },
     )
     base = int(time.time() * 1000)
     records = [Record(f"k{i % 5}".encode(), None if i == 39 else f"v{i}".encode(), (), base + i) for i in range(40)]

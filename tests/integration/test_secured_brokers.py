@@ -90,7 +90,9 @@ def run_json(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_every_feature_runs_between_sasl_ssl_clusters(secured: dict[str, LocalBroker], prefix: str, tmp_path: Path) -> None:
+def test_every_feature_runs_between_sasl_ssl_clusters(
+    secured: dict[str, LocalBroker], prefix: str, tmp_path: Path
+) -> None:
     """replicate, status, heartbeat, checkpoint with group offset sync and translate, with MM2's own keys only
     (the source trusts its CA through a PKCS12 trust store, the target through a PEM file)."""
     source, target = secured["a"], secured["b"]
@@ -129,12 +131,16 @@ def test_every_feature_runs_between_sasl_ssl_clusters(secured: dict[str, LocalBr
 
 def bulk_records(label: str, count: int) -> list[Record]:
     base = recent_ms()
-    return [Record(f"{label}-{i}".encode(), bytes(range(256)) + i.to_bytes(4, "big"), (), base + i) for i in range(count)]
+    return [
+        Record(f"{label}-{i}".encode(), bytes(range(256)) + i.to_bytes(4, "big"), (), base + i) for i in range(count)
+    ]
 
 
 def uncommitted_end(broker: LocalBroker, topic: str, partition: int) -> int:
     """The target partition's high watermark counting records of open transactions (0 before the topic exists)."""
-    consumer = Consumer({**broker.client_config(), "group.id": "airmirror-test-hw", "isolation.level": "read_uncommitted"})
+    consumer = Consumer(
+        {**broker.client_config(), "group.id": "airmirror-test-hw", "isolation.level": "read_uncommitted"}
+    )
     try:
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
     except KafkaException:
@@ -154,8 +160,12 @@ def test_a_copy_killed_mid_write_resumes_exactly_once_over_sasl_ssl(
     for partition in range(PARTITIONS):
         produce(source, topic, partition, bulk_records(f"{partition}", count))
     config = str(mm2_file(tmp_path, secured, prefix, extra="airmirror.transaction.max.records = 1000"))
-    process = subprocess.Popen([sys.executable, "-m", "airmirror.cli", "replicate", config, "--flow", "a->b"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "airmirror.cli", "replicate", config, "--flow", "a->b"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_until(lambda: uncommitted_end(target, f"a.{topic}", 0) > 2000 or process.poll() is not None, 300, "writes")
         assert process.poll() is None, "the batch finished before the fault could be injected"
@@ -216,7 +226,10 @@ def test_bad_target_credentials_fail_the_run_and_write_nothing(failed_runs: dict
         assert run.secret not in run.result.stdout + run.result.stderr
 
 
-@pytest.mark.parametrize(("case", "cause"), [("wrong-password", "Authentication failed"), ("untrusted-certificate", "certificate verify failed")])
+@pytest.mark.parametrize(
+    ("case", "cause"),
+    [("wrong-password", "Authentication failed"), ("untrusted-certificate", "certificate verify failed")],
+)
 def test_bad_target_credentials_fail_naming_the_target_cluster_and_the_cause(
     secured: dict[str, LocalBroker], failed_runs: dict[str, FailedRun], case: str, cause: str
 ) -> None:

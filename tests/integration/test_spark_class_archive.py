@@ -31,7 +31,9 @@ def test_a_real_dump_is_mapped_by_the_next_driver(home: Path) -> None:
         "print(s.sparkContext.parallelize([1, 2], 2).map(lambda x: x * 2).sum())\n"
     )
     env = {**os.environ, "HOME": str(home), "PYSPARK_PYTHON": sys.executable}
-    out = subprocess.run([sys.executable, "-c", session], capture_output=True, text=True, env=env, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", session], capture_output=True, text=True, env=env, timeout=300, check=True
+    ).stdout
     assert f"-XX:SharedArchiveFile={path}" in out
     assert out.strip().endswith("6")
 
@@ -44,6 +46,8 @@ def test_an_archive_the_jvm_cannot_use_leaves_stdout_alone(home: Path) -> None:
     options = class_archive.driver_java_options("").split()
     java = class_archive.java_executable()
     assert java is not None
-    done = subprocess.run([str(java), *options, "-cp", str(home), "-version"], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [str(java), *options, "-cp", str(home), "-version"], capture_output=True, text=True, timeout=60, check=True
+    )
     assert done.stdout == ""
     assert "shared archive" in done.stderr

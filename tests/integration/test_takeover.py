@@ -59,26 +59,29 @@ def airmirror(*args: str) -> Run:
 
 
 def mm2_properties(clusters, prefix: str) -> str:
-    return "\n".join(
-        [
-            "clusters = a, b",
-            f"a.bootstrap.servers = {clusters['a'].bootstrap}",
-            f"b.bootstrap.servers = {clusters['b'].bootstrap}",
-            "a->b.enabled = true",
-            f"topics = {prefix}\\..*",
-            f"groups = {prefix}-.*",
-            "replication.factor = 1",
-            "offset-syncs.topic.replication.factor = 1",
-            "checkpoints.topic.replication.factor = 1",
-            "offset.storage.replication.factor = 1",
-            "status.storage.replication.factor = 1",
-            "config.storage.replication.factor = 1",
-            "emit.heartbeats.enabled = false",
-            "emit.checkpoints.interval.seconds = 1",
-            "sync.topic.acls.enabled = false",
-            "offset.lag.max = 1000",  # one offset sync per partition, of its first record: the rest is MM2's alone
-        ]
-    ) + "\n"
+    return (
+        "\n".join(
+            [
+                "clusters = a, b",
+                f"a.bootstrap.servers = {clusters['a'].bootstrap}",
+                f"b.bootstrap.servers = {clusters['b'].bootstrap}",
+                "a->b.enabled = true",
+                f"topics = {prefix}\\..*",
+                f"groups = {prefix}-.*",
+                "replication.factor = 1",
+                "offset-syncs.topic.replication.factor = 1",
+                "checkpoints.topic.replication.factor = 1",
+                "offset.storage.replication.factor = 1",
+                "status.storage.replication.factor = 1",
+                "config.storage.replication.factor = 1",
+                "emit.heartbeats.enabled = false",
+                "emit.checkpoints.interval.seconds = 1",
+                "sync.topic.acls.enabled = false",
+                "offset.lag.max = 1000",  # one offset sync per partition, of its first record: the rest is MM2's alone
+            ]
+        )
+        + "\n"
+    )
 
 
 def mm2_checkpoint(bootstrap: str, group: str, remote: str, partition: int) -> Checkpoint | None:
@@ -126,8 +129,16 @@ def mm2_left(clusters: dict[str, LocalBroker], tmp_path_factory: pytest.TempPath
     mm2 = subprocess.Popen(mm2_command(mm2_config, log_config, "b"), start_new_session=True)
     try:
         copied = [(remote, p) for _, remote in topics for p in range(PARTITIONS)]
-        wait_until(lambda: all(end_offset(b, r, p, committed=True) == MM2_RECORDS for r, p in copied), 180, "MM2 to copy the topics")
-        wait_until(lambda: mm2_checkpoint(b, f"{prefix}-readers", remote_orders, 0) is not None, 120, "MM2's checkpoint of the group")
+        wait_until(
+            lambda: all(end_offset(b, r, p, committed=True) == MM2_RECORDS for r, p in copied),
+            180,
+            "MM2 to copy the topics",
+        )
+        wait_until(
+            lambda: mm2_checkpoint(b, f"{prefix}-readers", remote_orders, 0) is not None,
+            120,
+            "MM2's checkpoint of the group",
+        )
         refused = airmirror("takeover", str(config), "--flow", "a->b", "--from-mm2")
     finally:
         os.killpg(mm2.pid, signal.SIGKILL)
@@ -150,13 +161,19 @@ def take_over(config: Path, *flags: str) -> Run:
 def test_takeover_continues_exactly_where_a_stopped_mm2_left_off(clusters, mm2_left, tmp_path):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     (topic, remote), group = mm2_left.topic("orders"), f"{mm2_left.prefix}-readers"
-    config = write_config(tmp_path / "airmirror.properties", clusters, f"a->b.enabled = true\ntopics = {mm2_left.prefix}\\.orders")
+    config = write_config(
+        tmp_path / "airmirror.properties", clusters, f"a->b.enabled = true\ntopics = {mm2_left.prefix}\\.orders"
+    )
     assert mm2_left.refused.returncode == 1, mm2_left.refused.stderr
-    assert "MirrorMaker 2 is still running flow a->b: its worker group 'a-mm2' on cluster 'b'" in mm2_left.refused.stderr
+    assert (
+        "MirrorMaker 2 is still running flow a->b: its worker group 'a-mm2' on cluster 'b'" in mm2_left.refused.stderr
+    )
 
     dry = take_over(config, "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
-    assert json.loads(dry.stdout)["dry_run"] and all(p["cursor"] == MM2_RECORDS for p in json.loads(dry.stdout)["partitions"])
+    assert json.loads(dry.stdout)["dry_run"] and all(
+        p["cursor"] == MM2_RECORDS for p in json.loads(dry.stdout)["partitions"]
+    )
     flow = load_config(config).flow("a->b")
     with MetadataStore.open(flow.metadata_db_url) as store:
         assert store.cursors(flow.name) == {}
@@ -164,7 +181,9 @@ def test_takeover_continues_exactly_where_a_stopped_mm2_left_off(clusters, mm2_l
     taken = airmirror("takeover", str(config), "--flow", "a->b", "--from-mm2", "--json")
     assert taken.returncode == 0, taken.stderr
     plan = json.loads(taken.stdout)
-    assert [(p["partition"], p["cursor"], p["last_copied"]) for p in plan["partitions"]] == [(p, MM2_RECORDS, MM2_RECORDS - 1) for p in range(PARTITIONS)]
+    assert [(p["partition"], p["cursor"], p["last_copied"]) for p in plan["partitions"]] == [
+        (p, MM2_RECORDS, MM2_RECORDS - 1) for p in range(PARTITIONS)
+    ]
     assert plan["checkpoints_imported"] >= 1 and all(p["syncs_imported"] >= 1 for p in plan["partitions"])
 
     again = airmirror("takeover", str(config), "--flow", "a->b", "--from-mm2")
@@ -176,13 +195,17 @@ def test_takeover_continues_exactly_where_a_stopped_mm2_left_off(clusters, mm2_l
         assert records_of(b, remote, p) == records_of(a, topic, p)
 
     with MetadataStore.open(flow.metadata_db_url) as store:
-        translated = Translator(flow, store).translate({PartitionKey(topic, 0): GROUP_POSITION, PartitionKey(topic, 1): MM2_RECORDS})
+        translated = Translator(flow, store).translate(
+            {PartitionKey(topic, 0): GROUP_POSITION, PartitionKey(topic, 1): MM2_RECORDS}
+        )
     mm2_position = mm2_checkpoint(b, group, remote, 0).downstream_offset
     assert mm2_position <= translated[PartitionKey(topic, 0)].downstream_offset <= GROUP_POSITION
     assert translated[PartitionKey(topic, 1)].downstream_offset == MM2_RECORDS
 
 
-def test_after_retention_took_mm2s_synced_records_a_group_never_translates_past_mm2s_copies(clusters, mm2_left, tmp_path):
+def test_after_retention_took_mm2s_synced_records_a_group_never_translates_past_mm2s_copies(
+    clusters, mm2_left, tmp_path
+):
     """Retention deleted the source records MM2 synced (DeleteRecords moves the log start as retention does), so the
     takeover cannot walk MM2's tail: each partition continues after MM2's copy (at the source's log start, or
     after MM2's stored offset), with MM2's sync of offset 0 imported.  After airmirror's first batch, a group inside
@@ -193,7 +216,9 @@ def test_after_retention_took_mm2s_synced_records_a_group_never_translates_past_
     admin = AdminClient({"bootstrap.servers": a})
     for future in admin.delete_records([TopicPartition(topic, p, MM2_RECORDS) for p in range(PARTITIONS)]).values():
         future.result()
-    config = write_config(tmp_path / "airmirror.properties", clusters, f"a->b.enabled = true\ntopics = {mm2_left.prefix}\\.payments")
+    config = write_config(
+        tmp_path / "airmirror.properties", clusters, f"a->b.enabled = true\ntopics = {mm2_left.prefix}\\.payments"
+    )
 
     taken = take_over(config, "--json")
     assert taken.returncode == 0, taken.stderr
@@ -213,5 +238,8 @@ def test_after_retention_took_mm2s_synced_records_a_group_never_translates_past_
         at_the_takeover = translator.translate(cursors)
     for key, cursor in cursors.items():
         # MM2 copied source offset u to remote offset u (a fresh remote topic, no restart): exact is cursor - 1
-        assert inside_mm2s_part[key].downstream_offset is not None and inside_mm2s_part[key].downstream_offset <= cursor - 1
+        assert (
+            inside_mm2s_part[key].downstream_offset is not None
+            and inside_mm2s_part[key].downstream_offset <= cursor - 1
+        )
         assert at_the_takeover[key].downstream_offset == MM2_RECORDS  # airmirror's first copy, after MM2's

@@ -44,7 +44,10 @@ DUO = [2, 3]  # the replicas of the topic's one partition; node 1 only keeps the
 @pytest.fixture(scope="module")
 def source3(test_home: Path) -> Iterator[LocalBroker]:
     cluster = start_broker(
-        "unclean-src", consecutive_free_ports(NODES), brokers=NODES, home=test_home,
+        "unclean-src",
+        consecutive_free_ports(NODES),
+        brokers=NODES,
+        home=test_home,
         broker_config={"replica.lag.time.max.ms": "2000"},
     )
     try:
@@ -85,7 +88,14 @@ def diverge(source3: LocalBroker, topic: str, config: Path, spark) -> Diverged:
             source3.start_node(node.node_id)
     admin = AdminClient({"bootstrap.servers": a})
     admin.create_topics(
-        [NewTopic(topic, 1, replica_assignment=[DUO], config={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})]
+        [
+            NewTopic(
+                topic,
+                1,
+                replica_assignment=[DUO],
+                config={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
+            )
+        ]
     )[topic].result()
     wait_until(lambda: partition_state(a, topic)[0][1] == DUO, 60, "both replicas in sync")
     first = unique_records(f"{topic}-first", 100)
@@ -95,7 +105,9 @@ def diverge(source3: LocalBroker, topic: str, config: Path, spark) -> Diverged:
     leader = partition_state(a, topic)[0][0]
     follower = next(node for node in DUO if node != leader)
     source3.kill_node(follower)
-    wait_until(lambda: partition_state(a, topic)[0][1] == [leader], 60, f"node {follower} to leave the in-sync replicas")
+    wait_until(
+        lambda: partition_state(a, topic)[0][1] == [leader], 60, f"node {follower} to leave the in-sync replicas"
+    )
     divergent = unique_records(f"{topic}-divergent", 50)
     produce(a, topic, 0, divergent)
     assert replicate(config, spark).summary.records == 50
@@ -173,11 +185,18 @@ def test_fail_policy_stops_the_truncated_partition_until_reset(source3, clusters
 
         run = cli("replicate", str(config), "--flow", "a->b")
         assert run.returncode == 1
-        for expected in (f"{topic}-0", "diverged at offset 100, below the stored cursor 150", f"airmirror reset {config} --flow a->b --topic {topic}"):
+        for expected in (
+            f"{topic}-0",
+            "diverged at offset 100, below the stored cursor 150",
+            f"airmirror reset {config} --flow a->b --topic {topic}",
+        ):
             assert expected in run.stderr
         assert records_of(b, remote, 0) == d.first + d.divergent
 
-        for args in (("reset", str(config), "--flow", "a->b", "--topic", topic), ("replicate", str(config), "--flow", "a->b")):
+        for args in (
+            ("reset", str(config), "--flow", "a->b", "--topic", topic),
+            ("replicate", str(config), "--flow", "a->b"),
+        ):
             done = cli(*args)
             assert done.returncode == 0, done.stderr
         assert records_of(b, remote, 0)[150:] == d.first + d.new
@@ -185,7 +204,9 @@ def test_fail_policy_stops_the_truncated_partition_until_reset(source3, clusters
         rejoin(source3, topic, d.leader)
 
 
-def test_a_partition_truncated_under_a_stream_stops_alone_and_is_copied_again_from_the_divergence_point(source3, clusters, prefix, tmp_path):
+def test_a_partition_truncated_under_a_stream_stops_alone_and_is_copied_again_from_the_divergence_point(
+    source3, clusters, prefix, tmp_path
+):
     """A live run streams two topics in one copy task when an unclean election truncates the source log of one of
     them below its read: the other topic streams on, the run never fails, the stream ends early, and the next
     stream copies the truncated partition again from the divergence point.  The target then holds every record
@@ -200,13 +221,18 @@ def test_a_partition_truncated_under_a_stream_stops_alone_and_is_copied_again_fr
     admin = AdminClient({"bootstrap.servers": a})
     config_topic = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
     for future in admin.create_topics(
-        [NewTopic(topic, 1, replica_assignment=[DUO], config=config_topic), NewTopic(steady, 1, replica_assignment=[[1]])]
+        [
+            NewTopic(topic, 1, replica_assignment=[DUO], config=config_topic),
+            NewTopic(steady, 1, replica_assignment=[[1]]),
+        ]
     ).values():
         future.result()
     wait_until(lambda: partition_state(a, topic)[0][1] == DUO, 60, "both replicas in sync")
     config = flow_config(source3, clusters, tmp_path, f"{prefix}.*")
     flow = load_config(config).flow("a->b")
-    first, divergent, new = (unique_records(f"{topic}-{part}", n) for part, n in (("first", 100), ("divergent", 50), ("new", 80)))
+    first, divergent, new = (
+        unique_records(f"{topic}-{part}", n) for part, n in (("first", 100), ("divergent", 50), ("new", 80))
+    )
     produce(a, topic, 0, first)
     producer = SteadyProducer(a, steady, 1, burst=5, pause=0.1)
     producer.start()
@@ -215,19 +241,39 @@ def test_a_partition_truncated_under_a_stream_stops_alone_and_is_copied_again_fr
     run = start_continuous(config)
     try:
         with MetadataStore.open(flow.metadata_db_url) as store:
-            wait_until(lambda: copied_so_far(store, flow.name, topic) == 100 or run.poll() is not None, 300, "the first records streamed")
+            wait_until(
+                lambda: copied_so_far(store, flow.name, topic) == 100 or run.poll() is not None,
+                300,
+                "the first records streamed",
+            )
             source3.kill_node(follower)
-            wait_until(lambda: partition_state(a, topic)[0][1] == [leader], 60, f"node {follower} to leave the in-sync replicas")
+            wait_until(
+                lambda: partition_state(a, topic)[0][1] == [leader],
+                60,
+                f"node {follower} to leave the in-sync replicas",
+            )
             produce(a, topic, 0, divergent)
-            wait_until(lambda: copied_so_far(store, flow.name, topic) == 150 or run.poll() is not None, 120, "the divergent records streamed")
+            wait_until(
+                lambda: copied_so_far(store, flow.name, topic) == 150 or run.poll() is not None,
+                120,
+                "the divergent records streamed",
+            )
 
             source3.kill_node(leader)
             source3.start_node(follower)
             elect_uncleanly(a, topic, follower)
             produce(a, topic, 0, new)
-            wait_until(lambda: copied_so_far(store, flow.name, topic) == 180 or run.poll() is not None, 300, "the new lineage streamed")
+            wait_until(
+                lambda: copied_so_far(store, flow.name, topic) == 180 or run.poll() is not None,
+                300,
+                "the new lineage streamed",
+            )
             streamed = copied_so_far(store, flow.name, steady)
-            wait_until(lambda: copied_so_far(store, flow.name, steady) > streamed or run.poll() is not None, 60, "the other topic streaming on")
+            wait_until(
+                lambda: copied_so_far(store, flow.name, steady) > streamed or run.poll() is not None,
+                60,
+                "the other topic streaming on",
+            )
             assert run.poll() is None, run.communicate()
             resets = store.source_resets(flow.name)
             assert [(r.topic, r.partition, r.old_cursor, r.new_start) for r in resets] == [(topic, 0, 150, 100)]

@@ -74,10 +74,15 @@ def verify(config: Path, spark, topics: str | None = None):
 
 def with_headers(count: int, label: str) -> list[Record]:
     base = recent_ms()
-    return [Record(f"{label}-{i}".encode(), f"value {i}".encode(), (("seq", str(i).encode()), ("empty", None)), base + i) for i in range(count)]
+    return [
+        Record(f"{label}-{i}".encode(), f"value {i}".encode(), (("seq", str(i).encode()), ("empty", None)), base + i)
+        for i in range(count)
+    ]
 
 
-def test_equal_after_replication_then_extra_at_a_record_written_into_the_target(clusters, spark, prefix, tmp_path, airmirror):
+def test_equal_after_replication_then_extra_at_a_record_written_into_the_target(
+    clusters, spark, prefix, tmp_path, airmirror
+):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.orders"
     create_topic(a, topic, 2)
@@ -89,7 +94,10 @@ def test_equal_after_replication_then_extra_at_a_record_written_into_the_target(
     verification = verify(config, spark)
 
     assert verification.equal and [p.verdict for p in verification.partitions] == [Verdict.EQUAL] * 2
-    assert all(p.source_records == p.target_records == 40 and p.source_digest == p.target_digest for p in verification.partitions)
+    assert all(
+        p.source_records == p.target_records == 40 and p.source_digest == p.target_digest
+        for p in verification.partitions
+    )
 
     intruder = end_offset(b, f"a.{topic}", 1)
     produce(b, f"a.{topic}", 1, [Record(b"intruder", b"not from the source", (), recent_ms())])
@@ -98,7 +106,10 @@ def test_equal_after_replication_then_extra_at_a_record_written_into_the_target(
 
     assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
-    assert {verdict: n for verdict, n in document["verdicts"].items() if n} == {"equal": 1, "extra": 1} and not document["equal"]
+    assert {verdict: n for verdict, n in document["verdicts"].items() if n} == {
+        "equal": 1,
+        "extra": 1,
+    } and not document["equal"]
     assert set(document["verdicts"]) == {verdict.value for verdict in Verdict}
     extra = document["partitions"][1]
     assert (extra["verdict"], extra["first_offset"], extra["extra"]) == ("extra", intruder, 1)
@@ -132,7 +143,12 @@ def test_a_source_compacted_after_the_copy_is_equal_with_compaction_noted(cluste
     topic = f"{prefix}.profiles"
     create_topic(a, topic, 1, {"cleanup.policy": "compact"})
     base = recent_ms()
-    produce(a, topic, 0, [Record(f"k{i % 4}".encode(), None if i == 38 else f"v{i}".encode(), (), base + i) for i in range(40)])
+    produce(
+        a,
+        topic,
+        0,
+        [Record(f"k{i % 4}".encode(), None if i == 38 else f"v{i}".encode(), (), base + i) for i in range(40)],
+    )
     config = write_config(tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
     replicate(config, spark)
     compact_now(a, topic)
@@ -191,11 +207,15 @@ def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> N
 def set_topic_configs(bootstrap: str, topic: str, settings: dict[str, str]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()]
-    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]).values():
+    for future in admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]
+    ).values():
         future.result(30)
 
 
-def test_partitions_that_cannot_be_compared_get_verdicts_of_their_own_never_equal(clusters, spark, prefix, tmp_path, airmirror):
+def test_partitions_that_cannot_be_compared_get_verdicts_of_their_own_never_equal(
+    clusters, spark, prefix, tmp_path, airmirror
+):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     names = {label: f"{prefix}.{label}" for label in ("kept", "stopped", "gone", "dropped", "reborn", "latest")}
     for label in ("kept", "stopped", "gone", "dropped", "reborn"):
@@ -229,7 +249,9 @@ def test_partitions_that_cannot_be_compared_get_verdicts_of_their_own_never_equa
         names["reborn"]: "source_recreated",
         names["latest"]: "no_runs",
     }
-    assert verdicts[names["kept"]][1] == "" and all(reason for verdict, reason in verdicts.values() if verdict != "equal")
+    assert verdicts[names["kept"]][1] == "" and all(
+        reason for verdict, reason in verdicts.values() if verdict != "equal"
+    )
     assert f"remote topic a.{names['stopped']} on cluster b was deleted" in verdicts[names["stopped"]][1]
     assert "0 to 9 lie below the cursor" in verdicts[names["latest"]][1]
     narrowed = airmirror("verify", str(config), "--flow", "a->b", "--topics", f"{names['kept']}|{names['stopped']}")
@@ -254,16 +276,30 @@ def test_records_deleted_from_one_side_are_missing_unless_retention_explains_the
     partitions = {p.topic: p for p in verify(config, spark).partitions}
 
     missing = partitions[young]
-    assert (missing.verdict, missing.first_offset, missing.missing, missing.target_records) == (Verdict.MISSING, 0, 10, 20)
+    assert (missing.verdict, missing.first_offset, missing.missing, missing.target_records) == (
+        Verdict.MISSING,
+        0,
+        10,
+        20,
+    )
     assert "deleted from the target while the source holds them" in missing.reason
-    assert (partitions[aged].verdict, partitions[aged].source_start, partitions[aged].target_start) == (Verdict.EQUAL, 10, 10)
+    assert (partitions[aged].verdict, partitions[aged].source_start, partitions[aged].target_start) == (
+        Verdict.EQUAL,
+        10,
+        10,
+    )
     assert "deleted by the source's retention.ms" in partitions[aged].note
     assert (partitions[both].verdict, partitions[both].source_records) == (Verdict.EQUAL, 20)
     assert "deleted on both sides" in partitions[both].note
 
 
-def test_folded_runs_compare_equal_and_copies_deleted_from_the_target_into_one_are_missing(clusters, spark, prefix, tmp_path, airmirror, monkeypatch):
-    for module in (folding, retention):  # fold after a handful of batches: the newest run stays exact, two fold at a time
+def test_folded_runs_compare_equal_and_copies_deleted_from_the_target_into_one_are_missing(
+    clusters, spark, prefix, tmp_path, airmirror, monkeypatch
+):
+    for module in (
+        folding,
+        retention,
+    ):  # fold after a handful of batches: the newest run stays exact, two fold at a time
         monkeypatch.setattr(module, "EXACT_RUNS", 1)
         monkeypatch.setattr(module, "FOLD_SIZE", 2)
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
@@ -290,5 +326,10 @@ def test_folded_runs_compare_equal_and_copies_deleted_from_the_target_into_one_a
 
     assert result.returncode == 1, result.stderr
     [missing] = json.loads(result.stdout)["partitions"]
-    assert (missing["verdict"], missing["first_offset"], missing["missing"], missing["target_records"]) == ("missing", 0, 2, 18)
+    assert (missing["verdict"], missing["first_offset"], missing["missing"], missing["target_records"]) == (
+        "missing",
+        0,
+        2,
+        18,
+    )
     assert "source offset 0 and 1 more were deleted from the target while the source holds them" in missing["reason"]

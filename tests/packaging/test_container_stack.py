@@ -29,7 +29,11 @@ COMPOSE_FILE = REPO / "docker-compose.yaml"
 DOCKERFILE = REPO / "Dockerfile"
 
 AIRFLOW_SERVICES = (
-    "airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
 )
 KAFKA_SERVICES = ("kafka-source", "kafka-target")
 SPARK_SERVICES = ("spark-master", "spark-worker")
@@ -104,9 +108,7 @@ def advertised_addresses(service: dict[str, Any]) -> set[str]:
 
 
 def airflow_pin() -> str:
-    pins = dict(
-        line.split("==", 1) for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line
-    )
+    pins = dict(line.split("==", 1) for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line)
     return pins["apache-airflow"]
 
 
@@ -153,7 +155,8 @@ def test_kafka_clusters_are_single_node_kraft_with_one_replica_internal_topics(s
 
 def test_every_long_running_service_has_a_healthcheck(services):
     lacking = [
-        name for name, service in services.items()
+        name
+        for name, service in services.items()
         if name not in ONE_SHOT_SERVICES and not (service.get("healthcheck") or {}).get("test")
     ]
     assert not lacking, f"services without a healthcheck: {lacking}"

@@ -19,7 +19,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 # what a source checkout has besides the sources; build/ is left out too, as setuptools may pack stale files from it
-NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", ".airmirror", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache")
+NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv", ".airmirror", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"
+)
+
 
 def isolated_env(venv: Path) -> dict[str, str]:
     """The caller's environment, without anything that would let the venv see the test run's packages."""
@@ -43,8 +46,17 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     install = run(
-        venv, str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"), str(source),
-        cwd=root, timeout=900,
+        venv,
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "-c",
+        str(REPO / "constraints.txt"),
+        str(source),
+        cwd=root,
+        timeout=900,
     )
     assert install.returncode == 0, install.stdout + install.stderr
     return venv
@@ -58,7 +70,9 @@ def test_validate_runs_from_the_installed_package(fresh_venv: Path, tmp_path: Pa
     assert "a->b" in result.stdout
 
     where = run(
-        fresh_venv, str(fresh_venv / "bin" / "python"), "-c",
+        fresh_venv,
+        str(fresh_venv / "bin" / "python"),
+        "-c",
         "import importlib.resources as r, airmirror; print(airmirror.__file__); "
         "print(r.files('airmirror').joinpath('devtools/local_kafka/kafka-pom.xml').is_file())",
         cwd=tmp_path,
@@ -81,10 +95,14 @@ def test_replicate_copies_records_between_real_clusters(fresh_venv: Path, cluste
     for partition, batch in records.items():
         produce(a, topic, partition, batch)
     config = write_config(
-        tmp_path / "mm2.properties", clusters, f"a->b.enabled = true\na->b.topics = {topic}\nairmirror.spark.master = local[1]"
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\na->b.topics = {topic}\nairmirror.spark.master = local[1]",
     )
 
-    result = run(fresh_venv, str(fresh_venv / "bin" / "airmirror"), "replicate", str(config), "--flow", "a->b", cwd=tmp_path)
+    result = run(
+        fresh_venv, str(fresh_venv / "bin" / "airmirror"), "replicate", str(config), "--flow", "a->b", cwd=tmp_path
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
     for partition, batch in records.items():

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from airmirror.checkpoints.group_sync import sync_group_offsets
 from airmirror.checkpoints.translation import TranslatedOffset, Translator
@@ -98,7 +98,9 @@ class CheckpointReport:
     @property
     def skipped_groups(self) -> list[str]:
         """Groups whose offset sync was skipped because the target group is active."""
-        return [g.group for g in self.groups if g.sync is not None and g.sync.outcome is GroupSyncOutcome.SKIPPED_ACTIVE]
+        return [
+            g.group for g in self.groups if g.sync is not None and g.sync.outcome is GroupSyncOutcome.SKIPPED_ACTIVE
+        ]
 
 
 def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport:
@@ -112,7 +114,7 @@ def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport
     committed = group_offsets(flow)
     translator = Translator(flow, store)
     previous = {(c.group, c.key): c for c in store.checkpoints(flow.name)}
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for group, offsets in committed.items():
         translations = translator.translate({key: o.offset for key, o in offsets.items()})
         report.groups.append(_group_checkpoints(group, offsets, translations, previous, now))

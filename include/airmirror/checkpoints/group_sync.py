@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 
@@ -107,4 +107,4 @@ def _sync(
 
 
 def _record(group: str, outcome: GroupSyncOutcome, state: str, committed: int, detail: str) -> GroupSyncRecord:
-    return GroupSyncRecord(group, outcome, state, committed, detail, datetime.now(timezone.utc))
+    return GroupSyncRecord(group, outcome, state, committed, detail, datetime.now(UTC))

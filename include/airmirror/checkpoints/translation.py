@@ -93,11 +93,19 @@ def forward_position(
     return max(position, target_start)
 
 
-def never_translates(upstream_offset: int, cursor: int | None, mm2_sync: OffsetSync | None, exact_from: int | None) -> bool:
+def never_translates(
+    upstream_offset: int, cursor: int | None, mm2_sync: OffsetSync | None, exact_from: int | None
+) -> bool:
     """Whether :func:`forward_position` gives ``None`` for good: ``upstream_offset`` is replicated (at or below
     ``cursor``) but lies in MM2's part of a taken-over partition (below ``exact_from``) with no imported MM2 sync at
     or before it.  No later run adds syncs there, so it never translates (MM2 gives none either)."""
-    return cursor is not None and upstream_offset <= cursor and exact_from is not None and upstream_offset < exact_from and mm2_sync is None
+    return (
+        cursor is not None
+        and upstream_offset <= cursor
+        and exact_from is not None
+        and upstream_offset < exact_from
+        and mm2_sync is None
+    )
 
 
 def failback_position(
@@ -155,13 +163,17 @@ class Translator:
             if cursor is not None:
                 start = starts[PartitionKey(r.target_topic, key.partition)]
                 if r.failback:
-                    position = self._failback(r.runs_flow, runs_key, offsets[key], cursor, start, in_flight[r.runs_flow])
+                    position = self._failback(
+                        r.runs_flow, runs_key, offsets[key], cursor, start, in_flight[r.runs_flow]
+                    )
                 else:
                     position, never = self._forward(runs_key, offsets[key], cursor, start)
             translations[key] = TranslatedOffset(r, key.partition, offsets[key], position, never)
         return translations
 
-    def _forward(self, key: PartitionKey, upstream_offset: int, cursor: int, target_start: int) -> tuple[int | None, bool]:
+    def _forward(
+        self, key: PartitionKey, upstream_offset: int, cursor: int, target_start: int
+    ) -> tuple[int | None, bool]:
         """The forward position, and whether the offset can never translate (see :class:`TranslatedOffset`)."""
         if upstream_offset > cursor:
             return None, False
@@ -172,7 +184,13 @@ class Translator:
         return position, never_translates(upstream_offset, cursor, mm2_sync, exact_from)
 
     def _failback(
-        self, flow_name: str, key: PartitionKey, offset: int, cursor: int, target_start: int, in_flight: set[PartitionKey]
+        self,
+        flow_name: str,
+        key: PartitionKey,
+        offset: int,
+        cursor: int,
+        target_start: int,
+        in_flight: set[PartitionKey],
     ) -> int | None:
         covering = self._store.find_offset_run_downstream(flow_name, key, offset)
         return failback_position(offset, cursor, covering, key in in_flight, target_start)

@@ -11,13 +11,15 @@ import sys
 from collections.abc import Sequence
 
 from airmirror.cli.parser import build_parser
-from airmirror.kafka.clients import shared_clients
 from airmirror.errors import AirmirrorError
+from airmirror.kafka.clients import shared_clients
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         with shared_clients():  # one admin client per cluster for the whole command
             return args.run(args)
@@ -26,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         return 130
-    except Exception as error:  # noqa: BLE001 - any other failure is a run-time failure, exit 1
+    except Exception as error:
         if args.verbose:
             logging.exception("unexpected failure")
         print(f"airmirror: error: {type(error).__name__}: {error}", file=sys.stderr)

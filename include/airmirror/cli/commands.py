@@ -72,7 +72,9 @@ def replicate_continuously_for(args: argparse.Namespace, options: BatchOptions) 
     with open_flow(args.config, args.flow) as (flow, store), StopOnSignals() as signals:
         spark = BackgroundSession(flow.spark.master, f"airmirror {flow.name}", flow.spark.conf)
         on_batch = None if args.json else render.print_batch_summary
-        report = replicate_continuously(flow, store, options, spark, stop=signals.event, duration=duration, on_batch=on_batch)
+        report = replicate_continuously(
+            flow, store, options, spark, stop=signals.event, duration=duration, on_batch=on_batch
+        )
     render.print_continuous_report(report, args.json)
     return 0
 

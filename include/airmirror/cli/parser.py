@@ -58,35 +58,49 @@ def build_parser() -> argparse.ArgumentParser:
     once_or_continuous = replicate.add_mutually_exclusive_group()
     once_or_continuous.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     once_or_continuous.add_argument(
-        "--continuous", action="store_true",
+        "--continuous",
+        action="store_true",
         help="copy batches back to back on one Spark session until --for has passed or SIGTERM/SIGINT",
     )
-    replicate.add_argument("--for", dest="for_", metavar="DURATION", help="with --continuous: stop after 30s, 5m, 2h, 1d")
+    replicate.add_argument(
+        "--for", dest="for_", metavar="DURATION", help="with --continuous: stop after 30s, 5m, 2h, 1d"
+    )
 
     flow_verb(verbs, "status", "per-partition cursor, lag and gaps of a flow", commands.status)
     flow_verb(verbs, "heartbeat", "write one MM2 heartbeat of a flow to its target", commands.heartbeat)
-    flow_verb(verbs, "checkpoint", "write MM2 checkpoints of the source groups, sync group offsets", commands.checkpoint)
+    flow_verb(
+        verbs, "checkpoint", "write MM2 checkpoints of the source groups, sync group offsets", commands.checkpoint
+    )
     translate = flow_verb(
         verbs, "translate", "a source group's committed offsets translated to the target", commands.translate
     )
     translate.add_argument("--group", required=True, help="consumer group id on the source")
     verify = flow_verb(
-        verbs, "verify", "compare every replicated partition with its source, record by record (exit 1: differences)", commands.verify
+        verbs,
+        "verify",
+        "compare every replicated partition with its source, record by record (exit 1: differences)",
+        commands.verify,
     )
     verify.add_argument("--topics", help="regex narrowing the flow's topics to verify")
     takeover = flow_verb(
         verbs, "takeover", "continue a flow exactly where a stopped MirrorMaker 2 left it", commands.takeover
     )
     takeover.add_argument(
-        "--from-mm2", action="store_true", required=True, help="take over from MirrorMaker 2 (dedicated mode), which must be stopped"
+        "--from-mm2",
+        action="store_true",
+        required=True,
+        help="take over from MirrorMaker 2 (dedicated mode), which must be stopped",
     )
     takeover.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     takeover.add_argument(
-        "--mm2-stopped", action="store_true",
+        "--mm2-stopped",
+        action="store_true",
         help="every MM2 worker of the flow is stopped: do not check its worker group (for a user who may not DESCRIBE it)",
     )
     acls = flow_verb(verbs, "acls", "the Kafka ACLs a flow's user needs on its source and target", commands.acls)
-    acls.add_argument("--takeover", action="store_true", help="add what 'takeover --from-mm2' needs (revocable after it)")
+    acls.add_argument(
+        "--takeover", action="store_true", help="add what 'takeover --from-mm2' needs (revocable after it)"
+    )
     reset = flow_verb(verbs, "reset", "re-seed a topic stopped by a deleted or recreated topic", commands.reset)
     reset.add_argument("--topic", required=True, help="source topic to copy again from its start")
 

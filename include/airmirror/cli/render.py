@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airmirror.checkpoints.emission import CheckpointReport
@@ -36,8 +36,16 @@ def to_json(document: Any) -> str:
 def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
     planned = report.planned
     ranges = [
-        {"topic": r.topic, "partition": r.partition, "remote_topic": r.remote_topic, "start": r.start, "end": r.end,
-         "records_planned": r.size, "gap": [g.start, g.end] if (g := r.gap()) else None, "moved_from": r.moved_from}
+        {
+            "topic": r.topic,
+            "partition": r.partition,
+            "remote_topic": r.remote_topic,
+            "start": r.start,
+            "end": r.end,
+            "records_planned": r.size,
+            "gap": [g.start, g.end] if (g := r.gap()) else None,
+            "moved_from": r.moved_from,
+        }
         for r in planned.ranges
     ]
     document = {
@@ -61,7 +69,9 @@ def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
     for r in ranges:
         gap = f"  gap {r['gap'][0]}..{r['gap'][1]}" if r["gap"] else ""
         gap += f"  cursor moved from {r['moved_from']}" if r["moved_from"] is not None else ""
-        print(f"  {r['topic']}-{r['partition']} -> {r['remote_topic']}: [{r['start']}, {r['end']}) {r['records_planned']} offsets{gap}")
+        print(
+            f"  {r['topic']}-{r['partition']} -> {r['remote_topic']}: [{r['start']}, {r['end']}) {r['records_planned']} offsets{gap}"
+        )
     if report.summary is not None:
         mb = report.summary.bytes / 1e6
         print(f"copied {report.summary.records} records, {mb:.1f} MB in {report.seconds:.1f}s")
@@ -100,7 +110,10 @@ def print_status(
         }
         print(to_json({**status.as_dict(), **extras}))
         return
-    print(f"flow {status.flow}: total lag {status.total_lag}" + (f", unfinished batch {status.unfinished_batch}" if status.unfinished_batch else ""))
+    print(
+        f"flow {status.flow}: total lag {status.total_lag}"
+        + (f", unfinished batch {status.unfinished_batch}" if status.unfinished_batch else "")
+    )
     header = (
         f"{'partition':<32} {'remote':<32} {'start':>10} {'end':>10} {'cursor':>10} {'lag':>10} {'age s':>8} "
         f"{'latency s':>9} {'copied':>10} {'gaps':>5} {'lost':>8}"
@@ -117,7 +130,9 @@ def print_status(
         print(describe_future_timestamp(p, status.checked_at_ms))
     for p in status.partitions:
         if p.source_reset is not None:
-            print(f"WARNING {p.topic}-{p.partition}: source topic {p.source_reset}; the next run starts it again (cursor {p.cursor})")
+            print(
+                f"WARNING {p.topic}-{p.partition}: source topic {p.source_reset}; the next run starts it again (cursor {p.cursor})"
+            )
     for stop in status.stops:
         print(f"STOPPED since {stop.stopped_at.isoformat(timespec='seconds')}: {stop.reason}")
     for reset in status.source_resets:
@@ -127,7 +142,9 @@ def print_status(
             f"copied again from {reset.new_start} of topic id {reset.new_topic_id}"
         )
     if verification is not None:
-        print(f"last verification {verification.id} at {verification.verified_at.isoformat(timespec='seconds')}: {verdict_counts(verification)}")
+        print(
+            f"last verification {verification.id} at {verification.verified_at.isoformat(timespec='seconds')}: {verdict_counts(verification)}"
+        )
         for partition in verification.partitions:
             if partition.verdict is not Verdict.EQUAL:
                 print(describe_verified_partition(partition))
@@ -149,7 +166,7 @@ def seconds(milliseconds: int | None) -> str:
 
 def describe_future_timestamp(partition: PartitionStatus, now_ms: int) -> str:
     """A WARNING line about a partition whose next record to copy is stamped in the future."""
-    stamped = datetime.fromtimestamp(partition.future_timestamp_ms / 1000, timezone.utc)
+    stamped = datetime.fromtimestamp(partition.future_timestamp_ms / 1000, UTC)
     ahead = timedelta(seconds=round((partition.future_timestamp_ms - now_ms) / 1000))
     return (
         f"WARNING {partition.topic}-{partition.partition}: the next record to copy (offset "
@@ -169,11 +186,21 @@ def describe_sync(sync: GroupSyncRecord) -> str:
 def print_heartbeat_report(report: HeartbeatReport, as_json: bool) -> None:
     heartbeat = report.heartbeat
     if as_json:
-        print(to_json({"flow": report.flow, "topic": report.topic, "heartbeat": None if heartbeat is None else asdict(heartbeat)}))
+        print(
+            to_json(
+                {
+                    "flow": report.flow,
+                    "topic": report.topic,
+                    "heartbeat": None if heartbeat is None else asdict(heartbeat),
+                }
+            )
+        )
     elif heartbeat is None:
         print(f"flow {report.flow}: {report.off_by}, no heartbeat written")
     else:
-        print(f"flow {report.flow}: heartbeat {heartbeat.timestamp} written to {report.topic} on {heartbeat.target_alias}")
+        print(
+            f"flow {report.flow}: heartbeat {heartbeat.timestamp} written to {report.topic} on {heartbeat.target_alias}"
+        )
 
 
 def print_checkpoint_report(report: CheckpointReport, as_json: bool) -> None:
@@ -201,7 +228,9 @@ def print_inspection(inspection: GroupInspection, as_json: bool) -> None:
         return
     covered = "" if inspection.covered else " (excluded by groups/groups.exclude: no checkpoints are emitted)"
     print(f"flow {inspection.flow}, group {inspection.group}{covered}")
-    print(f"{'partition':<32} {'target partition':<32} {'committed':>10} {'target':>10} {'unreplicated':>12} {'checkpoint':>10}")
+    print(
+        f"{'partition':<32} {'target partition':<32} {'committed':>10} {'target':>10} {'unreplicated':>12} {'checkpoint':>10}"
+    )
     for p in inspection.partitions:
         target = str(p.target_offset) if p.target_offset is not None else "never" if p.never else "not yet"
         checkpoint = "-" if p.checkpoint_offset is None else str(p.checkpoint_offset)
@@ -223,7 +252,6 @@ def print_topic_reset(done: TopicReset, as_json: bool) -> None:
         )
 
 
-
 def print_acls(flow: str, principals: dict[str, str], acls: list[AclRequirement], as_json: bool) -> None:
     """The ACLs of each cluster, for ``principals`` (cluster alias -> ``User:NAME``), as a table or JSON."""
     if as_json:
@@ -233,7 +261,9 @@ def print_acls(flow: str, principals: dict[str, str], acls: list[AclRequirement]
         print(f"cluster {cluster}: ALLOW {principal}")
         print(f"  {'resource':<17} {'pattern':<9} {'name':<36} {'operations':<64} needed by")
         for acl in (a for a in acls if a.cluster == cluster):
-            print(f"  {acl.resource_type:<17} {acl.pattern_type:<9} {acl.name:<36} {','.join(acl.operations):<64} {acl.purpose}")
+            print(
+                f"  {acl.resource_type:<17} {acl.pattern_type:<9} {acl.name:<36} {','.join(acl.operations):<64} {acl.purpose}"
+            )
 
 
 def verdict_counts(verification: Verification) -> str:
@@ -246,10 +276,18 @@ def describe_verified_partition(p: PartitionVerification) -> str:
     reason of a partition that could not be compared."""
     if p.verdict not in WHERE and p.verdict is not Verdict.EQUAL:
         return f"  {p.topic}-{p.partition} -> {p.remote_topic}: {p.verdict.value.upper()}: {p.reason}"
-    verdict = p.verdict.value if p.verdict is Verdict.EQUAL else f"{p.verdict.value.upper()} {WHERE[p.verdict]} {p.first_offset}"
-    counts = ", ".join(f"{n} {name}" for name, n in (("missing", p.missing), ("extra", p.extra), ("different", p.different)) if n)
+    verdict = (
+        p.verdict.value
+        if p.verdict is Verdict.EQUAL
+        else f"{p.verdict.value.upper()} {WHERE[p.verdict]} {p.first_offset}"
+    )
+    counts = ", ".join(
+        f"{n} {name}" for name, n in (("missing", p.missing), ("extra", p.extra), ("different", p.different)) if n
+    )
     compaction = ", ".join(
-        f"{n} compacted on the {side}" for side, n in (("source", p.compacted_source), ("target", p.compacted_target)) if n
+        f"{n} compacted on the {side}"
+        for side, n in (("source", p.compacted_source), ("target", p.compacted_target))
+        if n
     )
     details = "; ".join(part for part in (p.reason, counts, compaction, p.note) if part)
     return (
@@ -260,7 +298,11 @@ def describe_verified_partition(p: PartitionVerification) -> str:
 
 
 #: Where the first difference of a compared partition is, by verdict.
-WHERE = {Verdict.EXTRA: "at target offset", Verdict.MISSING: "from source offset", Verdict.DIFFERENT: "at source offset"}
+WHERE = {
+    Verdict.EXTRA: "at target offset",
+    Verdict.MISSING: "from source offset",
+    Verdict.DIFFERENT: "at source offset",
+}
 
 
 def print_verification(verification: Verification, as_json: bool) -> None:
@@ -283,7 +325,9 @@ def print_takeover(plan: TakeoverPlan, as_json: bool) -> None:
         print(to_json(plan.as_dict()))
         return
     done = "plan (dry run, nothing changed)" if plan.batch_id is None else f"took over as batch {plan.batch_id}"
-    print(f"flow {plan.flow} from MirrorMaker 2 (worker group {plan.worker_group}, offsets in {plan.offsets_topic}): {done}")
+    print(
+        f"flow {plan.flow} from MirrorMaker 2 (worker group {plan.worker_group}, offsets in {plan.offsets_topic}): {done}"
+    )
     for p in plan.partitions:
         stored = "-" if p.mm2_offset is None else str(p.mm2_offset)
         last = "-" if p.last_copied is None else str(p.last_copied)

@@ -138,9 +138,7 @@ _RULES: dict[str, _Rule] = {
     ),
     "retries": _Rule(_PRODUCER_ADMIN, "retries"),
     "bootstrap.servers": _Rule(_ALL, "bootstrap.servers", _server_list),
-    "security.protocol": _Rule(
-        _ALL, "security.protocol", _one_of("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
-    ),
+    "security.protocol": _Rule(_ALL, "security.protocol", _one_of("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")),
     "sasl.mechanism": _Rule(_ALL, "sasl.mechanisms"),
     "ssl.endpoint.identification.algorithm": _Rule(
         _ALL, "ssl.endpoint.identification.algorithm", _endpoint_identification

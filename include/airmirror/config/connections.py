@@ -89,7 +89,9 @@ def kafka_client_settings(name: str, asked_by: str, line: int | None = None) -> 
         )
     if found.conn_type != KAFKA_CONN_TYPE:
         raise ConfigError(
-            f"Airflow connection '{name}' is of type '{found.conn_type}', expected '{KAFKA_CONN_TYPE}'", key=asked_by, line=line
+            f"Airflow connection '{name}' is of type '{found.conn_type}', expected '{KAFKA_CONN_TYPE}'",
+            key=asked_by,
+            line=line,
         )
     if not isinstance(found.extra, Mapping) or any(isinstance(value, (dict, list)) for value in found.extra.values()):
         raise ConfigError(
@@ -106,4 +108,6 @@ def _json_object(text: str, name: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise ConfigError(f"Airflow connection '{name}': its extra is not valid JSON (at character {error.pos})") from None
+        raise ConfigError(
+            f"Airflow connection '{name}': its extra is not valid JSON (at character {error.pos})"
+        ) from None

@@ -37,15 +37,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from airmirror import names
-from airmirror.config.connections import CONN_ID_KEY, kafka_client_settings
 from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, is_client_key, translate
+from airmirror.config.connections import CONN_ID_KEY, kafka_client_settings
 from airmirror.config.durations import parse_duration
 from airmirror.config.flow_settings import (
-    CheckpointSettings,
     DEFAULT_TASK_MAX_BUFFER_BYTES,
     MIN_TASK_MAX_BUFFER_BYTES,
     TASK_BUFFER_CLIENT_KEYS,
     TASK_MAX_BUFFER_BYTES_KEY,
+    CheckpointSettings,
     CopySettings,
     DagSettings,
     HeartbeatSettings,
@@ -289,9 +289,7 @@ class MirrorConfig:
         """``{alias}.bootstrap.servers`` of a declared cluster; ``None`` when the file leaves it to the cluster's
         Airflow connection (``{alias}.airflow.conn.id``, :mod:`airmirror.config.connections`)."""
         if alias not in self._cluster:
-            raise ConfigError(
-                f"unknown cluster alias {alias!r} (clusters: {', '.join(self.clusters)})", key="clusters"
-            )
+            raise ConfigError(f"unknown cluster alias {alias!r} (clusters: {', '.join(self.clusters)})", key="clusters")
         setting = self._cluster[alias].get("bootstrap.servers")
         if setting is None or not setting.value.strip():
             if self._cluster[alias].get(CONN_ID_KEY) is not None:
@@ -542,9 +540,7 @@ class FlowConfig:
         ints = {key: self._int(key, default) for key, default in _INT_DEFAULTS.items()}
         intervals = {key: self._interval(key, default) for key, default in _INTERVAL_DEFAULTS.items()}
         flags = {key: self._bool(key, default) for key, default in _BOOL_DEFAULTS.items()}
-        off_by = {
-            key: self._off_by(key, flags[key], intervals) for key in flags if _interval_key(key) in intervals
-        }
+        off_by = {key: self._off_by(key, flags[key], intervals) for key in flags if _interval_key(key) in intervals}
         self._replication_factors = {
             key: self._replication_factor(key, default) for key, default in _REPLICATION_FACTOR_DEFAULTS.items()
         }
@@ -803,7 +799,9 @@ class FlowConfig:
         duration = parse_duration(setting.value)
         if duration is None or duration <= timedelta(0):
             raise ConfigError(
-                f"value {setting.value!r} is not a positive duration (30s, 5m, 2h, 7d)", key=setting.key, line=setting.line
+                f"value {setting.value!r} is not a positive duration (30s, 5m, 2h, 7d)",
+                key=setting.key,
+                line=setting.line,
             )
         return duration
 

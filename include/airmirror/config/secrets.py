@@ -97,4 +97,3 @@ def masked_db_url(url: str | URL) -> str:
         return URL_MASK
     hidden = parsed.update_query_dict({name: URL_MASK for name in parsed.query if is_secret_key(name)})
     return hidden.render_as_string(hide_password=True).replace(quote_plus(URL_MASK), URL_MASK)
-

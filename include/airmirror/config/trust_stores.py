@@ -31,7 +31,8 @@ def pkcs12_trusted_pem(location: Setting, password: Setting | None) -> str:
         raise ConfigError(
             f"{location.value} is a JKS trust store, which librdkafka cannot read; convert it to PKCS12 "
             "(keytool -importkeystore -deststoretype PKCS12) or PEM and set ssl.truststore.type accordingly",
-            key=location.key, line=location.line,
+            key=location.key,
+            line=location.line,
         )
     secret = password.value.encode() if password is not None else None
     try:
@@ -41,14 +42,16 @@ def pkcs12_trusted_pem(location: Setting, password: Setting | None) -> str:
         given = "with the given" if password is not None else "without an"
         raise ConfigError(
             f"PKCS12 trust store {location.value} cannot be opened {given} ssl.truststore.password ({_cause(error)})",
-            key=culprit.key, line=culprit.line,
+            key=culprit.key,
+            line=culprit.line,
         ) from None
     certificates = [entry.certificate for entry in store.additional_certs]
     if store.cert is not None:
         certificates.insert(0, store.cert.certificate)
     if not certificates:
-        raise ConfigError(f"PKCS12 trust store {location.value} holds no certificate", key=location.key,
-                          line=location.line)
+        raise ConfigError(
+            f"PKCS12 trust store {location.value} holds no certificate", key=location.key, line=location.line
+        )
     return "".join(certificate.public_bytes(Encoding.PEM).decode("ascii") for certificate in certificates)
 
 
@@ -56,8 +59,9 @@ def _read(location: Setting) -> bytes:
     try:
         return Path(location.value.strip()).read_bytes()
     except OSError as error:
-        raise ConfigError(f"cannot read trust store {location.value}: {error.strerror}", key=location.key,
-                          line=location.line) from None
+        raise ConfigError(
+            f"cannot read trust store {location.value}: {error.strerror}", key=location.key, line=location.line
+        ) from None
 
 
 def _cause(error: ValueError) -> str:

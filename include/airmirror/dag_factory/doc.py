@@ -44,8 +44,10 @@ def flow_doc(flow: FlowConfig) -> str:
         "Tasks: `sync_topics` -> `plan_batch` -> `replicate` (Spark) -> `record_batch`; "
         "`emit_heartbeats` and `emit_checkpoints` run whatever replication does.",
         *(
-            ["Live: each run's `replicate` copies batches back to back for the length of its data interval, while "
-             "`emit_heartbeats` and `emit_checkpoints` emit at their intervals beside it."]
+            [
+                "Live: each run's `replicate` copies batches back to back for the length of its data interval, while "
+                "`emit_heartbeats` and `emit_checkpoints` emit at their intervals beside it."
+            ]
             if flow.dag.live
             else []
         ),
@@ -56,7 +58,10 @@ def flow_doc(flow: FlowConfig) -> str:
     for key, effective in EFFECTIVE.items():
         origin = "" if flow.get(key) is not None else " (default)"
         lines.append(f"| `{key}` | `{effective(flow)}`{origin} |")
-    for label, alias, kind in (("source consumer", flow.source, "consumer"), ("target producer", flow.target, "producer")):
+    for label, alias, kind in (
+        ("source consumer", flow.source, "consumer"),
+        ("target producer", flow.target, "producer"),
+    ):
         if (connection := flow.connection_id(alias)) is not None:
             lines.append(f"| {label} | the settings of Airflow connection `{connection}`, under the file's |")
         for key, value in sorted(masked(flow.file_client_config(alias, kind)).items()):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ LIVE_SUBMIT_ARGS = [
     "--max-records",
     "{{ params.max_records_per_partition or '' }}",
 ]
-START_DATE = datetime(2020, 1, 1, tzinfo=timezone.utc)
+START_DATE = datetime(2020, 1, 1, tzinfo=UTC)
 DEFAULT_ARGS: dict[str, Any] = {
     "retry_delay": timedelta(seconds=10),
     "retry_exponential_backoff": True,
@@ -174,7 +174,9 @@ def run_emission(
     interval_seconds = settings.interval_seconds
     context = get_current_context()
     window = live_seconds(live, context)
-    if window is None and not is_due(interval_seconds, context.get("data_interval_start"), context.get("data_interval_end")):
+    if window is None and not is_due(
+        interval_seconds, context.get("data_interval_start"), context.get("data_interval_end")
+    ):
         raise AirflowSkipException(f"not due: emit.{what}.interval.seconds={interval_seconds}")
     emitted = tasks.emit(config_path, name, what, window)
     if window is not None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk.observability import stats
 
@@ -56,14 +56,20 @@ def publish_batch(flow: FlowConfig, store: MetadataStore, summary: BatchSummary)
         tags = flow_tags(flow)
         for result in summary.results:
             partition = flow_tags(flow, topic=result.topic, partition=result.partition)
-            for name, count in (("record-count", result.records), ("byte-count", result.bytes), ("gap-count", result.end - result.start - result.records)):
+            for name, count in (
+                ("record-count", result.records),
+                ("byte-count", result.bytes),
+                ("gap-count", result.end - result.start - result.records),
+            ):
                 if count > 0:
                     stats.incr(f"{PREFIX}.{name}", count, tags=partition)
         batch = next((b for b in store.batches(flow.name, limit=5) if b.id == summary.batch_id), None)
         if batch is not None and batch.finished_at is not None:
             stats.timing(f"{PREFIX}.batch-duration-ms", batch.finished_at - batch.created_at, tags=tags)
-        publish_lag(flow, newest_samples(store.lag_samples(flow.name, since=datetime.now(timezone.utc) - SAMPLE_WINDOW)))
-    except Exception as error:  # noqa: BLE001 - metrics inform; the batch is committed whatever happens here
+        publish_lag(
+            flow, newest_samples(store.lag_samples(flow.name, since=datetime.now(UTC) - SAMPLE_WINDOW))
+        )
+    except Exception as error:
         log.warning("metrics of batch %s of %s not sent: %s", summary.batch_id, flow.name, error)
 
 
@@ -96,6 +102,8 @@ def publish_checkpoints(flow: FlowConfig, report: CheckpointReport) -> None:
     try:
         for group in report.groups:
             if group.written:
-                stats.gauge(f"{PREFIX}.checkpoint-latency-ms", report.latency_ms, tags=flow_tags(flow, group=group.group))
-    except Exception as error:  # noqa: BLE001 - metrics inform; the checkpoints are written whatever happens here
+                stats.gauge(
+                    f"{PREFIX}.checkpoint-latency-ms", report.latency_ms, tags=flow_tags(flow, group=group.group)
+                )
+    except Exception as error:
         log.warning("checkpoint metrics of %s not sent: %s", flow.name, error)

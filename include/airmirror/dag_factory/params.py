@@ -37,7 +37,9 @@ SECTION_VERIFY = "Verification"
 
 def date_time_param(title: str, description: str) -> Param:
     """An optional time of the "Where to start and stop" section, picked with the form's date-time picker."""
-    return Param(None, type=["null", "string"], format="date-time", title=title, description=description, section=SECTION_WHERE)
+    return Param(
+        None, type=["null", "string"], format="date-time", title=title, description=description, section=SECTION_WHERE
+    )
 
 
 def flow_params() -> dict[str, Param]:
@@ -88,7 +90,11 @@ def flow_params() -> dict[str, Param]:
             section=SECTION_SAFETY,
         ),
         "dry_run": Param(
-            False, type="boolean", title="Dry run", description="Plan and log the batch; change nothing.", section=SECTION_SAFETY
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Plan and log the batch; change nothing.",
+            section=SECTION_SAFETY,
         ),
         "verify": Param(
             False,

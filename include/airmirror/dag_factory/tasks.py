@@ -22,7 +22,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airmirror.checkpoints.emission import emit_checkpoints
@@ -56,7 +56,9 @@ def task_holder() -> str:
 
 
 @contextmanager
-def held_flow(config_path: str, flow_name: str, *, hold: bool = True) -> Iterator[tuple[FlowConfig, MetadataStore, FlowLease | None]]:
+def held_flow(
+    config_path: str, flow_name: str, *, hold: bool = True
+) -> Iterator[tuple[FlowConfig, MetadataStore, FlowLease | None]]:
     """:func:`masked_open_flow`, holding the flow's lease while the block runs (unless ``hold`` is false)."""
     with masked_open_flow(config_path, flow_name) as (flow, store):
         with store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease:
@@ -84,7 +86,10 @@ def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list
     for name, (old, new) in report.grown.items():
         log.info("grew remote topic %s from %d to %d partitions", name, old, new)
     log.info("%d topics replicated by %s", len(report.mappings), flow_name)
-    return [{"source_topic": m.source_topic, "remote_topic": m.remote_topic, "partitions": m.partitions} for m in report.mappings]
+    return [
+        {"source_topic": m.source_topic, "remote_topic": m.remote_topic, "partitions": m.partitions}
+        for m in report.mappings
+    ]
 
 
 @no_retry_on_bad_input
@@ -98,7 +103,13 @@ def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], optio
         log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
     records = planned.offsets
     label = "dry run, nothing stored" if options.dry_run else f"batch {planned.batch_id}"
-    log.info("%s: %d partitions, up to %d records%s", label, len(planned.ranges), records, " (resumed)" if planned.resumed else "")
+    log.info(
+        "%s: %d partitions, up to %d records%s",
+        label,
+        len(planned.ranges),
+        records,
+        " (resumed)" if planned.resumed else "",
+    )
     return {
         "batch_id": planned.batch_id,
         "partitions": len(planned.ranges),
@@ -112,7 +123,7 @@ def describe_bound(options: BatchOptions) -> str:
     """How this run bounds its batch, for the task log."""
     if options.until_ms is None:
         return "bound: the last stable offset (no time bound)"
-    until = datetime.fromtimestamp(options.until_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    until = datetime.fromtimestamp(options.until_ms / 1000, UTC).isoformat(timespec="milliseconds")
     return f"bound: the first record stamped at or after {until} (time bound)"
 
 
@@ -140,7 +151,9 @@ def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
 
 
 @no_retry_on_bad_input
-def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchOptions, seconds: float) -> dict[str, Any]:
+def replicate_live(
+    config_path: str, flow_name: str, spark: Any, options: BatchOptions, seconds: float
+) -> dict[str, Any]:
     """A live run's ``replicate`` (:mod:`airmirror.dag_factory.live`): the planned batch first, then batches back
     to back on ``spark`` for ``seconds``; each is committed before the next is planned, and the last one is
     committed before the task ends."""
@@ -155,7 +168,13 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
             holder=task_holder(),
             on_batch=lambda summary: publish_batch(flow, store, summary),
         )
-    log.info("live for %.0f s: %d batches committed, %d records (%.1f MB)", report.seconds, report.batches, report.records, report.bytes / 1e6)
+    log.info(
+        "live for %.0f s: %d batches committed, %d records (%.1f MB)",
+        report.seconds,
+        report.batches,
+        report.records,
+        report.bytes / 1e6,
+    )
     return {"batches": report.batches, "records": report.records, "bytes": report.bytes}
 
 
@@ -174,7 +193,12 @@ def record(config_path: str, flow_name: str, first_batch: int) -> dict[str, Any]
             log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
             publish_batch(flow, store, summary)
         copied = store.copied_since(flow.name, first_batch)
-        result = {"batch_id": copied.last_batch_id, "records": copied.records, "bytes": copied.bytes, "copied": copied_by_uri(flow, copied.topics)}
+        result = {
+            "batch_id": copied.last_batch_id,
+            "records": copied.records,
+            "bytes": copied.bytes,
+            "copied": copied_by_uri(flow, copied.topics),
+        }
         raise_for_stops(flow, store)
     return result
 
@@ -210,9 +234,20 @@ def verify(config_path: str, flow_name: str, spark: Any, topics_regex: str | Non
     verification as plain values (``equal`` says whether every partition is equal)."""
     with masked_open_flow(config_path, flow_name) as (flow, store):
         verification = verify_flow(
-            flow, store, lambda: spark, topics_regex, lambda done, total: log.info("verify: %d of %d partitions compared", done, total), task_holder()
+            flow,
+            store,
+            lambda: spark,
+            topics_regex,
+            lambda done, total: log.info("verify: %d of %d partitions compared", done, total),
+            task_holder(),
         )
     document = verification.as_dict()
     for partition in document["partitions"]:
-        log.info("%s-%s: %s %s", partition["topic"], partition["partition"], partition["verdict"], partition["first_offset"] or "")
+        log.info(
+            "%s-%s: %s %s",
+            partition["topic"],
+            partition["partition"],
+            partition["verdict"],
+            partition["first_offset"] or "",
+        )
     return document

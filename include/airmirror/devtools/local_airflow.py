@@ -140,7 +140,9 @@ class LocalAirflow:
         token = httpx.post(
             f"{self.url}/auth/token", json={"username": ADMIN_USER, "password": self.admin_password()}, timeout=30
         ).json()["access_token"]
-        return AirflowApi(httpx.Client(base_url=f"{self.url}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30))
+        return AirflowApi(
+            httpx.Client(base_url=f"{self.url}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        )
 
 
 BUSY_RETRY_S = 60.0
@@ -186,9 +188,13 @@ class AirflowApi:
         self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return self.call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "logical_date", "limit": 100})["dag_runs"]
+        return self.call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "logical_date", "limit": 100})[
+            "dag_runs"
+        ]
 
-    def wait_for_runs(self, dag_id: str, count: int, timeout: float = 300, run_type: str | None = None) -> list[dict[str, Any]]:
+    def wait_for_runs(
+        self, dag_id: str, count: int, timeout: float = 300, run_type: str | None = None
+    ) -> list[dict[str, Any]]:
         """Wait until ``count`` runs (of ``run_type`` if given) have finished; fail on a failed run."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

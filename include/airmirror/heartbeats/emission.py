@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from airmirror.config import FlowConfig
 from airmirror.kafka.clients import target_admin
@@ -68,7 +68,7 @@ def observe_heartbeats(
     flow: FlowConfig, store: MetadataStore, ranges: Sequence[PlannedRange], results: Sequence[RangeResult]
 ) -> list[HeartbeatLatency]:
     """Store the latency of the newest heartbeat of every copied heartbeats range; never raises."""
-    observed_at = datetime.now(timezone.utc)
+    observed_at = datetime.now(UTC)
     remote = {r.key: r.remote_topic for r in ranges}
     latencies = []
     for result in results:
@@ -85,10 +85,16 @@ def observe_heartbeats(
                 int(observed_at.timestamp() * 1000) - heartbeat.timestamp,
             )
             store.record_heartbeat_latency(flow.name, latency)
-        except Exception as error:  # noqa: BLE001 - latency is informational, the batch is already committed
+        except Exception as error:
             log.warning("%s: no heartbeat latency from %s-%d@%d: %s", flow.name, topic, result.partition, offset, error)
             continue
-        log.info("%s: heartbeat %s->%s latency %d ms", flow.name, latency.source_alias, latency.target_alias, latency.latency_ms)
+        log.info(
+            "%s: heartbeat %s->%s latency %d ms",
+            flow.name,
+            latency.source_alias,
+            latency.target_alias,
+            latency.latency_ms,
+        )
         latencies.append(latency)
     return latencies
 
@@ -99,8 +105,8 @@ def _read_heartbeat(flow: FlowConfig, topic: str, partition: int, offset: int) -
 
 
 def _now_ms() -> int:
-    return int(datetime.now(timezone.utc).timestamp() * 1000)
+    return int(datetime.now(UTC).timestamp() * 1000)
 
 
 def _datetime(epoch_ms: int) -> datetime:
-    return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc)
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC)

@@ -60,8 +60,13 @@ def remote_acl(flow: FlowConfig, binding: AclBinding) -> AclBinding | None:
         return None
     operation = AclOperation.READ if allow and binding.operation == AclOperation.ALL else binding.operation
     return AclBinding(
-        ResourceType.TOPIC, flow.remote_topic(binding.name), ResourcePatternType.LITERAL,
-        binding.principal, binding.host, operation, binding.permission_type,
+        ResourceType.TOPIC,
+        flow.remote_topic(binding.name),
+        ResourcePatternType.LITERAL,
+        binding.principal,
+        binding.host,
+        operation,
+        binding.permission_type,
     )
 
 
@@ -124,7 +129,10 @@ def warn_without_authorizer(flow: FlowConfig, alias: str, side: str) -> None:
     _WARNED_WITHOUT_AUTHORIZER.add((flow.name, alias))
     log.warning(
         "%s: the %s cluster '%s' has no ACL authorizer (SECURITY_DISABLED), so no topic ACLs are synced; "
-        "set sync.topic.acls.enabled = false to stop trying", flow.name, side, alias,
+        "set sync.topic.acls.enabled = false to stop trying",
+        flow.name,
+        side,
+        alias,
     )
 
 

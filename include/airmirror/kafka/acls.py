@@ -85,8 +85,14 @@ def offset_syncs_acl(flow: FlowConfig) -> AclRequirement | None:
     if not flow.offset_syncs.emit_enabled:
         return None
     alias, topic = flow.offset_syncs_place()
-    return AclRequirement(alias, "TOPIC", "LITERAL", topic, ("CREATE", "DESCRIBE", "WRITE"),
-                          "replicate: MM2's offset-syncs topic (emit.offset-syncs.enabled)")
+    return AclRequirement(
+        alias,
+        "TOPIC",
+        "LITERAL",
+        topic,
+        ("CREATE", "DESCRIBE", "WRITE"),
+        "replicate: MM2's offset-syncs topic (emit.offset-syncs.enabled)",
+    )
 
 
 def required_acls(flow: FlowConfig) -> list[AclRequirement]:
@@ -97,44 +103,124 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
         for pattern, name in resource_patterns(flow.topics.include)
     ]
     if flow.heartbeats.replication_enabled:
-        acls.append(AclRequirement(source, "TOPIC", "LITERAL", policy.heartbeats_topic(), READ_TOPIC,
-                                   "replicate: MM2 replicates the source's heartbeats"))
-    acls.append(AclRequirement(source, "GROUP", "LITERAL", names.source_progress_group(source, target),
-                               ("DESCRIBE", "READ"), "replicate: commits the flow's position, for lag tools"))
+        acls.append(
+            AclRequirement(
+                source,
+                "TOPIC",
+                "LITERAL",
+                policy.heartbeats_topic(),
+                READ_TOPIC,
+                "replicate: MM2 replicates the source's heartbeats",
+            )
+        )
+    acls.append(
+        AclRequirement(
+            source,
+            "GROUP",
+            "LITERAL",
+            names.source_progress_group(source, target),
+            ("DESCRIBE", "READ"),
+            "replicate: commits the flow's position, for lag tools",
+        )
+    )
     groups = resource_patterns(flow.groups.include)
     if flow.checkpoints.enabled:
-        acls += [AclRequirement(source, "GROUP", pattern, name, ("DESCRIBE",), "checkpoint, translate: list the "
-                                "groups and read their offsets") for pattern, name in groups]
+        acls += [
+            AclRequirement(
+                source,
+                "GROUP",
+                pattern,
+                name,
+                ("DESCRIBE",),
+                "checkpoint, translate: list the groups and read their offsets",
+            )
+            for pattern, name in groups
+        ]
     if flow.topic_sync.sync_acls_enabled:
-        acls.append(AclRequirement(source, "CLUSTER", "LITERAL", CLUSTER, ("DESCRIBE",),
-                                   "replicate: read the topic ACLs to sync (sync.topic.acls.enabled)"))
+        acls.append(
+            AclRequirement(
+                source,
+                "CLUSTER",
+                "LITERAL",
+                CLUSTER,
+                ("DESCRIBE",),
+                "replicate: read the topic ACLs to sync (sync.topic.acls.enabled)",
+            )
+        )
     offset_syncs = offset_syncs_acl(flow)
     if offset_syncs is not None and offset_syncs.cluster == source:
         acls.append(offset_syncs)
     remote_prefix = policy.format_remote_topic(source, "")
     acls += [
-        AclRequirement(target, "TOPIC", "PREFIXED", remote_prefix,
-                       (*OWN_TOPIC, "DESCRIBE_CONFIGS", "ALTER", "ALTER_CONFIGS"),
-                       "replicate: create, grow, configure and write remote topics; checkpoint: its topic"),
-        AclRequirement(target, "TOPIC", "LITERAL", names.batch_log_topic(source),
-                       (*OWN_TOPIC, "DESCRIBE_CONFIGS", "ALTER_CONFIGS"),
-                       "replicate: the batch log (exact offset-sync runs), kept compacted"),
-        AclRequirement(target, "TRANSACTIONAL_ID", "PREFIXED", names.transactional_id_prefix(source, target),
-                       ("DESCRIBE", "WRITE"), "replicate: one transactional producer per source partition"),
-        AclRequirement(target, "GROUP", "LITERAL", names.anchor_group(source, target), ("DESCRIBE", "READ"),
-                       "replicate: transactional offset commits that anchor each partition's last copy"),
+        AclRequirement(
+            target,
+            "TOPIC",
+            "PREFIXED",
+            remote_prefix,
+            (*OWN_TOPIC, "DESCRIBE_CONFIGS", "ALTER", "ALTER_CONFIGS"),
+            "replicate: create, grow, configure and write remote topics; checkpoint: its topic",
+        ),
+        AclRequirement(
+            target,
+            "TOPIC",
+            "LITERAL",
+            names.batch_log_topic(source),
+            (*OWN_TOPIC, "DESCRIBE_CONFIGS", "ALTER_CONFIGS"),
+            "replicate: the batch log (exact offset-sync runs), kept compacted",
+        ),
+        AclRequirement(
+            target,
+            "TRANSACTIONAL_ID",
+            "PREFIXED",
+            names.transactional_id_prefix(source, target),
+            ("DESCRIBE", "WRITE"),
+            "replicate: one transactional producer per source partition",
+        ),
+        AclRequirement(
+            target,
+            "GROUP",
+            "LITERAL",
+            names.anchor_group(source, target),
+            ("DESCRIBE", "READ"),
+            "replicate: transactional offset commits that anchor each partition's last copy",
+        ),
     ]
     if flow.topic_sync.sync_acls_enabled:
-        acls.append(AclRequirement(target, "CLUSTER", "LITERAL", CLUSTER, ("ALTER",),
-                                   "replicate: create the synced topic ACLs (sync.topic.acls.enabled)"))
+        acls.append(
+            AclRequirement(
+                target,
+                "CLUSTER",
+                "LITERAL",
+                CLUSTER,
+                ("ALTER",),
+                "replicate: create the synced topic ACLs (sync.topic.acls.enabled)",
+            )
+        )
     if offset_syncs is not None and offset_syncs.cluster == target:
         acls.append(offset_syncs)
     if flow.heartbeats.enabled:
-        acls.append(AclRequirement(target, "TOPIC", "LITERAL", policy.heartbeats_topic(), ("CREATE", "DESCRIBE", "WRITE"),
-                                   "heartbeat: create and write the heartbeats topic"))
+        acls.append(
+            AclRequirement(
+                target,
+                "TOPIC",
+                "LITERAL",
+                policy.heartbeats_topic(),
+                ("CREATE", "DESCRIBE", "WRITE"),
+                "heartbeat: create and write the heartbeats topic",
+            )
+        )
     if flow.checkpoints.enabled and flow.checkpoints.sync_group_offsets_enabled:
-        acls += [AclRequirement(target, "GROUP", pattern, name, ("DESCRIBE", "READ"), "checkpoint: sync the groups' "
-                                "offsets while they are inactive") for pattern, name in groups]
+        acls += [
+            AclRequirement(
+                target,
+                "GROUP",
+                pattern,
+                name,
+                ("DESCRIBE", "READ"),
+                "checkpoint: sync the groups' offsets while they are inactive",
+            )
+            for pattern, name in groups
+        ]
     return acls
 
 
@@ -144,12 +230,24 @@ def takeover_acls(flow: FlowConfig) -> list[AclRequirement]:
     syncs_alias, syncs_topic = flow.offset_syncs_place()
     read = ("DESCRIBE", "READ")
     return [
-        AclRequirement(flow.target, "GROUP", "LITERAL", group, ("DESCRIBE",),
-                       "takeover: prove MM2's worker group is stopped (or pass --mm2-stopped)"),
+        AclRequirement(
+            flow.target,
+            "GROUP",
+            "LITERAL",
+            group,
+            ("DESCRIBE",),
+            "takeover: prove MM2's worker group is stopped (or pass --mm2-stopped)",
+        ),
         AclRequirement(flow.target, "TOPIC", "LITERAL", offsets_topic, read, "takeover: MM2's stored source offsets"),
         AclRequirement(syncs_alias, "TOPIC", "LITERAL", syncs_topic, read, "takeover: MM2's offset syncs"),
-        AclRequirement(flow.target, "TOPIC", "LITERAL", flow.policy.checkpoints_topic(flow.source), read,
-                       "takeover: MM2's checkpoints"),
+        AclRequirement(
+            flow.target,
+            "TOPIC",
+            "LITERAL",
+            flow.policy.checkpoints_topic(flow.source),
+            read,
+            "takeover: MM2's checkpoints",
+        ),
     ]
 
 

@@ -101,7 +101,11 @@ def named(
 
 @contextmanager
 def naming_refusals(
-    scope: AccessScope | None, *, topic: str | None = None, group: str | None = None, transactional_id: str | None = None
+    scope: AccessScope | None,
+    *,
+    topic: str | None = None,
+    group: str | None = None,
+    transactional_id: str | None = None,
 ) -> Iterator[None]:
     """Run the block; a refusal it raises becomes :func:`named` with these resources (the ones the block uses)."""
     try:

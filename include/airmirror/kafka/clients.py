@@ -56,7 +56,9 @@ class ClusterAdmin(AdminClient):
         self.alias = alias
         self.access = access
         self.bootstrap = str(config.get("bootstrap.servers", ""))
-        self.request_timeout_s = int(config["socket.timeout.ms"]) / 1000 if "socket.timeout.ms" in config else REQUEST_TIMEOUT_S
+        self.request_timeout_s = (
+            int(config["socket.timeout.ms"]) / 1000 if "socket.timeout.ms" in config else REQUEST_TIMEOUT_S
+        )
         self._errors = ClientErrors()
         super().__init__({**config, "error_cb": self._errors.remember})
 
@@ -135,7 +137,13 @@ def producer_client(flow: FlowConfig, alias: str, queue_records: int) -> Produce
     shared = _shared.get()
     key = (flow.name, alias)
     if shared is None or key not in shared.producers:
-        producer = Producer({"queue.buffering.max.messages": queue_records, **flow.client_config(alias, "producer"), "enable.idempotence": True})
+        producer = Producer(
+            {
+                "queue.buffering.max.messages": queue_records,
+                **flow.client_config(alias, "producer"),
+                "enable.idempotence": True,
+            }
+        )
         if shared is None:
             return producer
         shared.producers[key] = producer

@@ -27,7 +27,6 @@ from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, source_admi
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey
 
-
 INACTIVE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 """States of a group no member runs in: EMPTY, or DEAD (a group that does not exist is described so)."""
 
@@ -61,7 +60,9 @@ def refuse_hidden_groups(admin: ClusterAdmin, groups: list[str]) -> None:
     """Raise :class:`~airmirror.errors.AccessDenied` for the first of ``groups`` the user may not DESCRIBE (a
     group that does not exist is described as dead: no error)."""
     if groups:
-        raise_first_refusal(admin.access, admin.describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S), "group")
+        raise_first_refusal(
+            admin.access, admin.describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S), "group"
+        )
 
 
 def describe_group(admin: ClusterAdmin, group: str) -> ConsumerGroupDescription:
@@ -108,7 +109,9 @@ def group_activity(admin: ClusterAdmin, group: str) -> GroupActivity:
     for other in listed:
         if other.id == group:
             return GroupActivity(other.state.upper(), len(other.members))
-    raise ReplicationFailure(f"group '{group}' on cluster '{admin.alias}' could be described but is not listed: its state is unknown")
+    raise ReplicationFailure(
+        f"group '{group}' on cluster '{admin.alias}' could be described but is not listed: its state is unknown"
+    )
 
 
 def committed_offsets(flow: FlowConfig, admin: ClusterAdmin, group: str) -> dict[PartitionKey, CommittedOffset]:

@@ -30,7 +30,6 @@ from airmirror.errors import ReplicationFailure
 from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, REQUEST_TIMEOUT_S
 from airmirror.model import PartitionKey, PartitionOffsets
 
-
 NEW_TOPIC_PAUSE_S = 0.2
 """How often :func:`list_offsets_info` asks again while a partition has no known leader (a topic created a moment
 ago), for up to :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S`."""
@@ -57,7 +56,9 @@ def list_offsets_info(admin: AdminClient, keys: Iterable[PartitionKey], spec: Of
         return {}
     deadline = time.monotonic() + NEW_TOPIC_WAIT_S
     while True:
-        futures = admin.list_offsets(requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=REQUEST_TIMEOUT_S)
+        futures = admin.list_offsets(
+            requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=REQUEST_TIMEOUT_S
+        )
         found: dict[PartitionKey, Any] = {}
         failed = next(iter(requests))
         try:
@@ -68,9 +69,13 @@ def list_offsets_info(admin: AdminClient, keys: Iterable[PartitionKey], spec: Of
         except KafkaException as error:
             code = error.args[0].code()
             if code == KafkaError._NOENT and failed.topic not in admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics:
-                raise ReplicationFailure(f"cannot list offsets of {failed.topic}-{failed.partition}: the topic does not exist") from error
+                raise ReplicationFailure(
+                    f"cannot list offsets of {failed.topic}-{failed.partition}: the topic does not exist"
+                ) from error
             if code not in LEADERLESS or time.monotonic() > deadline:
-                raise ReplicationFailure(f"cannot list offsets of {failed.topic}-{failed.partition}: {error}") from error
+                raise ReplicationFailure(
+                    f"cannot list offsets of {failed.topic}-{failed.partition}: {error}"
+                ) from error
         time.sleep(NEW_TOPIC_PAUSE_S)
 
 
@@ -124,7 +129,9 @@ def next_record_timestamps(
 
 
 def divergence_points(
-    consumer_config: Mapping[str, Any], cursors: Mapping[PartitionKey, tuple[int, int]], timeout: float = NEXT_RECORD_TIMEOUT_S
+    consumer_config: Mapping[str, Any],
+    cursors: Mapping[PartitionKey, tuple[int, int]],
+    timeout: float = NEXT_RECORD_TIMEOUT_S,
 ) -> dict[PartitionKey, int]:
     """Where the source log diverged below a cursor: for each ``(cursor, leader epoch of the record before
     it)``, the offset at which the current leader's log stops matching, when that is below the cursor.
@@ -175,12 +182,18 @@ def first_messages(
     found: dict[PartitionKey, Message] = {}
     deadline = time.monotonic() + timeout
     try:
-        consumer.assign([epoch_position(k.topic, k.partition, offset, epoch) for k, (offset, epoch) in positions.items()])
+        consumer.assign(
+            [epoch_position(k.topic, k.partition, offset, epoch) for k, (offset, epoch) in positions.items()]
+        )
         while len(found) < len(positions) and (left := deadline - time.monotonic()) > 0:
             for message in consumer.consume(num_messages=len(positions) + 10, timeout=min(left, 1.0)):
                 key = PartitionKey(message.topic(), message.partition())
                 error = message.error()
-                if key not in positions or key in found or (error is not None and error.code() != KafkaError._PARTITION_EOF):
+                if (
+                    key not in positions
+                    or key in found
+                    or (error is not None and error.code() != KafkaError._PARTITION_EOF)
+                ):
                     continue
                 found[key] = message
                 consumer.pause([TopicPartition(key.topic, key.partition)])

@@ -63,7 +63,9 @@ def write_records(
         producer = producer or producer_client(flow, alias, WRITE_QUEUE_RECORDS)
         while True:
             try:
-                producer.produce(topic, record.value, record.key, partition=0, timestamp=record.timestamp, on_delivery=delivered)
+                producer.produce(
+                    topic, record.value, record.key, partition=0, timestamp=record.timestamp, on_delivery=delivered
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -94,7 +96,12 @@ def read_record_at(consumer_config: Mapping[str, Any], topic: str, partition: in
     readable within :data:`READ_TIMEOUT_S`, KafkaException on a read error and ValueError when the record is
     gone (compacted or deleted: the read lands on a later offset).  Never commits."""
     consumer = Consumer(
-        {**consumer_config, "group.id": names.reader_group("record"), "isolation.level": "read_committed", "enable.auto.commit": False}
+        {
+            **consumer_config,
+            "group.id": names.reader_group("record"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
     )
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])

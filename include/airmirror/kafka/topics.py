@@ -94,7 +94,11 @@ def refuse_hidden_topics(source: ClusterAdmin, topics: Sequence[str]) -> None:
     the listing) that the cluster hides because the user may not DESCRIBE it; one that does not exist is no
     error."""
     if topics:
-        raise_first_refusal(source.access, source.describe_topics(TopicCollection(list(topics)), request_timeout=REQUEST_TIMEOUT_S), "topic")
+        raise_first_refusal(
+            source.access,
+            source.describe_topics(TopicCollection(list(topics)), request_timeout=REQUEST_TIMEOUT_S),
+            "topic",
+        )
 
 
 def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, str | None]:

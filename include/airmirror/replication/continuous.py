@@ -55,9 +55,9 @@ from airmirror.errors import AccessDenied, InputError, ReplicationFailure
 from airmirror.kafka.clients import shared_clients
 from airmirror.kafka.retry import RETRY_PAUSE_S
 from airmirror.kafka.topics import TopicMapping
+from airmirror.model import RangeResult
 from airmirror.replication.incarnations import TopicsStopped, raise_for_stops
 from airmirror.replication.options import BatchOptions
-from airmirror.model import RangeResult
 from airmirror.replication.pipeline import BatchSummary, PlannedBatch, copy_and_record, plan_batch, sync_flow_topics
 from airmirror.replication.streaming import run_stream, stream_until
 from airmirror.store import FlowLease, MetadataStore, describe_holder
@@ -108,7 +108,13 @@ class Retries:
         if now - self.failing_since >= RETRY_WINDOW_S:
             raise error
         pause, self.pause = self.pause, min(self.pause * 2, RETRY_PAUSE_MAX_S)
-        log.warning("round failed, retrying in %.1f s (failing for %.0f s of at most %.0f s): %s", pause, now - self.failing_since, RETRY_WINDOW_S, error)
+        log.warning(
+            "round failed, retrying in %.1f s (failing for %.0f s of at most %.0f s): %s",
+            pause,
+            now - self.failing_since,
+            RETRY_WINDOW_S,
+            error,
+        )
         return pause
 
 
@@ -136,7 +142,9 @@ class StopOnSignals:
     def _handle(self, number: int, frame: FrameType | None) -> None:
         if self.event.is_set():
             os._exit(128 + number)
-        log.warning("%s: stopping once the batch in flight is committed (again to stop at once)", signal.Signals(number).name)
+        log.warning(
+            "%s: stopping once the batch in flight is committed (again to stop at once)", signal.Signals(number).name
+        )
         self.event.set()
 
 
@@ -166,7 +174,10 @@ def replicate_continuously(
     report = ContinuousReport()
     retries = Retries()
     streaming = options.until_ms is None and options.max_records is None
-    with shared_clients(), store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease:
+    with (
+        shared_clients(),
+        store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease,
+    ):
         topics = TopicSync(flow, store, options)
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             try:
@@ -177,7 +188,9 @@ def replicate_continuously(
                 if planned.batch_id is None:
                     summary = None
                 elif planned.stream:
-                    summary = stream_round(flow, store, planned, spark_factory(), deadline, stop, topics, lease, report, on_batch)
+                    summary = stream_round(
+                        flow, store, planned, spark_factory(), deadline, stop, topics, lease, report, on_batch
+                    )
                 else:
                     summary = copy_and_record(flow, store, planned, spark_factory, lease)
             except INCURABLE:
@@ -263,5 +276,16 @@ def stream_round(
             on_batch(summary)
 
     until = stream_until(time.monotonic(), deadline, STREAM_WINDOW_S)
-    run_stream(flow, store, batch_id, planned.ranges, spark, until, stop=stop, should_stop=topics.changed, lease=lease, on_record=recorded)
+    run_stream(
+        flow,
+        store,
+        batch_id,
+        planned.ranges,
+        spark,
+        until,
+        stop=stop,
+        should_stop=topics.changed,
+        lease=lease,
+        on_record=recorded,
+    )
     return BatchSummary(batch_id)  # its records were counted recording by recording

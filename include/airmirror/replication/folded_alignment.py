@@ -144,7 +144,7 @@ class _FoldedRun:
             s, t = _inside(source.head, run.upstream_end), _inside(target.head, run.downstream_stop)
             if s is None and t is None:
                 break
-            if t is None or s is not None and upstream.window(s.offset)[1] < downstream.window(t.offset)[0]:
+            if t is None or (s is not None and upstream.window(s.offset)[1] < downstream.window(t.offset)[0]):
                 self._pass_source(s, t)
                 source.advance()
                 continue
@@ -154,12 +154,18 @@ class _FoldedRun:
                 continue
             s_low, s_high = upstream.window(s.offset)
             t_low, t_high = downstream.window(t.offset)
-            choice = "pair" if s.content() == t.content() else self._absent_one(
-                s, t, (_inside(source.after(), run.upstream_end), _inside(target.after(), run.downstream_stop)),
-                (
-                    _Place(s_low, upstream.anchored or s_low == s_high),
-                    _Place(t_low, downstream.anchored or t_low == t_high),
-                ),
+            choice = (
+                "pair"
+                if s.content() == t.content()
+                else self._absent_one(
+                    s,
+                    t,
+                    (_inside(source.after(), run.upstream_end), _inside(target.after(), run.downstream_stop)),
+                    (
+                        _Place(s_low, upstream.anchored or s_low == s_high),
+                        _Place(t_low, downstream.anchored or t_low == t_high),
+                    ),
+                )
             )
             if choice == "source":
                 self._pass_source(s, t)

@@ -74,7 +74,9 @@ def writable_mappings(
     now (or gone) are stopped (unless ``dry_run``), and stopped topics stay out until reset."""
     stopped = {stop.topic for stop in store.stops(flow.name) if stop.partition is None}
     recorded = store.remote_topic_ids(flow.name)
-    current = topic_ids(target, [m.remote_topic for m in mappings if m.remote_topic in recorded and m.source_topic not in stopped])
+    current = topic_ids(
+        target, [m.remote_topic for m in mappings if m.remote_topic in recorded and m.source_topic not in stopped]
+    )
     usable = []
     for mapping in mappings:
         if mapping.source_topic in stopped:
@@ -96,7 +98,9 @@ def writable_mappings(
     return usable
 
 
-def record_remote_topics(flow: FlowConfig, store: MetadataStore, target: AdminClient, mappings: Iterable[TopicMapping]) -> None:
+def record_remote_topics(
+    flow: FlowConfig, store: MetadataStore, target: AdminClient, mappings: Iterable[TopicMapping]
+) -> None:
     """Remember the id of every remote topic seen for the first time (after topic sync created it)."""
     recorded = store.remote_topic_ids(flow.name)
     new = [m.remote_topic for m in mappings if m.remote_topic not in recorded]
@@ -105,7 +109,14 @@ def record_remote_topics(flow: FlowConfig, store: MetadataStore, target: AdminCl
         store.record_remote_topic_ids(flow.name, found)
 
 
-def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[PlannedRange], stored_ids: dict[PartitionKey, str | None], *, dry_run: bool) -> list[PlannedRange]:
+def refuse_source_resets(
+    flow: FlowConfig,
+    store: MetadataStore,
+    ranges: list[PlannedRange],
+    stored_ids: dict[PartitionKey, str | None],
+    *,
+    dry_run: bool,
+) -> list[PlannedRange]:
     """Under ``airmirror.source.reset.policy = fail``, stop the partitions whose ranges reset their source
     cursor (unless ``dry_run``) and leave them out; other ranges pass."""
     if flow.copy.source_reset_policy != "fail":
@@ -119,7 +130,9 @@ def refuse_source_resets(flow: FlowConfig, store: MetadataStore, ranges: list[Pl
         if old_id is not None and old_id != r.source_topic_id:
             change = f"was recreated (topic id {old_id} -> {r.source_topic_id})"
         elif r.truncated_at is not None:
-            change = f"was truncated: its log diverged at offset {r.truncated_at}, below the stored cursor {r.reset_from}"
+            change = (
+                f"was truncated: its log diverged at offset {r.truncated_at}, below the stored cursor {r.reset_from}"
+            )
         else:
             change = f"now ends below the stored cursor {r.reset_from}"
         reason = (
@@ -176,7 +189,9 @@ def reset_topic(flow: FlowConfig, store: MetadataStore, topic: str, holder: str)
         partitions = {key.partition for key in store.cursor_states(flow.name) if key.topic == topic}
         partitions.update(range(source_partition_count(flow, topic)))
         unfinished = store.unfinished_batch(flow.name)
-        fence_partitions(flow, [PartitionKey(topic, p) for p in partitions], None if unfinished is None else unfinished.copy_tasks)
+        fence_partitions(
+            flow, [PartitionKey(topic, p) for p in partitions], None if unfinished is None else unfinished.copy_tasks
+        )
         forget_progress(flow, topic, flow.remote_topic(topic), partitions)
         removed = store.reset_topic(flow.name, topic, flow.remote_topic(topic))
     log.warning("flow %s: %s reset; the next run copies it from its start", flow.name, topic)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -50,7 +50,7 @@ def lag_samples(
     now_ms: int,
 ) -> list[LagSample]:
     """One sample per partition from what was read (see the module docstring for each figure)."""
-    sampled_at = datetime.fromtimestamp(now_ms / 1000, timezone.utc)
+    sampled_at = datetime.fromtimestamp(now_ms / 1000, UTC)
     return [
         LagSample(
             key.topic,

@@ -70,7 +70,11 @@ def merge_runs(runs: Iterable[OffsetRun]) -> list[OffsetRun]:
     merged: list[OffsetRun] = []
     for run in runs:
         last = merged[-1] if merged else None
-        if last is not None and run.upstream_start == last.upstream_end and run.downstream_start == last.downstream_start + last.length:
+        if (
+            last is not None
+            and run.upstream_start == last.upstream_end
+            and run.downstream_start == last.downstream_start + last.length
+        ):
             merged[-1] = OffsetRun(last.upstream_start, run.upstream_end, last.downstream_start)
         else:
             merged.append(run)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airmirror.errors import InputError
@@ -48,14 +48,14 @@ class BatchOptions:
 def parse_timestamp(value: str, what: str, *, allow_now: bool = False) -> int:
     """ISO-8601 (a naive time means UTC), or ``now`` when allowed -> epoch ms; InputError naming ``what``."""
     if allow_now and value == "now":
-        return int(datetime.now(timezone.utc).timestamp() * 1000)
+        return int(datetime.now(UTC).timestamp() * 1000)
     try:
         moment = datetime.fromisoformat(value)
     except ValueError as error:
         expected = "an ISO-8601 time or 'now'" if allow_now else "an ISO-8601 time"
         raise InputError(f"{what}: '{value}' is not {expected}") from error
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
 
 
@@ -84,7 +84,9 @@ def parse_batch_options(
     start_from = start_from or "stored"
     start_ms = None if start_from in START_KEYWORDS else parse_timestamp(start_from, named("start_from"))
     until_ms = parse_timestamp(until, named("until"), allow_now=allow_now) if until else default_until_ms
-    if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1):
+    if max_records is not None and (
+        isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
+    ):
         raise InputError(f"{named('max_records')}: {max_records!r} is not a positive integer")
     return BatchOptions(
         max_records=max_records,

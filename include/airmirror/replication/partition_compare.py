@@ -129,7 +129,7 @@ class _Side:
     """One side's running state: its digest, and its absent records waiting for a later record of their key."""
 
     compacted: bool
-    digest: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    digest: hashlib._Hash = field(default_factory=hashlib.sha256)
     records: int = 0
     waiting: dict[bytes | None, list[tuple[int, int]]] = field(default_factory=dict)
 
@@ -256,7 +256,11 @@ class _Comparison:
                 self.take_target(t)
                 target.advance()
                 continue
-            s_place = None if s_run is None else s_run.downstream_start + (s.offset - s_run.upstream_start if s_run.exact else 0)
+            s_place = (
+                None
+                if s_run is None
+                else s_run.downstream_start + (s.offset - s_run.upstream_start if s_run.exact else 0)
+            )
             t_place = None if t_run is None else (t.offset if t_run.exact else t_run.downstream_start)
             if s_run is not None and not s_run.exact and (t_place is None or t_place >= s_place):
                 compare_folded_run(s_run, source, target, self)
@@ -341,7 +345,9 @@ def canonical_bytes(record: Record) -> bytes:
     fixed = _FIXED.pack(timestamp, -1 if key is None else len(key), -1 if value is None else len(value), len(headers))
     if not headers:
         return b"".join((fixed, key or b"", value or b""))
-    return b"".join([fixed, key or b"", value or b"", *(_field(name.encode("utf-8")) + _field(data) for name, data in headers)])
+    return b"".join(
+        [fixed, key or b"", value or b"", *(_field(name.encode("utf-8")) + _field(data) for name, data in headers)]
+    )
 
 
 def _field(data: bytes | None) -> bytes:

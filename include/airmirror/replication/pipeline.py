@@ -97,7 +97,9 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     (:mod:`airmirror.replication.incarnations`); the report's mappings leave them out.
     """
     source, target = source_admin(flow), target_admin(flow)
-    mappings = writable_mappings(flow, store, target, replicated_topics(flow, source, options.topics_regex), dry_run=options.dry_run)
+    mappings = writable_mappings(
+        flow, store, target, replicated_topics(flow, source, options.topics_regex), dry_run=options.dry_run
+    )
     refuse_moving_cursors(flow, store, mappings, options)
     report = sync_topics(flow, source, target, mappings, dry_run=options.dry_run)
     if not options.dry_run:
@@ -126,7 +128,13 @@ def unfinished_batch(flow: FlowConfig, store: MetadataStore) -> PlannedBatch | N
     batch = store.unfinished_batch(flow.name)
     if batch is None:
         return None
-    return PlannedBatch(batch.id, list(batch.ranges), resumed=True, copy_tasks=batch.copy_tasks, stream=bool(batch.params.get(STREAM_PARAM)))
+    return PlannedBatch(
+        batch.id,
+        list(batch.ranges),
+        resumed=True,
+        copy_tasks=batch.copy_tasks,
+        stream=bool(batch.params.get(STREAM_PARAM)),
+    )
 
 
 def plan_batch(
@@ -144,12 +152,18 @@ def plan_batch(
         resumed = None
     if stream and resumed is None and not options.dry_run:
         ranges = stream_ranges(plan_ranges(flow, store, mappings, options, every_partition=True))
-        return PlannedBatch(store.begin_batch(flow.name, ranges, {**options.params(), STREAM_PARAM: True}) if ranges else None, ranges, stream=True)
+        return PlannedBatch(
+            store.begin_batch(flow.name, ranges, {**options.params(), STREAM_PARAM: True}) if ranges else None,
+            ranges,
+            stream=True,
+        )
     if resumed is not None:
         log.warning("resuming unfinished batch %s of %s", resumed.batch_id, flow.name)
         if options.dry_run:
             return PlannedBatch(None, resumed.ranges, resumed=True)
-        ranges = revise_resumed_ranges(flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks, mappings, record_cap(flow, options))
+        ranges = revise_resumed_ranges(
+            flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks, mappings, record_cap(flow, options)
+        )
         return PlannedBatch(resumed.batch_id, ranges, resumed=True, copy_tasks=resumed.copy_tasks)
     ranges = plan_ranges(flow, store, mappings, options)
     if options.dry_run or not ranges:
@@ -178,7 +192,9 @@ def run_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spa
     return run_copy_job(spark(), tasks)
 
 
-def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, lease: FlowLease | None = None) -> BatchSummary:
+def record_batch(
+    flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, lease: FlowLease | None = None
+) -> BatchSummary:
     """Step 4: commit the batch's Kafka-committed results to the metadata DB, then run the after-commit
     actions.  With a ``lease``, nothing is committed unless it still holds the flow."""
     if planned.batch_id is None:
@@ -222,7 +238,11 @@ def replicate_once(
     holds the flow.  Stopped topics or partitions fail the run after everything else was copied.  The run shares
     one admin client per cluster (:func:`~airmirror.kafka.clients.shared_clients`)."""
     started = time.monotonic()
-    holding = nullcontext() if options.dry_run else store.hold_flow(flow.name, holder or describe_holder("airmirror replicate"))
+    holding = (
+        nullcontext()
+        if options.dry_run
+        else store.hold_flow(flow.name, holder or describe_holder("airmirror replicate"))
+    )
     with shared_clients(), holding as lease:
         topics = sync_flow_topics(flow, store, options)
         planned = plan_batch(flow, store, topics.mappings, options)

@@ -91,19 +91,30 @@ def plan_partitions(
 
 
 def plan_ranges(
-    flow: FlowConfig, store: MetadataStore, mappings: Sequence[TopicMapping], options: BatchOptions, *, every_partition: bool = False
+    flow: FlowConfig,
+    store: MetadataStore,
+    mappings: Sequence[TopicMapping],
+    options: BatchOptions,
+    *,
+    every_partition: bool = False,
 ) -> list[PlannedRange]:
     """One range per partition that needs work (with ``every_partition``, per partition: a stream's); see the
     module docstring.  Under ``airmirror.source.reset.policy = fail`` partitions whose source incarnation
     changed are stopped instead."""
-    plans = [p for p in plan_partitions(flow, store, mappings, options) if every_partition or needs_work(p.planned, p.cursor)]
+    plans = [
+        p for p in plan_partitions(flow, store, mappings, options) if every_partition or needs_work(p.planned, p.cursor)
+    ]
     if not options.reset_cursor:
-        refuse_moves(options, {p.key: (p.planned.moved_from, p.planned.start) for p in plans if p.planned.moved_from is not None})
+        refuse_moves(
+            options, {p.key: (p.planned.moved_from, p.planned.start) for p in plans if p.planned.moved_from is not None}
+        )
     stored_ids = {p.key: p.stored.source_topic_id for p in plans if p.stored is not None}
     return refuse_source_resets(flow, store, [p.planned for p in plans], stored_ids, dry_run=options.dry_run)
 
 
-def refuse_moving_cursors(flow: FlowConfig, store: MetadataStore, mappings: Sequence[TopicMapping], options: BatchOptions) -> None:
+def refuse_moving_cursors(
+    flow: FlowConfig, store: MetadataStore, mappings: Sequence[TopicMapping], options: BatchOptions
+) -> None:
     """Raise InputError when ``options.start_from`` would move an existing cursor without ``reset_cursor``."""
     if options.start_from == "stored" or options.reset_cursor:
         return
@@ -113,7 +124,11 @@ def refuse_moving_cursors(flow: FlowConfig, store: MetadataStore, mappings: Sequ
         return
     offsets = partition_offsets(source_admin(flow), keys, start_ms=options.start_ms)
     starts = {key: requested_start(options.start_from, offsets[key]) for key in keys}
-    moves = {key: (moved, starts[key]) for key in keys if (moved := moved_from(cursors[key].next_offset, starts[key])) is not None}
+    moves = {
+        key: (moved, starts[key])
+        for key in keys
+        if (moved := moved_from(cursors[key].next_offset, starts[key])) is not None
+    }
     refuse_moves(options, moves)
 
 
@@ -121,4 +136,6 @@ def refuse_moves(options: BatchOptions, moves: dict[PartitionKey, tuple[int, int
     """InputError listing every ``cursor -> requested start`` move, when there is one."""
     if moves:
         listed = ", ".join(f"{key.topic}-{key.partition} ({old} -> {new})" for key, (old, new) in sorted(moves.items()))
-        raise InputError(f"start_from '{options.start_from}' would move existing cursors: {listed}; set reset_cursor to allow it")
+        raise InputError(
+            f"start_from '{options.start_from}' would move existing cursors: {listed}; set reset_cursor to allow it"
+        )

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -69,7 +69,9 @@ def warm_writers(flow: FlowConfig) -> None:
         warm_writer(flow, flow.offset_syncs_place()[0])
 
 
-def committed_batch(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None) -> CommittedBatch:
+def committed_batch(
+    flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None
+) -> CommittedBatch:
     """Every range's result as committed in the target's batch log; fails if any range is not done.
     ``copy_tasks`` is the batch's (:attr:`~airmirror.model.BatchRecord.copy_tasks`)."""
     progress = range_progress(flow, ranges, copy_tasks)
@@ -81,13 +83,19 @@ def committed_batch(flow: FlowConfig, batch_id: int, ranges: list[PlannedRange],
         )
     done = {(key.topic, key.partition): p for key, p in progress.items() if p is not None}
     runs = read_runs(flow.target_client("consumer"), names.batch_log_topic(flow.source), flow.name, batch_id, done)
-    return CommittedBatch(batch_id, ranges, [range_result(r, done.get((r.topic, r.partition)), runs) for r in ranges], runs)
+    return CommittedBatch(
+        batch_id, ranges, [range_result(r, done.get((r.topic, r.partition)), runs) for r in ranges], runs
+    )
 
 
-def range_result(planned: PlannedRange, progress: Progress | None, runs: dict[tuple[str, int], list[RunsRecord]]) -> RangeResult:
+def range_result(
+    planned: PlannedRange, progress: Progress | None, runs: dict[tuple[str, int], list[RunsRecord]]
+) -> RangeResult:
     """One range's committed result: an empty range copied nothing; any other has done progress."""
     if progress is None:
-        return RangeResult(planned.topic, planned.partition, planned.start, planned.end, 0, 0, end_epoch=planned.start_epoch)
+        return RangeResult(
+            planned.topic, planned.partition, planned.start, planned.end, 0, 0, end_epoch=planned.start_epoch
+        )
     copied = merge_runs(run for record in runs[(planned.topic, planned.partition)] for run in record.runs)
     return RangeResult(
         planned.topic,
@@ -119,7 +127,9 @@ def commit_source_progress(flow: FlowConfig, store: MetadataStore, committed: Co
         return
     group = names.source_progress_group(flow.source, flow.target)
     admin = source_admin(flow)
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(r.topic, r.partition, r.end) for r in committed.results])
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(r.topic, r.partition, r.end) for r in committed.results]
+    )
     with naming_refusals(admin.access, group=group):
         retry_transient(
             lambda: admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[group].result(),
@@ -160,23 +170,35 @@ def prune_history(flow: FlowConfig, store: MetadataStore, committed: CommittedBa
     Airflow task) so pays for the reads and the prune once per interval, not per batch
     (:meth:`~airmirror.store.retention.RetentionStore.claim_prunes`)."""
     planned = {planned.key: PartitionKey(planned.remote_topic, planned.partition) for planned in committed.planned}
-    remote = {key: planned[key] for key in store.claim_prunes(flow.name, planned, min(PRUNE_INTERVAL, flow.metadata_retention))}
+    remote = {
+        key: planned[key]
+        for key in store.claim_prunes(flow.name, planned, min(PRUNE_INTERVAL, flow.metadata_retention))
+    }
     if not remote:
         return
-    pruned = store.prune_history(flow.name, datetime.now(timezone.utc) - flow.metadata_retention)
+    pruned = store.prune_history(flow.name, datetime.now(UTC) - flow.metadata_retention)
     sources = list_offsets(source_admin(flow), remote, OffsetSpec.earliest())
     targets = list_offsets(target_admin(flow), remote.values(), OffsetSpec.earliest())
     runs = store.prune_runs(flow.name, {key: (sources[key], targets[copy]) for key, copy in remote.items()})
     folded = store.fold_runs(flow.name, remote)
     log.info(
         "pruned the history of %s older than %s: %s, %d offset-sync runs; %d runs folded away",
-        flow.name, flow.metadata_retention, pruned, runs, folded,
+        flow.name,
+        flow.metadata_retention,
+        pruned,
+        runs,
+        folded,
     )
 
 
 AfterCommit = Callable[[FlowConfig, MetadataStore, CommittedBatch], None]
 AFTER_COMMIT: tuple[AfterCommit, ...] = (
-    discard_batch_runs, commit_source_progress, emit_offset_syncs, record_heartbeat_latency, record_lag, prune_history
+    discard_batch_runs,
+    commit_source_progress,
+    emit_offset_syncs,
+    record_heartbeat_latency,
+    record_lag,
+    prune_history,
 )
 SAMPLED: tuple[AfterCommit, ...] = (commit_source_progress, record_heartbeat_latency, record_lag)
 """The actions that only report where the copy stands (each reads a cluster): a stream, which records twice a
@@ -185,7 +207,9 @@ recording."""
 EVERY_RECORDING: tuple[AfterCommit, ...] = tuple(action for action in AFTER_COMMIT if action not in SAMPLED)
 
 
-def after_commit(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch, actions: tuple[AfterCommit, ...] = AFTER_COMMIT) -> None:
+def after_commit(
+    flow: FlowConfig, store: MetadataStore, committed: CommittedBatch, actions: tuple[AfterCommit, ...] = AFTER_COMMIT
+) -> None:
     """Run ``actions`` (:data:`AFTER_COMMIT` unless given) in order; a failing action is logged and the next one
     still runs.  A refusal (:class:`~airmirror.errors.AccessDenied`) is raised once all have run: the batch stays
     committed, but the flow's user lacks an ACL the flow needs."""
@@ -195,7 +219,7 @@ def after_commit(flow: FlowConfig, store: MetadataStore, committed: CommittedBat
             action(flow, store, committed)
         except AccessDenied as error:
             denied = denied or error
-        except Exception as error:  # noqa: BLE001 - the batch is committed; these actions only tidy up or inform
+        except Exception as error:
             log.warning("%s after batch %s of %s failed: %s", action.__name__, committed.batch_id, flow.name, error)
     if denied is not None:
         raise denied

@@ -74,7 +74,12 @@ def revise_resumed_ranges(
     verdict = unfinishable(flow, store, open_ranges, committed, mappings)
     if verdict.dropped:
         store.drop_ranges(batch_id, verdict.dropped)
-        log.warning("batch %s of %s drops %s: see the errors above", batch_id, flow.name, ", ".join(map(str, sorted(verdict.dropped))))
+        log.warning(
+            "batch %s of %s drops %s: see the errors above",
+            batch_id,
+            flow.name,
+            ", ".join(map(str, sorted(verdict.dropped))),
+        )
     ended = [end_at(store, batch_id, r, verdict.ended[r.key]) for r in ranges if r.key in verdict.ended]
     live = [r for r in ranges if r.key not in verdict.dropped and r.key not in verdict.ended]
     live = end_diverged_ranges(flow, store, batch_id, live, progress)
@@ -91,7 +96,11 @@ def end_at(store: MetadataStore, batch_id: int, planned: PlannedRange, position:
 
 
 def end_diverged_ranges(
-    flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None]
+    flow: FlowConfig,
+    store: MetadataStore,
+    batch_id: int,
+    ranges: list[PlannedRange],
+    progress: dict[PartitionKey, Progress | None],
 ) -> list[PlannedRange]:
     """End each unfinished range whose source log diverged below where it stands (its committed progress in
     this batch, else its start) at that position: the batch can then commit what it copied, and the next plan
@@ -99,7 +108,9 @@ def end_diverged_ranges(
     positions = {}
     for r in unfinished(ranges, progress, batch_id):
         p = progress[r.key]
-        position, epoch = (p.position, p.leader_epoch) if p is not None and p.batch_id == batch_id else (r.start, r.start_epoch)
+        position, epoch = (
+            (p.position, p.leader_epoch) if p is not None and p.batch_id == batch_id else (r.start, r.start_epoch)
+        )
         if epoch is not None:
             positions[r.key] = (position, epoch)
     diverged = divergence_points(flow.source_client("consumer"), positions)
@@ -107,7 +118,12 @@ def end_diverged_ranges(
     for r in ranges:
         if r.key in diverged:
             ended[r.key] = end_at(store, batch_id, r, positions[r.key][0])
-            log.warning("%s: the source log diverged at %d, below %d; the range ends there", r.key, diverged[r.key], positions[r.key][0])
+            log.warning(
+                "%s: the source log diverged at %d, below %d; the range ends there",
+                r.key,
+                diverged[r.key],
+                positions[r.key][0],
+            )
     return [ended.get(r.key, r) for r in ranges]
 
 
@@ -121,17 +137,29 @@ class Unfinishable:
 
 
 def unfinishable(
-    flow: FlowConfig, store: MetadataStore, pending: list[PlannedRange], committed: Mapping[PartitionKey, int], mappings: list[TopicMapping]
+    flow: FlowConfig,
+    store: MetadataStore,
+    pending: list[PlannedRange],
+    committed: Mapping[PartitionKey, int],
+    mappings: list[TopicMapping],
 ) -> Unfinishable:
     """Rule 1 for the unfinished ``pending`` ranges; ``committed`` holds the position of each one with committed
     chunks in this batch.  Reads the source topic ids, and checks the remote topics of unselected topics that
     carry committed chunks as step 1 checks selected ones (a remote topic deleted or recreated is stopped; the
     partition count of the mappings built for that check plays no part in it)."""
     selected = {m.source_topic for m in mappings}
-    carried = [TopicMapping(r.topic, r.remote_topic, 0) for r in pending if r.topic not in selected and r.key in committed]
-    still_writable = writable_mappings(flow, store, target_admin(flow), list(dict.fromkeys(carried)), dry_run=False) if carried else []
+    carried = [
+        TopicMapping(r.topic, r.remote_topic, 0) for r in pending if r.topic not in selected and r.key in committed
+    ]
+    still_writable = (
+        writable_mappings(flow, store, target_admin(flow), list(dict.fromkeys(carried)), dry_run=False)
+        if carried
+        else []
+    )
     writable = selected | {m.source_topic for m in still_writable}
-    return sort_unfinishable(pending, committed, selected, writable, topic_ids(source_admin(flow), {r.topic for r in pending}))
+    return sort_unfinishable(
+        pending, committed, selected, writable, topic_ids(source_admin(flow), {r.topic for r in pending})
+    )
 
 
 def sort_unfinishable(
@@ -148,24 +176,39 @@ def sort_unfinishable(
         current = source_ids[r.topic]
         source = None
         if current is None or (r.source_topic_id is not None and current != r.source_topic_id):
-            source = "is gone" if current is None else f"is another incarnation (topic id {r.source_topic_id} -> {current})"
+            source = (
+                "is gone" if current is None else f"is another incarnation (topic id {r.source_topic_id} -> {current})"
+            )
         if r.key not in committed and (source is not None or r.topic not in selected):
-            why = f"its source topic {source}" if source is not None else "the run does not write its topic (not selected, or stopped)"
+            why = (
+                f"its source topic {source}"
+                if source is not None
+                else "the run does not write its topic (not selected, or stopped)"
+            )
             log.error("%s: %s, and this batch copied none of it; the range drops out of the batch", r.key, why)
             verdict.dropped.add(r.key)
         elif r.topic not in writable:
             log.error("%s: its remote topic %s is stopped; the range drops out of the batch", r.key, r.remote_topic)
             verdict.dropped.add(r.key)
         elif source is not None:
-            log.warning("%s: its source topic %s; the range ends at %d, where its copy got to", r.key, source, committed[r.key])
+            log.warning(
+                "%s: its source topic %s; the range ends at %d, where its copy got to", r.key, source, committed[r.key]
+            )
             verdict.ended[r.key] = committed[r.key]
         elif r.topic not in selected:
-            log.warning("%s: the run does not select its topic, but this batch copied part of it; the batch finishes it", r.key)
+            log.warning(
+                "%s: the run does not select its topic, but this batch copied part of it; the batch finishes it", r.key
+            )
     return verdict
 
 
 def replan_untouched(
-    flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], pending: list[PlannedRange], cap: int | None
+    flow: FlowConfig,
+    store: MetadataStore,
+    batch_id: int,
+    ranges: list[PlannedRange],
+    pending: list[PlannedRange],
+    cap: int | None,
 ) -> list[PlannedRange]:
     """Re-plan the not yet started ``pending`` ranges: one whose start retention deleted meanwhile starts at the
     log start (the lost offsets become a gap), and none is longer than ``cap``."""
@@ -178,7 +221,12 @@ def replan_untouched(
         if r.start < log_starts[r.key]:
             gap_start = r.start if r.gap_start is None else r.gap_start
             revised = replace(r, start=min(log_starts[r.key], r.end), gap_start=gap_start)
-            log.warning("%s: retention deleted [%d, %d) before it was copied; recorded as a gap", r.key, r.start, log_starts[r.key])
+            log.warning(
+                "%s: retention deleted [%d, %d) before it was copied; recorded as a gap",
+                r.key,
+                r.start,
+                log_starts[r.key],
+            )
         if cap is not None and revised.size > cap:
             revised = replace(revised, end=revised.start + cap)
         if revised != r:

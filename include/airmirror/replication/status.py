@@ -89,7 +89,9 @@ class FlowStatus:
         }
 
 
-def flow_status(flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) -> FlowStatus:
+def flow_status(
+    flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS
+) -> FlowStatus:
     """Read-only: queries the source cluster and the metadata DB, changes nothing."""
     mappings = replicated_topics(flow, source_admin(flow))
     remote = {m.source_topic: m.remote_topic for m in mappings}

@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -69,7 +69,13 @@ SAMPLE_INTERVAL_S = 5.0
 """How often a stream samples its partitions' lag, heartbeat latency and positions for the source group (rule
 3): each sample reads the clusters, and the lag history keeps one row per partition per sample."""
 DRAIN_TIMEOUT_S = 120.0
-PASSING_ERRORS = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION)
+PASSING_ERRORS = (
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError._TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+)
 """Errors of the tail's consumer that librdkafka recovers from by itself (a target broker restarting)."""
 
 
@@ -77,7 +83,12 @@ def stream_delta(recorded: RangeResult, progress: Progress, records: Iterable[Ru
     """What a partition's ``progress`` adds to what the DB ``recorded`` of it: source offsets ``[recorded.end,
     progress.position)`` with the runs of ``records`` inside them (runs below ``recorded.end`` are recorded
     already).  Raises :class:`~airmirror.errors.ReplicationFailure` when the runs do not account for every record."""
-    runs = merge_runs(run for record in sorted(records, key=lambda r: (r.chunk, r.part)) for run in record.runs if run.upstream_start >= recorded.end)
+    runs = merge_runs(
+        run
+        for record in sorted(records, key=lambda r: (r.chunk, r.part))
+        for run in record.runs
+        if run.upstream_start >= recorded.end
+    )
     copied = sum(run.length for run in runs)
     if copied != progress.records - recorded.records:
         raise ReplicationFailure(
@@ -107,7 +118,10 @@ class StreamTail:
         self.log_topic = names.batch_log_topic(flow.source)
         keys = [r.key for r in ranges]
         self._progress_keys = {progress_key(flow.name, key.topic, key.partition): key for key in keys}
-        self._prefixes = {prefix: PartitionKey(*source) for prefix, source in runs_prefixes(flow.name, batch_id, [(k.topic, k.partition) for k in keys]).items()}
+        self._prefixes = {
+            prefix: PartitionKey(*source)
+            for prefix, source in runs_prefixes(flow.name, batch_id, [(k.topic, k.partition) for k in keys]).items()
+        }
         self.latest: dict[PartitionKey, Progress] = {}
         self.runs: dict[PartitionKey, list[RunsRecord]] = {}
         self.position = from_offset
@@ -153,10 +167,14 @@ class StreamTail:
         deadline = time.monotonic() + timeout
         while self.position < high:
             if time.monotonic() > deadline:
-                raise ReplicationFailure(f"the batch log {self.log_topic} stayed below offset {high} for {timeout:.0f}s")
+                raise ReplicationFailure(
+                    f"the batch log {self.log_topic} stayed below offset {high} for {timeout:.0f}s"
+                )
             self.read(0.2)
 
-    def deltas(self, recorded: Mapping[PartitionKey, RangeResult]) -> tuple[list[RangeResult], dict[PartitionKey, list[RunsRecord]]]:
+    def deltas(
+        self, recorded: Mapping[PartitionKey, RangeResult]
+    ) -> tuple[list[RangeResult], dict[PartitionKey, list[RunsRecord]]]:
         """What the partitions copied since ``recorded``, and the runs records that hold it.  Should the tail lack
         some of a partition's runs, they are read again from the log (a scan from the stream's first runs)."""
         deltas, used = [], {}
@@ -175,7 +193,13 @@ class StreamTail:
 
     def _scan(self, key: PartitionKey, progress: Progress) -> list[RunsRecord]:
         source = (key.topic, key.partition)
-        return [r for r in scan_runs(self._consumer_config, self.log_topic, self._flow, self.batch_id, {source: progress})[source] if r.chunk <= progress.chunk]
+        return [
+            r
+            for r in scan_runs(self._consumer_config, self.log_topic, self._flow, self.batch_id, {source: progress})[
+                source
+            ]
+            if r.chunk <= progress.chunk
+        ]
 
     def forget(self, used: Mapping[PartitionKey, list[RunsRecord]]) -> None:
         """Drop runs records once they are recorded."""
@@ -200,7 +224,7 @@ class StreamJob:
     def _run(self, run: Callable[[str], Any]) -> None:
         try:
             run(self.group)
-        except BaseException as error:  # noqa: BLE001 - handed to the driver's thread, which raises it
+        except BaseException as error:
             self.error = error
 
     def wait(self, seconds: float) -> bool:
@@ -221,7 +245,12 @@ class StreamRecorder:
     """Records a stream batch's deltas in the DB and runs the after-commit actions on them (rule 3)."""
 
     def __init__(
-        self, flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], lease: FlowLease | None,
+        self,
+        flow: FlowConfig,
+        store: MetadataStore,
+        batch_id: int,
+        ranges: list[PlannedRange],
+        lease: FlowLease | None,
         on_record: Callable[[list[RangeResult]], None] | None,
     ) -> None:
         self.flow, self.store, self.batch_id, self.lease, self.on_record = flow, store, batch_id, lease, on_record
@@ -230,7 +259,9 @@ class StreamRecorder:
         self.unsampled: dict[PartitionKey, RangeResult] = {}
         self.sampled_at = time.monotonic()
 
-    def record(self, deltas: list[RangeResult], runs: Mapping[PartitionKey, list[RunsRecord]], final: bool = False) -> None:
+    def record(
+        self, deltas: list[RangeResult], runs: Mapping[PartitionKey, list[RunsRecord]], final: bool = False
+    ) -> None:
         """Record ``deltas`` (with ``final``, commit the batch); then the after-commit actions."""
         if deltas or final:
             if self.lease is not None:
@@ -239,11 +270,15 @@ class StreamRecorder:
         for delta in deltas:
             key = PartitionKey(delta.topic, delta.partition)
             before = self.recorded[key]
-            self.recorded[key] = replace(before, end=delta.end, records=before.records + delta.records, bytes=before.bytes + delta.bytes)
+            self.recorded[key] = replace(
+                before, end=delta.end, records=before.records + delta.records, bytes=before.bytes + delta.bytes
+            )
             self.unsampled[key] = delta
         if deltas:
             planned = [self.planned[PartitionKey(d.topic, d.partition)] for d in deltas]
-            committed = CommittedBatch(self.batch_id, planned, deltas, {(k.topic, k.partition): v for k, v in runs.items()})
+            committed = CommittedBatch(
+                self.batch_id, planned, deltas, {(k.topic, k.partition): v for k, v in runs.items()}
+            )
             after_commit(self.flow, self.store, committed, EVERY_RECORDING)
             if self.on_record is not None:
                 self.on_record(deltas)
@@ -254,7 +289,12 @@ class StreamRecorder:
         """Run :data:`~airmirror.replication.recording.SAMPLED` on the newest position of every partition
         recorded since the last sample."""
         newest = list(self.unsampled.values())
-        after_commit(self.flow, self.store, CommittedBatch(self.batch_id, [self.planned[k] for k in self.unsampled], newest, {}), SAMPLED)
+        after_commit(
+            self.flow,
+            self.store,
+            CommittedBatch(self.batch_id, [self.planned[k] for k in self.unsampled], newest, {}),
+            SAMPLED,
+        )
         self.unsampled.clear()
         self.sampled_at = time.monotonic()
 
@@ -300,13 +340,21 @@ def run_stream(
                         log.warning(
                             "stream batch %s of %s: the source log of %s diverged below the copy (an unclean leader "
                             "election); ending the stream so that the next one copies them again from there",
-                            batch_id, flow.name, ", ".join(f"{key.topic}-{key.partition}" for key in ended),
+                            batch_id,
+                            flow.name,
+                            ", ".join(f"{key.topic}-{key.partition}" for key in ended),
                         )
                         job.cancel()
                 except FlowBusyError:
                     raise  # the lease is lost: another run owns the flow (and fences these tasks)
                 except (ReplicationFailure, SQLAlchemyError, KafkaException) as error:
-                    log.warning("stream batch %s of %s: recording failed, trying again in %.1f s: %s", batch_id, flow.name, RECORD_INTERVAL_S, error)
+                    log.warning(
+                        "stream batch %s of %s: recording failed, trying again in %.1f s: %s",
+                        batch_id,
+                        flow.name,
+                        RECORD_INTERVAL_S,
+                        error,
+                    )
         finally:
             if job.wait(0):
                 job.cancel()
@@ -320,16 +368,33 @@ def run_stream(
         raise job.error
 
 
-def close_stream(flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None) -> None:
+def close_stream(
+    flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None
+) -> None:
     """Rule 5: commit the stream batch a dead driver left RUNNING, with what its tasks committed in Kafka."""
     fence_partitions(flow, [r.key for r in ranges], copy_tasks)
     recorder = StreamRecorder(flow, store, batch_id, ranges, None, None)
     found = range_progress(flow, [replace(r, end=OPEN_END) for r in ranges], copy_tasks)
-    moved = {key: p for key, p in found.items() if p is not None and p.batch_id == batch_id and p.position > recorder.recorded[key].end}
-    runs = scan_runs(flow.target_client("consumer"), names.batch_log_topic(flow.source), flow.name, batch_id, {(k.topic, k.partition): p for k, p in moved.items()})
+    moved = {
+        key: p
+        for key, p in found.items()
+        if p is not None and p.batch_id == batch_id and p.position > recorder.recorded[key].end
+    }
+    runs = scan_runs(
+        flow.target_client("consumer"),
+        names.batch_log_topic(flow.source),
+        flow.name,
+        batch_id,
+        {(k.topic, k.partition): p for k, p in moved.items()},
+    )
     used = {key: runs[(key.topic, key.partition)] for key in moved}
     deltas = [stream_delta(recorder.recorded[key], progress, used[key]) for key, progress in moved.items()]
-    log.warning("closing stream batch %s of %s: %d partitions copied records since it was last recorded", batch_id, flow.name, len(deltas))
+    log.warning(
+        "closing stream batch %s of %s: %d partitions copied records since it was last recorded",
+        batch_id,
+        flow.name,
+        len(deltas),
+    )
     recorder.record(deltas, used, final=True)
 
 
@@ -343,4 +408,3 @@ def stream_until(now: float, deadline: float | None, window: float) -> float:
     in epoch seconds (the copy tasks may run on other hosts)."""
     seconds = window if deadline is None else min(window, deadline - now)
     return time.time() + max(0.0, seconds)
-

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airmirror.config import FlowConfig
@@ -90,7 +90,11 @@ class TakeoverPlan:
             "mm2_offsets_topic": self.offsets_topic,
             "checkpoints_imported": len(self.checkpoints),
             "partitions": [
-                {**{k: v for k, v in asdict(p).items() if k not in ("runs", "syncs")}, "runs": len(p.runs), "syncs_imported": len(p.syncs)}
+                {
+                    **{k: v for k, v in asdict(p).items() if k not in ("runs", "syncs")},
+                    "runs": len(p.runs),
+                    "syncs_imported": len(p.syncs),
+                }
                 for p in self.partitions
             ],
         }
@@ -131,7 +135,9 @@ def topic_records(flow: FlowConfig, alias: str, topic: str) -> Iterator[tuple[by
     offsets = partition_offsets(admin, keys)
     config, access = flow.client_config(alias, "consumer"), access_scope(flow, alias, takeover=True)
     for key in keys:
-        with RangeReader(config, topic, key.partition, offsets[key].log_start, offsets[key].stable_end, access=access) as reader:
+        with RangeReader(
+            config, topic, key.partition, offsets[key].log_start, offsets[key].stable_end, access=access
+        ) as reader:
             for record in records_of(reader):
                 yield record.key, record.value
 
@@ -146,37 +152,85 @@ def mm2_checkpoints(flow: FlowConfig, remote_to_source: dict[str, str]) -> list[
             continue
         if checkpoint.topic in remote_to_source:
             newest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return [
-        StoredCheckpoint(c.group, remote_to_source[c.topic], c.partition, c.topic, c.upstream_offset, c.downstream_offset, c.metadata, now)
+        StoredCheckpoint(
+            c.group,
+            remote_to_source[c.topic],
+            c.partition,
+            c.topic,
+            c.upstream_offset,
+            c.downstream_offset,
+            c.metadata,
+            now,
+        )
         for c in newest.values()
     ]
 
 
 def take_over_partition(
-    flow: FlowConfig, key: PartitionKey, remote: str, mm2_offset: int | None, written: list[OffsetSync], sides: tuple[Any, Any]
+    flow: FlowConfig,
+    key: PartitionKey,
+    remote: str,
+    mm2_offset: int | None,
+    written: list[OffsetSync],
+    sides: tuple[Any, Any],
 ) -> PartitionTakeover:
     """Where ``key`` continues (see the module contract); ``sides`` are its source and remote offsets."""
     source_offsets, target_offsets = sides
     stored_next = mm2_offset + 1 if mm2_offset is not None else source_offsets.log_start
     if not written:
-        return PartitionTakeover(key.topic, key.partition, remote, mm2_offset, mm2_offset, stored_next, 0, (), (), "no MM2 offset sync: continues after MM2's stored offset")
+        return PartitionTakeover(
+            key.topic,
+            key.partition,
+            remote,
+            mm2_offset,
+            mm2_offset,
+            stored_next,
+            0,
+            (),
+            (),
+            "no MM2 offset sync: continues after MM2's stored offset",
+        )
     anchor, syncs = imported_syncs(written)
     if anchor.upstream_offset < source_offsets.log_start or anchor.downstream_offset < target_offsets.log_start:
         note = "the record of MM2's last offset sync is gone (retention): continues after MM2's stored offset"
-        return PartitionTakeover(key.topic, key.partition, remote, mm2_offset, mm2_offset, stored_next, 0, (), tuple(syncs), note)
+        return PartitionTakeover(
+            key.topic, key.partition, remote, mm2_offset, mm2_offset, stored_next, 0, (), tuple(syncs), note
+        )
     source_config, target_config = flow.source_client("consumer"), flow.target_client("consumer")
-    source_access, target_access = access_scope(flow, flow.source, takeover=True), access_scope(flow, flow.target, takeover=True)
+    source_access, target_access = (
+        access_scope(flow, flow.source, takeover=True),
+        access_scope(flow, flow.target, takeover=True),
+    )
     with (
-        RangeReader(source_config, key.topic, key.partition, anchor.upstream_offset, source_offsets.stable_end, access=source_access) as source,
-        RangeReader(target_config, remote, key.partition, anchor.downstream_offset, target_offsets.stable_end, access=target_access) as target,
+        RangeReader(
+            source_config,
+            key.topic,
+            key.partition,
+            anchor.upstream_offset,
+            source_offsets.stable_end,
+            access=source_access,
+        ) as source,
+        RangeReader(
+            target_config,
+            remote,
+            key.partition,
+            anchor.downstream_offset,
+            target_offsets.stable_end,
+            access=target_access,
+        ) as target,
     ):
         tail = follow_tail(f"{remote}-{key.partition}", records_of(source), records_of(target))
     last = tail.last_copied if tail.last_copied is not None else anchor.upstream_offset - 1
-    return PartitionTakeover(key.topic, key.partition, remote, mm2_offset, last, last + 1, tail.recopied, tail.runs, tuple(syncs))
+    return PartitionTakeover(
+        key.topic, key.partition, remote, mm2_offset, last, last + 1, tail.recopied, tail.runs, tuple(syncs)
+    )
 
 
-def plan_takeover(flow: FlowConfig, store: MetadataStore, mm2_stopped: bool = False) -> tuple[list[PartitionTakeover], list[StoredCheckpoint]]:
+def plan_takeover(
+    flow: FlowConfig, store: MetadataStore, mm2_stopped: bool = False
+) -> tuple[list[PartitionTakeover], list[StoredCheckpoint]]:
     """Read what MM2 left and decide where every partition MM2 copied continues (nothing is recorded)."""
     group, offsets_topic = flow.mm2_worker()
     source, target = takeover_admin(flow, flow.source), takeover_admin(flow, flow.target)
@@ -185,11 +239,19 @@ def plan_takeover(flow: FlowConfig, store: MetadataStore, mm2_stopped: bool = Fa
     else:
         refuse_running_mm2(flow, target, group)
     if store.cursors(flow.name):
-        raise InputError(f"--flow {flow.name}: airmirror already replicates this flow; a takeover only starts a flow airmirror has not copied yet")
+        raise InputError(
+            f"--flow {flow.name}: airmirror already replicates this flow; a takeover only starts a flow airmirror has not copied yet"
+        )
     mappings = {m.source_topic: m.remote_topic for m in replicated_topics(flow, source)}
-    copied = {k: v for k, v in mm2_copied_offsets(flow.source, topic_records(flow, flow.target, offsets_topic)).items() if k.topic in mappings}
+    copied = {
+        k: v
+        for k, v in mm2_copied_offsets(flow.source, topic_records(flow, flow.target, offsets_topic)).items()
+        if k.topic in mappings
+    }
     alias, syncs_topic = flow.offset_syncs_place()
-    written = {k: v for k, v in mm2_offset_syncs(topic_records(flow, alias, syncs_topic)).items() if k.topic in mappings}
+    written = {
+        k: v for k, v in mm2_offset_syncs(topic_records(flow, alias, syncs_topic)).items() if k.topic in mappings
+    }
     keys = sorted(copied.keys() | written.keys())
     if not keys:
         raise InputError(
@@ -200,7 +262,14 @@ def plan_takeover(flow: FlowConfig, store: MetadataStore, mm2_stopped: bool = Fa
     remote_keys = {key: PartitionKey(mappings[key.topic], key.partition) for key in keys}
     target_offsets = partition_offsets(target, list(remote_keys.values()))
     partitions = [
-        take_over_partition(flow, key, mappings[key.topic], copied.get(key), written.get(key, []), (source_offsets[key], target_offsets[remote_keys[key]]))
+        take_over_partition(
+            flow,
+            key,
+            mappings[key.topic],
+            copied.get(key),
+            written.get(key, []),
+            (source_offsets[key], target_offsets[remote_keys[key]]),
+        )
         for key in keys
     ]
     return partitions, mm2_checkpoints(flow, {remote: source for source, remote in mappings.items()})
@@ -212,16 +281,25 @@ def record(flow: FlowConfig, store: MetadataStore, partitions: list[PartitionTak
     ranges, results = [], []
     for p in partitions:
         start = min([s.upstream_offset for s in p.syncs] + [p.cursor])
-        ranges.append(PlannedRange(p.topic, p.partition, start, p.cursor, p.remote_topic, source_topic_id=ids.get(p.topic)))
+        ranges.append(
+            PlannedRange(p.topic, p.partition, start, p.cursor, p.remote_topic, source_topic_id=ids.get(p.topic))
+        )
         records = sum(run.length for run in p.runs)
-        downstream = (p.runs[0].downstream_start, p.runs[-1].downstream_start + p.runs[-1].length) if p.runs else (None, None)
+        downstream = (
+            (p.runs[0].downstream_start, p.runs[-1].downstream_start + p.runs[-1].length) if p.runs else (None, None)
+        )
         results.append(RangeResult(p.topic, p.partition, start, p.cursor, records, 0, p.runs, *downstream))
     syncs = [s for p in partitions for s in p.syncs]
     return store.record_takeover(flow.name, ranges, results, syncs, {"takeover": "mm2"})
 
 
 def take_over_from_mm2(
-    flow: FlowConfig, store: MetadataStore, *, dry_run: bool = False, mm2_stopped: bool = False, holder: str | None = None
+    flow: FlowConfig,
+    store: MetadataStore,
+    *,
+    dry_run: bool = False,
+    mm2_stopped: bool = False,
+    holder: str | None = None,
 ) -> TakeoverPlan:
     """Take ``flow`` over from a stopped MM2 per the module contract; with ``dry_run`` only the plan; with
     ``mm2_stopped`` the user vouches that MM2 is stopped."""
@@ -236,4 +314,3 @@ def take_over_from_mm2(
             batch_id = record(flow, store, partitions)
             log.info("took over flow %s from MM2 as batch %d", flow.name, batch_id)
     return TakeoverPlan(flow.name, group, offsets_topic, partitions, checkpoints, batch_id)
-

@@ -132,7 +132,9 @@ def follow_tail(remote: str, source: Iterator[Record], target: Iterable[Record])
     return Tail(tuple(_runs(mapped)), mapped[-1][0] if mapped else None, recopied)
 
 
-def _source_at(position: int, source: Iterator[Record], read: list[tuple[int, bytes]], positions: dict[bytes, list[int]]) -> tuple[int, bytes] | None:
+def _source_at(
+    position: int, source: Iterator[Record], read: list[tuple[int, bytes]], positions: dict[bytes, list[int]]
+) -> tuple[int, bytes] | None:
     """The source record at ``position`` of the walk, reading the source up to it; ``None`` past its end."""
     while len(read) <= position:
         record = next(source, None)

@@ -41,7 +41,14 @@ from airmirror.kafka.offsets import offsets_for_time, partition_offsets
 from airmirror.kafka.topics import describe_topic_configs, topic_ids
 from airmirror.model import CursorState, PartitionKey, PartitionVerification, Verdict, Verification
 from airmirror.replication.spark.verify_job import VerifyTask, run_verify_job
-from airmirror.replication.verify_bounds import Horizons, Retention, Topics, compared_bounds, uncomparable, unmapped_below_cursor
+from airmirror.replication.verify_bounds import (
+    Horizons,
+    Retention,
+    Topics,
+    compared_bounds,
+    uncomparable,
+    unmapped_below_cursor,
+)
 from airmirror.store import MetadataStore, describe_holder
 from airmirror.store.rows import utcnow
 
@@ -56,17 +63,32 @@ class VerificationPlan:
     uncompared: list[PartitionVerification]
 
 
-def uncompared(key: PartitionKey, remote_topic: str, cursor: int, verdict: Verdict, reason: str) -> PartitionVerification:
+def uncompared(
+    key: PartitionKey, remote_topic: str, cursor: int, verdict: Verdict, reason: str
+) -> PartitionVerification:
     """The verdict of a partition whose records were not read: empty ranges at its cursor, no records."""
     return PartitionVerification(
-        topic=key.topic, partition=key.partition, remote_topic=remote_topic, verdict=verdict, first_offset=None,
-        source_start=cursor, source_end=cursor, target_start=0, target_end=0, source_records=0, target_records=0,
+        topic=key.topic,
+        partition=key.partition,
+        remote_topic=remote_topic,
+        verdict=verdict,
+        first_offset=None,
+        source_start=cursor,
+        source_end=cursor,
+        target_start=0,
+        target_end=0,
+        source_records=0,
+        target_records=0,
         reason=reason,
     )
 
 
 def topic_states(
-    flow: FlowConfig, store: MetadataStore, source: ClusterAdmin, target: ClusterAdmin, cursors: Mapping[PartitionKey, CursorState]
+    flow: FlowConfig,
+    store: MetadataStore,
+    source: ClusterAdmin,
+    target: ClusterAdmin,
+    cursors: Mapping[PartitionKey, CursorState],
 ) -> dict[str, Topics]:
     """Per source topic of ``cursors``: its and its remote topic's incarnation now and when copied."""
     names = sorted({key.topic for key in cursors})
@@ -74,16 +96,21 @@ def topic_states(
     source_listing, target_listing = cluster_metadata(source).topics, cluster_metadata(target).topics
     source_ids, target_ids = topic_ids(source, names), topic_ids(target, remotes.values())
     recorded = store.remote_topic_ids(flow.name)
-    cursor_ids = {key.topic: state.source_topic_id for key, state in cursors.items() if state.source_topic_id is not None}
+    cursor_ids = {
+        key.topic: state.source_topic_id for key, state in cursors.items() if state.source_topic_id is not None
+    }
 
     def partitions(listing: Mapping, topic: str) -> int:
         return len(listing[topic].partitions) if topic in listing and listing[topic].error is None else 0
 
     return {
         name: Topics(
-            source_id=source_ids.get(name), source_partitions=partitions(source_listing, name),
-            target_id=target_ids.get(remotes[name]), target_partitions=partitions(target_listing, remotes[name]),
-            cursor_source_id=cursor_ids.get(name), recorded_target_id=recorded.get(remotes[name]),
+            source_id=source_ids.get(name),
+            source_partitions=partitions(source_listing, name),
+            target_id=target_ids.get(remotes[name]),
+            target_partitions=partitions(target_listing, remotes[name]),
+            cursor_source_id=cursor_ids.get(name),
+            recorded_target_id=recorded.get(remotes[name]),
         )
         for name in names
     }
@@ -98,11 +125,16 @@ def retentions(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, tuple[bo
     found = {}
     for topic, entries in describe_topic_configs(admin, sorted(set(topics))).items():
         policy = value(entries, "cleanup.policy") or ""
-        found[topic] = ("compact" in policy, Retention.of(policy, value(entries, "retention.ms"), value(entries, "retention.bytes")))
+        found[topic] = (
+            "compact" in policy,
+            Retention.of(policy, value(entries, "retention.ms"), value(entries, "retention.bytes")),
+        )
     return found
 
 
-def retention_horizons(admin: ClusterAdmin, keys: Mapping[PartitionKey, int], ends: Mapping[PartitionKey, int], now_ms: int) -> dict[PartitionKey, int]:
+def retention_horizons(
+    admin: ClusterAdmin, keys: Mapping[PartitionKey, int], ends: Mapping[PartitionKey, int], now_ms: int
+) -> dict[PartitionKey, int]:
     """Per partition of ``keys`` (each with the other side's ``retention.ms``), the first offset of a record
     younger than ``now_ms`` minus that retention; one look-up per distinct retention."""
     found: dict[PartitionKey, int] = {}
@@ -150,8 +182,18 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
     now_ms = int(time.time() * 1000)
     target_retention_ms = {key: target_topics[remote[key].topic][1].ms for key in compared}
     source_retention_ms = {remote[key]: source_topics[key.topic][1].ms for key in compared}
-    source_horizons = retention_horizons(source, {k: ms for k, ms in target_retention_ms.items() if ms >= 0}, {k: o.stable_end for k, o in source_offsets.items()}, now_ms)
-    target_horizons = retention_horizons(target, {k: ms for k, ms in source_retention_ms.items() if ms >= 0}, {k: o.stable_end for k, o in target_offsets.items()}, now_ms)
+    source_horizons = retention_horizons(
+        source,
+        {k: ms for k, ms in target_retention_ms.items() if ms >= 0},
+        {k: o.stable_end for k, o in source_offsets.items()},
+        now_ms,
+    )
+    target_horizons = retention_horizons(
+        target,
+        {k: ms for k, ms in source_retention_ms.items() if ms >= 0},
+        {k: o.stable_end for k, o in target_offsets.items()},
+        now_ms,
+    )
     source_config, target_config = flow.source_client("consumer"), flow.target_client("consumer")
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
     tasks = []
@@ -160,7 +202,11 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
         source_compacted, source_retention = source_topics[key.topic]
         target_compacted, target_retention = target_topics[remote_key.topic]
         bounds = compared_bounds(
-            runs[key], cursor, source_offsets[key], target_offsets[remote_key], (source_retention, target_retention),
+            runs[key],
+            cursor,
+            source_offsets[key],
+            target_offsets[remote_key],
+            (source_retention, target_retention),
             Horizons(source_horizons.get(key), target_horizons.get(remote_key)),
         )
         tasks.append(
@@ -204,7 +250,12 @@ def verify_flow(
                 "recorded; run `airmirror replicate` to finish it, then verify"
             )
         plan = verification_plan(flow, store, topics_regex)
-        log.info("verifying %d partitions of flow %s (%d cannot be compared)", len(plan.tasks), flow.name, len(plan.uncompared))
+        log.info(
+            "verifying %d partitions of flow %s (%d cannot be compared)",
+            len(plan.tasks),
+            flow.name,
+            len(plan.uncompared),
+        )
         verified_at = utcnow()
         rows = run_verify_job(spark(), plan.tasks, on_progress) if plan.tasks else []
     compared = [PartitionVerification(**{**row, "verdict": Verdict(row["verdict"])}) for row in rows]

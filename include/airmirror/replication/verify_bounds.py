@@ -78,7 +78,10 @@ def uncomparable(partition: int, topics: Topics, stop: Stop | None, remote_topic
             f"{topics.cursor_source_id}): its records are not the ones that were copied",
         )
     if topics.target_id is None or partition >= topics.target_partitions:
-        return Verdict.TARGET_DELETED, f"remote topic {remote_topic} (partition {partition}) does not exist on the target"
+        return (
+            Verdict.TARGET_DELETED,
+            f"remote topic {remote_topic} (partition {partition}) does not exist on the target",
+        )
     if topics.recorded_target_id is not None and topics.recorded_target_id != topics.target_id:
         return (
             Verdict.TARGET_RECREATED,
@@ -136,23 +139,35 @@ def compared_bounds(
     on_target = first_source_copied_at_or_after(runs, target.log_start)  # ... whose copy the target still holds
     on_target = cursor if on_target is None else max(first, on_target)
     both_dropped = min(on_source, on_target)
-    notes = [f"offsets {first} to {both_dropped - 1} deleted on both sides by retention, not compared"] if both_dropped > first else []
+    notes = (
+        [f"offsets {first} to {both_dropped - 1} deleted on both sides by retention, not compared"]
+        if both_dropped > first
+        else []
+    )
     if on_source > on_target:  # the source lost records whose copies the target holds
         last_copy = last_copy_below(runs, on_source)
         target_start = max(target.log_start, first_copy_at_or_after(runs, on_target, target.stable_end))
         if horizons.target is not None and last_copy is not None and last_copy < horizons.target:
-            notes.append(f"source offsets {on_target} to {on_source - 1} deleted by the source's retention.ms, not compared")
+            notes.append(
+                f"source offsets {on_target} to {on_source - 1} deleted by the source's retention.ms, not compared"
+            )
             return _from(runs, on_source, target, notes)
-        return Bounds(on_source, target_start, "; ".join(notes), Lost("source", on_target, on_source, retention[0].bytes))
+        return Bounds(
+            on_source, target_start, "; ".join(notes), Lost("source", on_target, on_source, retention[0].bytes)
+        )
     if on_target > on_source:  # the target lost copies of records the source holds
         if horizons.source is not None and on_target - 1 < horizons.source:
-            notes.append(f"copies of source offsets {on_source} to {on_target - 1} deleted by the target's retention.ms, not compared")
+            notes.append(
+                f"copies of source offsets {on_source} to {on_target - 1} deleted by the target's retention.ms, not compared"
+            )
             if _folded_around(runs, on_target) is None:
                 return Bounds(on_target, target.log_start, "; ".join(notes))
             return _from(runs, on_target, target, notes)
         inside = _folded_around(runs, on_target)  # which of its records the target still holds, order pairing finds
         lost_end = on_target if inside is None else inside.upstream_end
-        return Bounds(on_source, target.log_start, "; ".join(notes), Lost("target", on_source, lost_end, retention[1].bytes))
+        return Bounds(
+            on_source, target.log_start, "; ".join(notes), Lost("target", on_source, lost_end, retention[1].bytes)
+        )
     return _from(runs, on_source, target, notes)
 
 
@@ -166,7 +181,11 @@ def _from(runs: Sequence[OffsetRun], source_start: int, target: PartitionOffsets
             "longer says where their copies begin, not compared"
         )
         source_start = inside.upstream_end
-    return Bounds(source_start, max(target.log_start, first_copy_at_or_after(runs, source_start, target.stable_end)), "; ".join(notes))
+    return Bounds(
+        source_start,
+        max(target.log_start, first_copy_at_or_after(runs, source_start, target.stable_end)),
+        "; ".join(notes),
+    )
 
 
 def _folded_around(runs: Sequence[OffsetRun], source_offset: int) -> OffsetRun | None:
@@ -203,4 +222,6 @@ def last_copy_below(runs: Sequence[OffsetRun], source_offset: int) -> int | None
     last = min(run.upstream_end, source_offset) - 1
     if run.exact:
         return run.downstream_start + last - run.upstream_start
-    return min(run.downstream_stop - 1, run.downstream_start + last - run.upstream_start + run.downstream_length - run.copies)
+    return min(
+        run.downstream_stop - 1, run.downstream_start + last - run.upstream_start + run.downstream_length - run.copies
+    )

@@ -120,7 +120,12 @@ class BatchStore(EngineHolder):
                     batch_ranges.c.topic == planned.topic,
                     batch_ranges.c.partition == planned.partition,
                 )
-                .values(start_offset=planned.start, end_offset=planned.end, gap_start=planned.gap_start, start_epoch=planned.start_epoch)
+                .values(
+                    start_offset=planned.start,
+                    end_offset=planned.end,
+                    gap_start=planned.gap_start,
+                    start_epoch=planned.start_epoch,
+                )
             )
             if updated.rowcount != 1:
                 raise ValueError(f"batch {batch_id} has no range for {planned.key}")
@@ -168,7 +173,9 @@ class BatchStore(EngineHolder):
                 .where(*since)
                 .group_by(batch_ranges.c.topic)
             ).all()
-        return CopiedSince(last, [TopicCopied(topic, int(records or 0), int(size or 0)) for topic, records, size in rows])
+        return CopiedSince(
+            last, [TopicCopied(topic, int(records or 0), int(size or 0)) for topic, records, size in rows]
+        )
 
     def commit_batch(self, batch_id: int, results: Sequence[RangeResult]) -> None:
         """Commit a ``RUNNING`` batch in one transaction (see the module docstring).
@@ -184,7 +191,12 @@ class BatchStore(EngineHolder):
             _commit_running(connection, batch_id, results)
 
     def record_takeover(
-        self, flow: str, ranges: Sequence[PlannedRange], results: Sequence[RangeResult], syncs: Sequence[OffsetSync], params: Mapping[str, Any]
+        self,
+        flow: str,
+        ranges: Sequence[PlannedRange],
+        results: Sequence[RangeResult],
+        syncs: Sequence[OffsetSync],
+        params: Mapping[str, Any],
     ) -> int:
         """Record what another replicator (MM2) copied as one committed batch of ``flow``, in ONE transaction:
         its ``ranges`` and ``results`` as :meth:`begin_batch` and :meth:`commit_batch` would store them (the
@@ -195,7 +207,9 @@ class BatchStore(EngineHolder):
         with self._transaction(f"record the takeover of flow {flow!r}") as connection:
             try:
                 batch_id: int = connection.execute(
-                    insert(batches).values(flow=flow, state=BatchState.RUNNING, created_at=utcnow(), params=dict(params))
+                    insert(batches).values(
+                        flow=flow, state=BatchState.RUNNING, created_at=utcnow(), params=dict(params)
+                    )
                 ).inserted_primary_key[0]
             except IntegrityError as exc:
                 raise ReplicationFailure(f"flow {flow!r} has a RUNNING batch: finish it before a takeover") from exc
@@ -205,14 +219,22 @@ class BatchStore(EngineHolder):
                 connection,
                 mm2_syncs,
                 [
-                    {"flow": flow, "topic": sync.topic, "partition": sync.partition, "upstream_offset": sync.upstream_offset,
-                     "downstream_offset": sync.downstream_offset, "batch_id": batch_id}
+                    {
+                        "flow": flow,
+                        "topic": sync.topic,
+                        "partition": sync.partition,
+                        "upstream_offset": sync.upstream_offset,
+                        "downstream_offset": sync.downstream_offset,
+                        "batch_id": batch_id,
+                    }
                     for sync in syncs
                 ],
             )
         return batch_id
 
-    def mm2_sync_before(self, flow: str, key: PartitionKey, upstream_offset: int) -> tuple[OffsetSync | None, int | None]:
+    def mm2_sync_before(
+        self, flow: str, key: PartitionKey, upstream_offset: int
+    ) -> tuple[OffsetSync | None, int | None]:
         """The newest imported MM2 sync at or before ``upstream_offset`` (``None`` if none), and where the exact
         positions of a partition taken over from MM2 begin (``None`` when it was not taken over): the first
         upstream offset of the takeover's runs (its walk of MM2's tail), else its cursor (it walked nothing, so
@@ -222,17 +244,27 @@ class BatchStore(EngineHolder):
             first = takeover_batch(connection, flow)
             if first is None:
                 return None, None
-            in_takeover = (batch_ranges.c.batch_id == first, batch_ranges.c.topic == key.topic, batch_ranges.c.partition == key.partition)
+            in_takeover = (
+                batch_ranges.c.batch_id == first,
+                batch_ranges.c.topic == key.topic,
+                batch_ranges.c.partition == key.partition,
+            )
             cursor = connection.execute(select(batch_ranges.c.end_offset).where(*in_takeover)).scalar()
             if cursor is None:
                 return None, None
             walked = connection.execute(
-                select(func.min(offset_syncs.c.upstream_start)).where(*partition_runs(flow, key), offset_syncs.c.batch_id == first)
+                select(func.min(offset_syncs.c.upstream_start)).where(
+                    *partition_runs(flow, key), offset_syncs.c.batch_id == first
+                )
             ).scalar()
             row = connection.execute(
                 select(mm2_syncs.c.upstream_offset, mm2_syncs.c.downstream_offset)
-                .where(mm2_syncs.c.flow == flow, mm2_syncs.c.topic == key.topic, mm2_syncs.c.partition == key.partition,
-                       mm2_syncs.c.upstream_offset <= upstream_offset)
+                .where(
+                    mm2_syncs.c.flow == flow,
+                    mm2_syncs.c.topic == key.topic,
+                    mm2_syncs.c.partition == key.partition,
+                    mm2_syncs.c.upstream_offset <= upstream_offset,
+                )
                 .order_by(mm2_syncs.c.upstream_offset.desc())
                 .limit(1)
             ).one_or_none()
@@ -430,9 +462,14 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
 TOTALS = ("records", "bytes", "gap_count", "gap_offsets")
 
 
-def _add_totals(connection: Connection, flow: str, pairs: Sequence[tuple[PlannedRange, RangeResult]], found: Sequence[Gap]) -> None:
+def _add_totals(
+    connection: Connection, flow: str, pairs: Sequence[tuple[PlannedRange, RangeResult]], found: Sequence[Gap]
+) -> None:
     """Add the committed ranges' records and bytes and the gaps ``found`` to the partitions' totals."""
-    added = {plan.key: {"records": result.records, "bytes": result.bytes, "gap_count": 0, "gap_offsets": 0} for plan, result in pairs}
+    added = {
+        plan.key: {"records": result.records, "bytes": result.bytes, "gap_count": 0, "gap_offsets": 0}
+        for plan, result in pairs
+    }
     for gap in found:
         more = added[PartitionKey(gap.topic, gap.partition)]
         more["gap_count"], more["gap_offsets"] = 1, gap.end - gap.start
@@ -444,7 +481,12 @@ def _add_totals(connection: Connection, flow: str, pairs: Sequence[tuple[Planned
     }
     zero = dict.fromkeys(TOTALS, 0)
     rows = [
-        {"flow": flow, "topic": key.topic, "partition": key.partition, **{n: stored.get(key, zero)[n] + more[n] for n in TOTALS}}
+        {
+            "flow": flow,
+            "topic": key.topic,
+            "partition": key.partition,
+            **{n: stored.get(key, zero)[n] + more[n] for n in TOTALS},
+        }
         for key, more in added.items()
     ]
     upsert(connection, partition_totals, rows)
@@ -528,9 +570,7 @@ def _check_cursors(
         if plan.key in stored and stored[plan.key] != _expected_cursor(plan)
     ]
     if stale:
-        raise StaleCursorError(
-            f"batch {batch_id} of flow {flow!r} is stale, nothing was committed: {'; '.join(stale)}"
-        )
+        raise StaleCursorError(f"batch {batch_id} of flow {flow!r} is stale, nothing was committed: {'; '.join(stale)}")
     return stored
 
 
@@ -560,9 +600,7 @@ def _advance_cursors(
     insert_many(connection, cursors, [row for k, row in rows.items() if k not in stored])
 
 
-def _store_outcomes(
-    connection: Connection, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]]
-) -> None:
+def _store_outcomes(connection: Connection, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]]) -> None:
     """Record what was copied of each planned range."""
     update_many(
         connection,
@@ -587,7 +625,9 @@ def _store_outcomes(
 PROBES_PER_QUERY = 500
 
 
-def _new_run_rows(connection: Connection, flow: str, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]]) -> list[dict[str, Any]]:
+def _new_run_rows(
+    connection: Connection, flow: str, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]]
+) -> list[dict[str, Any]]:
     """The rows of the batch's runs still to insert.  Where a range's first run continues its partition's stored
     exact run (never a folded one) that ends where it starts exactly (on both sides), that run is extended in
     place (keeping its ``batch_id``) and the first run is left out.  Translation is unchanged: every offset of
@@ -598,10 +638,17 @@ def _new_run_rows(connection: Connection, flow: str, batch_id: int, pairs: Seque
     probes = [(key.topic, key.partition, run.upstream_start) for key, run in firsts.items()]
     for begin in range(0, len(probes), PROBES_PER_QUERY):
         rows = connection.execute(
-            select(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_start, offset_syncs.c.downstream_start).where(
+            select(
+                offset_syncs.c.topic,
+                offset_syncs.c.partition,
+                offset_syncs.c.upstream_start,
+                offset_syncs.c.downstream_start,
+            ).where(
                 offset_syncs.c.flow == flow,
                 offset_syncs.c.downstream_end.is_(None),
-                tuple_(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_end).in_(probes[begin : begin + PROBES_PER_QUERY]),
+                tuple_(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_end).in_(
+                    probes[begin : begin + PROBES_PER_QUERY]
+                ),
             )
         )
         previous.update({PartitionKey(row.topic, row.partition): row for row in rows})
@@ -610,8 +657,20 @@ def _new_run_rows(connection: Connection, flow: str, batch_id: int, pairs: Seque
     for plan, result in pairs:
         runs = result.runs
         first, stored = firsts.get(plan.key), previous.get(plan.key)
-        if first is not None and stored is not None and stored.downstream_start + first.upstream_start - stored.upstream_start == first.downstream_start:
-            extended.append({"flow": flow, "topic": plan.topic, "partition": plan.partition, "upstream_start": stored.upstream_start, "upstream_end": first.upstream_end})
+        if (
+            first is not None
+            and stored is not None
+            and stored.downstream_start + first.upstream_start - stored.upstream_start == first.downstream_start
+        ):
+            extended.append(
+                {
+                    "flow": flow,
+                    "topic": plan.topic,
+                    "partition": plan.partition,
+                    "upstream_start": stored.upstream_start,
+                    "upstream_end": first.upstream_end,
+                }
+            )
             runs = runs[1:]
         new_rows.extend(run_row(flow, plan.key, batch_id, run) for run in runs)
     update_many(connection, offset_syncs, ("flow", "topic", "partition", "upstream_start"), extended)

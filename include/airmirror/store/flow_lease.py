@@ -51,7 +51,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ class FlowLeaseRecord:
 
 
 def _when(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _held_by(current: FlowLeaseRecord) -> str:
@@ -112,7 +112,9 @@ class FlowLeaseLostError(FlowBusyError):
             message = f"flow {flow!r} {_held_by(current)}: this run (holder {holder}) lost its lease to it"
         else:
             message = f"flow {flow!r}: this run (holder {holder}) lost its lease (it expired and was taken over)"
-        super().__init__(flow, current, f"{message}; stopping without committing; run again once the other run finishes")
+        super().__init__(
+            flow, current, f"{message}; stopping without committing; run again once the other run finishes"
+        )
 
 
 def describe_holder(what: str) -> str:
@@ -130,9 +132,7 @@ def hold_flow(
     run holds it."""
     lease = acquire_flow(engine, flow, holder, ttl_seconds=ttl_seconds)
     stop = threading.Event()
-    renewer = threading.Thread(
-        target=lease._renew_until, args=(stop,), name=f"airmirror-lease {flow}", daemon=True
-    )
+    renewer = threading.Thread(target=lease._renew_until, args=(stop,), name=f"airmirror-lease {flow}", daemon=True)
     renewer.start()
     try:
         yield lease
@@ -170,7 +170,9 @@ def acquire_flow(
                 if previous is not None:
                     log.warning(
                         "flow %r: took over the lease of %s, which expired at %s",
-                        flow, previous.record.holder, _when(previous.record.expires_at),
+                        flow,
+                        previous.record.holder,
+                        _when(previous.record.expires_at),
                     )
                 return FlowLease(engine, row, ttl_seconds)
             current = _stored_lease(connection, flow)
@@ -178,7 +180,9 @@ def acquire_flow(
                 continue  # released between our two statements: try again
             if _has_died(current.process):
                 if _take_over(connection, current.token, row):
-                    log.warning("flow %r: took over the lease of %s, whose process is gone", flow, current.record.holder)
+                    log.warning(
+                        "flow %r: took over the lease of %s, whose process is gone", flow, current.record.holder
+                    )
                     return FlowLease(engine, row, ttl_seconds)
                 continue
         raise FlowBusyError(flow, current.record)
@@ -275,12 +279,15 @@ class FlowLease:
             except FlowLeaseLostError as lost:
                 log.error("%s", lost)
                 return
-            except Exception as error:  # noqa: BLE001 - e.g. the database is briefly unreachable: retry next tick
+            except Exception as error:
                 if stop.is_set():
                     return
                 log.warning(
                     "could not renew the lease of flow %r held by %s (expires %s): %s; retrying",
-                    self.flow, self.holder, _when(self.expires_at), error,
+                    self.flow,
+                    self.holder,
+                    _when(self.expires_at),
+                    error,
                 )
 
 
@@ -296,9 +303,9 @@ def _database_now(connection: Connection) -> datetime:
     ``clock_timestamp()``: ``now()`` is the transaction's start, before any lock wait."""
     if connection.dialect.name == "sqlite":
         value = connection.execute(select(func.strftime("%Y-%m-%d %H:%M:%f", "now"))).scalar_one()
-        return datetime.fromisoformat(value).replace(tzinfo=timezone.utc)
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
     moment: datetime = connection.execute(select(func.clock_timestamp())).scalar_one()
-    return moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _stored_lease(connection: Connection, flow: str, *, lock: bool = False) -> _StoredLease | None:

@@ -36,7 +36,11 @@ def merged(runs: Sequence[OffsetRun]) -> OffsetRun:
     one): from the first's starts to the last's ends, holding the copies of them all."""
     first, last = runs[0], runs[-1]
     return OffsetRun(
-        first.upstream_start, last.upstream_end, first.downstream_start, last.downstream_stop, sum(r.copies for r in runs)
+        first.upstream_start,
+        last.upstream_end,
+        first.downstream_start,
+        last.downstream_stop,
+        sum(r.copies for r in runs),
     )
 
 

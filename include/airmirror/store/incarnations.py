@@ -42,28 +42,44 @@ from airmirror.store.schema import (
 
 def cursor_states(connection: Connection, flow: str) -> dict[PartitionKey, CursorState]:
     rows = connection.execute(
-        select(cursors.c.topic, cursors.c.partition, cursors.c.next_offset, cursors.c.source_topic_id, cursors.c.leader_epoch).where(
-            cursors.c.flow == flow
-        )
+        select(
+            cursors.c.topic,
+            cursors.c.partition,
+            cursors.c.next_offset,
+            cursors.c.source_topic_id,
+            cursors.c.leader_epoch,
+        ).where(cursors.c.flow == flow)
     )
-    return {PartitionKey(row.topic, row.partition): CursorState(row.next_offset, row.source_topic_id, row.leader_epoch) for row in rows}
+    return {
+        PartitionKey(row.topic, row.partition): CursorState(row.next_offset, row.source_topic_id, row.leader_epoch)
+        for row in rows
+    }
 
 
 def remote_topic_ids(connection: Connection, flow: str) -> dict[str, str]:
-    rows = connection.execute(select(remote_topics.c.topic, remote_topics.c.topic_id).where(remote_topics.c.flow == flow))
+    rows = connection.execute(
+        select(remote_topics.c.topic, remote_topics.c.topic_id).where(remote_topics.c.flow == flow)
+    )
     return {row.topic: row.topic_id for row in rows}
 
 
 def record_remote_topic_ids(connection: Connection, flow: str, ids: Mapping[str, str], now: datetime) -> None:
     known = remote_topic_ids(connection, flow)
-    rows = [{"flow": flow, "topic": topic, "topic_id": topic_id, "recorded_at": now} for topic, topic_id in ids.items() if topic not in known]
+    rows = [
+        {"flow": flow, "topic": topic, "topic_id": topic_id, "recorded_at": now}
+        for topic, topic_id in ids.items()
+        if topic not in known
+    ]
     if rows:
         connection.execute(remote_topics.insert(), rows)
 
 
 def stop_list(connection: Connection, flow: str) -> list[Stop]:
     rows = connection.execute(select(stops).where(stops.c.flow == flow).order_by(stops.c.topic, stops.c.partition))
-    return [Stop(row.topic, None if row.partition == WHOLE_TOPIC else row.partition, row.reason, row.stopped_at) for row in rows]
+    return [
+        Stop(row.topic, None if row.partition == WHOLE_TOPIC else row.partition, row.reason, row.stopped_at)
+        for row in rows
+    ]
 
 
 def add_stop(connection: Connection, flow: str, topic: str, partition: int | None, reason: str, now: datetime) -> None:
@@ -106,12 +122,21 @@ def retire_translation_from(connection: Connection, flow: str, key: PartitionKey
     )
 
 
-def stop_remote_topic(connection: Connection, flow: str, topic: str, remote_topic: str, reason: str, now: datetime) -> None:
+def stop_remote_topic(
+    connection: Connection, flow: str, topic: str, remote_topic: str, reason: str, now: datetime
+) -> None:
     retire_translation(connection, flow, topic)
     add_stop(connection, flow, topic, None, reason, now)
 
 
-def commit_resets(connection: Connection, flow: str, batch_id: int, planned: Sequence[PlannedRange], stored: Mapping[PartitionKey, str | None], now: datetime) -> None:
+def commit_resets(
+    connection: Connection,
+    flow: str,
+    batch_id: int,
+    planned: Sequence[PlannedRange],
+    stored: Mapping[PartitionKey, str | None],
+    now: datetime,
+) -> None:
     """Inside a batch commit, before its new runs are stored: the reset rules of the module docstring."""
     for plan in planned:
         if plan.reset_from is None:
@@ -120,7 +145,9 @@ def commit_resets(connection: Connection, flow: str, batch_id: int, planned: Seq
             retire_translation(connection, flow, plan.topic, [plan.partition])
         else:
             retire_translation_from(connection, flow, PartitionKey(plan.topic, plan.partition), plan.truncated_at)
-        connection.execute(delete(stops).where(stops.c.flow == flow, stops.c.topic == plan.topic, stops.c.partition == plan.partition))
+        connection.execute(
+            delete(stops).where(stops.c.flow == flow, stops.c.topic == plan.topic, stops.c.partition == plan.partition)
+        )
         connection.execute(
             source_resets.insert().values(
                 flow=flow,
@@ -139,7 +166,16 @@ def commit_resets(connection: Connection, flow: str, batch_id: int, planned: Seq
 def source_reset_list(connection: Connection, flow: str) -> list[SourceReset]:
     rows = connection.execute(select(source_resets).where(source_resets.c.flow == flow).order_by(source_resets.c.id))
     return [
-        SourceReset(row.topic, row.partition, row.batch_id, row.old_topic_id, row.new_topic_id, row.old_cursor, row.new_start, row.reset_at)
+        SourceReset(
+            row.topic,
+            row.partition,
+            row.batch_id,
+            row.old_topic_id,
+            row.new_topic_id,
+            row.old_cursor,
+            row.new_start,
+            row.reset_at,
+        )
         for row in rows
     ]
 
@@ -148,19 +184,29 @@ def drop_ranges(connection: Connection, batch_id: int, keys: Iterable[PartitionK
     for key in keys:
         connection.execute(
             delete(batch_ranges).where(
-                batch_ranges.c.batch_id == batch_id, batch_ranges.c.topic == key.topic, batch_ranges.c.partition == key.partition
+                batch_ranges.c.batch_id == batch_id,
+                batch_ranges.c.topic == key.topic,
+                batch_ranges.c.partition == key.partition,
             )
         )
 
 
 def reset_topic(connection: Connection, flow: str, topic: str, remote_topic: str) -> list[PartitionKey]:
     """The reset of the module docstring; returns the partitions whose cursors were removed."""
-    running = connection.execute(select(batches.c.id).where(batches.c.flow == flow, batches.c.state == BatchState.RUNNING)).scalars().all()
+    running = (
+        connection.execute(select(batches.c.id).where(batches.c.flow == flow, batches.c.state == BatchState.RUNNING))
+        .scalars()
+        .all()
+    )
     for batch_id in running:
-        connection.execute(delete(batch_ranges).where(batch_ranges.c.batch_id == batch_id, batch_ranges.c.topic == topic))
+        connection.execute(
+            delete(batch_ranges).where(batch_ranges.c.batch_id == batch_id, batch_ranges.c.topic == topic)
+        )
     removed = [
         PartitionKey(row.topic, row.partition)
-        for row in connection.execute(select(cursors.c.topic, cursors.c.partition).where(cursors.c.flow == flow, cursors.c.topic == topic))
+        for row in connection.execute(
+            select(cursors.c.topic, cursors.c.partition).where(cursors.c.flow == flow, cursors.c.topic == topic)
+        )
     ]
     connection.execute(delete(cursors).where(cursors.c.flow == flow, cursors.c.topic == topic))
     retire_translation(connection, flow, topic)

@@ -75,7 +75,9 @@ class SchemaNotCurrentError(ReplicationFailure):
         self.revision, self.head = revision, head
 
 
-class MetadataStore(BatchStore, StreamStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore, RetentionStore):
+class MetadataStore(
+    BatchStore, StreamStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore, RetentionStore
+):
     """Repository over the metadata store tables (see the module docstring for the contracts)."""
 
     def __repr__(self) -> str:

@@ -119,19 +119,25 @@ class RetentionStore(EngineHolder):
         due: list[PartitionKey] = []
         with self._transaction(f"claim the prunes of flow {flow!r}") as connection:
             for first in range(0, len(wanted), PRUNE_PARTITIONS_PER_STATEMENT):
-                chunk = wanted[first:first + PRUNE_PARTITIONS_PER_STATEMENT]
+                chunk = wanted[first : first + PRUNE_PARTITIONS_PER_STATEMENT]
                 recent = {
                     PartitionKey(topic, partition)
                     for topic, partition in connection.execute(
                         select(partition_prunes.c.topic, partition_prunes.c.partition).where(
                             partition_prunes.c.flow == flow,
-                            tuple_(partition_prunes.c.topic, partition_prunes.c.partition).in_([(k.topic, k.partition) for k in chunk]),
+                            tuple_(partition_prunes.c.topic, partition_prunes.c.partition).in_(
+                                [(k.topic, k.partition) for k in chunk]
+                            ),
                             partition_prunes.c.pruned_at > now - interval,
                         )
                     )
                 }
                 due += [key for key in chunk if key not in recent]
-            upsert(connection, partition_prunes, [{"flow": flow, "topic": k.topic, "partition": k.partition, "pruned_at": now} for k in due])
+            upsert(
+                connection,
+                partition_prunes,
+                [{"flow": flow, "topic": k.topic, "partition": k.partition, "pruned_at": now} for k in due],
+            )
         return due
 
     def prune_runs(self, flow: str, log_starts: Mapping[PartitionKey, tuple[int, int]]) -> int:
@@ -151,14 +157,19 @@ class RetentionStore(EngineHolder):
         keys = list(log_starts)
         with self._transaction(f"prune the offset-sync runs of flow {flow!r}") as connection:
             for first in range(0, len(keys), PRUNE_PARTITIONS_PER_STATEMENT):
-                chunk = {key: log_starts[key] for key in keys[first:first + PRUNE_PARTITIONS_PER_STATEMENT]}
+                chunk = {key: log_starts[key] for key in keys[first : first + PRUNE_PARTITIONS_PER_STATEMENT]}
                 cutoffs = _prune_cutoffs(connection, flow, chunk)
                 if cutoffs:
                     deleted += connection.execute(
                         delete(offset_syncs).where(
                             offset_syncs.c.flow == flow,
                             offset_syncs.c.batch_id.is_(None),
-                            or_(*(and_(_of_partition(key), offset_syncs.c.upstream_start < cut) for key, cut in cutoffs.items())),
+                            or_(
+                                *(
+                                    and_(_of_partition(key), offset_syncs.c.upstream_start < cut)
+                                    for key, cut in cutoffs.items()
+                                )
+                            ),
                         )
                     ).rowcount
         return deleted
@@ -184,18 +195,27 @@ def _of_partition(key: PartitionKey) -> ColumnElement[bool]:
     return and_(offset_syncs.c.topic == key.topic, offset_syncs.c.partition == key.partition)
 
 
-def _prune_cutoffs(connection: Connection, flow: str, log_starts: Mapping[PartitionKey, tuple[int, int]]) -> dict[PartitionKey, int]:
+def _prune_cutoffs(
+    connection: Connection, flow: str, log_starts: Mapping[PartitionKey, tuple[int, int]]
+) -> dict[PartitionKey, int]:
     """Per partition of ``log_starts`` with runs to prune, the ``upstream_start`` of its run ``K`` (see
     :meth:`RetentionStore.prune_runs`): the runs starting below it go.  One query for all of them."""
     below = or_(
         *(
-            and_(_of_partition(key), or_(offset_syncs.c.upstream_start <= source, offset_syncs.c.downstream_start <= target))
+            and_(
+                _of_partition(key),
+                or_(offset_syncs.c.upstream_start <= source, offset_syncs.c.downstream_start <= target),
+            )
             for key, (source, target) in log_starts.items()
         )
     )
     rows = connection.execute(
-        select(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_start, offset_syncs.c.downstream_start)
-        .where(offset_syncs.c.flow == flow, below)
+        select(
+            offset_syncs.c.topic,
+            offset_syncs.c.partition,
+            offset_syncs.c.upstream_start,
+            offset_syncs.c.downstream_start,
+        ).where(offset_syncs.c.flow == flow, below)
     )
     by_source: dict[PartitionKey, int] = {}
     by_target: dict[PartitionKey, tuple[int, int]] = {}
@@ -216,12 +236,18 @@ def _foldable(kept_batch: int | None) -> tuple[ColumnElement[bool], ...]:
     return (or_(offset_syncs.c.batch_id.is_(None), offset_syncs.c.batch_id != kept_batch),)
 
 
-def _partitions_to_fold(connection: Connection, flow: str, wanted: set[PartitionKey], kept_batch: int | None) -> list[PartitionKey]:
+def _partitions_to_fold(
+    connection: Connection, flow: str, wanted: set[PartitionKey], kept_batch: int | None
+) -> list[PartitionKey]:
     """The partitions of ``wanted`` with more foldable exact or folded runs than the thresholds: one grouped query."""
     exact = offset_syncs.c.downstream_end.is_(None)
     rows = connection.execute(
         select(offset_syncs.c.topic, offset_syncs.c.partition)
-        .where(offset_syncs.c.flow == flow, offset_syncs.c.topic.in_(sorted({k.topic for k in wanted})), *_foldable(kept_batch))
+        .where(
+            offset_syncs.c.flow == flow,
+            offset_syncs.c.topic.in_(sorted({k.topic for k in wanted})),
+            *_foldable(kept_batch),
+        )
         .group_by(offset_syncs.c.topic, offset_syncs.c.partition)
         .having(
             or_(
@@ -237,18 +263,28 @@ def _fold_partition(connection: Connection, flow: str, key: PartitionKey, kept_b
     """Fold one partition's runs above the takeover's (those stay exact); returns how many rows went.  The runs
     that change are a stretch of the oldest foldable ones: one range delete, one insert."""
     where = partition_runs(flow, key)
-    kept_end = None if kept_batch is None else connection.execute(
-        select(func.max(offset_syncs.c.upstream_end)).where(*where, offset_syncs.c.batch_id == kept_batch)
-    ).scalar()
+    kept_end = (
+        None
+        if kept_batch is None
+        else connection.execute(
+            select(func.max(offset_syncs.c.upstream_end)).where(*where, offset_syncs.c.batch_id == kept_batch)
+        ).scalar()
+    )
     above = () if kept_end is None else (offset_syncs.c.upstream_start >= kept_end,)
-    runs = [offset_run(row) for row in connection.execute(runs_of(flow, key).where(*above).order_by(offset_syncs.c.upstream_start))]
+    runs = [
+        offset_run(row)
+        for row in connection.execute(runs_of(flow, key).where(*above).order_by(offset_syncs.c.upstream_start))
+    ]
     folded = fold(runs)
     same = 0
     while same < len(folded) and folded[-1 - same] == runs[-1 - same]:
         same += 1
     if same == len(runs):
         return 0
-    stretch = (offset_syncs.c.upstream_start >= runs[0].upstream_start, offset_syncs.c.upstream_start <= runs[-1 - same].upstream_start)
+    stretch = (
+        offset_syncs.c.upstream_start >= runs[0].upstream_start,
+        offset_syncs.c.upstream_start <= runs[-1 - same].upstream_start,
+    )
     connection.execute(delete(offset_syncs).where(*where, *stretch))
     insert_many(connection, offset_syncs, [run_row(flow, key, None, run) for run in folded[: len(folded) - same]])
     return len(runs) - len(folded)
@@ -260,11 +296,15 @@ def _prune_gaps(connection: Connection, flow: str, before: datetime) -> int:
 
 def _prune_verifications(connection: Connection, flow: str, before: datetime) -> int:
     newest = select(func.max(verifications.c.id)).where(verifications.c.flow == flow).scalar_subquery()
-    old = connection.execute(
-        select(verifications.c.id).where(
-            verifications.c.flow == flow, verifications.c.verified_at < before, verifications.c.id < newest
+    old = (
+        connection.execute(
+            select(verifications.c.id).where(
+                verifications.c.flow == flow, verifications.c.verified_at < before, verifications.c.id < newest
+            )
         )
-    ).scalars().all()
+        .scalars()
+        .all()
+    )
     if old:
         connection.execute(delete(verified_partitions).where(verified_partitions.c.verification_id.in_(old)))
         connection.execute(delete(verifications).where(verifications.c.id.in_(old)))
@@ -278,18 +318,22 @@ def _prune_batches(connection: Connection, flow: str, before: datetime) -> int:
         .where(batches.c.flow == flow, batches.c.state == BatchState.COMMITTED)
         .scalar_subquery()
     )
-    ids = connection.execute(
-        select(batches.c.id)
-        .where(
-            batches.c.flow == flow,
-            batches.c.finished_at < before,
-            batches.c.state.in_([BatchState.COMMITTED, BatchState.FAILED]),
-            batches.c.id != func.coalesce(first, 0),
-            *(~exists().where(table.c.batch_id == batches.c.id) for table in KEEPERS),
+    ids = (
+        connection.execute(
+            select(batches.c.id)
+            .where(
+                batches.c.flow == flow,
+                batches.c.finished_at < before,
+                batches.c.state.in_([BatchState.COMMITTED, BatchState.FAILED]),
+                batches.c.id != func.coalesce(first, 0),
+                *(~exists().where(table.c.batch_id == batches.c.id) for table in KEEPERS),
+            )
+            .order_by(batches.c.finished_at)
+            .limit(BATCHES_PER_TRANSACTION)
         )
-        .order_by(batches.c.finished_at)
-        .limit(BATCHES_PER_TRANSACTION)
-    ).scalars().all()
+        .scalars()
+        .all()
+    )
     if not ids:
         return 0
     connection.execute(update(offset_syncs).where(offset_syncs.c.batch_id.in_(ids)).values(batch_id=None))

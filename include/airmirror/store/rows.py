@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Column, Connection, Row, Table, bindparam, insert, update
@@ -15,7 +15,7 @@ T = TypeVar("T")
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def insert_many(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -30,10 +30,7 @@ def update_many(connection: Connection, table: Table, keys: Sequence[str], rows:
     statement = update(table).where(*(table.c[key] == bindparam(f"match_{key}") for key in keys))
     connection.execute(
         statement,
-        [
-            {(f"match_{column}" if column in keys else column): value for column, value in row.items()}
-            for row in rows
-        ],
+        [{(f"match_{column}" if column in keys else column): value for column, value in row.items()} for row in rows],
     )
 
 

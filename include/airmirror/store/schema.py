@@ -59,7 +59,7 @@ tests check that the migrated database matches this module.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import (
     JSON,
@@ -111,14 +111,14 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r}: metadata store timestamps must be timezone-aware")
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -426,7 +426,9 @@ verified_partitions = Table(
     _topic(),
     _partition(),
     Column("remote_topic", String(TOPIC_LENGTH), nullable=False),
-    Column("verdict", Enum(Verdict, name="verdict", native_enum=False, create_constraint=True, length=16), nullable=False),
+    Column(
+        "verdict", Enum(Verdict, name="verdict", native_enum=False, create_constraint=True, length=16), nullable=False
+    ),
     Column("first_offset", BigInteger),
     Column("source_start", BigInteger, nullable=False),
     Column("source_end", BigInteger, nullable=False),

@@ -64,8 +64,15 @@ def _recorded(connection: Connection, batch_id: int) -> dict[PartitionKey, Range
     rows = connection.execute(select(batch_ranges).where(batch_ranges.c.batch_id == batch_id))
     return {
         PartitionKey(row.topic, row.partition): RangeResult(
-            row.topic, row.partition, row.start_offset, row.end_offset, row.records or 0, row.bytes or 0,
-            downstream_start=row.downstream_start, downstream_end=row.downstream_end, end_epoch=row.end_epoch,
+            row.topic,
+            row.partition,
+            row.start_offset,
+            row.end_offset,
+            row.records or 0,
+            row.bytes or 0,
+            downstream_start=row.downstream_start,
+            downstream_end=row.downstream_end,
+            end_epoch=row.end_epoch,
         )
         for row in rows
     }
@@ -86,32 +93,43 @@ def _record_stream(connection: Connection, batch_id: int, deltas: Sequence[Range
         if key in by_key:
             raise ValueError(f"stream batch {batch_id} got two deltas for {key}")
         if delta.start != planned[key].end or delta.end <= delta.start:
-            raise ValueError(f"stream batch {batch_id}: delta [{delta.start}, {delta.end}) of {key} is empty or does not continue its recorded end {planned[key].end}")
+            raise ValueError(
+                f"stream batch {batch_id}: delta [{delta.start}, {delta.end}) of {key} is empty or does not continue its recorded end {planned[key].end}"
+            )
         _validate_runs(key, delta)
         by_key[key] = delta
     if final:
         for key, plan in planned.items():
             if key not in by_key and plan.end == plan.start:
-                by_key[key] = RangeResult(plan.topic, plan.partition, plan.end, plan.end, 0, 0, end_epoch=plan.start_epoch)
+                by_key[key] = RangeResult(
+                    plan.topic, plan.partition, plan.end, plan.end, 0, 0, end_epoch=plan.start_epoch
+                )
     pairs = [(_slice_plan(planned[key], delta), delta) for key, delta in by_key.items()]
     stored = _check_cursors(connection, flow, batch_id, [plan for plan, _ in pairs])
     now = utcnow()
     stored_ids = {key: state.source_topic_id for key, state in incarnations.cursor_states(connection, flow).items()}
     incarnations.commit_resets(connection, flow, batch_id, [plan for plan, _ in pairs], stored_ids, now)
     _advance_cursors(connection, flow, batch_id, pairs, stored, now)
-    update_many(connection, batch_ranges, ("batch_id", "topic", "partition"), [_outcome(batch_id, recorded[plan.key], delta) for plan, delta in pairs])
+    update_many(
+        connection,
+        batch_ranges,
+        ("batch_id", "topic", "partition"),
+        [_outcome(batch_id, recorded[plan.key], delta) for plan, delta in pairs],
+    )
     insert_many(connection, offset_syncs, _new_run_rows(connection, flow, batch_id, pairs))
     found = [gap for plan, _ in pairs if (gap := plan.gap()) is not None]
     insert_many(connection, gaps, [_gap_row(flow, batch_id, gap, now) for gap in found])
     _add_totals(connection, flow, pairs, found)
     if final:
         records, size = connection.execute(
-            select(func.coalesce(func.sum(batch_ranges.c.records), 0), func.coalesce(func.sum(batch_ranges.c.bytes), 0)).where(
-                batch_ranges.c.batch_id == batch_id
-            )
+            select(
+                func.coalesce(func.sum(batch_ranges.c.records), 0), func.coalesce(func.sum(batch_ranges.c.bytes), 0)
+            ).where(batch_ranges.c.batch_id == batch_id)
         ).one()
         connection.execute(
-            update(batches).where(batches.c.id == batch_id).values(state=BatchState.COMMITTED, finished_at=now, records=records, bytes=size)
+            update(batches)
+            .where(batches.c.id == batch_id)
+            .values(state=BatchState.COMMITTED, finished_at=now, records=records, bytes=size)
         )
 
 
@@ -120,7 +138,9 @@ def _slice_plan(plan: PlannedRange, delta: RangeResult) -> PlannedRange:
     (gap, moved or reset cursor); later, the plain continuation of the recorded end."""
     if plan.end == plan.start:
         return replace(plan, end=delta.end)
-    return replace(plan, start=plan.end, end=delta.end, gap_start=None, moved_from=None, reset_from=None, truncated_at=None)
+    return replace(
+        plan, start=plan.end, end=delta.end, gap_start=None, moved_from=None, reset_from=None, truncated_at=None
+    )
 
 
 def _outcome(batch_id: int, recorded: RangeResult, delta: RangeResult) -> dict[str, Any]:
@@ -132,7 +152,9 @@ def _outcome(batch_id: int, recorded: RangeResult, delta: RangeResult) -> dict[s
         "end_offset": delta.end,
         "records": recorded.records + delta.records,
         "bytes": recorded.bytes + delta.bytes,
-        "downstream_start": recorded.downstream_start if recorded.downstream_start is not None else delta.downstream_start,
+        "downstream_start": recorded.downstream_start
+        if recorded.downstream_start is not None
+        else delta.downstream_start,
         "downstream_end": delta.downstream_end if delta.records else recorded.downstream_end,
         "end_epoch": delta.end_epoch if delta.end_epoch is not None else recorded.end_epoch,
     }

@@ -22,7 +22,11 @@ class VerificationStore(EngineHolder):
     def record_verification(self, verification: Verification) -> Verification:
         """Store ``verification`` with its partitions; returns it with its id."""
         with self._transaction(f"record a verification of flow {verification.flow!r}") as connection:
-            row = {"flow": verification.flow, "verified_at": verification.verified_at, "topics_regex": verification.topics_regex}
+            row = {
+                "flow": verification.flow,
+                "verified_at": verification.verified_at,
+                "topics_regex": verification.topics_regex,
+            }
             verification_id = connection.execute(insert(verifications).values(row)).inserted_primary_key[0]
             rows = [{"verification_id": verification_id, **as_columns(p)} for p in verification.partitions]
             insert_many(connection, verified_partitions, rows)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airmirror.config import FlowConfig
@@ -107,7 +107,7 @@ class FlowView:
 
 def flow_view(flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime | None = None) -> FlowView:
     """Everything the view shows of ``flow`` (see the module contract)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     view = FlowView(flow.name, dag_id, (flow.source, flow.target))
     since = now - SERIES_WINDOW
     newest = {sample.key: sample for sample in store.newest_lag_samples(flow.name, since)}
@@ -186,5 +186,5 @@ def _series_point(point: LagPoint) -> SeriesPoint:
 
 
 def _iso(moment: datetime) -> str:
-    aware = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-    return aware.astimezone(timezone.utc).isoformat(timespec="seconds")
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat(timespec="seconds")

@@ -28,13 +28,19 @@ th:first-child, td:first-child, td.text { text-align: left; }
 
 def index_page(flows: Sequence[tuple[str, str]]) -> str:
     """The list of ``(flow, dag_id)``, each flow linking to its view."""
-    items = "".join(f'<li><a href="flows/{quote(name, safe="")}">{escape(name)}</a> <span class="muted">{escape(dag_id)}</span></li>' for name, dag_id in flows)
+    items = "".join(
+        f'<li><a href="flows/{quote(name, safe="")}">{escape(name)}</a> <span class="muted">{escape(dag_id)}</span></li>'
+        for name, dag_id in flows
+    )
     shown = f"<ul>{items}</ul>" if items else "<p class=muted>No flow whose DAG you may read.</p>"
     return _document("airmirror replication", f"<h1>airmirror replication</h1>{shown}")
 
 
 def not_a_flow_page(dag_id: str) -> str:
-    return _document("airmirror replication", f"<h1>{escape(dag_id)}</h1><p>This DAG replicates no airmirror flow of the configuration.</p>")
+    return _document(
+        "airmirror replication",
+        f"<h1>{escape(dag_id)}</h1><p>This DAG replicates no airmirror flow of the configuration.</p>",
+    )
 
 
 def store_unavailable_page(flow: str, reason: str) -> str:
@@ -54,15 +60,39 @@ def flow_page(view: FlowView) -> str:
         chart(view.series),
         "<h2>Partitions</h2>",
         _table(
-            ["topic", "partition", "remote topic", "records copied", "bytes copied", "cursor", "lag (records)", "record age (ms)",
-             "sampled", "gaps", "gap offsets", "source resets", "stopped"],
+            [
+                "topic",
+                "partition",
+                "remote topic",
+                "records copied",
+                "bytes copied",
+                "cursor",
+                "lag (records)",
+                "record age (ms)",
+                "sampled",
+                "gaps",
+                "gap offsets",
+                "source resets",
+                "stopped",
+            ],
             (
                 (
                     f'<tr data-topic="{escape(p.topic)}" data-partition="{p.partition}">',
-                    [_text(p.topic), _cell(p.partition, "partition"), _text(p.remote_topic), _cell(p.records, "records"), _cell(p.bytes, "bytes"),
-                     _cell(p.cursor, "cursor"), _cell(p.lag_records, "lag_records"), _cell(p.record_age_ms, "record_age_ms"),
-                     _text(p.sampled_at), _cell(p.gap_count, "gap_count"), _cell(p.gap_offsets, "gap_offsets"), _cell(p.resets, "resets"),
-                     f'<td class="text stopped">{escape(p.stopped or "")}</td>'],
+                    [
+                        _text(p.topic),
+                        _cell(p.partition, "partition"),
+                        _text(p.remote_topic),
+                        _cell(p.records, "records"),
+                        _cell(p.bytes, "bytes"),
+                        _cell(p.cursor, "cursor"),
+                        _cell(p.lag_records, "lag_records"),
+                        _cell(p.record_age_ms, "record_age_ms"),
+                        _text(p.sampled_at),
+                        _cell(p.gap_count, "gap_count"),
+                        _cell(p.gap_offsets, "gap_offsets"),
+                        _cell(p.resets, "resets"),
+                        f'<td class="text stopped">{escape(p.stopped or "")}</td>',
+                    ],
                 )
                 for p in view.partitions
             ),
@@ -73,8 +103,14 @@ def flow_page(view: FlowView) -> str:
             (
                 (
                     f'<tr data-group="{escape(g.group)}" class="{"skipped-active" if g.skipped_active else ""}">',
-                    [_text(g.group), _cell(g.partitions, "partitions"), _text(g.last_checkpoint_at), _text(g.sync_outcome),
-                     _text(g.synced_at), _text(g.sync_detail)],
+                    [
+                        _text(g.group),
+                        _cell(g.partitions, "partitions"),
+                        _text(g.last_checkpoint_at),
+                        _text(g.sync_outcome),
+                        _text(g.synced_at),
+                        _text(g.sync_detail),
+                    ],
                 )
                 for g in view.groups
             ),
@@ -85,8 +121,15 @@ def flow_page(view: FlowView) -> str:
             (
                 (
                     f'<tr data-batch="{b.batch_id}">',
-                    [_cell(b.batch_id, "batch_id"), _text(b.state), _text(b.created_at), _cell(_round(b.seconds), "seconds"),
-                     _cell(b.records, "records"), _cell(b.bytes, "bytes"), _cell(_round(b.records_per_second), "records_per_second")],
+                    [
+                        _cell(b.batch_id, "batch_id"),
+                        _text(b.state),
+                        _text(b.created_at),
+                        _cell(_round(b.seconds), "seconds"),
+                        _cell(b.records, "records"),
+                        _cell(b.bytes, "bytes"),
+                        _cell(_round(b.records_per_second), "records_per_second"),
+                    ],
                 )
                 for b in view.batches
             ),
@@ -121,7 +164,7 @@ def chart(points: Sequence[SeriesPoint], width: int = 900, height: int = 220) ->
 
     return (
         f'<svg role="img" aria-label="lag and latency over time" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        f'{line(lags, "#2563eb", 14)}{line(latencies, "#ea580c", 28)}'
+        f"{line(lags, '#2563eb', 14)}{line(latencies, '#ea580c', 28)}"
         f'<text x="40" y="{height - 4}" font-size="11" fill="#52606d">{escape(points[0].at)}</text>'
         f'<text x="{width - 200}" y="{height - 4}" font-size="11" fill="#52606d">{escape(points[-1].at)}</text>'
         '<text x="40" y="14" font-size="11" fill="#2563eb">lag (records)</text>'

@@ -16,5 +16,10 @@ class AirmirrorPlugin(AirflowPlugin):
     fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "airmirror replication"}]
     external_views = [
         {"name": "Replication", "href": f"{URL_PREFIX}/", "destination": "nav", "url_route": "airmirror"},
-        {"name": "Replication", "href": f"{URL_PREFIX}/dags/{{DAG_ID}}", "destination": "dag", "url_route": "airmirror-flow"},
+        {
+            "name": "Replication",
+            "href": f"{URL_PREFIX}/dags/{{DAG_ID}}",
+            "destination": "dag",
+            "url_route": "airmirror-flow",
+        },
     ]

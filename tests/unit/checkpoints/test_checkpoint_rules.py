@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,8 +13,14 @@ from airmirror.checkpoints.group_sync import forward_offsets
 from airmirror.model import PartitionKey, StoredCheckpoint
 
 WRITTEN = StoredCheckpoint(
-    group="app", topic="orders", partition=0, remote_topic="a.orders", upstream_offset=100, downstream_offset=90,
-    metadata="", emitted_at=datetime(2026, 11, 23, tzinfo=timezone.utc),
+    group="app",
+    topic="orders",
+    partition=0,
+    remote_topic="a.orders",
+    upstream_offset=100,
+    downstream_offset=90,
+    metadata="",
+    emitted_at=datetime(2026, 11, 23, tzinfo=UTC),
 )
 
 
@@ -32,7 +38,9 @@ def test_the_first_checkpoint_of_a_group_partition_is_written():
         (50, 95, True),  # rewound, whatever the downstream offset
     ],
 )
-def test_a_later_checkpoint_is_written_when_the_group_rewound_or_its_translation_advanced(upstream, downstream, written):
+def test_a_later_checkpoint_is_written_when_the_group_rewound_or_its_translation_advanced(
+    upstream, downstream, written
+):
     assert is_newer(replace(WRITTEN, upstream_offset=upstream, downstream_offset=downstream), WRITTEN) is written
 
 

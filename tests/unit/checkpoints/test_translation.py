@@ -107,10 +107,14 @@ def folded(replica: Replica, rng: random.Random) -> Replica:
         size = rng.randint(1, 4)
         runs.append(merged(old[:size]))
         old = old[size:]
-    return Replica(replica.kinds, replica.log_start, replica.target_start, replica.cursor, runs + replica.runs[-2:], replica.copied)
+    return Replica(
+        replica.kinds, replica.log_start, replica.target_start, replica.cursor, runs + replica.runs[-2:], replica.copied
+    )
 
 
-FOLDED = [(replica, folded(replica, random.Random(seed))) for seed, replica in enumerate(SCENARIOS) if len(replica.runs) > 3]
+FOLDED = [
+    (replica, folded(replica, random.Random(seed))) for seed, replica in enumerate(SCENARIOS) if len(replica.runs) > 3
+]
 
 
 def slack(run: OffsetRun | None) -> int:
@@ -119,7 +123,9 @@ def slack(run: OffsetRun | None) -> int:
 
 
 @pytest.mark.parametrize(("exact", "replica"), FOLDED)
-def test_forward_through_folded_runs_is_at_or_before_the_exact_position_and_exact_in_the_newest(exact: Replica, replica: Replica):
+def test_forward_through_folded_runs_is_at_or_before_the_exact_position_and_exact_in_the_newest(
+    exact: Replica, replica: Replica
+):
     newest = replica.runs[-2].upstream_start
     for committed in range(replica.cursor + 1):
         position, exact_position = replica.forward(committed), exact.forward(committed)
@@ -132,7 +138,9 @@ def test_forward_through_folded_runs_is_at_or_before_the_exact_position_and_exac
 
 
 @pytest.mark.parametrize(("exact", "replica"), FOLDED)
-def test_failback_through_folded_runs_is_at_or_before_the_exact_position_and_exact_in_the_newest(exact: Replica, replica: Replica):
+def test_failback_through_folded_runs_is_at_or_before_the_exact_position_and_exact_in_the_newest(
+    exact: Replica, replica: Replica
+):
     newest = replica.runs[-2].downstream_start
     for committed in range(max(replica.copied.values()) + 3):
         position, exact_position = replica.failback(committed), exact.failback(committed)
@@ -147,9 +155,22 @@ def test_failback_through_folded_runs_is_at_or_before_the_exact_position_and_exa
 def test_a_folded_run_translates_early_by_at_most_its_commit_markers():
     run = merged([OffsetRun(0, 10, 0), OffsetRun(10, 20, 11), OffsetRun(20, 30, 22)])  # a commit marker after each
     assert (run.downstream_end, run.records) == (32, 30)
-    assert [forward_position(u, 30, run, run, 0) for u in (0, 5, 10, 15, 25, 29)] == [0, 5, 10, 15, 25, 29]  # exact: 0 5 11 16 27 31
+    assert [forward_position(u, 30, run, run, 0) for u in (0, 5, 10, 15, 25, 29)] == [
+        0,
+        5,
+        10,
+        15,
+        25,
+        29,
+    ]  # exact: 0 5 11 16 27 31
     assert forward_position(30, 30, None, run, 0) == 32
-    assert [failback_position(d, 30, run, False, 0) for d in (0, 2, 3, 11, 31)] == [0, 1, 1, 9, 29]  # exact: 0 2 3 10 29
+    assert [failback_position(d, 30, run, False, 0) for d in (0, 2, 3, 11, 31)] == [
+        0,
+        1,
+        1,
+        9,
+        29,
+    ]  # exact: 0 2 3 10 29
 
 
 def test_failback_past_known_data_waits_for_an_unfinished_batch():
@@ -171,8 +192,22 @@ def test_empty_partition_translates_to_the_target_log_start():
 
 def test_compaction_hole_aborted_records_and_markers_map_to_the_next_copied_record():
     runs = [OffsetRun(0, 3, 0), OffsetRun(8, 10, 4)]  # 3..7 aborted + marker upstream; marker at 3 downstream
-    assert [forward_position(u, 12, next((r for r in runs if r.upstream_end > u), None), runs[-1], 0) for u in range(13)] == [
-        0, 1, 2, 4, 4, 4, 4, 4, 4, 5, 6, 6, 6,
+    assert [
+        forward_position(u, 12, next((r for r in runs if r.upstream_end > u), None), runs[-1], 0) for u in range(13)
+    ] == [
+        0,
+        1,
+        2,
+        4,
+        4,
+        4,
+        4,
+        4,
+        4,
+        5,
+        6,
+        6,
+        6,
     ]
 
 
@@ -261,7 +296,9 @@ class TakenOver:
 
     def forward(self, offset: int) -> int | None:
         covering = next((r for r in self.runs if r.upstream_end > offset), None)
-        sync = max((s for s in self.syncs if s.upstream_offset <= offset), key=lambda s: s.upstream_offset, default=None)
+        sync = max(
+            (s for s in self.syncs if s.upstream_offset <= offset), key=lambda s: s.upstream_offset, default=None
+        )
         last = self.runs[-1] if self.runs else None
         return forward_position(offset, self.cursor, covering, last, self.target_start, sync, self.exact_from)
 
@@ -314,6 +351,11 @@ def test_after_a_takeover_translation_never_skips_a_record(taken: TakenOver):
             kept = [d for u, d in taken.copies if u == upstream and d >= taken.target_start]
             assert not kept or max(kept) >= position, (taken, committed, position, upstream)
         if committed >= taken.exact_from:
-            exact = [r.downstream_start + u - r.upstream_start for r in taken.runs for u in range(r.upstream_start, r.upstream_end) if u >= committed]
+            exact = [
+                r.downstream_start + u - r.upstream_start
+                for r in taken.runs
+                for u in range(r.upstream_start, r.upstream_end)
+                if u >= committed
+            ]
             after_runs = taken.runs[-1].downstream_start + taken.runs[-1].length if taken.runs else taken.target_start
             assert position == max(exact[0] if exact else after_runs, taken.target_start), (taken, committed)

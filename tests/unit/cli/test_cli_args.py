@@ -34,7 +34,11 @@ def test_bad_max_records_exits_2():
 
 @pytest.mark.parametrize(
     ("flags", "named"),
-    [(["--topics", "(bad"], "--topics"), (["--until", "soon"], "--until"), (["--start-from", "2024-13-45"], "--start-from")],
+    [
+        (["--topics", "(bad"], "--topics"),
+        (["--until", "soon"], "--until"),
+        (["--start-from", "2024-13-45"], "--start-from"),
+    ],
 )
 def test_bad_replicate_flags_exit_2_naming_the_flag(flags, named, capsys):
     assert main(["replicate", "x.properties", "--flow", "a->b", *flags]) == 2
@@ -43,7 +47,11 @@ def test_bad_replicate_flags_exit_2_naming_the_flag(flags, named, capsys):
 
 @pytest.mark.parametrize(
     ("flags", "named"),
-    [(["--for", "5m"], "--for"), (["--continuous", "--for", "soon"], "--for"), (["--continuous", "--dry-run"], "--dry-run")],
+    [
+        (["--for", "5m"], "--for"),
+        (["--continuous", "--for", "soon"], "--for"),
+        (["--continuous", "--dry-run"], "--dry-run"),
+    ],
 )
 def test_continuous_flags_are_checked_before_anything_runs(flags, named, capsys):
     try:

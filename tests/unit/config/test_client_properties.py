@@ -52,11 +52,25 @@ def test_identical_keys_pass_through() -> None:
 
 
 def test_renamed_keys() -> None:
-    consumer = translate(java({"fetch.max.wait.ms": "100", "send.buffer.bytes": "-1", "receive.buffer.bytes": "65536",
-                               "sasl.mechanism": "SCRAM-SHA-512", "request.timeout.ms": "40000"}), "consumer")
-    assert consumer.config == {"fetch.wait.max.ms": "100", "socket.send.buffer.bytes": "0",
-                               "socket.receive.buffer.bytes": "65536", "sasl.mechanisms": "SCRAM-SHA-512",
-                               "socket.timeout.ms": "40000"}
+    consumer = translate(
+        java(
+            {
+                "fetch.max.wait.ms": "100",
+                "send.buffer.bytes": "-1",
+                "receive.buffer.bytes": "65536",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "request.timeout.ms": "40000",
+            }
+        ),
+        "consumer",
+    )
+    assert consumer.config == {
+        "fetch.wait.max.ms": "100",
+        "socket.send.buffer.bytes": "0",
+        "socket.receive.buffer.bytes": "65536",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "socket.timeout.ms": "40000",
+    }
     producer = translate(java({"max.request.size": "5242880", "request.timeout.ms": "40000"}), "producer")
     assert producer.config == {"message.max.bytes": "5242880", "request.timeout.ms": "40000"}
 
@@ -96,8 +110,18 @@ def test_is_client_key() -> None:
     assert not is_client_key("replication.factor")
 
 
-@pytest.mark.parametrize("key", ["key.serializer", "value.deserializer", "buffer.memory", "max.block.ms",
-                                 "interceptor.classes", "partition.assignment.strategy", "ssl.protocol"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "key.serializer",
+        "value.deserializer",
+        "buffer.memory",
+        "max.block.ms",
+        "interceptor.classes",
+        "partition.assignment.strategy",
+        "ssl.protocol",
+    ],
+)
 def test_java_only_keys_are_dropped_with_a_warning_naming_them(key: str) -> None:
     result = translate(java({key: "x"}), "producer")
     assert result.config == {}
@@ -157,11 +181,15 @@ def test_pem_truststore_file_and_inline() -> None:
         ({"ssl.truststore.type": "JKS", "ssl.truststore.location": "/no/such/ts.jks"}, "c.ssl.truststore.location"),
         ({"ssl.truststore.type": "PKCS12", "ssl.truststore.certificates": "-"}, "c.ssl.truststore.type"),
         ({"ssl.truststore.type": "BCFKS", "ssl.truststore.location": "/ts.bcfks"}, "c.ssl.truststore.type"),
-        ({"ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca", "ssl.truststore.password": "x"},
-         "c.ssl.truststore.password"),
+        (
+            {"ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca", "ssl.truststore.password": "x"},
+            "c.ssl.truststore.password",
+        ),
         ({"ssl.truststore.password": "x"}, "c.ssl.truststore.password"),
-        ({"ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca", "ssl.truststore.certificates": "-"},
-         "c.ssl.truststore.certificates"),
+        (
+            {"ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca", "ssl.truststore.certificates": "-"},
+            "c.ssl.truststore.certificates",
+        ),
     ],
 )
 def test_truststore_rejections(mapping: dict[str, str], key: str) -> None:
@@ -172,13 +200,23 @@ def test_truststore_rejections(mapping: dict[str, str], key: str) -> None:
 
 
 def test_keystores() -> None:
-    pkcs12 = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "pw",
-              "ssl.key.password": "kp"}
+    pkcs12 = {
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": "/ks.p12",
+        "ssl.keystore.password": "pw",
+        "ssl.key.password": "kp",
+    }
     assert translate(java(pkcs12), "producer").config == {
-        "ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "pw", "ssl.key.password": "kp"}
+        "ssl.keystore.location": "/ks.p12",
+        "ssl.keystore.password": "pw",
+        "ssl.key.password": "kp",
+    }
     pem_file = {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/client.pem", "ssl.key.password": "kp"}
     assert translate(java(pem_file), "producer").config == {
-        "ssl.certificate.location": "/client.pem", "ssl.key.location": "/client.pem", "ssl.key.password": "kp"}
+        "ssl.certificate.location": "/client.pem",
+        "ssl.key.location": "/client.pem",
+        "ssl.key.password": "kp",
+    }
     inline = {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": "CERT", "ssl.keystore.key": "KEY"}
     assert translate(java(inline), "producer").config == {"ssl.certificate.pem": "CERT", "ssl.key.pem": "KEY"}
 
@@ -189,14 +227,25 @@ def test_keystores() -> None:
         ({"ssl.keystore.location": "/ks.jks", "ssl.keystore.password": "pw"}, "c.ssl.keystore.location"),
         ({"ssl.keystore.type": "JKS", "ssl.keystore.location": "/ks.jks"}, "c.ssl.keystore.type"),
         ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/ks.p12"}, "c.ssl.keystore.location"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem", "ssl.keystore.password": "pw"},
-         "c.ssl.keystore.password"),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem", "ssl.keystore.password": "pw"},
+            "c.ssl.keystore.password",
+        ),
         ({"ssl.keystore.password": "pw"}, "c.ssl.keystore.password"),
         ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "KEY"}, "c.ssl.keystore.key"),
-        ({"ssl.keystore.type": "PKCS12", "ssl.keystore.key": "KEY", "ssl.keystore.certificate.chain": "C"},
-         "c.ssl.keystore.key"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "K", "ssl.keystore.certificate.chain": "C",
-          "ssl.keystore.location": "/k.pem"}, "c.ssl.keystore.location"),
+        (
+            {"ssl.keystore.type": "PKCS12", "ssl.keystore.key": "KEY", "ssl.keystore.certificate.chain": "C"},
+            "c.ssl.keystore.key",
+        ),
+        (
+            {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.key": "K",
+                "ssl.keystore.certificate.chain": "C",
+                "ssl.keystore.location": "/k.pem",
+            },
+            "c.ssl.keystore.location",
+        ),
     ],
 )
 def test_keystore_rejections(mapping: dict[str, str], key: str) -> None:
@@ -211,8 +260,9 @@ def test_endpoint_identification() -> None:
 
 
 def test_compression_level_of_the_codec_in_use() -> None:
-    result = translate(java({"compression.type": "zstd", "compression.zstd.level": "7",
-                             "compression.gzip.level": "3"}), "producer")
+    result = translate(
+        java({"compression.type": "zstd", "compression.zstd.level": "7", "compression.gzip.level": "3"}), "producer"
+    )
     assert result.config == {"compression.type": "zstd", "compression.level": "7"}
     assert len(result.warnings) == 1 and "'c.compression.gzip.level'" in result.warnings[0]
 
@@ -223,24 +273,66 @@ def test_unknown_client_kind_is_a_programming_error() -> None:
 
 
 def test_translated_settings_are_accepted_by_librdkafka() -> None:
-    common = {"bootstrap.servers": "127.0.0.1:1", "client.id": "t", "security.protocol": "SASL_PLAINTEXT",
-              "sasl.mechanism": "PLAIN", "sasl.jaas.config": f'{PLAIN} required username="u" password="p";',
-              "metadata.max.age.ms": "60000", "reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000",
-              "retry.backoff.ms": "100", "socket.connection.setup.timeout.ms": "10000",
-              "connections.max.idle.ms": "60000", "send.buffer.bytes": "-1", "receive.buffer.bytes": "65536",
-              "request.timeout.ms": "30000", "client.dns.lookup": "use_all_dns_ips",
-              "ssl.endpoint.identification.algorithm": ""}
-    consumer = translate(java(common | {
-        "group.id": "g", "session.timeout.ms": "45000", "heartbeat.interval.ms": "3000",
-        "max.poll.interval.ms": "300000", "enable.auto.commit": "false", "auto.commit.interval.ms": "5000",
-        "auto.offset.reset": "earliest", "fetch.min.bytes": "1", "fetch.max.bytes": "52428800",
-        "max.partition.fetch.bytes": "1048576", "fetch.max.wait.ms": "500", "isolation.level": "read_committed",
-        "check.crcs": "true", "client.rack": "r", "allow.auto.create.topics": "false"}), "consumer")
-    producer = translate(java(common | {
-        "acks": "all", "linger.ms": "20", "batch.size": "1048576", "compression.type": "zstd",
-        "compression.zstd.level": "3", "enable.idempotence": "true", "retries": "10",
-        "max.in.flight.requests.per.connection": "5", "delivery.timeout.ms": "120000",
-        "max.request.size": "1048576", "transaction.timeout.ms": "60000"}), "producer")
+    common = {
+        "bootstrap.servers": "127.0.0.1:1",
+        "client.id": "t",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": f'{PLAIN} required username="u" password="p";',
+        "metadata.max.age.ms": "60000",
+        "reconnect.backoff.ms": "50",
+        "reconnect.backoff.max.ms": "1000",
+        "retry.backoff.ms": "100",
+        "socket.connection.setup.timeout.ms": "10000",
+        "connections.max.idle.ms": "60000",
+        "send.buffer.bytes": "-1",
+        "receive.buffer.bytes": "65536",
+        "request.timeout.ms": "30000",
+        "client.dns.lookup": "use_all_dns_ips",
+        "ssl.endpoint.identification.algorithm": "",
+    }
+    consumer = translate(
+        java(
+            common
+            | {
+                "group.id": "g",
+                "session.timeout.ms": "45000",
+                "heartbeat.interval.ms": "3000",
+                "max.poll.interval.ms": "300000",
+                "enable.auto.commit": "false",
+                "auto.commit.interval.ms": "5000",
+                "auto.offset.reset": "earliest",
+                "fetch.min.bytes": "1",
+                "fetch.max.bytes": "52428800",
+                "max.partition.fetch.bytes": "1048576",
+                "fetch.max.wait.ms": "500",
+                "isolation.level": "read_committed",
+                "check.crcs": "true",
+                "client.rack": "r",
+                "allow.auto.create.topics": "false",
+            }
+        ),
+        "consumer",
+    )
+    producer = translate(
+        java(
+            common
+            | {
+                "acks": "all",
+                "linger.ms": "20",
+                "batch.size": "1048576",
+                "compression.type": "zstd",
+                "compression.zstd.level": "3",
+                "enable.idempotence": "true",
+                "retries": "10",
+                "max.in.flight.requests.per.connection": "5",
+                "delivery.timeout.ms": "120000",
+                "max.request.size": "1048576",
+                "transaction.timeout.ms": "60000",
+            }
+        ),
+        "producer",
+    )
     admin = translate(java(common | {"retries": "3"}), "admin")
     quiet = {"log_level": "0"}
     Consumer(consumer.config | quiet).close()

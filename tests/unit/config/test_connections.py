@@ -20,8 +20,13 @@ a.bootstrap.servers = a1:9092
 b.airflow.conn.id = target_kafka
 a->b.enabled = true
 """
-EXTRA = {"bootstrap.servers": "b1:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-         "sasl.username": "mirror", "sasl.password": SECRET}
+EXTRA = {
+    "bootstrap.servers": "b1:9092",
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "mirror",
+    "sasl.password": SECRET,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +52,9 @@ def test_the_connection_supplies_the_clusters_client_settings(tmp_path, monkeypa
 
 def test_the_files_keys_for_the_cluster_override_the_connection(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_TARGET_KAFKA", json.dumps({"conn_type": "kafka", "extra": EXTRA}))
-    config = flow(tmp_path, CONFIG + "b.producer.linger.ms = 7\nb.bootstrap.servers = b9:9092\n").target_client("producer")
+    config = flow(tmp_path, CONFIG + "b.producer.linger.ms = 7\nb.bootstrap.servers = b9:9092\n").target_client(
+        "producer"
+    )
     assert (config["bootstrap.servers"], config["linger.ms"], config["sasl.password"]) == ("b9:9092", "7", SECRET)
 
 

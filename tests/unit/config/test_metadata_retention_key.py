@@ -22,7 +22,9 @@ def retention(tmp_path: Path, extra: str = "") -> timedelta:
 def test_seven_days_by_default_and_any_duration_when_set(tmp_path: Path) -> None:
     assert retention(tmp_path) == timedelta(days=7)
     assert retention(tmp_path, "airmirror.metadata.retention = 36h\n") == timedelta(hours=36)
-    assert retention(tmp_path, "airmirror.metadata.retention = 2d\na->b.airmirror.metadata.retention = 90m\n") == timedelta(minutes=90)
+    assert retention(
+        tmp_path, "airmirror.metadata.retention = 2d\na->b.airmirror.metadata.retention = 90m\n"
+    ) == timedelta(minutes=90)
 
 
 @pytest.mark.parametrize("value", ["0s", "0d", "-1d", "7", "a week", ""])

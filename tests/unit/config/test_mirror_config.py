@@ -63,7 +63,11 @@ def test_clusters_and_bootstrap(tmp_path: Path) -> None:
 def test_mm2_defaults(tmp_path: Path) -> None:
     f = flow(tmp_path)
     assert (f.source, f.target, f.name) == ("a", "b", "a->b")
-    assert (f.topic_sync.replication_factor, f.topic_sync.sync_configs_enabled, f.topic_sync.sync_acls_enabled) == (2, True, True)
+    assert (f.topic_sync.replication_factor, f.topic_sync.sync_configs_enabled, f.topic_sync.sync_acls_enabled) == (
+        2,
+        True,
+        True,
+    )
     assert f.heartbeats == HeartbeatSettings(off_by=None, interval_seconds=1, replication_enabled=True)
     assert f.checkpoints == CheckpointSettings(off_by=None, interval_seconds=60, sync_group_offsets_enabled=False)
     assert f.offset_syncs == OffsetSyncSettings(emit_enabled=True, lag_max=100, topic_location="source")
@@ -75,7 +79,8 @@ def test_mm2_defaults(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["refresh.topics.interval.seconds", "refresh.groups.enabled", "sync.group.offsets.interval.seconds", "tasks.max"]
+    "key",
+    ["refresh.topics.interval.seconds", "refresh.groups.enabled", "sync.group.offsets.interval.seconds", "tasks.max"],
 )
 def test_mm2_scheduling_keys_without_effect_are_still_validated(tmp_path: Path, key: str) -> None:
     text = BASE + f"a->b.{key} = soon\n"
@@ -168,10 +173,18 @@ def test_client_precedence_layers(tmp_path: Path) -> None:
 
 def test_cluster_settings_apply_to_the_kinds_they_belong_to(tmp_path: Path) -> None:
     f = flow(tmp_path, "b.linger.ms = 25\nb.fetch.min.bytes = 10\nb.retries = 4\nproducer.acks = 1\n")
-    assert f.target_client("producer") == {"bootstrap.servers": "b1:9092", "linger.ms": "25", "retries": "4",
-                                           "acks": "1"}
-    assert f.target_client("consumer") == {"bootstrap.servers": "b1:9092", "fetch.min.bytes": "10",
-                                           "enable.auto.commit": "false", "auto.offset.reset": "earliest"}
+    assert f.target_client("producer") == {
+        "bootstrap.servers": "b1:9092",
+        "linger.ms": "25",
+        "retries": "4",
+        "acks": "1",
+    }
+    assert f.target_client("consumer") == {
+        "bootstrap.servers": "b1:9092",
+        "fetch.min.bytes": "10",
+        "enable.auto.commit": "false",
+        "auto.offset.reset": "earliest",
+    }
     assert f.target_client("admin") == {"bootstrap.servers": "b1:9092", "retries": "4"}
     assert f.source_client("producer") == {"bootstrap.servers": "a1:9092,a2:9092", "acks": "1"}
 
@@ -236,10 +249,18 @@ def test_keys_of_undeclared_aliases_are_ignored(tmp_path: Path) -> None:
 
 
 def test_worker_and_java_only_settings_are_warned_about(tmp_path: Path) -> None:
-    cfg = load(tmp_path, BASE + "b.config.storage.replication.factor = 1\na.producer.buffer.memory = 1\n"
-                                "linger.ms = 5\nb.replication.factor = 1\na->b.fetch.min.bytes = 1\n")
-    for key in ("b.config.storage.replication.factor", "a.producer.buffer.memory", "linger.ms",
-                "b.replication.factor", "a->b.fetch.min.bytes"):
+    cfg = load(
+        tmp_path,
+        BASE + "b.config.storage.replication.factor = 1\na.producer.buffer.memory = 1\n"
+        "linger.ms = 5\nb.replication.factor = 1\na->b.fetch.min.bytes = 1\n",
+    )
+    for key in (
+        "b.config.storage.replication.factor",
+        "a.producer.buffer.memory",
+        "linger.ms",
+        "b.replication.factor",
+        "a->b.fetch.min.bytes",
+    ):
         assert any(f"'{key}'" in warning for warning in cfg.warnings), key
     assert "buffer.memory" not in cfg.flow("a->b").source_client("producer")
 
@@ -262,10 +283,13 @@ def test_airmirror_home_from_env(tmp_path: Path) -> None:
 
 
 def test_airmirror_settings_with_flow_overrides(tmp_path: Path) -> None:
-    f = flow(tmp_path, "airmirror.metadata.db.url = postgresql://db/mm\nairmirror.spark.master = spark://m:7077\n"
-                       "airmirror.spark.conf.spark.executor.memory = 2g\nairmirror.spark.conf.spark.a = 1\n"
-                       "a->b.airmirror.spark.conf.spark.a = 2\nairmirror.batch.max.records.per.partition = 5000\n"
-                       "a->b.airmirror.schedule = 30s\n")
+    f = flow(
+        tmp_path,
+        "airmirror.metadata.db.url = postgresql://db/mm\nairmirror.spark.master = spark://m:7077\n"
+        "airmirror.spark.conf.spark.executor.memory = 2g\nairmirror.spark.conf.spark.a = 1\n"
+        "a->b.airmirror.spark.conf.spark.a = 2\nairmirror.batch.max.records.per.partition = 5000\n"
+        "a->b.airmirror.schedule = 30s\n",
+    )
     assert f.metadata_db_url == "postgresql://db/mm"
     assert f.spark.master == "spark://m:7077"
     assert f.spark.conf == {"spark.executor.memory": "2g", "spark.a": "2"}
@@ -326,8 +350,10 @@ def test_identity_on_one_leg_of_a_loop_warns(tmp_path: Path) -> None:
 
 
 def test_custom_python_policy(tmp_path: Path) -> None:
-    f = flow(tmp_path, "replication.policy.class = airmirror.mm2.policy:DefaultReplicationPolicy\n"
-                       "replication.policy.separator = -\n")
+    f = flow(
+        tmp_path,
+        "replication.policy.class = airmirror.mm2.policy:DefaultReplicationPolicy\nreplication.policy.separator = -\n",
+    )
     assert f.remote_topic("orders") == "a-orders"
 
 
@@ -352,9 +378,7 @@ def test_cluster_without_bootstrap_servers(tmp_path: Path) -> None:
     assert (error.key, error.line) == ("b.bootstrap.servers", 3)
 
 
-@pytest.mark.parametrize(
-    "key", ["a->c.enabled", "c->a.enabled", "a->a.enabled", "c->b.topics", "a->bb.enabled"]
-)
+@pytest.mark.parametrize("key", ["a->c.enabled", "c->a.enabled", "a->a.enabled", "c->b.topics", "a->bb.enabled"])
 def test_flow_naming_an_undeclared_alias(tmp_path: Path, key: str) -> None:
     error = rejection(tmp_path, BASE + f"{key} = true\n")
     assert (error.key, error.line) == (key, 5)
@@ -370,10 +394,21 @@ def test_bad_regex(tmp_path: Path, key: str) -> None:
 
 @pytest.mark.parametrize(
     "key",
-    ["replication.factor", "refresh.topics.interval.seconds", "refresh.groups.interval.seconds",
-     "emit.heartbeats.interval.seconds", "emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
-     "sync.topic.configs.interval.seconds", "offset.lag.max", "checkpoints.topic.replication.factor",
-     "tasks.max", "airmirror.batch.max.records.per.partition", "a->b.replication.factor", "a->b.offset.lag.max"],
+    [
+        "replication.factor",
+        "refresh.topics.interval.seconds",
+        "refresh.groups.interval.seconds",
+        "emit.heartbeats.interval.seconds",
+        "emit.checkpoints.interval.seconds",
+        "sync.group.offsets.interval.seconds",
+        "sync.topic.configs.interval.seconds",
+        "offset.lag.max",
+        "checkpoints.topic.replication.factor",
+        "tasks.max",
+        "airmirror.batch.max.records.per.partition",
+        "a->b.replication.factor",
+        "a->b.offset.lag.max",
+    ],
 )
 @pytest.mark.parametrize("value", ["ten", "1.5", "", "1_000"])
 def test_non_numeric_values(tmp_path: Path, key: str, value: str) -> None:
@@ -387,8 +422,17 @@ def test_max_records_per_partition_must_be_positive(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["sync.topic.configs.enabled", "emit.heartbeats.enabled", "a->b.emit.checkpoints.enabled",
-            "sync.group.offsets.enabled", "b->a.enabled", "a->b.enabled", "a->b.airmirror.live", "airmirror.live"]
+    "key",
+    [
+        "sync.topic.configs.enabled",
+        "emit.heartbeats.enabled",
+        "a->b.emit.checkpoints.enabled",
+        "sync.group.offsets.enabled",
+        "b->a.enabled",
+        "a->b.enabled",
+        "a->b.airmirror.live",
+        "airmirror.live",
+    ],
 )
 @pytest.mark.parametrize("value", ["yes", "maybe", "1", ""])
 def test_bad_booleans(tmp_path: Path, key: str, value: str) -> None:
@@ -408,9 +452,7 @@ def test_booleans_are_case_insensitive(tmp_path: Path) -> None:
     assert f.heartbeats.enabled is False
 
 
-@pytest.mark.parametrize(
-    "key", ["replication.policy.class", "a->b.replication.policy.class"]
-)
+@pytest.mark.parametrize("key", ["replication.policy.class", "a->b.replication.policy.class"])
 def test_unknown_replication_policy_class(tmp_path: Path, key: str) -> None:
     error = rejection(tmp_path, BASE + f"{key} = com.example.CustomReplicationPolicy\n")
     assert (error.key, error.line) == (key, 5)
@@ -432,9 +474,15 @@ def test_unsupported_mm2_settings(tmp_path: Path, line: str) -> None:
 
 @pytest.mark.parametrize(
     "key",
-    ["a.no.such.client.setting", "b.producer.no.such.setting", "consumer.no.such.setting",
-     "a->b.target.admin.no.such.setting", "a.ssl.truststore.location", "sasl.jaas.config",
-     "a.consumer.auto.offset.reset"],
+    [
+        "a.no.such.client.setting",
+        "b.producer.no.such.setting",
+        "consumer.no.such.setting",
+        "a->b.target.admin.no.such.setting",
+        "a.ssl.truststore.location",
+        "sasl.jaas.config",
+        "a.consumer.auto.offset.reset",
+    ],
 )
 def test_untranslatable_client_settings(tmp_path: Path, key: str) -> None:
     oauth = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
@@ -498,7 +546,9 @@ def colliding_config(clusters: str, first: str, second: str) -> str:
 
 
 @pytest.mark.parametrize(("clusters", "first", "second", "dag_id"), DAG_ID_COLLISIONS)
-def test_flows_with_the_same_dag_id_are_rejected(tmp_path: Path, clusters: str, first: str, second: str, dag_id: str) -> None:
+def test_flows_with_the_same_dag_id_are_rejected(
+    tmp_path: Path, clusters: str, first: str, second: str, dag_id: str
+) -> None:
     text = colliding_config(clusters, first, second)
     error = rejection(tmp_path, text)
     assert first in str(error) and second in str(error) and dag_id in str(error)
@@ -506,7 +556,9 @@ def test_flows_with_the_same_dag_id_are_rejected(tmp_path: Path, clusters: str, 
 
 
 @pytest.mark.parametrize(("clusters", "first", "second", "dag_id"), DAG_ID_COLLISIONS)
-def test_validate_exits_2_naming_both_flows(tmp_path: Path, capsys, clusters: str, first: str, second: str, dag_id: str) -> None:
+def test_validate_exits_2_naming_both_flows(
+    tmp_path: Path, capsys, clusters: str, first: str, second: str, dag_id: str
+) -> None:
     from airmirror.cli import main
 
     path = tmp_path / "mm2.properties"
@@ -517,13 +569,18 @@ def test_validate_exits_2_naming_both_flows(tmp_path: Path, capsys, clusters: st
 
 
 @pytest.mark.parametrize(("clusters", "first", "second", "dag_id"), DAG_ID_COLLISIONS)
-def test_one_of_two_colliding_flows_alone_is_accepted(tmp_path: Path, clusters: str, first: str, second: str, dag_id: str) -> None:
+def test_one_of_two_colliding_flows_alone_is_accepted(
+    tmp_path: Path, clusters: str, first: str, second: str, dag_id: str
+) -> None:
     text = colliding_config(clusters, first, second).replace(f"{second}.enabled = true", f"{second}.enabled = false")
     assert [f.name for f in load(tmp_path, text).enabled_flows()] == [first]
 
 
 def test_flows_with_distinct_dag_ids_are_accepted(tmp_path: Path) -> None:
-    text = colliding_config("us.east, b, c", "us.east->b", "b->us.east") + "us.east->c.enabled = true\nc->b.enabled = true\n"
+    text = (
+        colliding_config("us.east, b, c", "us.east->b", "b->us.east")
+        + "us.east->c.enabled = true\nc->b.enabled = true\n"
+    )
     flows = load(tmp_path, text).enabled_flows()
     assert [f.name for f in flows] == ["us.east->b", "b->us.east", "us.east->c", "c->b"]
 
@@ -556,9 +613,15 @@ def test_what_turns_emission_off_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "key",
-    ["emit.heartbeats.interval.seconds", "a->b.emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
-     "sync.topic.acls.interval.seconds", "sync.topic.configs.interval.seconds", "refresh.topics.interval.seconds",
-     "a->b.refresh.groups.interval.seconds"],
+    [
+        "emit.heartbeats.interval.seconds",
+        "a->b.emit.checkpoints.interval.seconds",
+        "sync.group.offsets.interval.seconds",
+        "sync.topic.acls.interval.seconds",
+        "sync.topic.configs.interval.seconds",
+        "refresh.topics.interval.seconds",
+        "a->b.refresh.groups.interval.seconds",
+    ],
 )
 def test_a_zero_interval_is_refused_naming_key_and_line(tmp_path: Path, key: str) -> None:
     error = rejection(tmp_path, BASE + f"{key} = 0\n")
@@ -584,15 +647,28 @@ BATCH_LOG = "airmirror.batch.log.topic.replication.factor"
         ("", 3, (BATCH_LOG, None)),
         ("offset-syncs.topic.replication.factor = 2\n", 2, ("offset-syncs.topic.replication.factor", 5)),
         ("a->b.offset-syncs.topic.replication.factor = 2\n", 2, ("offset-syncs.topic.replication.factor", 5)),
-        ("b.offset.storage.replication.factor = 1\noffset-syncs.topic.replication.factor = 2\n", 1,
-         ("offset.storage.replication.factor", 5)),
-        ("b.offset.storage.replication.factor = 2\noffset.storage.replication.factor = 1\n", 1,
-         ("offset.storage.replication.factor", 6)),
+        (
+            "b.offset.storage.replication.factor = 1\noffset-syncs.topic.replication.factor = 2\n",
+            1,
+            ("offset.storage.replication.factor", 5),
+        ),
+        (
+            "b.offset.storage.replication.factor = 2\noffset.storage.replication.factor = 1\n",
+            1,
+            ("offset.storage.replication.factor", 6),
+        ),
         ("offset.storage.replication.factor = -1\n", -1, ("offset.storage.replication.factor", 5)),
         (f"offset.storage.replication.factor = 1\na->b.{BATCH_LOG} = 2\n", 2, (BATCH_LOG, 6)),
     ],
-    ids=["defaults", "offset-syncs", "flow offset-syncs", "target worker", "top-level worker wins",
-         "broker default", "own key"],
+    ids=[
+        "defaults",
+        "offset-syncs",
+        "flow offset-syncs",
+        "target worker",
+        "top-level worker wins",
+        "broker default",
+        "own key",
+    ],
 )
 def test_batch_log_factor_falls_back_to_mm2_worker_then_offset_syncs_keys(
     tmp_path: Path, extra: str, factor: int, origin: tuple[str, int | None]
@@ -614,8 +690,11 @@ def test_the_worker_factor_is_validated_like_the_others(tmp_path: Path, key: str
 
 
 def test_worker_keys_airmirror_reads_are_not_reported_as_ignored(tmp_path: Path) -> None:
-    warnings = load(tmp_path, BASE + "b.offset.storage.replication.factor = 1\nb.offset.storage.topic = x\n"
-                    "b.group.id = g\nb.config.storage.replication.factor = 1\n").warnings
+    warnings = load(
+        tmp_path,
+        BASE + "b.offset.storage.replication.factor = 1\nb.offset.storage.topic = x\n"
+        "b.group.id = g\nb.config.storage.replication.factor = 1\n",
+    ).warnings
     assert [w for w in warnings if "worker" in w] == [
         "key 'b.config.storage.replication.factor' (line 8): ignored, Kafka Connect worker setting"
     ]

@@ -29,7 +29,16 @@ URL_PASSWORD = "url-pw-3c5d0f"
 QUERY_PASSWORD = "query-pw-6e7a21"
 SSL_PASSWORD = "ssl-pw-0b9f44"
 ENV_PASSWORD = "env-pw-5a5a5a"
-SECRETS = (JAAS_PASSWORD, KEY_PASSWORD, "MIIEv-pem-body-77aa", S3_SECRET, URL_PASSWORD, QUERY_PASSWORD, SSL_PASSWORD, ENV_PASSWORD)
+SECRETS = (
+    JAAS_PASSWORD,
+    KEY_PASSWORD,
+    "MIIEv-pem-body-77aa",
+    S3_SECRET,
+    URL_PASSWORD,
+    QUERY_PASSWORD,
+    SSL_PASSWORD,
+    ENV_PASSWORD,
+)
 
 
 def db_url(port: int = 5432) -> str:
@@ -71,11 +80,24 @@ def config_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.parametrize(
     "key",
     [
-        "sasl.jaas.config", "a.sasl.jaas.config", "a->b.producer.sasl.jaas.config", "sasl.password", "ssl.key.password",
-        "ssl.keystore.password", "ssl.truststore.password", "ssl.key.pem", "ssl.keystore.key",
-        "sasl.oauthbearer.client.secret", "airmirror.spark.conf.spark.hadoop.fs.s3a.secret.key",
-        "spark.hadoop.fs.s3a.access.key", "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net",
-        "spark.hadoop.fs.s3a.session.token", "spark.ssl.keyStorePassword", "password", "sslpassword", "aws_token",
+        "sasl.jaas.config",
+        "a.sasl.jaas.config",
+        "a->b.producer.sasl.jaas.config",
+        "sasl.password",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+        "ssl.key.pem",
+        "ssl.keystore.key",
+        "sasl.oauthbearer.client.secret",
+        "airmirror.spark.conf.spark.hadoop.fs.s3a.secret.key",
+        "spark.hadoop.fs.s3a.access.key",
+        "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net",
+        "spark.hadoop.fs.s3a.session.token",
+        "spark.ssl.keyStorePassword",
+        "password",
+        "sslpassword",
+        "aws_token",
     ],
 )
 def test_secret_keys(key: str):
@@ -85,9 +107,20 @@ def test_secret_keys(key: str):
 @pytest.mark.parametrize(
     "key",
     [
-        "bootstrap.servers", "sasl.username", "sasl.mechanism", "security.protocol", "ssl.key.location",
-        "ssl.keystore.location", "ssl.keystore.type", "ssl.certificate.pem", "key.serializer", "transactional.id",
-        "airmirror.metadata.db.url", "spark.hadoop.fs.s3a.aws.credentials.provider", "sslmode", "user",
+        "bootstrap.servers",
+        "sasl.username",
+        "sasl.mechanism",
+        "security.protocol",
+        "ssl.key.location",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.certificate.pem",
+        "key.serializer",
+        "transactional.id",
+        "airmirror.metadata.db.url",
+        "spark.hadoop.fs.s3a.aws.credentials.provider",
+        "sslmode",
+        "user",
     ],
 )
 def test_other_keys(key: str):
@@ -113,7 +146,10 @@ def test_store_errors_and_repr_mask_every_url_credential():
         MetadataStore.open(url)
     message = str(raised.value)
     assert_no_secret(message)
-    assert "postgresql+psycopg://mirror:***@127.0.0.1:" in message and "?password=***&sslmode=prefer&sslpassword=***" in message
+    assert (
+        "postgresql+psycopg://mirror:***@127.0.0.1:" in message
+        and "?password=***&sslmode=prefer&sslpassword=***" in message
+    )
     store = MetadataStore(create_store_engine(url))
     try:
         assert repr(store) == f"MetadataStore({masked_db_url(url)!r})"
@@ -122,10 +158,16 @@ def test_store_errors_and_repr_mask_every_url_credential():
 
 
 def test_setting_and_translation_reprs_mask_secret_values():
-    jaas = Setting("a.sasl.jaas.config", f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{JAAS_PASSWORD}";', 3)
+    jaas = Setting(
+        "a.sasl.jaas.config",
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{JAAS_PASSWORD}";',
+        3,
+    )
     assert repr(jaas) == f"Setting(key='a.sasl.jaas.config', value='{MASK}', line=3)"
     assert repr(Setting("a.bootstrap.servers", "h:1")) == "Setting(key='a.bootstrap.servers', value='h:1', line=None)"
-    translation = translate({"sasl.jaas.config": jaas, "ssl.key.password": Setting("ssl.key.password", KEY_PASSWORD)}, "producer")
+    translation = translate(
+        {"sasl.jaas.config": jaas, "ssl.key.password": Setting("ssl.key.password", KEY_PASSWORD)}, "producer"
+    )
     assert translation.config["sasl.password"] == JAAS_PASSWORD
     assert_no_secret(repr(translation) + str(translation.config))
 
@@ -139,7 +181,16 @@ def test_masked_config_is_a_dict_that_pickles_and_hides_secrets_in_its_repr():
 
 def test_flow_secret_values_hold_every_secret_and_no_repr_shows_one(config_path: Path):
     flow = load_config(config_path).flow("a->b")
-    exact = {JAAS_PASSWORD, KEY_PASSWORD, PEM_KEY.replace("\\n", "\n"), S3_SECRET, URL_PASSWORD, QUERY_PASSWORD, SSL_PASSWORD, ENV_PASSWORD}
+    exact = {
+        JAAS_PASSWORD,
+        KEY_PASSWORD,
+        PEM_KEY.replace("\\n", "\n"),
+        S3_SECRET,
+        URL_PASSWORD,
+        QUERY_PASSWORD,
+        SSL_PASSWORD,
+        ENV_PASSWORD,
+    }
     assert exact <= flow.secret_values()
     assert "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider" not in flow.secret_values()
     clients = [flow.client_config(alias, kind) for alias in ("a", "b") for kind in ("consumer", "producer", "admin")]

@@ -31,7 +31,9 @@ def test_256_mib_by_default_and_any_integer_from_16_mib_when_set(tmp_path: Path)
 
 @pytest.mark.parametrize("key", [KEY, f"a->b.{KEY}"])
 @pytest.mark.parametrize("value", ["0", "-268435456", "1.5", "256MB", "ten", "", "1_000_000_000"])
-def test_zero_negative_and_non_integer_values_are_refused_naming_key_and_line(tmp_path: Path, key: str, value: str) -> None:
+def test_zero_negative_and_non_integer_values_are_refused_naming_key_and_line(
+    tmp_path: Path, key: str, value: str
+) -> None:
     with pytest.raises(ConfigError) as error:
         buffer_bytes(tmp_path, f"{key} = {value}\n")
     assert error.value.exit_code == 2

@@ -27,9 +27,24 @@ def ca(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
 def keytool_store(ca: TlsMaterial, directory: Path, store_type: str) -> Path:
     store = directory / f"truststore.{store_type.lower()}"
     subprocess.run(
-        ["keytool", "-importcert", "-noprompt", "-alias", "local-ca", "-file", str(ca.ca_certificate),
-         "-keystore", str(store), "-storetype", store_type, "-storepass", STORE_PASSWORD],
-        check=True, capture_output=True, timeout=60,
+        [
+            "keytool",
+            "-importcert",
+            "-noprompt",
+            "-alias",
+            "local-ca",
+            "-file",
+            str(ca.ca_certificate),
+            "-keystore",
+            str(store),
+            "-storetype",
+            store_type,
+            "-storepass",
+            STORE_PASSWORD,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     return store
 
@@ -59,8 +74,11 @@ def test_a_keytool_pkcs12_trust_store_becomes_inline_pem(ca: TlsMaterial, tmp_pa
 
 
 def test_the_locally_generated_trust_store_is_read(ca: TlsMaterial) -> None:
-    mapping = {"ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(ca.truststore),
-               "ssl.truststore.password": ca.truststore_password}
+    mapping = {
+        "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.location": str(ca.truststore),
+        "ssl.truststore.password": ca.truststore_password,
+    }
     assert translate(settings(mapping), "admin").config["ssl.ca.pem"] == ca.ca_certificate.read_text()
 
 
@@ -73,8 +91,9 @@ def test_a_true_jks_file_is_rejected_with_how_to_convert_it(ca: TlsMaterial, tmp
 
 def test_a_wrong_password_names_the_password_setting(ca: TlsMaterial, tmp_path: Path) -> None:
     store = keytool_store(ca, tmp_path, "PKCS12")
-    error = rejected({"ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(store),
-                      "ssl.truststore.password": "not-it"})
+    error = rejected(
+        {"ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(store), "ssl.truststore.password": "not-it"}
+    )
     assert (error.key, error.line) == ("b.ssl.truststore.password", 3)
     assert "not-it" not in str(error)
 
@@ -85,7 +104,9 @@ def test_a_missing_password_names_the_location(ca: TlsMaterial, tmp_path: Path) 
     assert error.key == "b.ssl.truststore.location" and "without an ssl.truststore.password" in str(error)
 
 
-@pytest.mark.parametrize(("content", "reason"), [(None, "cannot read trust store"), (b"not a store", "cannot be opened")])
+@pytest.mark.parametrize(
+    ("content", "reason"), [(None, "cannot read trust store"), (b"not a store", "cannot be opened")]
+)
 def test_an_unreadable_store_names_the_location(tmp_path: Path, content: bytes | None, reason: str) -> None:
     store = tmp_path / "ts.p12"
     if content is not None:

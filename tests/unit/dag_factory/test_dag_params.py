@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +14,7 @@ from airmirror.dag_factory.params import batch_options, bounds_by_time, flow_par
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError
 
-END = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+END = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def test_durations_become_fixed_data_intervals():
@@ -36,7 +36,7 @@ def test_bad_schedules_name_the_key(value):
 
 END_MS = int(END.timestamp() * 1000)
 UNTIL = "2024-04-01T00:00:00Z"
-UNTIL_MS = int(datetime(2024, 4, 1, tzinfo=timezone.utc).timestamp() * 1000)
+UNTIL_MS = int(datetime(2024, 4, 1, tzinfo=UTC).timestamp() * 1000)
 EVERY_RUN_TYPE = [t.value for t in DagRunType]
 
 
@@ -66,7 +66,12 @@ def test_only_backfills_and_an_explicit_until_bound_by_time(run_type, until):
 def test_time_bound_per_run_type_and_until_param(run_type, params, until_ms):
     options = batch_options(params, END, run_type=run_type)
     assert options.until_ms == until_ms
-    assert (options.start_from, options.reset_cursor, options.dry_run, options.topics_regex) == ("stored", False, False, None)
+    assert (options.start_from, options.reset_cursor, options.dry_run, options.topics_regex) == (
+        "stored",
+        False,
+        False,
+        None,
+    )
 
 
 def test_a_backfill_without_data_interval_has_no_time_bound():
@@ -86,20 +91,38 @@ def test_run_type_name_without_a_run():
 
 def test_explicit_params_override():
     options = batch_options(
-        {"until": UNTIL, "topics": "orders.*", "start_from": "2024-03-01", "reset_cursor": True,
-         "max_records_per_partition": 10, "dry_run": True},
+        {
+            "until": UNTIL,
+            "topics": "orders.*",
+            "start_from": "2024-03-01",
+            "reset_cursor": True,
+            "max_records_per_partition": 10,
+            "dry_run": True,
+        },
         END,
     )
     assert options.until_ms == UNTIL_MS
-    assert options.start_from == "timestamp" and options.start_ms == int(datetime(2024, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
-    assert (options.topics_regex, options.reset_cursor, options.max_records, options.dry_run) == ("orders.*", True, 10, True)
+    assert options.start_from == "timestamp" and options.start_ms == int(
+        datetime(2024, 3, 1, tzinfo=UTC).timestamp() * 1000
+    )
+    assert (options.topics_regex, options.reset_cursor, options.max_records, options.dry_run) == (
+        "orders.*",
+        True,
+        10,
+        True,
+    )
 
 
 @pytest.mark.parametrize(
     ("params", "name"),
-    [({"topics": "(bad"}, "topics"), ({"until": "soon"}, "until"), ({"start_from": "2024-13-45"}, "start_from"),
-     ({"max_records_per_partition": 0}, "max_records_per_partition"), ({"start_at": "someday"}, "start_at"),
-     ({"start_at": "2024-03-01T00:00:00Z", "start_from": "earliest"}, "start_at")],
+    [
+        ({"topics": "(bad"}, "topics"),
+        ({"until": "soon"}, "until"),
+        ({"start_from": "2024-13-45"}, "start_from"),
+        ({"max_records_per_partition": 0}, "max_records_per_partition"),
+        ({"start_at": "someday"}, "start_at"),
+        ({"start_at": "2024-03-01T00:00:00Z", "start_from": "earliest"}, "start_at"),
+    ],
 )
 def test_invalid_params_name_the_param(params, name):
     with pytest.raises(InputError, match=f"'{name}'"):
@@ -110,12 +133,17 @@ def test_invalid_params_name_the_param(params, name):
 def test_a_picked_start_time_starts_like_a_timestamp_start_from(start_from):
     options = batch_options({"start_at": "2024-03-01T00:00:00+00:00", "start_from": start_from}, END)
     assert options.start_from == "timestamp"
-    assert options.start_ms == int(datetime(2024, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    assert options.start_ms == int(datetime(2024, 3, 1, tzinfo=UTC).timestamp() * 1000)
 
 
 def test_the_trigger_form_groups_params_and_offers_pickers():
     params = flow_params()
-    assert {param.schema["section"] for param in params.values()} == {"What to copy", "Where to start and stop", "Safety", "Verification"}
+    assert {param.schema["section"] for param in params.values()} == {
+        "What to copy",
+        "Where to start and stop",
+        "Safety",
+        "Verification",
+    }
     assert params["start_from"].schema["examples"] == ["stored", "earliest", "latest"]
     assert params["start_at"].schema["format"] == params["until"].schema["format"] == "date-time"
     assert all(param.description for param in params.values())
@@ -124,5 +152,7 @@ def test_the_trigger_form_groups_params_and_offers_pickers():
 def test_emission_at_most_once_per_interval():
     minute = (END - timedelta(minutes=1), END)
     assert is_due(1, *minute) and is_due(60, *minute)
-    assert [is_due(300, END + timedelta(minutes=m - 1), END + timedelta(minutes=m)) for m in range(1, 11)].count(True) == 2
+    assert [is_due(300, END + timedelta(minutes=m - 1), END + timedelta(minutes=m)) for m in range(1, 11)].count(
+        True
+    ) == 2
     assert is_due(300, None, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +14,7 @@ import pytest
 from airmirror.config import load_config
 from airmirror.dag_factory.live import emit_repeatedly, live_seconds
 
-END = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
+END = datetime(2026, 11, 24, 3, 0, tzinfo=UTC)
 
 
 def context(run_type: str = "scheduled", seconds: float = 60, **params: Any) -> dict[str, Any]:
@@ -96,8 +96,10 @@ def test_an_emission_task_turned_off_by_a_negative_interval_skips_naming_the_key
     from airmirror.dag_factory.flow_dag import run_emission
 
     path = tmp_path / "mm2.properties"
-    path.write_text(f"clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n"
-                    f"emit.{what}.interval.seconds = -1\n")
+    path.write_text(
+        f"clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n"
+        f"emit.{what}.interval.seconds = -1\n"
+    )
     flow = load_config(path, env={}).flow("a->b")
     with pytest.raises(AirflowSkipException, match=rf"emit\.{what}\.interval\.seconds is -1 \(negative: off"):
         run_emission(what, getattr(flow, what), True, str(path), flow.name)

@@ -102,7 +102,9 @@ def test_bad_authorizer_settings_name_the_flag(protocol, authorizer, supers, mes
 
 
 def test_the_authorizer_denies_by_default_and_trusts_brokers_super_users_and_the_controller_listener() -> None:
-    settings = checked_security("SASL_SSL", "PLAIN", ["admin:a-pw", "mirror:m-pw"], authorizer=True, super_users=["admin"])
+    settings = checked_security(
+        "SASL_SSL", "PLAIN", ["admin:a-pw", "mirror:m-pw"], authorizer=True, super_users=["admin"]
+    )
     record = SecurityRecord.new(settings)
     properties = record.listener_properties(CLIENT, CONTROLLER, Path("/c"))
     assert properties["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -125,14 +127,20 @@ def test_no_repr_shows_a_password(tmp_path: Path) -> None:
 
 
 def test_passwords_are_generated_only_where_needed_and_survive_meta_json() -> None:
-    for protocol, sasl, tls in (("PLAINTEXT", False, False), ("SASL_PLAINTEXT", True, False),
-                                ("SSL", False, True), ("SASL_SSL", True, True)):
+    for protocol, sasl, tls in (
+        ("PLAINTEXT", False, False),
+        ("SASL_PLAINTEXT", True, False),
+        ("SSL", False, True),
+        ("SASL_SSL", True, True),
+    ):
         record = SecurityRecord.new(checked_security(protocol))
         assert (record.broker_password is not None, record.truststore_password is not None) == (sasl, tls)
         assert SecurityRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
     assert SecurityRecord.from_json(None) == SecurityRecord()
-    assert SecurityRecord.new(checked_security("SSL")).truststore_password != SecurityRecord.new(
-        checked_security("SSL")).truststore_password
+    assert (
+        SecurityRecord.new(checked_security("SSL")).truststore_password
+        != SecurityRecord.new(checked_security("SSL")).truststore_password
+    )
 
 
 # --- server.properties --------------------------------------------------------------------------------------
@@ -165,9 +173,8 @@ def test_sasl_plaintext_scram_listener_logs_brokers_in_as_their_own_user() -> No
         "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
-            "org.apache.kafka.common.security.scram.ScramLoginModule required "
-            f'username="airmirror-broker" password="{broker}";',
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="airmirror-broker" password="{broker}";',
     }
     assert record.scram_credentials() == [
         f"SCRAM-SHA-512=[name=airmirror-broker,password={broker}]",
@@ -258,8 +265,7 @@ def test_client_settings_for_java_and_librdkafka(tmp_path: Path) -> None:
     assert security.client_properties("bob") == {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config":
-            'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="b-pw";',
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="b-pw";',
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(tmp_path / "tls" / "ca.pem"),
     }
@@ -368,12 +374,35 @@ def parse(*args: str) -> argparse.Namespace:
 def test_start_flags() -> None:
     args = parse("start", "s", "--port", "9092")
     assert (args.security, args.sasl_mechanism, args.user) == ("PLAINTEXT", None, None)
-    args = parse("start", "s", "--port", "9092", "--security", "sasl_ssl", "--sasl-mechanism", "plain",
-                 "--user", "alice:a:pw", "--user", "bob:b")
+    args = parse(
+        "start",
+        "s",
+        "--port",
+        "9092",
+        "--security",
+        "sasl_ssl",
+        "--sasl-mechanism",
+        "plain",
+        "--user",
+        "alice:a:pw",
+        "--user",
+        "bob:b",
+    )
     assert (args.security, args.sasl_mechanism, args.user) == ("SASL_SSL", "PLAIN", ["alice:a:pw", "bob:b"])
     assert (args.authorizer, args.super_user) == (False, None)
-    args = parse("start", "s", "--port", "9092", "--security", "SASL_SSL", "--user", "alice:a", "--authorizer",
-                 "--super-user", "alice")
+    args = parse(
+        "start",
+        "s",
+        "--port",
+        "9092",
+        "--security",
+        "SASL_SSL",
+        "--user",
+        "alice:a",
+        "--authorizer",
+        "--super-user",
+        "alice",
+    )
     assert (args.authorizer, args.super_user) == (True, ["alice"])
 
 

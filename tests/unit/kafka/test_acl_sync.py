@@ -17,13 +17,20 @@ LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 @pytest.fixture
 def flow(tmp_path: Path) -> FlowConfig:
     path = tmp_path / "mm2.properties"
-    path.write_text("clusters = us, dr\nus.bootstrap.servers = h:1\ndr.bootstrap.servers = h:2\nus->dr.enabled = true\n"
-                    "topics = orders.*\ntopics.exclude = orders.secret\n")
+    path.write_text(
+        "clusters = us, dr\nus.bootstrap.servers = h:1\ndr.bootstrap.servers = h:2\nus->dr.enabled = true\n"
+        "topics = orders.*\ntopics.exclude = orders.secret\n"
+    )
     return load_config(path, env={}).flow("us->dr")
 
 
-def topic_acl(name: str, operation: AclOperation, permission: AclPermissionType = ALLOW,
-              pattern: ResourcePatternType = LITERAL, principal: str = "User:alice") -> AclBinding:
+def topic_acl(
+    name: str,
+    operation: AclOperation,
+    permission: AclPermissionType = ALLOW,
+    pattern: ResourcePatternType = LITERAL,
+    principal: str = "User:alice",
+) -> AclBinding:
     return AclBinding(ResourceType.TOPIC, name, pattern, principal, "10.0.0.1", operation, permission)
 
 
@@ -47,7 +54,11 @@ def test_allow_write_is_dropped_allow_all_becomes_read_and_the_rest_is_copied(
         return
     assert remote is not None
     assert (remote.restype, remote.name, remote.resource_pattern_type) == (ResourceType.TOPIC, "us.orders.eu", LITERAL)
-    assert (remote.principal, remote.host, remote.operation, remote.permission_type) == ("User:alice", "10.0.0.1", *copied)
+    assert (remote.principal, remote.host, remote.operation, remote.permission_type) == (
+        "User:alice",
+        "10.0.0.1",
+        *copied,
+    )
 
 
 @pytest.mark.parametrize(

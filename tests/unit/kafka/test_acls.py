@@ -64,16 +64,23 @@ def test_plainly_named_topics_and_heartbeats_are_looked_up_by_name(tmp_path: Pat
 
 
 def test_disabled_features_need_nothing(tmp_path: Path) -> None:
-    acls = required_acls(flow(tmp_path, "topics = sales\nemit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n"
-                                        "heartbeats.replication.enabled = false\nsync.topic.acls.enabled = false\n"
-                                        "emit.offset-syncs.enabled = false\n"))
+    acls = required_acls(
+        flow(
+            tmp_path,
+            "topics = sales\nemit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n"
+            "heartbeats.replication.enabled = false\nsync.topic.acls.enabled = false\n"
+            "emit.offset-syncs.enabled = false\n",
+        )
+    )
     assert not any(a.name in ("heartbeats", "*") for a in acls)
     assert not any(a.resource_type == "CLUSTER" for a in acls), "without ACL sync no Cluster ACL is needed"
     assert not any(a.name.startswith("mm2-offset-syncs") for a in acls)
 
 
 def test_features_turned_off_by_negative_intervals_need_nothing_either(tmp_path: Path) -> None:
-    off = "".join(f"{task}.interval.seconds = -1\n" for task in ("emit.heartbeats", "emit.checkpoints", "sync.topic.acls"))
+    off = "".join(
+        f"{task}.interval.seconds = -1\n" for task in ("emit.heartbeats", "emit.checkpoints", "sync.topic.acls")
+    )
     acls = required_acls(flow(tmp_path, f"topics = sales\nheartbeats.replication.enabled = false\n{off}"))
     assert not any(a.name in ("heartbeats", "*") or a.resource_type == "CLUSTER" for a in acls)
 
@@ -86,7 +93,10 @@ def test_the_offset_syncs_topic_is_needed_where_its_location_puts_it(tmp_path: P
 
 
 def test_a_takeover_needs_mm2s_worker_group_and_topics_named_as_mm2s_file_names_them(tmp_path: Path) -> None:
-    taken = flow(tmp_path, "dr.group.id = mm2-workers\noffset.storage.topic = mm2-offsets\noffset-syncs.topic.location = target\n")
+    taken = flow(
+        tmp_path,
+        "dr.group.id = mm2-workers\noffset.storage.topic = mm2-offsets\noffset-syncs.topic.location = target\n",
+    )
     assert [(a.cluster, a.resource_type, a.pattern_type, a.name, a.operations) for a in takeover_acls(taken)] == [
         ("dr", "GROUP", "LITERAL", "mm2-workers", ("DESCRIBE",)),
         ("dr", "TOPIC", "LITERAL", "mm2-offsets", ("DESCRIBE", "READ")),
@@ -102,31 +112,47 @@ def test_a_takeovers_refusal_of_mm2s_topics_names_the_takeover_entry(tmp_path: P
     taken = flow(tmp_path, "topics = sales\n")
     scope = access_scope(taken, "us", takeover=True)
     assert scope.covering("TOPIC", "mm2-offset-syncs.dr.internal").operations == ("DESCRIBE", "READ")
-    assert access_scope(taken, "us").covering("TOPIC", "mm2-offset-syncs.dr.internal").operations == ("CREATE", "DESCRIBE", "WRITE")
-    assert access_scope(taken, "dr", takeover=True).covering("TOPIC", "us.checkpoints.internal").pattern_type == "LITERAL"
+    assert access_scope(taken, "us").covering("TOPIC", "mm2-offset-syncs.dr.internal").operations == (
+        "CREATE",
+        "DESCRIBE",
+        "WRITE",
+    )
+    assert (
+        access_scope(taken, "dr", takeover=True).covering("TOPIC", "us.checkpoints.internal").pattern_type == "LITERAL"
+    )
 
 
-def test_acls_verb_lists_the_takeovers_entries_with_takeover(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_acls_verb_lists_the_takeovers_entries_with_takeover(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "mm2.properties"
     path.write_text(BASE)
     assert main(["acls", str(path), "--flow", "us->dr", "--json"]) == 0
     flow_only = json.loads(capsys.readouterr().out)["acls"]
     assert main(["acls", str(path), "--flow", "us->dr", "--takeover", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["acls"]
-    assert listed[: len(flow_only)] == flow_only and {a["purpose"].split(":")[0] for a in listed[len(flow_only):]} == {"takeover"}
+    assert listed[: len(flow_only)] == flow_only and {a["purpose"].split(":")[0] for a in listed[len(flow_only) :]} == {
+        "takeover"
+    }
 
 
 def test_the_transactional_id_prefix_covers_every_copy_producer(tmp_path: Path) -> None:
     from airmirror import names
 
-    assert names.transactional_id("us-east", "dr", "orders", 3).startswith(names.transactional_id_prefix("us-east", "dr"))
-    assert not names.transactional_id("us", "east-dr", "o", 0).startswith(names.transactional_id_prefix("us-east", "dr"))
+    assert names.transactional_id("us-east", "dr", "orders", 3).startswith(
+        names.transactional_id_prefix("us-east", "dr")
+    )
+    assert not names.transactional_id("us", "east-dr", "o", 0).startswith(
+        names.transactional_id_prefix("us-east", "dr")
+    )
 
 
 def test_acls_verb_prints_json_with_the_sasl_principal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     login = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="mirror" password="pw-Secret";'
     path = tmp_path / "mm2.properties"
-    path.write_text(BASE + f"dr.security.protocol = SASL_SSL\ndr.sasl.mechanism = PLAIN\ndr.sasl.jaas.config = {login}\n")
+    path.write_text(
+        BASE + f"dr.security.protocol = SASL_SSL\ndr.sasl.mechanism = PLAIN\ndr.sasl.jaas.config = {login}\n"
+    )
     assert main(["acls", str(path), "--flow", "us->dr", "--json"]) == 0
     out = capsys.readouterr().out
     listed = json.loads(out)

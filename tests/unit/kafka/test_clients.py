@@ -12,7 +12,9 @@ from airmirror.kafka.records import WRITE_QUEUE_RECORDS, warm_writer
 def flow(tmp_path: Path) -> FlowConfig:
     path = tmp_path / "mm2.properties"
     # nothing listens on these ports: creating a producer only starts librdkafka's connection attempts
-    path.write_text("clusters = a, b\na.bootstrap.servers = 127.0.0.1:9\nb.bootstrap.servers = 127.0.0.1:9\na->b.enabled = true\n")
+    path.write_text(
+        "clusters = a, b\na.bootstrap.servers = 127.0.0.1:9\nb.bootstrap.servers = 127.0.0.1:9\na->b.enabled = true\n"
+    )
     return load_config(path, env={}).flow("a->b")
 
 
@@ -28,4 +30,6 @@ def test_a_warmed_producer_is_the_one_later_writes_get(tmp_path: Path) -> None:
 def test_warming_outside_a_shared_block_creates_nothing_to_keep(tmp_path: Path) -> None:
     config = flow(tmp_path)
     warm_producer(config, config.target, WRITE_QUEUE_RECORDS)
-    assert producer_client(config, config.target, WRITE_QUEUE_RECORDS) is not producer_client(config, config.target, WRITE_QUEUE_RECORDS)
+    assert producer_client(config, config.target, WRITE_QUEUE_RECORDS) is not producer_client(
+        config, config.target, WRITE_QUEUE_RECORDS
+    )

@@ -88,8 +88,16 @@ def test_internal_topic_names() -> None:
 
 @pytest.mark.parametrize(
     "topic",
-    ["__consumer_offsets", "__transaction_state", ".hidden", "connect-offsets-internal", "x.internal",
-     "mm2-offset-syncs.b.internal", "a.checkpoints.internal", "mm2-configs.a.internal"],
+    [
+        "__consumer_offsets",
+        "__transaction_state",
+        ".hidden",
+        "connect-offsets-internal",
+        "x.internal",
+        "mm2-offset-syncs.b.internal",
+        "a.checkpoints.internal",
+        "mm2-configs.a.internal",
+    ],
 )
 def test_internal_topics(topic: str) -> None:
     assert DefaultReplicationPolicy().is_internal_topic(topic)

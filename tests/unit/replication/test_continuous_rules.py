@@ -13,7 +13,9 @@ from airmirror.replication.options import BatchOptions
 
 
 def test_start_from_applies_to_the_first_batch_only():
-    first = BatchOptions(max_records=10, until_ms=5, topics_regex="o.*", start_from="timestamp", start_ms=7, reset_cursor=True)
+    first = BatchOptions(
+        max_records=10, until_ms=5, topics_regex="o.*", start_from="timestamp", start_ms=7, reset_cursor=True
+    )
     later = from_the_cursors(first)
     assert (later.start_from, later.start_ms, later.reset_cursor) == ("stored", None, False)
     assert (later.max_records, later.until_ms, later.topics_regex) == (10, 5, "o.*")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from airmirror.model import PartitionKey
 from airmirror.replication.lag import lag_samples
@@ -24,7 +24,7 @@ def test_each_partition_gets_its_lag_age_and_the_flow_latency():
         (P1, 0, None, 250),
         (P2, 2, 0, 250),
     ]
-    assert {s.sampled_at for s in samples} == {datetime.fromtimestamp(NOW / 1000, timezone.utc)}
+    assert {s.sampled_at for s in samples} == {datetime.fromtimestamp(NOW / 1000, UTC)}
 
 
 def test_without_heartbeats_the_latency_is_unknown():

@@ -33,16 +33,20 @@ def test_lag_max_zero_syncs_every_record() -> None:
     assert pairs(offset_syncs("t", 0, [OffsetRun(5, 8, 0)], lag_max=0)) == [(5, 0), (6, 1), (7, 2)]
 
 
-@pytest.mark.parametrize(("location", "place"), [
-    ("", ("us", "mm2-offset-syncs.dr.internal")),
-    ("source", ("us", "mm2-offset-syncs.dr.internal")),
-    ("target", ("dr", "mm2-offset-syncs.us.internal")),
-])
+@pytest.mark.parametrize(
+    ("location", "place"),
+    [
+        ("", ("us", "mm2-offset-syncs.dr.internal")),
+        ("source", ("us", "mm2-offset-syncs.dr.internal")),
+        ("target", ("dr", "mm2-offset-syncs.us.internal")),
+    ],
+)
 def test_the_topic_is_where_offset_syncs_topic_location_puts_it(tmp_path: Path, location: str, place: tuple) -> None:
     path = tmp_path / "mm2.properties"
     setting = f"offset-syncs.topic.location = {location}\n" if location else ""
-    path.write_text("clusters = us, dr\nus.bootstrap.servers = h:1\ndr.bootstrap.servers = h:2\nus->dr.enabled = true\n"
-                    + setting)
+    path.write_text(
+        "clusters = us, dr\nus.bootstrap.servers = h:1\ndr.bootstrap.servers = h:2\nus->dr.enabled = true\n" + setting
+    )
     assert load_config(path, env={}).flow("us->dr").offset_syncs_place() == place
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from airmirror.errors import InputError
 from airmirror.replication.options import BatchOptions, parse_batch_options
 
-MARCH = int(datetime(2024, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
+MARCH = int(datetime(2024, 3, 1, tzinfo=UTC).timestamp() * 1000)
 
 
 def flag(option: str) -> str:

@@ -7,7 +7,13 @@ from airmirror.replication.partition_compare import Lost, Record, RunMap, compar
 
 
 def record(offset: int, key: str | None, value: str | None = "v", headers=(), timestamp: int = 1000) -> Record:
-    return Record(offset, None if key is None else key.encode(), None if value is None else value.encode(), tuple(headers), timestamp)
+    return Record(
+        offset,
+        None if key is None else key.encode(),
+        None if value is None else value.encode(),
+        tuple(headers),
+        timestamp,
+    )
 
 
 def shifted(records: list[Record], by: int) -> list[Record]:
@@ -19,12 +25,24 @@ RUNS = [OffsetRun(0, 10, 100)]
 
 
 def compare(source, target, runs=RUNS, **kwargs):
-    return compare_partition(runs, source, target, source_compacted=kwargs.pop("source_compacted", False), target_compacted=kwargs.pop("target_compacted", False), **kwargs)
+    return compare_partition(
+        runs,
+        source,
+        target,
+        source_compacted=kwargs.pop("source_compacted", False),
+        target_compacted=kwargs.pop("target_compacted", False),
+        **kwargs,
+    )
 
 
 def test_an_exact_copy_is_equal_with_equal_digests():
     result = compare(SOURCE, shifted(SOURCE, 100))
-    assert (result.verdict, result.first_offset, result.source_records, result.target_records) == (Verdict.EQUAL, None, 10, 10)
+    assert (result.verdict, result.first_offset, result.source_records, result.target_records) == (
+        Verdict.EQUAL,
+        None,
+        10,
+        10,
+    )
     assert result.source_digest == result.target_digest
 
 
@@ -47,7 +65,11 @@ def test_a_lost_copy_is_missing_at_its_source_offset():
 
 
 def test_a_changed_value_header_or_timestamp_is_different_at_the_source_offset():
-    for changed in (record(103, "k3", "other"), record(103, "k3", headers=[("h", b"1")]), record(103, "k3", timestamp=7)):
+    for changed in (
+        record(103, "k3", "other"),
+        record(103, "k3", headers=[("h", b"1")]),
+        record(103, "k3", timestamp=7),
+    ):
         target = [changed if r.offset == 103 else r for r in shifted(SOURCE, 100)]
         result = compare(SOURCE, target)
         assert (result.verdict, result.first_offset, result.different) == (Verdict.DIFFERENT, 3, 1)
@@ -55,7 +77,9 @@ def test_a_changed_value_header_or_timestamp_is_different_at_the_source_offset()
 
 
 def test_the_first_difference_in_target_order_is_the_verdict_and_all_are_counted():
-    target = [record(103, "k3", "other") if r.offset == 103 else r for r in shifted(SOURCE, 100) if r.offset != 107] + [record(110, "x")]
+    target = [record(103, "k3", "other") if r.offset == 103 else r for r in shifted(SOURCE, 100) if r.offset != 107] + [
+        record(110, "x")
+    ]
     result = compare(SOURCE, target)
     assert (result.verdict, result.first_offset) == (Verdict.DIFFERENT, 3)
     assert (result.missing, result.extra, result.different) == (1, 1, 1)
@@ -119,7 +143,13 @@ def test_a_changed_copy_in_a_folded_run_is_different_at_its_source_offset():
 
     result = compare(SOURCE, target, FOLDED)
 
-    assert (result.verdict, result.first_offset, result.different, result.missing, result.extra) == (Verdict.DIFFERENT, 5, 1, 0, 0)
+    assert (result.verdict, result.first_offset, result.different, result.missing, result.extra) == (
+        Verdict.DIFFERENT,
+        5,
+        1,
+        0,
+        0,
+    )
 
 
 def test_a_copy_dropped_in_the_middle_of_a_folded_run_is_missing_at_its_source_offset():
@@ -127,7 +157,13 @@ def test_a_copy_dropped_in_the_middle_of_a_folded_run_is_missing_at_its_source_o
 
     result = compare(SOURCE, target, FOLDED)
 
-    assert (result.verdict, result.first_offset, result.missing, result.different, result.extra) == (Verdict.MISSING, 4, 1, 0, 0)
+    assert (result.verdict, result.first_offset, result.missing, result.different, result.extra) == (
+        Verdict.MISSING,
+        4,
+        1,
+        0,
+        0,
+    )
 
 
 def test_a_record_written_into_a_folded_run_is_extra_at_its_target_offset():
@@ -135,7 +171,13 @@ def test_a_record_written_into_a_folded_run_is_extra_at_its_target_offset():
 
     result = compare(SOURCE, target, FOLDED)
 
-    assert (result.verdict, result.first_offset, result.extra, result.missing, result.different) == (Verdict.EXTRA, 107, 1, 0, 0)
+    assert (result.verdict, result.first_offset, result.extra, result.missing, result.different) == (
+        Verdict.EXTRA,
+        107,
+        1,
+        0,
+        0,
+    )
 
 
 def test_both_sides_short_of_the_records_a_folded_run_copied_is_never_equal():
@@ -152,7 +194,13 @@ def test_every_copy_of_a_folded_run_after_a_dropped_one_is_not_paired_with_the_w
 
     result = compare(SOURCE, target, FOLDED)
 
-    assert (result.verdict, result.first_offset, result.missing, result.different, result.extra) == (Verdict.MISSING, 1, 2, 0, 0)
+    assert (result.verdict, result.first_offset, result.missing, result.different, result.extra) == (
+        Verdict.MISSING,
+        1,
+        2,
+        0,
+        0,
+    )
 
 
 def test_folded_and_exact_runs_are_compared_each_in_their_own_way():
@@ -171,7 +219,9 @@ def test_a_target_log_start_inside_a_folded_run_aligns_by_content_and_the_rest_i
 
     missing = compare(SOURCE, target, FOLDED, lost=lost)
     equal = compare(SOURCE, target, FOLDED, lost=excused)
-    changed = compare(SOURCE, [record(108, "k6", "other") if r.offset == 108 else r for r in target], FOLDED, lost=excused)
+    changed = compare(
+        SOURCE, [record(108, "k6", "other") if r.offset == 108 else r for r in target], FOLDED, lost=excused
+    )
 
     assert (missing.verdict, missing.first_offset, missing.missing, lost.records) == (Verdict.MISSING, 0, 3, 3)
     assert (equal.verdict, equal.missing, excused.records, equal.target_records) == (Verdict.EQUAL, 0, 3, 7)
@@ -182,7 +232,9 @@ def test_a_source_log_start_inside_a_contiguous_folded_run_is_pinned_by_its_offs
     lost = Lost("source", 0, 3, -1)
 
     result = compare(SOURCE[3:], copied(SOURCE), FOLDED, lost=lost)
-    shifted_content = compare(SOURCE[3:], copied(SOURCE[1:] + [record(10, "k10")]), FOLDED, lost=Lost("source", 0, 3, 10**9))
+    shifted_content = compare(
+        SOURCE[3:], copied(SOURCE[1:] + [record(10, "k10")]), FOLDED, lost=Lost("source", 0, 3, 10**9)
+    )
 
     assert (result.verdict, result.first_offset, lost.records) == (Verdict.MISSING, 0, 3)
     assert shifted_content.verdict is not Verdict.EQUAL
@@ -196,7 +248,13 @@ def test_compaction_inside_a_folded_run_on_either_side_is_compaction():
 
     by_source = compare(source_compacted, target, FOLDED, source_compacted=True)
     by_target = compare(source, target_compacted, FOLDED, target_compacted=True)
-    by_both = compare([r for r in source if r.offset in (1, 7, 8, 9)], [r for r in target if r.offset in (105, 109, 110, 111)], FOLDED, source_compacted=True, target_compacted=True)
+    by_both = compare(
+        [r for r in source if r.offset in (1, 7, 8, 9)],
+        [r for r in target if r.offset in (105, 109, 110, 111)],
+        FOLDED,
+        source_compacted=True,
+        target_compacted=True,
+    )
 
     assert (by_source.verdict, by_source.compacted_source) == (Verdict.EQUAL, 7)
     assert (by_target.verdict, by_target.compacted_target) == (Verdict.EQUAL, 7)
@@ -227,5 +285,17 @@ def test_an_absence_in_a_folded_run_no_compaction_explains_is_a_difference():
 def test_run_map_finds_a_folded_run_by_its_downstream_stop_and_maps_only_exact_runs():
     mapping = RunMap([OffsetRun(0, 10, 100, 112, 10), OffsetRun(10, 12, 112)])
 
-    assert [mapping.downstream_run(o) is not None for o in (99, 100, 111, 112, 113, 114)] == [False, True, True, True, True, False]
-    assert (mapping.to_target(5), mapping.to_target(11), mapping.to_source(111), mapping.to_source(113)) == (None, 113, None, 11)
+    assert [mapping.downstream_run(o) is not None for o in (99, 100, 111, 112, 113, 114)] == [
+        False,
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert (mapping.to_target(5), mapping.to_target(11), mapping.to_source(111), mapping.to_source(113)) == (
+        None,
+        113,
+        None,
+        11,
+    )

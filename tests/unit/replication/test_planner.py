@@ -18,7 +18,9 @@ from airmirror.replication.planner import (
 
 
 def plan(cursor, log_start=0, stable_end=100, until=None, reset="earliest", cap=None):
-    return plan_range("t", 0, "a.t", cursor, PartitionOffsets(log_start, stable_end, until), auto_offset_reset=reset, max_records=cap)
+    return plan_range(
+        "t", 0, "a.t", cursor, PartitionOffsets(log_start, stable_end, until), auto_offset_reset=reset, max_records=cap
+    )
 
 
 def test_new_partition_starts_at_log_start_by_default():
@@ -112,7 +114,9 @@ def test_continuing_range_carries_the_cursor_epoch_and_a_moved_start_does_not():
     offsets = PartitionOffsets(100, 500, topic_id="id1", leader_epoch=3)
     assert plan_range("t", 0, "a.t", 400, offsets, stored_topic_id="id1", stored_epoch=2).start_epoch == 2
     assert plan_range("t", 0, "a.t", 50, offsets, stored_topic_id="id1", stored_epoch=2).start_epoch is None
-    assert plan_range("t", 0, "a.t", 400, offsets, stored_topic_id="id1", stored_epoch=2, start_at=100).start_epoch is None
+    assert (
+        plan_range("t", 0, "a.t", 400, offsets, stored_topic_id="id1", stored_epoch=2, start_at=100).start_epoch is None
+    )
     assert plan_range("t", 0, "a.t", 400, offsets, stored_topic_id="old", stored_epoch=2).start_epoch is None
 
 

@@ -14,10 +14,22 @@ BATCH = 7
 TOPIC = "orders"
 
 
-def progress(position: int, records: int, size: int, downstream_position: int, chunk: int = 3, epoch: int | None = 4) -> Progress:
+def progress(
+    position: int, records: int, size: int, downstream_position: int, chunk: int = 3, epoch: int | None = 4
+) -> Progress:
     return Progress(
-        batch_id=BATCH, chunk=chunk, start=0, end=position, position=position, done=False, records=records, bytes=size,
-        downstream_start=100, downstream_position=downstream_position, first_runs_offset=0, leader_epoch=epoch,
+        batch_id=BATCH,
+        chunk=chunk,
+        start=0,
+        end=position,
+        position=position,
+        done=False,
+        records=records,
+        bytes=size,
+        downstream_start=100,
+        downstream_position=downstream_position,
+        first_runs_offset=0,
+        leader_epoch=epoch,
     )
 
 
@@ -40,9 +52,16 @@ def test_the_delta_holds_the_runs_above_the_recorded_end_merged_across_chunks_an
     got = stream_delta(RECORDED, progress(position=26, records=23, size=230, downstream_position=126), records)
 
     assert got == RangeResult(
-        TOPIC, 0, 10, 26, 13, 130,
+        TOPIC,
+        0,
+        10,
+        26,
+        13,
+        130,
         (OffsetRun(10, 16, 111), OffsetRun(16, 20, 118), OffsetRun(22, 25, 123)),
-        downstream_start=111, downstream_end=126, end_epoch=4,
+        downstream_start=111,
+        downstream_end=126,
+        end_epoch=4,
     )
 
 
@@ -59,13 +78,22 @@ def test_runs_that_do_not_continue_each_other_on_both_sides_stay_apart():
 def test_runs_that_do_not_account_for_the_progress_records_fail(progress_records: int):
     records = [runs(1, 0, OffsetRun(0, 10, 100)), runs(2, 0, OffsetRun(10, 15, 111))]
 
-    with pytest.raises(ReplicationFailure, match=rf"runs for 5 of the {progress_records - 10} records batch {BATCH} copied from {TOPIC}-0"):
-        stream_delta(RECORDED, progress(position=15, records=progress_records, size=150, downstream_position=116), records)
+    with pytest.raises(
+        ReplicationFailure,
+        match=rf"runs for 5 of the {progress_records - 10} records batch {BATCH} copied from {TOPIC}-0",
+    ):
+        stream_delta(
+            RECORDED, progress(position=15, records=progress_records, size=150, downstream_position=116), records
+        )
 
 
 def test_a_position_only_move_has_no_downstream_end():
     """Compacted offsets or an aborted transaction: the position moves, no record is copied."""
-    got = stream_delta(RECORDED, progress(position=18, records=10, size=100, downstream_position=113), [runs(1, 0, OffsetRun(0, 10, 100))])
+    got = stream_delta(
+        RECORDED,
+        progress(position=18, records=10, size=100, downstream_position=113),
+        [runs(1, 0, OffsetRun(0, 10, 100))],
+    )
 
     assert got == RangeResult(TOPIC, 0, 10, 18, 0, 0, (), downstream_start=None, downstream_end=None, end_epoch=4)
 
@@ -73,6 +101,12 @@ def test_a_position_only_move_has_no_downstream_end():
 def test_the_first_delta_of_a_range_starts_at_its_start():
     nothing = RangeResult(TOPIC, 0, 40, 40, 0, 0)
 
-    got = stream_delta(nothing, progress(position=43, records=3, size=30, downstream_position=3, epoch=None), [runs(0, 0, OffsetRun(40, 43, 0))])
+    got = stream_delta(
+        nothing,
+        progress(position=43, records=3, size=30, downstream_position=3, epoch=None),
+        [runs(0, 0, OffsetRun(40, 43, 0))],
+    )
 
-    assert got == RangeResult(TOPIC, 0, 40, 43, 3, 30, (OffsetRun(40, 43, 0),), downstream_start=0, downstream_end=3, end_epoch=None)
+    assert got == RangeResult(
+        TOPIC, 0, 40, 43, 3, 30, (OffsetRun(40, 43, 0),), downstream_start=0, downstream_end=3, end_epoch=None
+    )

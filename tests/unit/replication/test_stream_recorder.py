@@ -54,7 +54,9 @@ def recorder(tmp_path: Path) -> Iterator[StreamRecorder]:
 
 
 def delta(partition: int, start: int, end: int) -> RangeResult:
-    return RangeResult(TOPIC, partition, start, end, end - start, 10 * (end - start), (OffsetRun(start, end, start),), start, end)
+    return RangeResult(
+        TOPIC, partition, start, end, end - start, 10 * (end - start), (OffsetRun(start, end, start),), start, end
+    )
 
 
 def test_sampled_actions_wait_for_their_interval_and_see_each_partitions_newest_recording(recorder, calls, monkeypatch):

@@ -13,7 +13,9 @@ from airmirror.replication.partition_compare import Record
 from airmirror.replication.takeover_tail import follow_tail, imported_syncs, mm2_copied_offsets, mm2_offset_syncs
 
 
-def offsets_record(connector: str, cluster: str, topic: str, partition: int, offset: int | None) -> tuple[bytes, bytes | None]:
+def offsets_record(
+    connector: str, cluster: str, topic: str, partition: int, offset: int | None
+) -> tuple[bytes, bytes | None]:
     key = json.dumps([connector, {"cluster": cluster, "partition": partition, "topic": topic}]).encode()
     return key, None if offset is None else json.dumps({"offset": offset}).encode()
 
@@ -32,7 +34,12 @@ def test_the_newest_stored_offset_of_the_source_connector_wins_and_a_null_delete
 
 
 def test_offset_syncs_keep_mm2s_order_and_the_anchor_is_the_last_written():
-    written = [OffsetSync("t", 0, 0, 0), OffsetSync("t", 0, 100, 100), OffsetSync("t", 0, 150, 180), OffsetSync("t", 0, 160, 190)]
+    written = [
+        OffsetSync("t", 0, 0, 0),
+        OffsetSync("t", 0, 100, 100),
+        OffsetSync("t", 0, 150, 180),
+        OffsetSync("t", 0, 160, 190),
+    ]
     records = [(s.key(), s.value()) for s in written] + [(b"x", b"y")]
     syncs = mm2_offset_syncs(records)[PartitionKey("t", 0)]
     assert syncs == written

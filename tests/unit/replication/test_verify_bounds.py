@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -20,9 +20,16 @@ from airmirror.replication.verify_bounds import (
     unmapped_below_cursor,
 )
 
-SAME = Topics(source_id="S1", source_partitions=2, target_id="T1", target_partitions=2, cursor_source_id="S1", recorded_target_id="T1")
+SAME = Topics(
+    source_id="S1",
+    source_partitions=2,
+    target_id="T1",
+    target_partitions=2,
+    cursor_source_id="S1",
+    recorded_target_id="T1",
+)
 WEEK = Retention(7 * 86_400_000, -1)
-STOP = Stop("orders", None, "remote topic a.orders was deleted", datetime(2026, 11, 26, tzinfo=timezone.utc))
+STOP = Stop("orders", None, "remote topic a.orders was deleted", datetime(2026, 11, 26, tzinfo=UTC))
 
 
 @pytest.mark.parametrize(
@@ -101,7 +108,12 @@ def test_records_deleted_from_the_source_only_are_lost_unless_their_copies_are_o
 
 
 def test_unlimited_retention_explains_nothing():
-    found = bounds(PartitionOffsets(0, 100), PartitionOffsets(40, 100), Horizons(None, None), (Retention(-1, -1), Retention(-1, -1)))
+    found = bounds(
+        PartitionOffsets(0, 100),
+        PartitionOffsets(40, 100),
+        Horizons(None, None),
+        (Retention(-1, -1), Retention(-1, -1)),
+    )
 
     assert found.lost == Lost("target", 0, 40, -1)
 
@@ -118,7 +130,9 @@ def records(offsets, size=10):
 def test_lost_copies_are_missing_from_their_first_source_offset():
     lost = Lost("target", 0, 40, -1)
 
-    figures = compare_partition(RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=lost)
+    figures = compare_partition(
+        RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=lost
+    )
 
     assert (figures.verdict, figures.first_offset, figures.missing) == (Verdict.MISSING, 0, 40)
     assert (lost.records, lost.excused) == (40, False)
@@ -127,7 +141,9 @@ def test_lost_copies_are_missing_from_their_first_source_offset():
 def test_lost_source_records_are_missing_at_their_source_offset():
     lost = Lost("source", 0, 25, -1)
 
-    figures = compare_partition(RUNS, records(range(25, 100)), records(range(100)), source_compacted=False, target_compacted=False, lost=lost)
+    figures = compare_partition(
+        RUNS, records(range(25, 100)), records(range(100)), source_compacted=False, target_compacted=False, lost=lost
+    )
 
     assert (figures.verdict, figures.first_offset, figures.missing, figures.extra) == (Verdict.MISSING, 0, 25, 0)
 
@@ -136,8 +152,12 @@ def test_a_side_still_holding_its_retention_bytes_excuses_what_it_lost():
     held = 60 * (3 + 10 + 7)  # what the target still holds of its 60 records: key, value and the least record overhead
     excused, short = Lost("target", 0, 40, held), Lost("target", 0, 40, held + 1)
 
-    equal = compare_partition(RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=excused)
-    missing = compare_partition(RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=short)
+    equal = compare_partition(
+        RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=excused
+    )
+    missing = compare_partition(
+        RUNS, records(range(100)), records(range(40, 100)), source_compacted=False, target_compacted=False, lost=short
+    )
 
     assert (equal.verdict, equal.missing, excused.records, excused.excused) == (Verdict.EQUAL, 0, 40, True)
     assert (missing.verdict, missing.missing) == (Verdict.MISSING, 40)
@@ -147,7 +167,9 @@ def test_a_side_still_holding_its_retention_bytes_excuses_what_it_lost():
 FOLDED = [OffsetRun(0, 50, 0, 60, 50), OffsetRun(50, 100, 60, 120, 50)]
 
 
-def folded_bounds(source: PartitionOffsets, target: PartitionOffsets, horizons=Horizons(None, None), retention=(WEEK, WEEK)):
+def folded_bounds(
+    source: PartitionOffsets, target: PartitionOffsets, horizons=Horizons(None, None), retention=(WEEK, WEEK)
+):
     return compared_bounds(FOLDED, 100, source, target, retention, horizons)
 
 

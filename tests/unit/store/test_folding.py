@@ -114,7 +114,10 @@ def test_a_cut_folded_run_keeps_a_lower_bound_of_its_copies_and_translates_at_or
         assert 1 <= truncated.copies <= sum(r.length for r in kept), offset
         for u in range(whole.upstream_start, offset):  # past the last kept copy, the next copy lies past them all
             exact = forward(kept, u)
-            assert truncated.downstream_at_most(u) <= (kept[-1].downstream_stop if exact is None else exact), (offset, u)
+            assert truncated.downstream_at_most(u) <= (kept[-1].downstream_stop if exact is None else exact), (
+                offset,
+                u,
+            )
         for d in range(whole.downstream_start, whole.downstream_end):  # ... and is of a record from ``offset`` on
             exact = back(kept, d)
             assert truncated.upstream_at_most(d) <= (offset if exact is None else exact), (offset, d)

@@ -62,8 +62,16 @@ def delta(partition: int, start: int, end: int, *runs: OffsetRun, epoch: int | N
     """What a copy committed of ``[start, end)``: the records of ``runs``, ``BYTES_PER_RECORD`` bytes each."""
     records = sum(run.length for run in runs)
     return RangeResult(
-        TOPIC, partition, start, end, records, records * BYTES_PER_RECORD, tuple(runs),
-        runs[0].downstream_start if runs else None, runs[-1].downstream_stop if runs else None, epoch,
+        TOPIC,
+        partition,
+        start,
+        end,
+        records,
+        records * BYTES_PER_RECORD,
+        tuple(runs),
+        runs[0].downstream_start if runs else None,
+        runs[-1].downstream_stop if runs else None,
+        epoch,
     )
 
 
@@ -81,7 +89,12 @@ def translate(runs: list[OffsetRun], upstream: int) -> int | None:
 
 def copied(*deltas: RangeResult) -> dict[int, int]:
     """Every upstream offset the deltas copied, with its downstream offset."""
-    return {u: run.downstream_start + u - run.upstream_start for d in deltas for run in d.runs for u in range(run.upstream_start, run.upstream_end)}
+    return {
+        u: run.downstream_start + u - run.upstream_start
+        for d in deltas
+        for run in d.runs
+        for u in range(run.upstream_start, run.upstream_end)
+    }
 
 
 def only_batch(store: MetadataStore) -> BatchRecord:
@@ -97,7 +110,10 @@ def test_recordings_move_the_cursors_and_the_final_one_commits_the_batch_with_it
     batch_id = begin_stream(store, [empty(0, 0), empty(1, 10)])
     first = [delta(0, 0, 5, OffsetRun(0, 5, 100), epoch=3), delta(1, 10, 13, OffsetRun(10, 13, 200))]
     # p0 continues its run on both sides; p1 continues its run, then skips an offset on both sides.
-    second = [delta(0, 5, 9, OffsetRun(5, 9, 105), epoch=4), delta(1, 13, 20, OffsetRun(13, 15, 203), OffsetRun(16, 20, 206))]
+    second = [
+        delta(0, 5, 9, OffsetRun(5, 9, 105), epoch=4),
+        delta(1, 13, 20, OffsetRun(13, 15, 203), OffsetRun(16, 20, 206)),
+    ]
     # p0 after a commit marker on the target; p1 copied nothing more.
     last = [delta(0, 9, 12, OffsetRun(9, 12, 110), epoch=4)]
 
@@ -120,7 +136,11 @@ def test_recordings_move_the_cursors_and_the_final_one_commits_the_batch_with_it
     committed = only_batch(store)
     everything = first + second + last
     assert committed.state is BatchState.COMMITTED and committed.finished_at is not None
-    assert (committed.records, committed.bytes) == (21, 21 * BYTES_PER_RECORD) == (sum(d.records for d in everything), sum(d.bytes for d in everything))
+    assert (
+        (committed.records, committed.bytes)
+        == (21, 21 * BYTES_PER_RECORD)
+        == (sum(d.records for d in everything), sum(d.bytes for d in everything))
+    )
     assert [(r.start, r.end) for r in committed.ranges] == [(0, 12), (10, 20)]
 
     stats = store.partition_stats(FLOW)
@@ -153,7 +173,11 @@ def test_a_gap_commits_once_at_the_first_recording_and_never_moved_ranges_commit
     assert store.cursors(FLOW) == {key(0): 60, key(1): 10, key(2): 8}
     assert store.gaps(FLOW) == [Gap(TOPIC, 0, 20, 50), Gap(TOPIC, 2, 5, 8)]
     stats = store.partition_stats(FLOW)
-    assert {k: (s.gap_count, s.gap_offsets, s.records) for k, s in stats.items()} == {key(0): (1, 30, 30), key(1): (0, 0, 30), key(2): (1, 3, 5)}
+    assert {k: (s.gap_count, s.gap_offsets, s.records) for k, s in stats.items()} == {
+        key(0): (1, 30, 30),
+        key(1): (0, 0, 30),
+        key(2): (1, 3, 5),
+    }
     committed = batch_of(store, batch_id)
     assert committed.state is BatchState.COMMITTED and committed.records == 10
 
@@ -165,7 +189,9 @@ def test_a_reset_cursor_commits_one_source_reset_at_the_first_recording(store: M
     store.record_stream(batch_id, [delta(0, 0, 3, OffsetRun(0, 3, 0))])
     store.record_stream(batch_id, [delta(0, 3, 6, OffsetRun(3, 6, 3))], final=True)
 
-    assert [(r.old_cursor, r.new_start, r.new_topic_id, r.batch_id) for r in store.source_resets(FLOW)] == [(40, 0, "new-id", batch_id)]
+    assert [(r.old_cursor, r.new_start, r.new_topic_id, r.batch_id) for r in store.source_resets(FLOW)] == [
+        (40, 0, "new-id", batch_id)
+    ]
     assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 6, 0)], "the old incarnation's runs are retired"
     assert store.cursors(FLOW) == {key(0): 6}
 
@@ -192,15 +218,29 @@ def replayed() -> list[RangeResult]:
 
 @pytest.mark.parametrize("deltas", [unplanned, twice, behind, ahead, replayed])
 @pytest.mark.parametrize("final", [False, True])
-def test_a_bad_delta_is_refused_and_nothing_is_written(store: MetadataStore, deltas: Callable[[], list[RangeResult]], final: bool):
+def test_a_bad_delta_is_refused_and_nothing_is_written(
+    store: MetadataStore, deltas: Callable[[], list[RangeResult]], final: bool
+):
     batch_id = begin_stream(store, [empty(0, 0), empty(1, 10, gap_start=4)])
     store.record_stream(batch_id, [delta(0, 0, 5, OffsetRun(0, 5, 100))])
-    before = (store.cursors(FLOW), store.stream_recorded(batch_id), store.offset_runs(FLOW, key(0)), store.gaps(FLOW), store.partition_stats(FLOW))
+    before = (
+        store.cursors(FLOW),
+        store.stream_recorded(batch_id),
+        store.offset_runs(FLOW, key(0)),
+        store.gaps(FLOW),
+        store.partition_stats(FLOW),
+    )
 
     with pytest.raises(ValueError, match=f"stream batch {batch_id}"):
         store.record_stream(batch_id, deltas(), final=final)
 
-    assert (store.cursors(FLOW), store.stream_recorded(batch_id), store.offset_runs(FLOW, key(0)), store.gaps(FLOW), store.partition_stats(FLOW)) == before
+    assert (
+        store.cursors(FLOW),
+        store.stream_recorded(batch_id),
+        store.offset_runs(FLOW, key(0)),
+        store.gaps(FLOW),
+        store.partition_stats(FLOW),
+    ) == before
     assert only_batch(store).state is BatchState.RUNNING
 
 
@@ -244,8 +284,12 @@ def test_stream_recorded_is_the_running_outcome_of_each_range(store: MetadataSto
     store.record_stream(batch_id, [delta(0, 5, 8, epoch=4), delta(1, 10, 12, OffsetRun(11, 12, 200), epoch=5)])
 
     assert store.stream_recorded(batch_id) == {
-        key(0): RangeResult(TOPIC, 0, 0, 8, 5, 5 * BYTES_PER_RECORD, downstream_start=100, downstream_end=105, end_epoch=4),
-        key(1): RangeResult(TOPIC, 1, 10, 12, 1, BYTES_PER_RECORD, downstream_start=200, downstream_end=201, end_epoch=5),
+        key(0): RangeResult(
+            TOPIC, 0, 0, 8, 5, 5 * BYTES_PER_RECORD, downstream_start=100, downstream_end=105, end_epoch=4
+        ),
+        key(1): RangeResult(
+            TOPIC, 1, 10, 12, 1, BYTES_PER_RECORD, downstream_start=200, downstream_end=201, end_epoch=5
+        ),
     }
 
 

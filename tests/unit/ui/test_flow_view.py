@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from airmirror.store import MetadataStore
 from airmirror.ui.flow_view import flow_view
 from airmirror.ui.page import flow_page
 
-NOW = datetime.now(timezone.utc).replace(microsecond=0)
+NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 @pytest.fixture
@@ -28,13 +28,18 @@ def opened(tmp_path: Path):
 
 def test_the_view_shows_the_newest_lag_latency_and_group_outcomes(opened):
     flow, store = opened
-    store.record_lag_samples(flow.name, [
-        LagSample("orders", 0, NOW - timedelta(minutes=20), 40, 9_000, 800),
-        LagSample("orders", 0, NOW - timedelta(minutes=1), 7, 1_500, 650),
-        LagSample("<script>", 1, NOW - timedelta(minutes=1), 3, None, 650),
-    ])
+    store.record_lag_samples(
+        flow.name,
+        [
+            LagSample("orders", 0, NOW - timedelta(minutes=20), 40, 9_000, 800),
+            LagSample("orders", 0, NOW - timedelta(minutes=1), 7, 1_500, 650),
+            LagSample("<script>", 1, NOW - timedelta(minutes=1), 3, None, 650),
+        ],
+    )
     store.record_heartbeat_latency(flow.name, HeartbeatLatency("a", "b", NOW - timedelta(seconds=2), NOW, 650))
-    store.record_group_sync(flow.name, GroupSyncRecord("busy-readers", GroupSyncOutcome.SKIPPED_ACTIVE, "Stable", 0, "3 members", NOW))
+    store.record_group_sync(
+        flow.name, GroupSyncRecord("busy-readers", GroupSyncOutcome.SKIPPED_ACTIVE, "Stable", 0, "3 members", NOW)
+    )
     store.record_group_sync(flow.name, GroupSyncRecord("idle-readers", GroupSyncOutcome.SYNCED, "Empty", 2, "", NOW))
 
     view = flow_view(flow, "airmirror__a__b", store, now=NOW)

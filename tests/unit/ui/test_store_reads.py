@@ -4,7 +4,7 @@ migration, every write refused) and bounded (the lag chart downsampled by the da
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from airmirror.model import LagSample, PartitionKey
 from airmirror.store import MetadataStore
 from airmirror.store.metadata_store import SchemaNotCurrentError
 
-NOW = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 FLOW = "a->b"
 
 
@@ -100,13 +100,16 @@ def test_the_lag_series_is_downsampled_by_the_database(migrated: str):
 
 def test_the_newest_sample_of_each_partition(migrated: str):
     with MetadataStore.open(migrated) as writer:
-        writer.record_lag_samples(FLOW, [
-            LagSample("orders", 0, NOW - timedelta(hours=7), 99, None, None),
-            LagSample("orders", 0, NOW - timedelta(minutes=2), 40, 9_000, 800),
-            LagSample("orders", 0, NOW - timedelta(minutes=1), 7, 1_500, 650),
-            LagSample("orders", 1, NOW - timedelta(minutes=3), 3, None, 650),
-            LagSample("old", 0, NOW - timedelta(hours=7), 1, None, None),
-        ])
+        writer.record_lag_samples(
+            FLOW,
+            [
+                LagSample("orders", 0, NOW - timedelta(hours=7), 99, None, None),
+                LagSample("orders", 0, NOW - timedelta(minutes=2), 40, 9_000, 800),
+                LagSample("orders", 0, NOW - timedelta(minutes=1), 7, 1_500, 650),
+                LagSample("orders", 1, NOW - timedelta(minutes=3), 3, None, 650),
+                LagSample("old", 0, NOW - timedelta(hours=7), 1, None, None),
+            ],
+        )
     with MetadataStore.open_read_only(migrated) as store:
         newest = store.newest_lag_samples(FLOW, since=NOW - timedelta(hours=6))
     assert [(s.topic, s.partition, s.lag_records) for s in newest] == [("orders", 0, 7), ("orders", 1, 3)]

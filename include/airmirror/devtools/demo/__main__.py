@@ -67,7 +67,9 @@ def run_demo() -> int:
     api.unpause(DAG_ID)
     print(f"unpaused {DAG_ID}; waiting for a successful run that copies the orders ...")
     wait_for_copied_orders(api, config, timeout=600)
-    print(f"\n== failover view of group '{DEMO_GROUP}': airmirror translate {config} --flow 'a->b' --group {DEMO_GROUP}")
+    print(
+        f"\n== failover view of group '{DEMO_GROUP}': airmirror translate {config} --flow 'a->b' --group {DEMO_GROUP}"
+    )
     cli_main(["translate", str(config), "--flow", "a->b", "--group", DEMO_GROUP])
     print(
         "\n".join(

@@ -49,7 +49,12 @@ def consume_as_group(bootstrap: str, group: str, topic: str, count: int) -> int:
     """Consume about ``count`` records of ``topic`` as consumer group ``group`` and commit (a demo consumer
     part-way through the topic, whose offsets the flow translates for failover)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
     )
     consumed = 0
     try:

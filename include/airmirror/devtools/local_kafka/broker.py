@@ -35,15 +35,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from airmirror.devtools.local_kafka.jars import exclusive_lock, kafka_classpath
-from airmirror.devtools.local_kafka.security import (
-    MANAGED_KEYS as SECURITY_KEYS,
-    MANAGED_PREFIX as SECURITY_PREFIX,
-    PLAINTEXT,
-    BrokerSecurity,
-    SecurityRecord,
-    User,
-    checked_security,
-)
 from airmirror.devtools.local_kafka.nodes import (
     HOST,
     NodeDir,
@@ -55,6 +46,19 @@ from airmirror.devtools.local_kafka.nodes import (
     running_pid,
     wait_ready,
 )
+from airmirror.devtools.local_kafka.security import (
+    MANAGED_KEYS as SECURITY_KEYS,
+)
+from airmirror.devtools.local_kafka.security import (
+    MANAGED_PREFIX as SECURITY_PREFIX,
+)
+from airmirror.devtools.local_kafka.security import (
+    PLAINTEXT,
+    BrokerSecurity,
+    SecurityRecord,
+    User,
+    checked_security,
+)
 from airmirror.errors import InputError, ReplicationFailure
 
 # Internal topics (consumer offsets, transaction state) get this many replicas, or one per node if fewer.
@@ -62,11 +66,23 @@ _MAX_INTERNAL_REPLICAS = 3
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _CONFIG_KEY = re.compile(r"[A-Za-z0-9._-]+")
 # Settings derived from meta.json for each node, which --broker-config may not override.
-_MANAGED_KEYS = frozenset({
-    "process.roles", "node.id", "broker.id", "controller.quorum.bootstrap.servers", "controller.quorum.voters",
-    "listeners", "advertised.listeners", "controller.listener.names", "inter.broker.listener.name",
-    "listener.security.protocol.map", "log.dirs", "log.dir", "metadata.log.dir",
-})
+_MANAGED_KEYS = frozenset(
+    {
+        "process.roles",
+        "node.id",
+        "broker.id",
+        "controller.quorum.bootstrap.servers",
+        "controller.quorum.voters",
+        "listeners",
+        "advertised.listeners",
+        "controller.listener.names",
+        "inter.broker.listener.name",
+        "listener.security.protocol.map",
+        "log.dirs",
+        "log.dir",
+        "metadata.log.dir",
+    }
+)
 _PROPERTIES_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r"})
 _LOG4J2_PROPERTIES = """\
 status = warn
@@ -168,10 +184,17 @@ class LocalBroker:
         """Stop every node (if running) and start the cluster again with this handle's settings, keeping its data."""
         stop_broker(self.name, home=self.home)
         start_broker(
-            self.name, self.port, brokers=self.brokers, broker_config=self.broker_config,
-            security=self.security.protocol, sasl_mechanism=self.security.sasl_mechanism,
-            users=self.security.users, authorizer=self.security.authorizer, super_users=self.security.super_users,
-            home=self.home, timeout=timeout,
+            self.name,
+            self.port,
+            brokers=self.brokers,
+            broker_config=self.broker_config,
+            security=self.security.protocol,
+            sasl_mechanism=self.security.sasl_mechanism,
+            users=self.security.users,
+            authorizer=self.security.authorizer,
+            super_users=self.security.super_users,
+            home=self.home,
+            timeout=timeout,
         )
         return self
 
@@ -396,9 +419,7 @@ def _meta_for_start(
     recorded = _load_meta(cluster)
     if recorded is None:
         controller_ports = _free_ports(brokers, avoid=range(port, port + brokers))
-        return _Meta(
-            cluster.name, port, controller_ports, _new_cluster_id(), settings, SecurityRecord.new(security)
-        )
+        return _Meta(cluster.name, port, controller_ports, _new_cluster_id(), settings, SecurityRecord.new(security))
     if recorded.brokers != brokers:
         raise InputError(
             f"broker '{cluster.name}' was created with --brokers {recorded.brokers}, not {brokers}; "
@@ -469,7 +490,10 @@ def _launch_nodes(cluster: _ClusterDir, meta: _Meta, nodes: list[NodeDir]) -> di
         node.config_file.write_text(_server_properties(meta, node, cluster.root))
         if not (node.data_dir / "meta.properties").exists():
             format_storage(
-                node, classpath, meta.cluster_id, _initial_controllers(meta),
+                node,
+                classpath,
+                meta.cluster_id,
+                _initial_controllers(meta),
                 scram_credentials=meta.security.scram_credentials(),
             )
     return {node.node_id: launch(node, classpath, _address(meta.client_port(node.node_id))) for node in nodes}
@@ -499,7 +523,9 @@ def _halt_nodes(cluster: _ClusterDir, meta: _Meta, node_ids: Iterable[int], grac
 def _status(cluster: _ClusterDir, meta: _Meta) -> BrokerStatus:
     nodes = tuple(
         NodeStatus(
-            node_id, meta.client_port(node_id), meta.controller_port(node_id),
+            node_id,
+            meta.client_port(node_id),
+            meta.controller_port(node_id),
             running_pid(cluster.node(node_id, meta.brokers)),
         )
         for node_id in meta.node_ids

@@ -45,9 +45,15 @@ def describe_security(broker: LocalBroker) -> str | None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "start":
         broker = start_broker(
-            args.name, args.port, brokers=args.brokers, broker_config=dict(args.broker_config),
-            security=args.security, sasl_mechanism=args.sasl_mechanism, users=args.user,
-            authorizer=args.authorizer, super_users=args.super_user,
+            args.name,
+            args.port,
+            brokers=args.brokers,
+            broker_config=dict(args.broker_config),
+            security=args.security,
+            sasl_mechanism=args.sasl_mechanism,
+            users=args.user,
+            authorizer=args.authorizer,
+            super_users=args.super_user,
         )
         pids = ", ".join(str(node.pid) for node in broker.status().nodes)
         print(f"kafka '{broker.name}' running on {broker.bootstrap} (pid{'s' if broker.brokers > 1 else ''} {pids})")
@@ -72,31 +78,48 @@ def register(verbs: argparse._SubParsersAction) -> None:
     start.add_argument("name")
     start.add_argument("--port", type=int, required=True, help="client port of node 1")
     start.add_argument(
-        "--brokers", type=positive_int, default=1, metavar="N",
+        "--brokers",
+        type=positive_int,
+        default=1,
+        metavar="N",
         help="number of nodes, on ports PORT to PORT+N-1 (default 1)",
     )
     start.add_argument(
-        "--broker-config", type=broker_setting, action="append", default=[], metavar="KEY=VALUE",
+        "--broker-config",
+        type=broker_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="extra setting for every node's server.properties (repeatable)",
     )
     start.add_argument(
-        "--security", type=str.upper, choices=PROTOCOLS, default=PLAINTEXT,
+        "--security",
+        type=str.upper,
+        choices=PROTOCOLS,
+        default=PLAINTEXT,
         help="protocol of the client listener, also used between brokers (default PLAINTEXT)",
     )
     start.add_argument(
-        "--sasl-mechanism", type=str.upper, choices=SASL_MECHANISMS,
+        "--sasl-mechanism",
+        type=str.upper,
+        choices=SASL_MECHANISMS,
         help="with SASL_PLAINTEXT or SASL_SSL (default SCRAM-SHA-512)",
     )
     start.add_argument(
-        "--user", action="append", metavar="NAME:PASSWORD",
+        "--user",
+        action="append",
+        metavar="NAME:PASSWORD",
         help="a SASL user (repeatable; default airmirror:airmirror-secret)",
     )
     start.add_argument(
-        "--authorizer", action="store_true",
+        "--authorizer",
+        action="store_true",
         help="enforce ACLs with KRaft's StandardAuthorizer (SASL only): no ACL, no access",
     )
     start.add_argument(
-        "--super-user", action="append", metavar="NAME",
+        "--super-user",
+        action="append",
+        metavar="NAME",
         help="with --authorizer, a --user that ACLs do not restrict (repeatable)",
     )
     stop = actions.add_parser("stop")

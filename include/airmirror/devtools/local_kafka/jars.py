@@ -88,7 +88,10 @@ def kafka_classpath() -> str:
 def mm2_classpath() -> str:
     """Java classpath (``DIR/*``) of MirrorMaker 2 (``connect-mirror`` and its runtime, logging through log4j) at
     the brokers' Kafka version, resolving the jars if needed: the bench's MM2 and the MM2 compatibility tests."""
-    coords = [f"org.apache.kafka:connect-mirror:{KAFKA_VERSION}", f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}"]
+    coords = [
+        f"org.apache.kafka:connect-mirror:{KAFKA_VERSION}",
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}",
+    ]
     return str(resolve_maven_artifacts(coords, f"mm2-{KAFKA_VERSION}") / "*")
 
 
@@ -121,8 +124,14 @@ def _maven_copy_dependencies(coords: list[str], staging: Path) -> None:
     pom = staging / "pom.xml"
     pom.write_text(_render_pom(coords))
     command = [
-        mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
-        "-DincludeScope=runtime", f"-DoutputDirectory={staging / 'lib'}",
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(pom),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging / 'lib'}",
     ]
     try:
         done = subprocess.run(

@@ -18,7 +18,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import KafkaException
@@ -114,8 +114,17 @@ def format_storage(
     """
     scram = [argument for credential in scram_credentials for argument in ("--add-scram", credential)]
     command = _jvm_command(
-        node, _FORMAT_HEAP, classpath, "kafka.tools.StorageTool",
-        "format", "-t", cluster_id, "-c", str(node.config_file), "--initial-controllers", initial_controllers,
+        node,
+        _FORMAT_HEAP,
+        classpath,
+        "kafka.tools.StorageTool",
+        "format",
+        "-t",
+        cluster_id,
+        "-c",
+        str(node.config_file),
+        "--initial-controllers",
+        initial_controllers,
         *scram,
     )
     done = subprocess.run(
@@ -130,12 +139,16 @@ def launch(node: NodeDir, classpath: str, address: str) -> int:
     """Start the node's JVM (serving clients on ``address``) in its own session; record and return its pid."""
     command = _jvm_command(node, BROKER_HEAP, classpath, "kafka.Kafka", str(node.config_file))
     with open(node.log_file, "ab") as log:
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
         log.write(f"===== airmirror: starting {node.label} on {address} at {stamp} =====\n".encode())
         log.flush()
         child = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=node.root, start_new_session=True,
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=node.root,
+            start_new_session=True,
         )
     _CHILDREN[child.pid] = child
     node.pid_file.write_text(f"{child.pid}\n")
@@ -167,7 +180,11 @@ def halt(processes: Sequence[tuple[NodeDir, int]], graceful_timeout: float | Non
 
 
 def wait_ready(
-    node: NodeDir, pid: int, bootstrap: str, deadline: float, timeout: float,
+    node: NodeDir,
+    pid: int,
+    bootstrap: str,
+    deadline: float,
+    timeout: float,
     client_config: Mapping[str, str] | None = None,
 ) -> None:
     """Return once the node answers a metadata request at ``bootstrap`` that lists it as an active broker.
@@ -176,13 +193,15 @@ def wait_ready(
     ``ReplicationFailure`` with the tail of ``server.log`` if the JVM ``pid`` exits first or the
     monotonic clock passes ``deadline`` (``timeout`` seconds after the start, for the message).
     """
-    admin = AdminClient({
-        **(client_config or {}),
-        "bootstrap.servers": bootstrap,
-        "logger": _QUIET_CLIENT_LOG,
-        "reconnect.backoff.ms": 100,
-        "reconnect.backoff.max.ms": 500,
-    })
+    admin = AdminClient(
+        {
+            **(client_config or {}),
+            "bootstrap.servers": bootstrap,
+            "logger": _QUIET_CLIENT_LOG,
+            "reconnect.backoff.ms": 100,
+            "reconnect.backoff.max.ms": 500,
+        }
+    )
     child = _CHILDREN.get(pid)
     while True:
         if not _is_node_process(node, pid):
@@ -214,8 +233,15 @@ def _java() -> str:
 
 def _jvm_command(node: NodeDir, heap: str, classpath: str, main_class: str, *args: str) -> list[str]:
     return [
-        _java(), heap, "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={node.log4j_file}", "-cp", classpath, main_class, *args,
+        _java(),
+        heap,
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={node.log4j_file}",
+        "-cp",
+        classpath,
+        main_class,
+        *args,
     ]
 
 

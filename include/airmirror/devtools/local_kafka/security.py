@@ -47,13 +47,25 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
 # Server settings airmirror derives from the security settings, which --broker-config may not override.
-MANAGED_KEYS = frozenset({
-    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol",
-    "sasl.jaas.config", "ssl.client.auth", "ssl.key.password",
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
-    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
-    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
-})
+MANAGED_KEYS = frozenset(
+    {
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.mechanism.controller.protocol",
+        "sasl.jaas.config",
+        "ssl.client.auth",
+        "ssl.key.password",
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "authorizer.class.name",
+        "super.users",
+        "allow.everyone.if.no.acl.found",
+    }
+)
 MANAGED_PREFIX = "listener.name."
 
 
@@ -226,7 +238,9 @@ def checked_security(
 def _super_users(protocol: str, users: tuple[User, ...], authorizer: bool, names: tuple[str, ...]) -> tuple[str, ...]:
     """``names`` checked against the other settings (``InputError`` naming ``--authorizer`` or ``--super-user``)."""
     if authorizer and not protocol.startswith("SASL_"):
-        raise InputError(f"--authorizer needs --security SASL_PLAINTEXT or SASL_SSL (ACLs name SASL users), not {protocol}")
+        raise InputError(
+            f"--authorizer needs --security SASL_PLAINTEXT or SASL_SSL (ACLs name SASL users), not {protocol}"
+        )
     if names and not authorizer:
         raise InputError("--super-user needs --authorizer")
     known = {user.name for user in users}
@@ -272,12 +286,17 @@ class SecurityRecord:
         tls = raw.get("tls") or {}
         authorizer = raw.get("authorizer") or {}
         settings = BrokerSecurity(
-            raw["protocol"], raw.get("sasl_mechanism"), users,
-            authorizer=bool(authorizer), super_users=tuple(authorizer.get("super_users", ())),
+            raw["protocol"],
+            raw.get("sasl_mechanism"),
+            users,
+            authorizer=bool(authorizer),
+            super_users=tuple(authorizer.get("super_users", ())),
         )
         return cls(
             settings,
-            raw.get("broker_password"), tls.get("truststore_password"), tls.get("keystore_password"),
+            raw.get("broker_password"),
+            tls.get("truststore_password"),
+            tls.get("keystore_password"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -310,8 +329,12 @@ class SecurityRecord:
         """The public view for a :class:`~airmirror.devtools.local_kafka.LocalBroker` handle."""
         settings = self.settings
         return BrokerSecurity(
-            settings.protocol, settings.sasl_mechanism, settings.users, self.tls_material(cluster_root),
-            authorizer=settings.authorizer, super_users=settings.super_users,
+            settings.protocol,
+            settings.sasl_mechanism,
+            settings.users,
+            self.tls_material(cluster_root),
+            authorizer=settings.authorizer,
+            super_users=settings.super_users,
         )
 
     def probe_config(self, cluster_root: Path) -> dict[str, str]:

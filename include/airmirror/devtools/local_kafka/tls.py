@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
@@ -87,12 +87,14 @@ class TlsMaterial:
 
 
 def _write_material(material: TlsMaterial, cluster_name: str) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airmirror local kafka"),
-        x509.NameAttribute(NameOID.COMMON_NAME, f"airmirror local CA of {cluster_name}"),
-    ])
+    ca_name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airmirror local kafka"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"airmirror local CA of {cluster_name}"),
+        ]
+    )
     ca_certificate = (
         _builder(ca_name, ca_name, ca_key.public_key(), now)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
@@ -101,10 +103,12 @@ def _write_material(material: TlsMaterial, cluster_name: str) -> None:
         .sign(ca_key, hashes.SHA256())
     )
     broker_key = ec.generate_private_key(ec.SECP256R1())
-    broker_name = x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airmirror local kafka"),
-        x509.NameAttribute(NameOID.COMMON_NAME, f"broker {cluster_name} on localhost"),
-    ])
+    broker_name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "airmirror local kafka"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"broker {cluster_name} on localhost"),
+        ]
+    )
     broker_certificate = (
         _builder(broker_name, ca_name, broker_key.public_key(), now)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -113,15 +117,16 @@ def _write_material(material: TlsMaterial, cluster_name: str) -> None:
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
         )
         .add_extension(
-            x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-            ]),
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("localhost"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                ]
+            ),
             critical=False,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(broker_key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM
@@ -139,13 +144,14 @@ def _write_material(material: TlsMaterial, cluster_name: str) -> None:
     _write_private(
         material.keystore,
         pkcs12.serialize_key_and_certificates(
-            b"broker", broker_key, broker_certificate, [ca_certificate],
+            b"broker",
+            broker_key,
+            broker_certificate,
+            [ca_certificate],
             _pkcs12_encryption(material.keystore_password),
         ),
     )
-    material.broker_certificate.write_bytes(
-        broker_certificate.public_bytes(pem) + ca_certificate.public_bytes(pem)
-    )
+    material.broker_certificate.write_bytes(broker_certificate.public_bytes(pem) + ca_certificate.public_bytes(pem))
 
 
 def _builder(
@@ -164,8 +170,14 @@ def _builder(
 
 def _key_usage(*, certificates: bool) -> x509.KeyUsage:
     return x509.KeyUsage(
-        digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
-        key_agreement=False, key_cert_sign=certificates, crl_sign=certificates, encipher_only=False,
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=certificates,
+        crl_sign=certificates,
+        encipher_only=False,
         decipher_only=False,
     )
 

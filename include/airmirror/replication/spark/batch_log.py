@@ -65,7 +65,12 @@ LOG_TOPIC_CONFIG = {
     "segment.ms": str(3600 * 1000),
 }
 SCAN_TIMEOUT_S = 120.0
-NEW_LOG_ERRORS = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE)
+NEW_LOG_ERRORS = (
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._NOENT,
+    KafkaError.LEADER_NOT_AVAILABLE,
+)
 ANCHOR_CALL_S = 5.0
 """How long one look-up of committed anchors waits for the group coordinator before the next attempt."""
 
@@ -128,11 +133,11 @@ class RunsRecord:
 
 
 def progress_key(flow: str, topic: str, partition: int) -> bytes:
-    return f"progress-{joined(flow, topic, partition)}".encode("utf-8")
+    return f"progress-{joined(flow, topic, partition)}".encode()
 
 
 def runs_key(flow: str, topic: str, partition: int, batch_id: int, chunk: int, part: int) -> bytes:
-    return f"runs-{joined(flow, topic, partition, batch_id, chunk, part)}".encode("utf-8")
+    return f"runs-{joined(flow, topic, partition, batch_id, chunk, part)}".encode()
 
 
 def encode_runs(record: RunsRecord) -> bytes:
@@ -202,7 +207,9 @@ def read_anchors(
     return {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed}
 
 
-def committed_offsets(consumer: Consumer, partitions: Sequence[tuple[str, int]], timeout: float) -> list[TopicPartition]:
+def committed_offsets(
+    consumer: Consumer, partitions: Sequence[tuple[str, int]], timeout: float
+) -> list[TopicPartition]:
     """The consumer group's committed offsets (with metadata) of ``partitions``; a per-partition error raises."""
     committed = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout)
     errors = [tp.error for tp in committed if tp.error is not None]
@@ -304,16 +311,29 @@ def log_watermarks(consumer_config: Mapping[str, Any], log_topic: str) -> tuple[
     acknowledged until its markers are written (and a group's transactional offsets, the anchors, may be visible
     before the batch log's markers are)."""
     log = TopicPartition(log_topic, 0)
-    consumer = Consumer({**consumer_config, "group.id": names.reader_group("batch-log"), "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    consumer = Consumer(
+        {
+            **consumer_config,
+            "group.id": names.reader_group("batch-log"),
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        }
+    )
     try:
-        low, high = while_log_is_new(lambda: consumer.get_watermark_offsets(log, timeout=REQUEST_TIMEOUT_S, cached=False))
+        low, high = while_log_is_new(
+            lambda: consumer.get_watermark_offsets(log, timeout=REQUEST_TIMEOUT_S, cached=False)
+        )
     finally:
         consumer.close()
     return low, high
 
 
 def read_runs(
-    consumer_config: Mapping[str, Any], log_topic: str, flow: str, batch_id: int, progress: Mapping[tuple[str, int], Progress]
+    consumer_config: Mapping[str, Any],
+    log_topic: str,
+    flow: str,
+    batch_id: int,
+    progress: Mapping[tuple[str, int], Progress],
 ) -> dict[tuple[str, int], list[RunsRecord]]:
     """Every runs record of batch ``batch_id`` for the source partitions in ``progress``, in chunk order.
 
@@ -332,7 +352,11 @@ def read_runs(
 
 
 def scan_runs(
-    consumer_config: Mapping[str, Any], log_topic: str, flow: str, batch_id: int, progress: Mapping[tuple[str, int], Progress]
+    consumer_config: Mapping[str, Any],
+    log_topic: str,
+    flow: str,
+    batch_id: int,
+    progress: Mapping[tuple[str, int], Progress],
 ) -> dict[tuple[str, int], list[RunsRecord]]:
     """The runs records of batch ``batch_id`` the batch log still holds for the source partitions in ``progress``,
     in chunk order, scanned from the lowest ``first_runs_offset``; tombstoned ones may be among them until
@@ -353,7 +377,10 @@ def scan_runs(
 
 def runs_prefixes(flow: str, batch_id: int, sources: Iterable[tuple[str, int]]) -> dict[bytes, tuple[str, int]]:
     """The key prefix of every runs record of batch ``batch_id`` per source ``(topic, partition)``."""
-    return {f"runs-{joined(flow, topic, partition, batch_id)}-".encode("utf-8"): (topic, partition) for topic, partition in sources}
+    return {
+        f"runs-{joined(flow, topic, partition, batch_id)}-".encode(): (topic, partition)
+        for topic, partition in sources
+    }
 
 
 def runs_source(prefixes: Mapping[bytes, tuple[str, int]], key: bytes) -> tuple[str, int] | None:

@@ -100,10 +100,15 @@ def build_archive(force: bool = False) -> Path | None:
     try:
         done = subprocess.run(
             [sys.executable, "-m", MODULE, "--dump", str(partial)],
-            capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
         )
         if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
-            raise RuntimeError(f"the Spark class archive was not dumped (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+            raise RuntimeError(
+                f"the Spark class archive was not dumped (exit {done.returncode}):\n{done.stdout}{done.stderr}"
+            )
         path.with_suffix(OWNER_SUFFIX).write_text(str(pyspark_jars()))
         os.replace(partial, path)
     finally:
@@ -135,7 +140,11 @@ def dump(partial: Path) -> None:
     )
     context = session.sparkContext
     context.setJobGroup("airmirror-class-archive", "classes of a copy job", interruptOnCancel=True)
-    rows = context.parallelize([{"task": 0}, {"task": 1}], 2).mapPartitions(lambda tasks: [dict(t) for t in tasks]).collect()
+    rows = (
+        context.parallelize([{"task": 0}, {"task": 1}], 2)
+        .mapPartitions(lambda tasks: [dict(t) for t in tasks])
+        .collect()
+    )
     assert len(rows) == 2
     session.stop()
     gateway = SparkContext._gateway

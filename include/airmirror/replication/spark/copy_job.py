@@ -70,7 +70,9 @@ def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str
     admin = target_admin(flow)
     ids = topic_ids(admin, remote_topics)
     deadline = time.monotonic() + NEW_TOPIC_WAIT_S
-    while (missing := sorted(name for name, topic_id in ids.items() if topic_id is None)) and time.monotonic() < deadline:
+    while (
+        missing := sorted(name for name, topic_id in ids.items() if topic_id is None)
+    ) and time.monotonic() < deadline:
         time.sleep(0.5)
         ids.update(topic_ids(admin, missing))
     if missing:
@@ -95,7 +97,11 @@ def spread(ranges: list[PlannedRange], count: int) -> list[list[PlannedRange]]:
 
 
 def copy_tasks(
-    flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], slots: Callable[[], int], stream_until: float | None = None
+    flow: FlowConfig,
+    batch_id: int,
+    ranges: list[PlannedRange],
+    slots: Callable[[], int],
+    stream_until: float | None = None,
 ) -> list[CopyTask]:
     """The copy tasks of the batch's ranges that have records to copy and are not done in Kafka yet, at most
     ``slots()`` of them (see the module docstring; asked last, after the reads of the batch log and the target,
@@ -112,7 +118,11 @@ def copy_tasks(
         ranges = [replace(r, end=OPEN_END) for r in ranges]
         catch_up = list_offsets(source_admin(flow), [r.key for r in ranges], OffsetSpec.latest())
     progress = range_progress(flow, ranges, None)  # the attempts before were fenced: nothing to fence before a scan
-    ranges = [r for r in ranges if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)]
+    ranges = [
+        r
+        for r in ranges
+        if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)
+    ]
     if not ranges:
         return []
     buffer = TaskBuffer(flow.copy.task_max_buffer_bytes)

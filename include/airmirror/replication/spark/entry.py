@@ -32,7 +32,9 @@ from airmirror.store import describe_holder
 from airmirror.store.opening import open_flow
 
 
-def run_pending_batch(config_path: str, flow_name: str, batch_id: int | None, spark: SparkSession, holder: str) -> list[dict]:
+def run_pending_batch(
+    config_path: str, flow_name: str, batch_id: int | None, spark: SparkSession, holder: str
+) -> list[dict]:
     """Copy the flow's unfinished batch (which must be ``batch_id`` when given), holding the flow's lease."""
     with open_flow(config_path, flow_name) as (flow, store), store.hold_flow(flow.name, describe_holder(holder)):
         batch = unfinished_batch(flow, store)
@@ -52,7 +54,13 @@ def run_continuously(
     """Batches back to back on ``spark`` until ``duration`` has passed or a SIGTERM/SIGINT arrives."""
     with open_flow(config_path, flow_name) as (flow, store), StopOnSignals() as signals:
         return replicate_continuously(
-            flow, store, options or BatchOptions(), lambda: spark, stop=signals.event, duration=duration, holder=describe_holder(holder)
+            flow,
+            store,
+            options or BatchOptions(),
+            lambda: spark,
+            stop=signals.event,
+            duration=duration,
+            holder=describe_holder(holder),
         )
 
 
@@ -76,7 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--live-seconds", type=float, default=0.0, help="a live DAG run's window; 0: copy one batch")
     parser.add_argument("--topics", default="", help="with --live-seconds: the run's topics param")
     parser.add_argument(
-        "--max-records", type=lambda text: int(text) if text else None, help="with --live-seconds: the run's max records param"
+        "--max-records",
+        type=lambda text: int(text) if text else None,
+        help="with --live-seconds: the run's max records param",
     )
     args = parser.parse_args(argv)
     spark = SparkSession.builder.appName(f"airmirror {args.flow}").getOrCreate()

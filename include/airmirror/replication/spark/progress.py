@@ -26,7 +26,9 @@ from airmirror.replication.spark.batch_log import Progress, progress_key, read_p
 from airmirror.replication.spark.task_writer import fence_attempts
 
 
-def range_progress(flow: FlowConfig, ranges: list[PlannedRange], copy_tasks: int | None) -> dict[PartitionKey, Progress | None]:
+def range_progress(
+    flow: FlowConfig, ranges: list[PlannedRange], copy_tasks: int | None
+) -> dict[PartitionKey, Progress | None]:
     """The newest committed progress of every range that copies records; ``copy_tasks`` is the batch's
     (:attr:`~airmirror.model.BatchRecord.copy_tasks`), whose attempts are fenced before a scan that an open
     transaction would hold up."""
@@ -35,7 +37,11 @@ def range_progress(flow: FlowConfig, ranges: list[PlannedRange], copy_tasks: int
     group, log_topic = names.anchor_group(flow.source, flow.target), names.batch_log_topic(flow.source)
     with naming_refusals(access_scope(flow, flow.target), group=group, topic=log_topic):
         found = read_progress(
-            flow.target_client("consumer"), group, log_topic, flow.name, copied,
+            flow.target_client("consumer"),
+            group,
+            log_topic,
+            flow.name,
+            copied,
             before_scan=lambda: fence_if_open(flow, keys, copy_tasks),
         )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
@@ -97,7 +103,13 @@ def log_end(flow: FlowConfig, level: IsolationLevel = IsolationLevel.READ_UNCOMM
 
     def ask() -> int:
         try:
-            return admin.list_offsets({log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S)[log].result().offset
+            return (
+                admin.list_offsets(
+                    {log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S
+                )[log]
+                .result()
+                .offset
+            )
         except KafkaException as error:
             if error.args[0].code() == KafkaError._NOENT:
                 # A shared admin client may have cached the cluster before topic sync created the log; librdkafka
@@ -118,11 +130,17 @@ def log_may_hold_open_transactions(flow: FlowConfig) -> bool:
         return True
 
 
-def untouched(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
+def untouched(
+    ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int
+) -> list[PlannedRange]:
     """Ranges with records to copy of which batch ``batch_id`` has committed nothing yet."""
     return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id)]
 
 
-def unfinished(ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int) -> list[PlannedRange]:
+def unfinished(
+    ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int
+) -> list[PlannedRange]:
     """Ranges with records to copy that batch ``batch_id`` has not finished."""
-    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id or not p.done)]
+    return [
+        r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id or not p.done)
+    ]

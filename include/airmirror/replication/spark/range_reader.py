@@ -210,11 +210,17 @@ class RangesReader:
             for read, error in truncations:
                 self._check_truncation(consumer, read, error)
             for read in pending:
-                if not read.done and read.early_end_since is not None and time.monotonic() - read.early_end_since > EARLY_END_WAIT_S:
+                if (
+                    not read.done
+                    and read.early_end_since is not None
+                    and time.monotonic() - read.early_end_since > EARLY_END_WAIT_S
+                ):
                     self._lower_end_if_truncated(consumer, read)
                     read.early_end_since = None
 
-    def _take(self, messages: list[Message]) -> tuple[dict[tuple[str, int], list[Message]], list[tuple[PartitionRead, KafkaError]]]:
+    def _take(
+        self, messages: list[Message]
+    ) -> tuple[dict[tuple[str, int], list[Message]], list[tuple[PartitionRead, KafkaError]]]:
         """Sort one poll's messages into each range's records (see the module docstring's rules on where a read
         ends); returns them and the truncations librdkafka reported."""
         got: dict[tuple[str, int], list[Message]] = {}
@@ -260,7 +266,13 @@ class RangesReader:
                 "%s-%d: the source log diverged at offset %d, below offset %d (leader epoch %s) where this read "
                 "stands: an unclean leader election truncated it (%s); the read stops there and the partition is "
                 "copied again from offset %d once the stream ends",
-                read.topic, read.partition, diverged[key], read.reached, read.reached_epoch, error.str(), diverged[key],
+                read.topic,
+                read.partition,
+                diverged[key],
+                read.reached,
+                read.reached_epoch,
+                error.str(),
+                diverged[key],
             )
             self._unassign(read)
             read.end = read.reached
@@ -275,7 +287,11 @@ class RangesReader:
             )
         log.info(
             "%s-%d: librdkafka reported a truncation below %d (leader epoch %s), but the leader's log has not diverged "
-            "there; reading on", read.topic, read.partition, read.reached, read.reached_epoch,
+            "there; reading on",
+            read.topic,
+            read.partition,
+            read.reached,
+            read.reached_epoch,
         )
         consumer.incremental_unassign([TopicPartition(read.topic, read.partition)])
         read.reached_epoch = None
@@ -284,7 +300,9 @@ class RangesReader:
     def _lower_end_if_truncated(self, consumer: Consumer, read: PartitionRead) -> None:
         """The read waited at an end of partition below ``end``: lower ``end`` to the log end if the log
         was truncated below it, else fail (see the module docstring)."""
-        _, high = consumer.get_watermark_offsets(TopicPartition(read.topic, read.partition), timeout=REQUEST_TIMEOUT_S, cached=False)
+        _, high = consumer.get_watermark_offsets(
+            TopicPartition(read.topic, read.partition), timeout=REQUEST_TIMEOUT_S, cached=False
+        )
         if high >= read.end:
             raise ReplicationFailure(
                 f"{read.topic}-{read.partition}: the read stopped at offset {read.reached}, below the planned end "
@@ -294,7 +312,10 @@ class RangesReader:
         log.warning(
             "%s-%d: the log now ends at %d, below the planned end %d (truncated by an unclean leader election?); "
             "the range ends there and the next batch copies what the leader writes from that offset on",
-            read.topic, read.partition, high, read.end,
+            read.topic,
+            read.partition,
+            high,
+            read.end,
         )
         read.end = max(read.reached, high)
         if read.done:
@@ -334,7 +355,9 @@ class RangeReader:
         access: AccessScope | None = None,
         buffer: TaskBuffer = TaskBuffer(),
     ) -> None:
-        self._reader = RangesReader(consumer_config, [ReadRange(topic, partition, start, end, start_epoch)], access=access, buffer=buffer)
+        self._reader = RangesReader(
+            consumer_config, [ReadRange(topic, partition, start, end, start_epoch)], access=access, buffer=buffer
+        )
         self._read = self._reader.reads[(topic, partition)]
 
     @property
@@ -375,4 +398,7 @@ def reports_truncation(error: KafkaError) -> bool:
     """Whether a consumer error is librdkafka's failed leader-epoch validation.  Under
     ``auto.offset.reset=error`` it comes as ``_AUTO_OFFSET_RESET``, like an offset out of range, and only its
     text tells the two apart; an error not recognised this way still fails the read."""
-    return error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError._LOG_TRUNCATION) and "log truncation" in error.str().lower()
+    return (
+        error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError._LOG_TRUNCATION)
+        and "log truncation" in error.str().lower()
+    )

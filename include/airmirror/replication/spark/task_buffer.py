@@ -148,7 +148,11 @@ def bounded(settings: Mapping[str, Any], limits: Mapping[str, int], client: str)
             _warned.add((client, key, str(given)))
             log.warning(
                 "%s setting %s = %s exceeds its share of %s; using %d",
-                client, key, given, TASK_MAX_BUFFER_BYTES_KEY, limit,
+                client,
+                key,
+                given,
+                TASK_MAX_BUFFER_BYTES_KEY,
+                limit,
             )
         result[key] = limit if given is None else min(int(given), limit)
     return result

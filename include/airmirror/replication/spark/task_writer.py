@@ -238,7 +238,9 @@ class TaskDeliveries:
             return
         upstream = self.partitions[remote].delivered(None if error is not None else message.offset())
         if error is not None:
-            self.errors.append((self.ranges[remote], upstream, error, len(message.key() or b"") + len(message.value() or b"")))
+            self.errors.append(
+                (self.ranges[remote], upstream, error, len(message.key() or b"") + len(message.value() or b""))
+            )
 
     def raise_errors(self) -> None:
         if not self.errors:
@@ -317,13 +319,17 @@ class TaskCopy:
         remotes = {r.remote: r for r in task.ranges}
         if first_attempt:
             anchors = read_anchors(task.target_consumer_config, task.anchor_group, list(remotes))
-            found = {remote: anchor if anchor is not None else remotes[remote].known for remote, anchor in anchors.items()}
+            found = {
+                remote: anchor if anchor is not None else remotes[remote].known for remote, anchor in anchors.items()
+            }
         else:
             sources = {remote: (r.topic, r.partition) for remote, r in remotes.items()}
             found = read_progress(task.target_consumer_config, task.anchor_group, task.log_topic, task.flow, sources)
         for remote, source in remotes.items():
             progress = resume_from(task.batch_id, source, found[remote])
-            self.states[(source.topic, source.partition)] = RangeState(source, progress, self.deliveries.partitions[remote])
+            self.states[(source.topic, source.partition)] = RangeState(
+                source, progress, self.deliveries.partitions[remote]
+            )
 
     def copy(self, reader: RangesReader) -> None:
         """Copy every range from its progress on (call :meth:`fence` first), until each is done."""
@@ -340,7 +346,13 @@ class TaskCopy:
     def stream_reads(self) -> list[ReadRange]:
         """The open reads of a streaming task, each from its range's progress (call :meth:`fence` first)."""
         return [
-            ReadRange(state.source.topic, state.source.partition, state.progress.position, OPEN_END, state.progress.leader_epoch)
+            ReadRange(
+                state.source.topic,
+                state.source.partition,
+                state.progress.position,
+                OPEN_END,
+                state.progress.leader_epoch,
+            )
             for state in self.states.values()
         ]
 
@@ -368,7 +380,9 @@ class TaskCopy:
         so yet: the chunk then ends and commits, so the driver learns it at once."""
         return any(not self.states[key].progress.done for key in reader.ended)
 
-    def copy_chunk(self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader, until: float | None = None) -> None:
+    def copy_chunk(
+        self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader, until: float | None = None
+    ) -> None:
         """One chunk transaction (rule 3); with ``until``, one chunk of a stream (rule 6)."""
         producer, bounds = self.producer, self.task.bounds
         producer.begin_transaction()
@@ -418,13 +432,22 @@ class TaskCopy:
             deliveries.sent(message.offset())
             while True:
                 try:
-                    produce(topic, value, key, partition=partition, timestamp=max(message.timestamp()[1], 0), headers=message.headers())
+                    produce(
+                        topic,
+                        value,
+                        key,
+                        partition=partition,
+                        timestamp=max(message.timestamp()[1], 0),
+                        headers=message.headers(),
+                    )
                     break
                 except BufferError:
                     poll(0.05)
                 except KafkaException as error:
                     if error.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                        raise record_too_large(self.task, source, message.offset(), len(key or b"") + len(value or b"")) from error
+                        raise record_too_large(
+                            self.task, source, message.offset(), len(key or b"") + len(value or b"")
+                        ) from error
                     raise
             copied += (len(key) if key else 0) + (len(value) if value else 0)
         poll(0)
@@ -444,7 +467,11 @@ class TaskCopy:
             progress = self.chunk_progress(state, read.reached, read.reached_epoch, read.done)
             encoded = progress.encode()
             producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, *key), partition=0)
-            anchors.append(TopicPartition(state.source.remote_topic, state.source.partition, progress.downstream_position, metadata=encoded))
+            anchors.append(
+                TopicPartition(
+                    state.source.remote_topic, state.source.partition, progress.downstream_position, metadata=encoded
+                )
+            )
             committed[key] = progress
         if anchors:
             with hard_deadline(self.call_s, f"sending the anchors of {task.transactional_id}"):
@@ -462,7 +489,9 @@ class TaskCopy:
         runs = state.deliveries.runs.take()
         delivered = sum(run.length for run in runs)
         if delivered != state.chunk_records:
-            raise ReplicationFailure(f"{state.source.name}: {state.chunk_records} records produced but {delivered} delivered")
+            raise ReplicationFailure(
+                f"{state.source.name}: {state.chunk_records} records produced but {delivered} delivered"
+            )
         for part in runs_parts(task.batch_id, chunk, runs):
             key = runs_key(task.flow, state.source.topic, state.source.partition, task.batch_id, chunk, part.part)
             self.producer.produce(task.log_topic, encode_runs(part), key, partition=0)
@@ -475,9 +504,13 @@ class TaskCopy:
             done=done,
             records=progress.records + state.chunk_records,
             bytes=progress.bytes + state.chunk_bytes,
-            downstream_start=progress.downstream_start if progress.downstream_start is not None else (runs[0].downstream_start if runs else None),
+            downstream_start=progress.downstream_start
+            if progress.downstream_start is not None
+            else (runs[0].downstream_start if runs else None),
             downstream_position=runs[-1].downstream_start + runs[-1].length if runs else progress.downstream_position,
-            first_runs_offset=progress.first_runs_offset if progress.first_runs_offset is not None or not runs else task.log_end,
+            first_runs_offset=progress.first_runs_offset
+            if progress.first_runs_offset is not None or not runs
+            else task.log_end,
             source_topic_id=progress.source_topic_id,
             remote_topic_id=progress.remote_topic_id,
             leader_epoch=reached_epoch if state.chunk_records else progress.leader_epoch,
@@ -487,7 +520,9 @@ class TaskCopy:
 def resume_from(batch_id: int, source: RangeTask, found: Progress | None) -> Progress:
     """Where this attempt starts the range, from the partition's newest committed progress (rule 2)."""
     same_incarnation = (
-        found is not None and found.source_topic_id == source.source_topic_id and found.remote_topic_id == source.remote_topic_id
+        found is not None
+        and found.source_topic_id == source.source_topic_id
+        and found.remote_topic_id == source.remote_topic_id
     )
     if found is not None and same_incarnation and found.batch_id == batch_id:
         return found
@@ -507,7 +542,9 @@ def resume_from(batch_id: int, source: RangeTask, found: Progress | None) -> Pro
         records=0,
         bytes=0,
         downstream_start=None,
-        downstream_position=found.downstream_position if found is not None and found.remote_topic_id == source.remote_topic_id else 0,
+        downstream_position=found.downstream_position
+        if found is not None and found.remote_topic_id == source.remote_topic_id
+        else 0,
         first_runs_offset=None,
         source_topic_id=source.source_topic_id,
         remote_topic_id=source.remote_topic_id,
@@ -528,7 +565,11 @@ def hard_deadline(seconds: float, what: str) -> Iterator[None]:
     Used only inside copy tasks."""
 
     def expire() -> None:
-        print(f"airmirror: {what} is stuck after {seconds + HARD_DEADLINE_GRACE_S:.0f}s; ending the worker", file=sys.stderr, flush=True)
+        print(
+            f"airmirror: {what} is stuck after {seconds + HARD_DEADLINE_GRACE_S:.0f}s; ending the worker",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(70)
 
     timer = threading.Timer(seconds + HARD_DEADLINE_GRACE_S, expire)
@@ -545,7 +586,9 @@ def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterab
     it can never commit again.  Used before a resumed batch changes ranges such an attempt may be copying.
     A refusal names the ACL to grant (``access``)."""
     for transactional_id in transactional_ids:
-        producer = Producer({**producer_config, "transactional.id": transactional_id, "enable.sparse.connections": False})
+        producer = Producer(
+            {**producer_config, "transactional.id": transactional_id, "enable.sparse.connections": False}
+        )
         with naming_refusals(access, transactional_id=transactional_id):
             await_broker_connections(producer, None)
             producer.init_transactions(60)
@@ -599,14 +642,22 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[dict[str, Any]]:
     The read is opened first, so source records are already being fetched while the producer fences.  A refusal
     by either cluster names the ACL to grant (:mod:`airmirror.kafka.authorization`).
     """
+
     def target() -> AbstractContextManager[None]:
-        return naming_refusals(task.target_access, topic=task.remote_topics, group=task.anchor_group, transactional_id=task.transactional_id)
+        return naming_refusals(
+            task.target_access,
+            topic=task.remote_topics,
+            group=task.anchor_group,
+            transactional_id=task.transactional_id,
+        )
 
     if task.stream_until is not None:
         with target():
             attempt = TaskCopy(task)
             attempt.fence(first_attempt)
-        reader = RangesReader(task.source_consumer_config, attempt.stream_reads(), access=task.source_access, buffer=task.buffer)
+        reader = RangesReader(
+            task.source_consumer_config, attempt.stream_reads(), access=task.source_access, buffer=task.buffer
+        )
         with reader, target():
             attempt.stream(reader, task.stream_until)
     else:
@@ -617,6 +668,11 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[dict[str, Any]]:
             attempt.fence(first_attempt)
             attempt.copy(reader)
     return [
-        {"topic": state.source.topic, "partition": state.source.partition, "records": state.progress.records, "bytes": state.progress.bytes}
+        {
+            "topic": state.source.topic,
+            "partition": state.source.partition,
+            "records": state.progress.records,
+            "bytes": state.progress.bytes,
+        }
         for state in attempt.states.values()
     ]

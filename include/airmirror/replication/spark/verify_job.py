@@ -61,7 +61,13 @@ def records_of(reader: RangeReader) -> Iterator[Record]:
     for messages in reader.messages():
         for message in messages:
             headers = message.headers()
-            yield Record(message.offset(), message.key(), message.value(), tuple(headers) if headers else (), message.timestamp()[1])
+            yield Record(
+                message.offset(),
+                message.key(),
+                message.value(),
+                tuple(headers) if headers else (),
+                message.timestamp()[1],
+            )
 
 
 def verify_partition(task: VerifyTask) -> dict[str, Any]:
@@ -69,12 +75,28 @@ def verify_partition(task: VerifyTask) -> dict[str, Any]:
     :class:`~airmirror.model.PartitionVerification`, its verdict as a string."""
     source_config, target_config = task.source_consumer_config, task.target_consumer_config
     with (
-        RangeReader(source_config, task.topic, task.partition, task.source_start, task.source_end, access=task.source_access) as source,
-        RangeReader(target_config, task.remote_topic, task.partition, task.target_start, task.target_end, access=task.target_access) as target,
+        RangeReader(
+            source_config, task.topic, task.partition, task.source_start, task.source_end, access=task.source_access
+        ) as source,
+        RangeReader(
+            target_config,
+            task.remote_topic,
+            task.partition,
+            task.target_start,
+            task.target_end,
+            access=task.target_access,
+        ) as target,
     ):
 
         def source_later_keys() -> Iterator[bytes | None]:
-            later = RangeReader(source_config, task.topic, task.partition, task.source_end, task.source_later_end, access=task.source_access)
+            later = RangeReader(
+                source_config,
+                task.topic,
+                task.partition,
+                task.source_end,
+                task.source_later_end,
+                access=task.source_access,
+            )
             with later:
                 yield from (record.key for record in records_of(later))
 
@@ -117,7 +139,9 @@ def verify_tasks(tasks: list[VerifyTask]) -> Callable[[Iterator[int]], Iterator[
     return verify
 
 
-def run_verify_job(spark: SparkSession, tasks: list[VerifyTask], on_progress: Callable[[int, int], None]) -> list[dict[str, Any]]:
+def run_verify_job(
+    spark: SparkSession, tasks: list[VerifyTask], on_progress: Callable[[int, int], None]
+) -> list[dict[str, Any]]:
     """Verify every task's partition, one Spark task each; ``on_progress(done, total)`` is called whenever the
     number of finished partitions changes, and once at the end."""
     if not tasks:
@@ -130,7 +154,9 @@ def run_verify_job(spark: SparkSession, tasks: list[VerifyTask], on_progress: Ca
     def collect() -> None:
         try:
             context.setJobGroup(group, f"airmirror verify of {len(tasks)} partitions")
-            outcome["rows"] = context.parallelize(range(len(tasks)), len(tasks)).mapPartitions(verify_tasks(tasks)).collect()
+            outcome["rows"] = (
+                context.parallelize(range(len(tasks)), len(tasks)).mapPartitions(verify_tasks(tasks)).collect()
+            )
         except Exception as error:  # handed to the caller below
             outcome["error"] = error
 

@@ -17,8 +17,17 @@ from airmirror.replication.spark.batch_log import (
 )
 
 PROGRESS = Progress(
-    batch_id=3, chunk=2, start=100, end=900, position=700, done=False, records=590, bytes=59_000,
-    downstream_start=40, downstream_position=630, first_runs_offset=12,
+    batch_id=3,
+    chunk=2,
+    start=100,
+    end=900,
+    position=700,
+    done=False,
+    records=590,
+    bytes=59_000,
+    downstream_start=40,
+    downstream_position=630,
+    first_runs_offset=12,
 )
 
 

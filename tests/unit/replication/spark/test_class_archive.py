@@ -61,7 +61,9 @@ def test_a_failed_dump_leaves_no_archive_and_no_partial_file(home: Path, monkeyp
     assert not folder.exists() or list(folder.iterdir()) == []
 
 
-def test_a_build_removes_the_archives_of_pyspark_installs_that_are_gone(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_build_removes_the_archives_of_pyspark_installs_that_are_gone(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = home / ".cache" / "airmirror"
     folder.mkdir(parents=True)
     gone, live = folder / "spark-driver-4.0.0-gone.jsa", folder / "spark-driver-4.0.0-live.jsa"
@@ -71,4 +73,7 @@ def test_a_build_removes_the_archives_of_pyspark_installs_that_are_gone(home: Pa
     monkeypatch.setattr(class_archive, "MODULE", "airmirror.no_such_module")
     with pytest.raises(RuntimeError, match="was not dumped"):
         class_archive.build_archive()
-    assert sorted(p.name for p in folder.iterdir()) == ["spark-driver-4.0.0-live.jsa", "spark-driver-4.0.0-live.pyspark"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "spark-driver-4.0.0-live.jsa",
+        "spark-driver-4.0.0-live.pyspark",
+    ]

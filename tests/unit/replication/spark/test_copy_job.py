@@ -19,7 +19,9 @@ def test_every_range_lands_in_exactly_one_task_in_plan_order():
     planned = ranges(*range(1, 2001))
     tasks = spread(planned, 8)
     assert len(tasks) == 8
-    assert sorted((r.topic, r.partition) for task in tasks for r in task) == sorted((r.topic, r.partition) for r in planned)
+    assert sorted((r.topic, r.partition) for task in tasks for r in task) == sorted(
+        (r.topic, r.partition) for r in planned
+    )
     order = {r.key: i for i, r in enumerate(planned)}
     assert all([order[r.key] for r in task] == sorted(order[r.key] for r in task) for task in tasks)
 
@@ -42,7 +44,9 @@ def test_fewer_ranges_than_slots_gives_one_task_per_range_and_the_spread_is_dete
 
 def flow(tmp_path: Path):
     path = tmp_path / "mm2.properties"
-    path.write_text("clusters = us, dr\nus.bootstrap.servers = 127.0.0.1:1\ndr.bootstrap.servers = 127.0.0.1:2\nus->dr.enabled = true\n")
+    path.write_text(
+        "clusters = us, dr\nus.bootstrap.servers = 127.0.0.1:1\ndr.bootstrap.servers = 127.0.0.1:2\nus->dr.enabled = true\n"
+    )
     return load_config(path, env={}).flow("us->dr")
 
 
@@ -57,7 +61,9 @@ def test_a_retried_job_fences_the_ids_the_job_before_it_used(tmp_path):
 
 def test_copy_task_ids_never_equal_a_partition_id_and_share_the_flow_prefix():
     task_ids = {names.copy_task_transactional_id("us", "dr", i) for i in range(64)}
-    partition_ids = {names.transactional_id("us", "dr", topic, p) for topic in ("copy", "~copy0", "copy0", "x") for p in range(64)}
+    partition_ids = {
+        names.transactional_id("us", "dr", topic, p) for topic in ("copy", "~copy0", "copy0", "x") for p in range(64)
+    }
     assert not task_ids & partition_ids
     assert all(i.startswith(names.transactional_id_prefix("us", "dr")) for i in task_ids)
     assert names.copy_task_transactional_id("us", "dr", 0) != names.copy_task_transactional_id("us-dr", "x", 0)

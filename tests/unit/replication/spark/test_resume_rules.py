@@ -13,24 +13,59 @@ from airmirror.replication.spark.task_buffer import TaskBuffer
 from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, resume_from
 
 RANGE = RangeTask(
-    topic="orders", partition=0, start=100, end=900, remote_topic="a.orders", source_topic_id="src1", remote_topic_id="dst1",
-    resets=False, start_epoch=None, known=None,
+    topic="orders",
+    partition=0,
+    start=100,
+    end=900,
+    remote_topic="a.orders",
+    source_topic_id="src1",
+    remote_topic_id="dst1",
+    resets=False,
+    start_epoch=None,
+    known=None,
 )
 TASK = CopyTask(
-    flow="a->b", batch_id=7, transactional_id="airmirror-a-b-~copy0", anchor_group="airmirror-eos-a-b",
-    log_topic="airmirror-batches.a.internal", log_end=0, bounds=TransactionBounds(1000, 1 << 20, 5.0), ranges=(RANGE,),
-    source_access=AccessScope("a", "User:mirror", ()), target_access=AccessScope("b", "User:mirror", ()),
-    buffer=TaskBuffer(), producer_config={"sasl.password": "hunter2"}, target_consumer_config={}, source_consumer_config={},
+    flow="a->b",
+    batch_id=7,
+    transactional_id="airmirror-a-b-~copy0",
+    anchor_group="airmirror-eos-a-b",
+    log_topic="airmirror-batches.a.internal",
+    log_end=0,
+    bounds=TransactionBounds(1000, 1 << 20, 5.0),
+    ranges=(RANGE,),
+    source_access=AccessScope("a", "User:mirror", ()),
+    target_access=AccessScope("b", "User:mirror", ()),
+    buffer=TaskBuffer(),
+    producer_config={"sasl.password": "hunter2"},
+    target_consumer_config={},
+    source_consumer_config={},
 )
 DONE_BEFORE = Progress(
-    batch_id=6, chunk=3, start=0, end=100, position=100, done=True, records=100, bytes=10_000,
-    downstream_start=0, downstream_position=104, first_runs_offset=9, source_topic_id="src1", remote_topic_id="dst1",
+    batch_id=6,
+    chunk=3,
+    start=0,
+    end=100,
+    position=100,
+    done=True,
+    records=100,
+    bytes=10_000,
+    downstream_start=0,
+    downstream_position=104,
+    first_runs_offset=9,
+    source_topic_id="src1",
+    remote_topic_id="dst1",
 )
 
 
 def test_fresh_range_continues_the_previous_batch_downstream():
     start = resume_from(7, RANGE, DONE_BEFORE)
-    assert (start.batch_id, start.chunk, start.position, start.done, start.downstream_position) == (7, -1, 100, False, 104)
+    assert (start.batch_id, start.chunk, start.position, start.done, start.downstream_position) == (
+        7,
+        -1,
+        100,
+        False,
+        104,
+    )
     assert resume_from(7, RANGE, None).downstream_position == 0
 
 

@@ -10,7 +10,9 @@ import pytest
 from airmirror.replication.spark.defaults import copy_job_conf
 
 
-def test_defaults_retry_tasks_and_start_workers_from_the_daemon(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_defaults_retry_tasks_and_start_workers_from_the_daemon(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))  # no class archive built there
     conf = copy_job_conf()
     assert conf["spark.task.maxFailures"] == "4"

@@ -125,11 +125,19 @@ def test_the_keys_bounded_are_the_ones_config_validates_at_load() -> None:
 
 def test_the_reader_keeps_a_flows_lower_fetch_and_lowers_message_max_bytes_with_it() -> None:
     config = reader_config({"fetch.max.bytes": "1048576", "bootstrap.servers": "a:9092"}, TaskBuffer())
-    assert (config["fetch.max.bytes"], config["message.max.bytes"], config["max.partition.fetch.bytes"]) == (1_048_576, 1_048_576, 16 * MIB)
+    assert (config["fetch.max.bytes"], config["message.max.bytes"], config["max.partition.fetch.bytes"]) == (
+        1_048_576,
+        1_048_576,
+        16 * MIB,
+    )
     assert config["queued.max.messages.kbytes"] == 16 * 1024 and config["isolation.level"] == "read_committed"
 
 
 def test_the_reader_fetches_again_soon_after_a_full_queue_unless_the_flow_says_otherwise() -> None:
-    assert reader_config({"bootstrap.servers": "a:9092"}, TaskBuffer())["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS == 10
+    assert (
+        reader_config({"bootstrap.servers": "a:9092"}, TaskBuffer())["fetch.queue.backoff.ms"]
+        == FETCH_QUEUE_BACKOFF_MS
+        == 10
+    )
     own = reader_config({"bootstrap.servers": "a:9092", "fetch.queue.backoff.ms": "250"}, TaskBuffer())
     assert own["fetch.queue.backoff.ms"] == "250"

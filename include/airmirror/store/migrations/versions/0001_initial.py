@@ -46,9 +46,7 @@ def upgrade() -> None:
         sa.Column("records", sa.BigInteger(), nullable=True),
         sa.Column("bytes", sa.BigInteger(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.CheckConstraint(
-            "state IN ('RUNNING', 'COMMITTED', 'FAILED')", name="ck_airmirror_batches_batch_state"
-        ),
+        sa.CheckConstraint("state IN ('RUNNING', 'COMMITTED', 'FAILED')", name="ck_airmirror_batches_batch_state"),
         sa.PrimaryKeyConstraint("id", name="pk_airmirror_batches"),
     )
     op.create_index("ix_airmirror_batches_flow_id", "airmirror_batches", ["flow", "id"])
@@ -97,9 +95,7 @@ def upgrade() -> None:
         sa.Column("downstream_start", sa.BigInteger(), nullable=False),
         sa.Column("batch_id", ID, nullable=False),
         _batch_ref("airmirror_offset_syncs"),
-        sa.PrimaryKeyConstraint(
-            "flow", "topic", "partition", "upstream_start", name="pk_airmirror_offset_syncs"
-        ),
+        sa.PrimaryKeyConstraint("flow", "topic", "partition", "upstream_start", name="pk_airmirror_offset_syncs"),
     )
     op.create_index(
         "ux_airmirror_offset_syncs_upstream_end",

@@ -68,9 +68,7 @@ def upgrade() -> None:
         sa.Column("heartbeat_at", TIMESTAMP, nullable=False),
         sa.Column("observed_at", TIMESTAMP, nullable=False),
         sa.Column("latency_ms", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint(
-            "flow", "source_alias", "target_alias", name="pk_airmirror_heartbeat_latency"
-        ),
+        sa.PrimaryKeyConstraint("flow", "source_alias", "target_alias", name="pk_airmirror_heartbeat_latency"),
     )
 
     op.create_table(

@@ -53,7 +53,9 @@ def upgrade() -> None:
         sa.Column("old_cursor", sa.BigInteger(), nullable=False),
         sa.Column("new_start", sa.BigInteger(), nullable=False),
         sa.Column("reset_at", TIMESTAMP, nullable=False),
-        sa.ForeignKeyConstraint(["batch_id"], ["airmirror_batches.id"], name="fk_airmirror_source_resets_batch_id_airmirror_batches"),
+        sa.ForeignKeyConstraint(
+            ["batch_id"], ["airmirror_batches.id"], name="fk_airmirror_source_resets_batch_id_airmirror_batches"
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_airmirror_source_resets"),
     )
     op.create_index("ix_airmirror_source_resets_flow_id", "airmirror_source_resets", ["flow", "id"])

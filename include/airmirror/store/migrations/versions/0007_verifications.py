@@ -38,13 +38,20 @@ def upgrade() -> None:
         sa.Column("remote_topic", sa.String(249), nullable=False),
         sa.Column("verdict", sa.String(16), nullable=False),
         sa.Column("first_offset", sa.BigInteger(), nullable=True),
-        *(sa.Column(name, sa.BigInteger(), nullable=False) for name in ("source_start", "source_end", "target_start", "target_end")),
+        *(
+            sa.Column(name, sa.BigInteger(), nullable=False)
+            for name in ("source_start", "source_end", "target_start", "target_end")
+        ),
         *(sa.Column(name, sa.BigInteger(), nullable=False) for name in COUNTS),
         sa.Column("source_digest", sa.String(64), nullable=False),
         sa.Column("target_digest", sa.String(64), nullable=False),
         sa.Column("note", sa.Text(), nullable=False),
-        sa.CheckConstraint("verdict IN ('EQUAL', 'MISSING', 'EXTRA', 'DIFFERENT')", name="ck_airmirror_verified_partitions_verdict"),
-        sa.ForeignKeyConstraint(["verification_id"], ["airmirror_verifications.id"], name="fk_airmirror_verified_partitions_verification"),
+        sa.CheckConstraint(
+            "verdict IN ('EQUAL', 'MISSING', 'EXTRA', 'DIFFERENT')", name="ck_airmirror_verified_partitions_verdict"
+        ),
+        sa.ForeignKeyConstraint(
+            ["verification_id"], ["airmirror_verifications.id"], name="fk_airmirror_verified_partitions_verification"
+        ),
         sa.PrimaryKeyConstraint("verification_id", "topic", "partition", name="pk_airmirror_verified_partitions"),
     )
 

@@ -27,7 +27,9 @@ def upgrade() -> None:
         sa.Column("upstream_offset", sa.BigInteger(), nullable=False),
         sa.Column("downstream_offset", sa.BigInteger(), nullable=False),
         sa.Column("batch_id", ID, nullable=False),
-        sa.ForeignKeyConstraint(["batch_id"], ["airmirror_batches.id"], name="fk_airmirror_mm2_syncs_batch_id_airmirror_batches"),
+        sa.ForeignKeyConstraint(
+            ["batch_id"], ["airmirror_batches.id"], name="fk_airmirror_mm2_syncs_batch_id_airmirror_batches"
+        ),
         sa.PrimaryKeyConstraint("flow", "topic", "partition", "upstream_offset", name="pk_airmirror_mm2_syncs"),
     )
 
