@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from airmirror.checkpoints.emission import CheckpointReport, emit_checkpoints
+from airmirror.checkpoints.checkpoint_emitter import CheckpointReport, emit_checkpoints
 from airmirror.config import FlowConfig
 from airmirror.kafka.retry import is_transient, retry_transient
 from airmirror.replication.options import BatchOptions

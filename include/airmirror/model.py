@@ -128,7 +128,7 @@ class PlannedRange:
 
     ``source_topic_id`` is the source topic's id at planning time (``None`` when the broker gave none).
     ``reset_from`` is set when the stored cursor belonged to an earlier incarnation of the source topic, or
-    pointed above a truncated log (see :mod:`airmirror.replication.planner`): the range starts afresh, and the batch's
+    pointed above a truncated log (see :mod:`airmirror.replication.plan_arithmetic`): the range starts afresh, and the batch's
     commit records a source reset and starts a new generation of offset-sync runs for the partition.
 
     ``start_epoch`` is the source leader epoch of the record just before ``start`` (the stored cursor's), when

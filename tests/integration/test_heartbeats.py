@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
-from airmirror.heartbeats.emission import emit_heartbeat
+from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
 from tests.conftest import write_config
 from tests.kafka_helpers import read_partition
 from tests.mirror_helpers import kafka_string, opened, replicate

@@ -19,10 +19,10 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from airmirror.cli import main
 from airmirror.config import load_config
+from airmirror.migration.verification import verify_flow
 from airmirror.model import PartitionKey, Verdict
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, replicate_once, sync_flow_topics
-from airmirror.replication.verification import verify_flow
 from airmirror.store import MetadataStore, folding, retention
 from tests.conftest import write_config
 from tests.kafka_helpers import (

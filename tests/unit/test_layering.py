@@ -29,9 +29,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("airmirror.kafka", "airmirror.store"),
     # 4: the MM2 features built on clusters and the store
     ("airmirror.heartbeats", "airmirror.checkpoints", "airmirror.replication"),
-    # 5: the two front ends (siblings)
+    # 5: migrations built on replication: verify and takeover
+    ("airmirror.migration",),
+    # 6: the front ends (siblings)
     ("airmirror.cli", "airmirror.dag_factory", "airmirror.ui"),
-    # 6: developer tools: may import anything, nothing imports them
+    # 7: developer tools: may import anything, nothing imports them
     (DEVTOOLS,),
 ]
 

@@ -7,22 +7,22 @@ import argparse
 import sys
 from datetime import timedelta
 
-from airmirror.checkpoints.emission import emit_checkpoints
+from airmirror.checkpoints.checkpoint_emitter import emit_checkpoints
 from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.cli import render
 from airmirror.config import load_config
 from airmirror.config.durations import positive_duration
 from airmirror.errors import InputError
-from airmirror.heartbeats.emission import emit_heartbeat
+from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
 from airmirror.kafka.acls import principal, required_acls, takeover_acls
+from airmirror.migration.takeover import take_over_from_mm2
+from airmirror.migration.verification import verify_flow
 from airmirror.replication.continuous import StopOnSignals, replicate_continuously
 from airmirror.replication.incarnations import reset_topic
 from airmirror.replication.options import BatchOptions, parse_batch_options
 from airmirror.replication.pipeline import replicate_once
 from airmirror.replication.spark.session import BackgroundSession, spark_session
 from airmirror.replication.status import flow_status
-from airmirror.replication.takeover import take_over_from_mm2
-from airmirror.replication.verification import verify_flow
 from airmirror.store import describe_holder
 from airmirror.store.opening import open_flow
 

@@ -8,10 +8,11 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airmirror.checkpoints.emission import CheckpointReport
+from airmirror.checkpoints.checkpoint_emitter import CheckpointReport
 from airmirror.checkpoints.translate_view import GroupInspection
-from airmirror.heartbeats.emission import HeartbeatReport
+from airmirror.heartbeats.heartbeat_emitter import HeartbeatReport
 from airmirror.kafka.acls import AclRequirement
+from airmirror.migration.takeover import TakeoverPlan
 from airmirror.model import (
     GroupSyncOutcome,
     GroupSyncRecord,
@@ -25,7 +26,6 @@ from airmirror.replication.continuous import ContinuousReport
 from airmirror.replication.incarnations import TopicReset
 from airmirror.replication.pipeline import BatchSummary, ReplicateReport
 from airmirror.replication.status import FlowStatus, PartitionStatus
-from airmirror.replication.takeover import TakeoverPlan
 
 
 def to_json(document: Any) -> str:

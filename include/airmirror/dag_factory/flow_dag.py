@@ -44,7 +44,7 @@ from airmirror.config.secrets import is_secret_key
 from airmirror.dag_factory import tasks
 from airmirror.dag_factory.assets import alias_name, emit_asset_events
 from airmirror.dag_factory.doc import flow_doc
-from airmirror.dag_factory.emission import is_due
+from airmirror.dag_factory.emitter_tasks import is_due
 from airmirror.dag_factory.lineage import report_lineage
 from airmirror.dag_factory.live import live_seconds
 from airmirror.dag_factory.masking import mask_flow_secrets

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk.observability import stats
 
-from airmirror.checkpoints.emission import CheckpointReport
+from airmirror.checkpoints.checkpoint_emitter import CheckpointReport
 from airmirror.config import FlowConfig
 from airmirror.model import LagSample, PartitionKey
 from airmirror.replication.pipeline import BatchSummary
@@ -66,9 +66,7 @@ def publish_batch(flow: FlowConfig, store: MetadataStore, summary: BatchSummary)
         batch = next((b for b in store.batches(flow.name, limit=5) if b.id == summary.batch_id), None)
         if batch is not None and batch.finished_at is not None:
             stats.timing(f"{PREFIX}.batch-duration-ms", batch.finished_at - batch.created_at, tags=tags)
-        publish_lag(
-            flow, newest_samples(store.lag_samples(flow.name, since=datetime.now(UTC) - SAMPLE_WINDOW))
-        )
+        publish_lag(flow, newest_samples(store.lag_samples(flow.name, since=datetime.now(UTC) - SAMPLE_WINDOW)))
     except Exception as error:
         log.warning("metrics of batch %s of %s not sent: %s", summary.batch_id, flow.name, error)
 

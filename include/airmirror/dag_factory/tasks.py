@@ -25,22 +25,22 @@ from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airmirror.checkpoints.emission import emit_checkpoints
+from airmirror.checkpoints.checkpoint_emitter import emit_checkpoints
 from airmirror.config import FlowConfig
 from airmirror.dag_factory.assets import copied_by_uri
-from airmirror.dag_factory.connections import resolve_connections_through_airflow
+from airmirror.dag_factory.connection_lookup import resolve_connections_through_airflow
 from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.metrics import publish_batch, publish_checkpoints
-from airmirror.heartbeats.emission import emit_heartbeat
+from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
 from airmirror.kafka.clients import shared_clients
 from airmirror.kafka.topics import TopicMapping
+from airmirror.migration.verification import verify_flow
 from airmirror.replication.continuous import from_the_cursors, replicate_continuously
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
-from airmirror.replication.verification import verify_flow
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.store.opening import open_flow
 

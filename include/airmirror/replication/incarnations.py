@@ -2,7 +2,7 @@
 flow then does.  Offsets only mean something within one incarnation of a topic, so airmirror never maps an
 offset of one incarnation through offset-sync runs of another.
 
-Source topics (the planner detects it, see :func:`airmirror.replication.planner.source_reset`):
+Source topics (the planner detects it, see :func:`airmirror.replication.plan_arithmetic.source_reset`):
 
 * ``airmirror.source.reset.policy = reset`` (default): like MM2's consumer under ``auto.offset.reset``, the
   partition starts again in its new incarnation.  The batch's commit records a *source reset* (time, old and
@@ -40,7 +40,7 @@ from airmirror.kafka.clients import cluster_metadata, source_admin
 from airmirror.kafka.offsets import divergence_points
 from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange, Stop
-from airmirror.replication.planner import needs_validation
+from airmirror.replication.plan_arithmetic import needs_validation
 from airmirror.replication.spark.progress import fence_partitions, forget_progress
 from airmirror.store import MetadataStore
 
@@ -56,7 +56,7 @@ def diverged_cursors(
 ) -> dict[PartitionKey, int]:
     """Per stored cursor whose source log diverged below it, the offset where it diverged: cursors of the
     same incarnation whose leader epoch changed since are validated with the leader (see
-    :mod:`airmirror.replication.planner`).  Read-only."""
+    :mod:`airmirror.replication.plan_arithmetic`).  Read-only."""
     suspects = {
         key: (state.next_offset, state.leader_epoch)
         for key, state in cursors.items()

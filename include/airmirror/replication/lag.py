@@ -5,7 +5,7 @@
   at or after the next offset to copy; MM2's ``record-age-ms`` seen from the source); ``None`` when no
   record is waiting.  A record stamped in the future has age 0.
 - ``replication_latency_ms``: the flow's newest replication latency observed from copied heartbeats (MM2's
-  ``replication-latency-ms``, :func:`airmirror.heartbeats.emission.observe_heartbeats`); ``None`` before the
+  ``replication-latency-ms``, :func:`airmirror.heartbeats.heartbeat_emitter.observe_heartbeats`); ``None`` before the
   first.
 
 :func:`sample_lag` reads the source (one ListOffsets round and one read_committed consumer for the partitions

@@ -4,7 +4,7 @@
    cursors without ``reset_cursor`` (before anything changes), create/grow/reconfigure remote topics, and copy
    topic ACLs (:mod:`airmirror.kafka.acl_sync`).
 2. :func:`plan_batch` - resume the flow's unfinished batch if there is one (:mod:`airmirror.replication.resume`),
-   otherwise plan a new one from the stored cursors (:mod:`airmirror.replication.planning`) and store it
+   otherwise plan a new one from the stored cursors (:mod:`airmirror.replication.plan_inputs`) and store it
    (state RUNNING) before anything is copied.  A resumed batch keeps its original ranges: a retry never
    re-plans data that may already be committed in Kafka, and a range with committed chunks stays in the batch
    whatever the run selects now.
@@ -46,7 +46,7 @@ from airmirror.kafka.topics import (
 from airmirror.model import PlannedRange, RangeResult
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.planning import plan_ranges, record_cap, refuse_moving_cursors
+from airmirror.replication.plan_inputs import plan_ranges, record_cap, refuse_moving_cursors
 from airmirror.replication.recording import after_commit, committed_batch, warm_writers
 from airmirror.replication.resume import revise_resumed_ranges
 from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
@@ -93,7 +93,7 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     """Step 1: select topics and sync them, with their ACLs, to the target (nothing changes in a dry run).
 
     A ``start_from`` that would move existing cursors without ``reset_cursor`` is rejected first
-    (:func:`~airmirror.replication.planning.refuse_moving_cursors`), before anything changes.  Remote topics deleted or recreated under the flow are stopped, never recreated
+    (:func:`~airmirror.replication.plan_inputs.refuse_moving_cursors`), before anything changes.  Remote topics deleted or recreated under the flow are stopped, never recreated
     (:mod:`airmirror.replication.incarnations`); the report's mappings leave them out.
     """
     source, target = source_admin(flow), target_admin(flow)

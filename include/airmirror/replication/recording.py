@@ -32,7 +32,7 @@ from confluent_kafka.admin import OffsetSpec
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, ReplicationFailure
-from airmirror.heartbeats.emission import observe_heartbeats
+from airmirror.heartbeats.heartbeat_emitter import observe_heartbeats
 from airmirror.kafka.authorization import naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets

@@ -104,7 +104,7 @@ def end_diverged_ranges(
 ) -> list[PlannedRange]:
     """End each unfinished range whose source log diverged below where it stands (its committed progress in
     this batch, else its start) at that position: the batch can then commit what it copied, and the next plan
-    starts the partition again at the divergence point (:mod:`airmirror.replication.planner`)."""
+    starts the partition again at the divergence point (:mod:`airmirror.replication.plan_arithmetic`)."""
     positions = {}
     for r in unfinished(ranges, progress, batch_id):
         p = progress[r.key]

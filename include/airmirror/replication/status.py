@@ -1,7 +1,7 @@
 """Per-partition status of a flow: source offsets (live from the broker) joined with the metadata DB.
 
 Lag is ``source end - next offset to copy`` where the source end is the last stable offset and the next offset
-is where the planner would start the partition's next range (:func:`airmirror.replication.planning.plan_partitions`: the
+is where the planner would start the partition's next range (:func:`airmirror.replication.plan_inputs.plan_partitions`: the
 cursor, where a new partition starts per ``auto.offset.reset``, or the new start after a source reset).  Gaps
 are the source ranges that retention deleted before they could be copied.  ``source_reset`` names a reset the
 next run will make (the topic was recreated, or its log ends below the cursor); the flow's past source resets
@@ -28,7 +28,7 @@ from airmirror.kafka.clients import source_admin
 from airmirror.kafka.topics import replicated_topics
 from airmirror.model import SourceReset, Stop
 from airmirror.replication.lag import lag_samples, newest_latency_ms, next_records
-from airmirror.replication.planning import plan_partitions
+from airmirror.replication.plan_inputs import plan_partitions
 from airmirror.store import MetadataStore
 
 FUTURE_TOLERANCE_MS = 60_000

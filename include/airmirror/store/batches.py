@@ -51,7 +51,7 @@ from airmirror.model import (
     RangeResult,
     TopicCopied,
 )
-from airmirror.store import incarnations
+from airmirror.store import incarnation_rows
 from airmirror.store.engine import EngineHolder
 from airmirror.store.rows import as_columns, columns_of, from_columns, insert_many, update_many, upsert, utcnow
 from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs, partition_totals
@@ -144,7 +144,7 @@ class BatchStore(EngineHolder):
         """Remove ranges from a RUNNING batch; their cursors stay where they are."""
         with self._transaction(f"drop ranges of batch {batch_id}") as connection:
             _lock_running_batch(connection, batch_id, "changed")
-            incarnations.drop_ranges(connection, batch_id, keys)
+            incarnation_rows.drop_ranges(connection, batch_id, keys)
 
     def batches(self, flow: str, limit: int = 20) -> list[BatchRecord]:
         """The flow's ``limit`` newest batches, newest first."""
@@ -439,8 +439,8 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
     pairs = _pair_results(batch_id, planned, results)
     stored = _check_cursors(connection, flow, batch_id, planned)
     now = utcnow()
-    stored_ids = {key: state.source_topic_id for key, state in incarnations.cursor_states(connection, flow).items()}
-    incarnations.commit_resets(connection, flow, batch_id, planned, stored_ids, now)
+    stored_ids = {key: state.source_topic_id for key, state in incarnation_rows.cursor_states(connection, flow).items()}
+    incarnation_rows.commit_resets(connection, flow, batch_id, planned, stored_ids, now)
     _advance_cursors(connection, flow, batch_id, pairs, stored, now)
     _store_outcomes(connection, batch_id, pairs)
     insert_many(connection, offset_syncs, _new_run_rows(connection, flow, batch_id, pairs))

@@ -8,8 +8,8 @@ contracts in its module's docstring:
   exact offset translation (offset-sync runs) and gaps.
 * :mod:`airmirror.store.checkpoints`: checkpoints and group offset syncs.
 * :mod:`airmirror.store.heartbeats`: heartbeat emissions and replication latency.
-* :mod:`airmirror.store.incarnations`: cursor incarnations, remote topic ids, stops and source resets.
-* :mod:`airmirror.store.verifications`: every ``airmirror verify`` and its result per partition.
+* :mod:`airmirror.store.incarnation_rows`: cursor incarnations, remote topic ids, stops and source resets.
+* :mod:`airmirror.store.verify_results`: every ``airmirror verify`` and its result per partition.
 * :mod:`airmirror.store.retention`: pruning of the history older than ``airmirror.metadata.retention``.
 * :mod:`airmirror.store.flow_lease`: :meth:`MetadataStore.hold_flow` lets one run at a time work on a flow.
 * :mod:`airmirror.store.engine`: engines, transactions and schema migrations.
@@ -36,7 +36,7 @@ from sqlalchemy import URL
 
 from airmirror.errors import ReplicationFailure
 from airmirror.model import CursorState, PartitionKey, SourceReset, Stop
-from airmirror.store import incarnations
+from airmirror.store import incarnation_rows
 from airmirror.store.batches import BatchStore, StaleCursorError
 from airmirror.store.checkpoints import CheckpointStore
 from airmirror.store.engine import (
@@ -49,11 +49,11 @@ from airmirror.store.engine import (
 )
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
 from airmirror.store.heartbeats import HeartbeatStore
-from airmirror.store.lag import LagStore
+from airmirror.store.lag_samples import LagStore
 from airmirror.store.retention import RetentionStore
 from airmirror.store.rows import utcnow
 from airmirror.store.streams import StreamStore
-from airmirror.store.verifications import VerificationStore
+from airmirror.store.verify_results import VerificationStore
 
 __all__ = [
     "MIGRATIONS_DIR",
@@ -146,45 +146,45 @@ class MetadataStore(
         with self._transaction("read the schema version") as connection:
             return current_revision(connection)
 
-    # Topic incarnations: each a transaction around the SQL of airmirror.store.incarnations (see its contracts).
+    # Topic incarnations: each a transaction around the SQL of airmirror.store.incarnation_rows (see its contracts).
 
     def cursor_states(self, flow: str) -> dict[PartitionKey, CursorState]:
         """Every cursor of the flow with the source topic id it belongs to."""
         with self._transaction(f"read the cursors of flow {flow!r}") as connection:
-            return incarnations.cursor_states(connection, flow)
+            return incarnation_rows.cursor_states(connection, flow)
 
     def remote_topic_ids(self, flow: str) -> dict[str, str]:
         """The topic id recorded for each remote topic of the flow."""
         with self._transaction(f"read the remote topic ids of flow {flow!r}") as connection:
-            return incarnations.remote_topic_ids(connection, flow)
+            return incarnation_rows.remote_topic_ids(connection, flow)
 
     def record_remote_topic_ids(self, flow: str, ids: Mapping[str, str]) -> None:
         """Record the ids of remote topics seen for the first time (recorded ids are never replaced)."""
         with self._transaction(f"record remote topic ids of flow {flow!r}") as connection:
-            incarnations.record_remote_topic_ids(connection, flow, ids, utcnow())
+            incarnation_rows.record_remote_topic_ids(connection, flow, ids, utcnow())
 
     def stops(self, flow: str) -> list[Stop]:
         """The flow's stopped topics and partitions."""
         with self._transaction(f"read the stops of flow {flow!r}") as connection:
-            return incarnations.stop_list(connection, flow)
+            return incarnation_rows.stop_list(connection, flow)
 
     def stop_partition(self, flow: str, key: PartitionKey, reason: str) -> None:
         """Stop one source partition (replacing an earlier stop of it)."""
         with self._transaction(f"stop {key} in flow {flow!r}") as connection:
-            incarnations.add_stop(connection, flow, key.topic, key.partition, reason, utcnow())
+            incarnation_rows.add_stop(connection, flow, key.topic, key.partition, reason, utcnow())
 
     def stop_remote_topic(self, flow: str, topic: str, remote_topic: str, reason: str) -> None:
         """Stop source ``topic`` because its remote topic changed, and retire its offset-syncs and checkpoints."""
         with self._transaction(f"stop {topic} in flow {flow!r}") as connection:
-            incarnations.stop_remote_topic(connection, flow, topic, remote_topic, reason, utcnow())
+            incarnation_rows.stop_remote_topic(connection, flow, topic, remote_topic, reason, utcnow())
 
     def source_resets(self, flow: str) -> list[SourceReset]:
         """Every source reset of the flow, oldest first."""
         with self._transaction(f"read the source resets of flow {flow!r}") as connection:
-            return incarnations.source_reset_list(connection, flow)
+            return incarnation_rows.source_reset_list(connection, flow)
 
     def reset_topic(self, flow: str, topic: str, remote_topic: str) -> list[PartitionKey]:
         """Forget everything about source ``topic`` so the next run copies it from its start
-        (:func:`airmirror.store.incarnations.reset_topic`); returns the partitions whose cursors went."""
+        (:func:`airmirror.store.incarnation_rows.reset_topic`); returns the partitions whose cursors went."""
         with self._transaction(f"reset {topic} in flow {flow!r}") as connection:
-            return incarnations.reset_topic(connection, flow, topic, remote_topic)
+            return incarnation_rows.reset_topic(connection, flow, topic, remote_topic)

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select, update
 
 from airmirror.model import BatchState, PartitionKey, PlannedRange, RangeResult
-from airmirror.store import incarnations
+from airmirror.store import incarnation_rows
 from airmirror.store.batches import (
     _add_totals,
     _advance_cursors,
@@ -107,8 +107,8 @@ def _record_stream(connection: Connection, batch_id: int, deltas: Sequence[Range
     pairs = [(_slice_plan(planned[key], delta), delta) for key, delta in by_key.items()]
     stored = _check_cursors(connection, flow, batch_id, [plan for plan, _ in pairs])
     now = utcnow()
-    stored_ids = {key: state.source_topic_id for key, state in incarnations.cursor_states(connection, flow).items()}
-    incarnations.commit_resets(connection, flow, batch_id, [plan for plan, _ in pairs], stored_ids, now)
+    stored_ids = {key: state.source_topic_id for key, state in incarnation_rows.cursor_states(connection, flow).items()}
+    incarnation_rows.commit_resets(connection, flow, batch_id, [plan for plan, _ in pairs], stored_ids, now)
     _advance_cursors(connection, flow, batch_id, pairs, stored, now)
     update_many(
         connection,

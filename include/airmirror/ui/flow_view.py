@@ -10,7 +10,7 @@ with every cluster down.  Every figure is one the tasks recorded:
 - per consumer group: the newest checkpoint (partitions, when) and the newest group offset sync outcome;
 - recent batches with their throughput;
 - lag and latency over time (:data:`SERIES_WINDOW`), for the chart, downsampled by the database to at most
-  :data:`SERIES_POINTS` points (:meth:`~airmirror.store.lag.LagStore.lag_series`).
+  :data:`SERIES_POINTS` points (:meth:`~airmirror.store.lag_samples.LagStore.lag_series`).
 
 Every read is bounded: the rows read grow with the partitions and groups of the flow (one each), never with
 the sample rate.  The view only reads, so it works on a store opened read-only.
@@ -26,7 +26,7 @@ from typing import Any
 from airmirror.config import FlowConfig
 from airmirror.model import BatchState, GroupSyncOutcome, LagSample, PartitionKey
 from airmirror.store import MetadataStore
-from airmirror.store.lag import LagPoint
+from airmirror.store.lag_samples import LagPoint
 
 SERIES_WINDOW = timedelta(hours=6)
 SERIES_POINTS = 300

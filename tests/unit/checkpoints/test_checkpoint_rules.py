@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airmirror.checkpoints.emission import is_newer
+from airmirror.checkpoints.checkpoint_emitter import is_newer
 from airmirror.checkpoints.group_sync import forward_offsets
 from airmirror.model import PartitionKey, StoredCheckpoint
 

@@ -17,10 +17,10 @@ import pytest
 from airmirror.checkpoints.translation import failback_position, forward_position, never_translates
 from airmirror.config import load_config
 from airmirror.config.routes import Route, route
+from airmirror.migration.takeover_tail import imported_syncs
 from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import build_runs
-from airmirror.replication.takeover_tail import imported_syncs
 from airmirror.store.folding import merged
 
 

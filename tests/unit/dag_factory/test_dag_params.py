@@ -9,7 +9,7 @@ import pytest
 from airflow.sdk.api.datamodels._generated import DagRunType as SdkDagRunType
 from airflow.utils.types import DagRunType
 
-from airmirror.dag_factory.emission import is_due
+from airmirror.dag_factory.emitter_tasks import is_due
 from airmirror.dag_factory.params import batch_options, bounds_by_time, flow_params, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
 from airmirror.errors import ConfigError, InputError

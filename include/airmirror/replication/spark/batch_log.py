@@ -378,8 +378,7 @@ def scan_runs(
 def runs_prefixes(flow: str, batch_id: int, sources: Iterable[tuple[str, int]]) -> dict[bytes, tuple[str, int]]:
     """The key prefix of every runs record of batch ``batch_id`` per source ``(topic, partition)``."""
     return {
-        f"runs-{joined(flow, topic, partition, batch_id)}-".encode(): (topic, partition)
-        for topic, partition in sources
+        f"runs-{joined(flow, topic, partition, batch_id)}-".encode(): (topic, partition) for topic, partition in sources
     }
 
 

@@ -21,7 +21,7 @@ Contract, per range:
   have ended on a transaction marker at the position).  If the leader's log really diverged below it (an
   unclean leader election after the range was planned), the read fails with a
   :class:`~airmirror.errors.ReplicationFailure` naming the partition; the next run ends the range there and
-  then re-plans the partition from the divergence point (see :mod:`airmirror.replication.planner`); otherwise the read
+  then re-plans the partition from the divergence point (see :mod:`airmirror.replication.plan_arithmetic`); otherwise the read
   goes on from the same position.  An open range (below) does not fail the read: it ends where the read got to
   (its ``end`` is lowered to :attr:`PartitionRead.reached`, so it is ``done``) and the other ranges read on.
   :attr:`RangeReader.reached_epoch` is the epoch of the last record read.

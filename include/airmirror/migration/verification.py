@@ -6,16 +6,16 @@ Contract:
 - Every partition with a cursor (narrowed by ``--topics``) gets a verdict, whether or not its topics still
   exist or the flow still selects them.  One whose topics are gone, recreated or stopped, or whose records
   below the cursor no offset-sync run maps, gets a verdict of its own, never ``equal``, with its reason
-  (:mod:`airmirror.replication.verify_bounds`).  The others are compared by one Spark task each
-  (:mod:`airmirror.replication.spark.verify_job`): the source from its first copied offset to the cursor, the
+  (:mod:`airmirror.migration.verify_bounds`).  The others are compared by one Spark task each
+  (:mod:`airmirror.migration.verify_job`): the source from its first copied offset to the cursor, the
   remote partition from that offset's copy to its last stable offset, so anything written into the remote
   topic after the last copy is found too.  The offset-sync runs in the DB say which source offset each target
-  offset holds, exactly or, through a folded run, in order (:mod:`airmirror.replication.partition_compare`
+  offset holds, exactly or, through a folded run, in order (:mod:`airmirror.migration.partition_compare`
   gives the verdicts).  The runs are read with one query per compared partition and pickled into its task;
   folding (:meth:`~airmirror.store.MetadataStore.fold_runs`) bounds them per partition, so neither grows with
   the flow's history.
 - Records deleted from the start of either side are left out only where retention explains them (see
-  :mod:`~airmirror.replication.verify_bounds`); the partition's note says what was left out.  A compacted topic
+  :mod:`~airmirror.migration.verify_bounds`); the partition's note says what was left out.  A compacted topic
   (``cleanup.policy`` with ``compact``) may have lost superseded records and tombstones on either side after the
   copy: that is counted as compaction, not as a difference.
 - Nothing changes on either cluster.  The result is stored in the metadata DB with its time
@@ -39,9 +39,7 @@ from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import ClusterAdmin, cluster_metadata, source_admin, target_admin
 from airmirror.kafka.offsets import offsets_for_time, partition_offsets
 from airmirror.kafka.topics import describe_topic_configs, topic_ids
-from airmirror.model import CursorState, PartitionKey, PartitionVerification, Verdict, Verification
-from airmirror.replication.spark.verify_job import VerifyTask, run_verify_job
-from airmirror.replication.verify_bounds import (
+from airmirror.migration.verify_bounds import (
     Horizons,
     Retention,
     Topics,
@@ -49,6 +47,8 @@ from airmirror.replication.verify_bounds import (
     uncomparable,
     unmapped_below_cursor,
 )
+from airmirror.migration.verify_job import VerifyTask, run_verify_job
+from airmirror.model import CursorState, PartitionKey, PartitionVerification, Verdict, Verification
 from airmirror.store import MetadataStore, describe_holder
 from airmirror.store.rows import utcnow
 

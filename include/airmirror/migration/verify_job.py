@@ -1,5 +1,5 @@
 """The Spark job of ``airmirror verify``: one Spark task per replicated partition reads its source range and
-its remote range and compares them record by record (:mod:`airmirror.replication.partition_compare`).
+its remote range and compares them record by record (:mod:`airmirror.migration.partition_compare`).
 
 Both reads are read_committed :class:`~airmirror.replication.spark.range_reader.RangeReader` reads, the copy's
 own read path, so records of aborted transactions and transaction markers are never compared.  A task holds
@@ -21,8 +21,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from airmirror.kafka.authorization import AccessScope
+from airmirror.migration.partition_compare import Lost, Record, compare_partition, verdict_reason
 from airmirror.model import OffsetRun
-from airmirror.replication.partition_compare import Lost, Record, compare_partition, verdict_reason
 from airmirror.replication.spark.copy_job import task_failure
 from airmirror.replication.spark.range_reader import RangeReader
 
@@ -56,7 +56,7 @@ class VerifyTask:
 
 
 def records_of(reader: RangeReader) -> Iterator[Record]:
-    """The records ``reader`` reads, as :class:`~airmirror.replication.partition_compare.Record` values (straight
+    """The records ``reader`` reads, as :class:`~airmirror.migration.partition_compare.Record` values (straight
     from the consumed messages: no Arrow conversion and back)."""
     for messages in reader.messages():
         for message in messages:

@@ -4,7 +4,7 @@ per partition.  The same reading serves ``status``, so status shows where the ne
 - :func:`plan_partitions` reads, for every partition of the mappings, the broker's offsets (log start, last
   stable offset, ``until``/``start_from`` offsets, leader epoch, topic id) and the stored cursor, validates
   cursors whose leader epoch changed (:func:`~airmirror.replication.incarnations.diverged_cursors`) and plans
-  each partition with :func:`airmirror.replication.planner.plan_range`.  Read-only.
+  each partition with :func:`airmirror.replication.plan_arithmetic.plan_range`.  Read-only.
 - :func:`plan_ranges` keeps the ranges that need work, refuses a ``start_from`` that moves existing cursors
   without ``reset_cursor`` (:class:`~airmirror.errors.InputError`) and applies ``airmirror.source.reset.policy``.
 - :func:`refuse_moving_cursors` is that ``start_from`` check alone, for step 1 to run before anything changes;
@@ -24,7 +24,7 @@ from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange
 from airmirror.replication.incarnations import diverged_cursors, refuse_source_resets
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.planner import moved_from, needs_work, plan_range, requested_start, source_reset
+from airmirror.replication.plan_arithmetic import moved_from, needs_work, plan_range, requested_start, source_reset
 from airmirror.store import MetadataStore
 
 
@@ -45,7 +45,7 @@ class PartitionPlan:
 
     @property
     def source_reset(self) -> str | None:
-        """Why the stored cursor no longer applies (:func:`airmirror.replication.planner.source_reset`)."""
+        """Why the stored cursor no longer applies (:func:`airmirror.replication.plan_arithmetic.source_reset`)."""
         stored_id = None if self.stored is None else self.stored.source_topic_id
         return source_reset(self.cursor, stored_id, self.offsets, self.diverged_at)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airmirror.model import PartitionOffsets
-from airmirror.replication.planner import (
+from airmirror.replication.plan_arithmetic import (
     RECREATED,
     TRUNCATED,
     moved_from,

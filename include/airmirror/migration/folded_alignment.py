@@ -1,5 +1,5 @@
 """Which records of a folded offset-sync run pair up in ``airmirror verify``: alignment by order within a bounded
-window.  Pure logic, one run at a time, inside a comparison (:mod:`airmirror.replication.partition_compare`) that
+window.  Pure logic, one run at a time, inside a comparison (:mod:`airmirror.migration.partition_compare`) that
 decides what an unpaired record means.
 
 Contract:
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from airmirror.model import OffsetRun, Verdict
 
 if TYPE_CHECKING:
-    from airmirror.replication.partition_compare import Record
+    from airmirror.migration.partition_compare import Record
 
 
 class RunReader(Protocol):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from airmirror.migration.partition_compare import Lost, Record, RunMap, compare_partition
 from airmirror.model import OffsetRun, Verdict
-from airmirror.replication.partition_compare import Lost, Record, RunMap, compare_partition
 
 
 def record(offset: int, key: str | None, value: str | None = "v", headers=(), timestamp: int = 1000) -> Record:

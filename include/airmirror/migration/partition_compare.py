@@ -5,7 +5,7 @@ Contract:
 - An exact run says where every copied source offset landed: source ``o`` in run ``r`` is target
   ``o - r.upstream_start + r.downstream_start``.  A folded run (:class:`~airmirror.model.OffsetRun`) only says
   that its ``records`` copies lie in order in its target range: its records are paired by order
-  (:mod:`airmirror.replication.folded_alignment`, whose contract says which pair, which are left unpaired and
+  (:mod:`airmirror.migration.folded_alignment`, whose contract says which pair, which are left unpaired and
   where, and when a run's count falls short).  The records of both sides are walked in target order; a folded
   run is compared as one block at its first target offset.
 - A source record at an offset no run covers was never copied: **missing** at that source offset.  A target
@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from airmirror.migration.folded_alignment import compare_folded_run
 from airmirror.model import ComparisonFigures, OffsetRun, Verdict
-from airmirror.replication.folded_alignment import compare_folded_run
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -240,7 +240,7 @@ class _Comparison:
 
     def walk(self, source: _Reader, target: _Reader) -> None:
         """Both sides in target order: exact runs offset by offset, a folded run as one block at its first
-        target offset (:func:`~airmirror.replication.folded_alignment.compare_folded_run`)."""
+        target offset (:func:`~airmirror.migration.folded_alignment.compare_folded_run`)."""
         mapping = self.mapping
         while source.head is not None or target.head is not None:
             s, t = source.head, target.head

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from airmirror.errors import ReplicationFailure
+from airmirror.migration.partition_compare import Record, canonical_bytes
 from airmirror.mm2.wire_formats import OffsetSync, WireFormatError
 from airmirror.model import OffsetRun, PartitionKey
-from airmirror.replication.partition_compare import Record, canonical_bytes
 
 SOURCE_CONNECTOR = "MirrorSourceConnector"
 

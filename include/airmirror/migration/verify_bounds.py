@@ -1,5 +1,5 @@
 """What ``airmirror verify`` may compare of one partition, and what it must not call equal.  Pure logic: the
-caller (:mod:`airmirror.replication.verification`) brings what the clusters and the store say.
+caller (:mod:`airmirror.migration.verification`) brings what the clusters and the store say.
 
 Contract:
 - A partition with a cursor is compared only when its source topic and remote topic are the incarnations the
@@ -13,14 +13,14 @@ Contract:
   explains them: the other side deleted them too, or the side's ``cleanup.policy`` deletes and its
   ``retention.ms`` is shorter than their age (every deleted record is older than the other side's first record
   younger than ``now - retention.ms``: ``horizon``).  Otherwise they stay in the comparison as a
-  :class:`~airmirror.replication.partition_compare.Lost` range, **missing** unless the side's
+  :class:`~airmirror.migration.partition_compare.Lost` range, **missing** unless the side's
   ``retention.bytes`` explains them once it has been read.
 - Through a folded offset-sync run, where a copy lies is known only at or before it: a side's read starts
-  there, and order pairing (:mod:`~airmirror.replication.folded_alignment`) finds the rest.  Where retention
+  there, and order pairing (:mod:`~airmirror.migration.folded_alignment`) finds the rest.  Where retention
   explains the records deleted from one side but a compared start falls inside a folded run, both sides start
   at that run's end instead and the note says so (reading from an estimate there would call the other side's
   extra records differences).  Where the target lost, without such an explanation, copies up to inside a folded
-  run, the :class:`~airmirror.replication.partition_compare.Lost` range reaches that run's end: what the
+  run, the :class:`~airmirror.migration.partition_compare.Lost` range reaches that run's end: what the
   target lacks of it is lost, what it holds is compared.
 """
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from airmirror.migration.partition_compare import Lost
 from airmirror.model import CursorState, OffsetRun, PartitionOffsets, Stop, Verdict
-from airmirror.replication.partition_compare import Lost
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airmirror.model import CursorState, OffsetRun, PartitionOffsets, Stop, Verdict
-from airmirror.replication.partition_compare import Lost, Record, compare_partition
-from airmirror.replication.verify_bounds import (
+from airmirror.migration.partition_compare import Lost, Record, compare_partition
+from airmirror.migration.verify_bounds import (
     Horizons,
     Retention,
     Topics,
@@ -19,6 +18,7 @@ from airmirror.replication.verify_bounds import (
     uncomparable,
     unmapped_below_cursor,
 )
+from airmirror.model import CursorState, OffsetRun, PartitionOffsets, Stop, Verdict
 
 SAME = Topics(
     source_id="S1",

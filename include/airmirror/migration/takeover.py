@@ -14,7 +14,7 @@ Contract:
   topic that does not exist holds nothing; one the user may not DESCRIBE or READ is an error naming the ACL
   (:func:`~airmirror.kafka.acls.takeover_acls`), never taken as absent.
 - **Where each partition continues**: after the last source record MM2 really copied, found by the tail walk
-  of :mod:`airmirror.replication.takeover_tail` from MM2's last offset sync, not by MM2's stored offset alone
+  of :mod:`airmirror.migration.takeover_tail` from MM2's last offset sync, not by MM2's stored offset alone
   (it lags by up to ``offset.flush.interval.ms``).  So no record MM2 copied is copied again and none is missed.
   A partition whose last sync's source record is gone (retention) continues after MM2's stored offset.
 - **Translation**: the walk's exact runs are stored as offset-sync runs, and MM2's offset syncs up to the
@@ -41,12 +41,12 @@ from airmirror.kafka.clients import ClusterAdmin, admin_client, cluster_metadata
 from airmirror.kafka.groups import group_activity
 from airmirror.kafka.offsets import partition_offsets
 from airmirror.kafka.topics import TopicMapping, refuse_hidden_topics, replicated_topics, topic_ids
+from airmirror.migration.takeover_tail import follow_tail, imported_syncs, mm2_copied_offsets, mm2_offset_syncs
+from airmirror.migration.verify_job import records_of
 from airmirror.mm2.wire_formats import Checkpoint, OffsetSync, WireFormatError
 from airmirror.model import OffsetRun, PartitionKey, PlannedRange, RangeResult, StoredCheckpoint
 from airmirror.replication.incarnations import record_remote_topics
 from airmirror.replication.spark.range_reader import RangeReader
-from airmirror.replication.spark.verify_job import records_of
-from airmirror.replication.takeover_tail import follow_tail, imported_syncs, mm2_copied_offsets, mm2_offset_syncs
 from airmirror.store import MetadataStore, describe_holder
 
 log = logging.getLogger(__name__)
