@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 export AIRMIRROR_HOME ?= $(CURDIR)/.airmirror
 export PYSPARK_PYTHON := $(CURDIR)/$(PY)
 
-.PHONY: setup demo stop test unit bench soak clean
+.PHONY: setup demo stop test unit lint bench soak clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,12 @@ test: setup
 
 unit: setup
 	$(VENV)/bin/pytest -q tests/unit
+
+# ruff (rules and excludes) and mypy (strict, over include/airmirror) take their settings from pyproject.toml
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: setup
 	$(PY) benchmarks/bench.py $(BENCH_ARGS)
