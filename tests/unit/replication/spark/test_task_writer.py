@@ -1,0 +1,435 @@
+"""The chunk-transaction loop of a copy task (:mod:`airmirror.replication.spark.task_writer`), run against in-memory
+stand-ins of the source and target clusters (``conftest.py``): what one chunk transaction holds, the bounds that
+end it, what fencing, a failed delivery, a timed-out commit and an abortable error leave behind, and where a
+retry resumes.  The real-broker tests (tests/integration) check the same against Kafka."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from airmirror.errors import ReplicationFailure
+from airmirror.kafka.authorization import AccessScope
+from airmirror.model import OffsetRun
+from airmirror.replication.spark.batch_log import Progress, decode_runs
+from airmirror.replication.spark.task_buffer import TaskBuffer
+from airmirror.replication.spark.task_writer import (
+    CopyTask,
+    PartitionDeliveries,
+    RangeTask,
+    TaskDeliveries,
+    TransactionBounds,
+    copy_task,
+)
+from tests.unit.kafka_stand_ins import StandInCluster, Transaction, abortable, timed_out
+
+TOPIC, REMOTE = "orders", "a.orders"
+TID = "airmirror-a-b-~copy0"
+GROUP = "airmirror-eos-a-b"
+LOG = "airmirror-batches.a.internal"
+ROOMY = TransactionBounds(max_records=1000, max_bytes=1 << 30, max_seconds=600.0)
+
+
+def range_task(partition: int = 0, start: int = 0, end: int = 10, **changes: object) -> RangeTask:
+    planned = RangeTask(
+        topic=TOPIC,
+        partition=partition,
+        start=start,
+        end=end,
+        remote_topic=REMOTE,
+        source_topic_id="src1",
+        remote_topic_id="dst1",
+        resets=False,
+        start_epoch=None,
+        known=None,
+    )
+    return replace(planned, **changes)  # type: ignore[arg-type]
+
+
+def task_of(
+    *ranges: RangeTask, bounds: TransactionBounds = ROOMY, batch_id: int = 7, producer: dict[str, object] | None = None
+) -> CopyTask:
+    return CopyTask(
+        flow="a->b",
+        batch_id=batch_id,
+        transactional_id=TID,
+        anchor_group=GROUP,
+        log_topic=LOG,
+        log_end=0,
+        bounds=bounds,
+        ranges=ranges or (range_task(),),
+        source_access=AccessScope("a", "User:mirror", ()),
+        target_access=AccessScope("b", "User:mirror", ()),
+        buffer=TaskBuffer(),
+        producer_config=dict(producer or {}),
+        target_consumer_config={},
+        source_consumer_config={},
+    )
+
+
+def by_records(count: int) -> TransactionBounds:
+    return replace(ROOMY, max_records=count)
+
+
+def written(cluster: StandInCluster, transaction: Transaction, topic: str) -> list[Message]:
+    """The records ``transaction`` wrote to partition 0 of ``topic``, in offset order."""
+    log = cluster.log(topic, 0)
+    found = [log[offset].message for t, _, offset in transaction.records if t == topic]
+    return [message for message in found if message is not None]
+
+
+def log_values(cluster: StandInCluster, transaction: Transaction, kind: bytes) -> list[bytes]:
+    """The values of the batch-log records of ``kind`` (``b"progress-"``, ``b"runs-"``) ``transaction`` wrote."""
+    return [m.value() or b"" for m in written(cluster, transaction, LOG) if (m.key() or b"").startswith(kind)]
+
+
+def progress_in(cluster: StandInCluster, transaction: Transaction) -> list[Progress | None]:
+    return [Progress.decode(value) for value in log_values(cluster, transaction, b"progress-")]
+
+
+def runs_in(cluster: StandInCluster, transaction: Transaction) -> list[OffsetRun]:
+    return [run for value in log_values(cluster, transaction, b"runs-") for run in decode_runs(value).runs]
+
+
+def copied(cluster: StandInCluster, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+    """What a read_committed consumer of the remote partition reads: (key, value) in order."""
+    return [(m.key(), m.value()) for m in cluster.committed_records(REMOTE, partition)]
+
+
+def sources(cluster: StandInCluster, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+    return [(m.key(), m.value()) for m in cluster.committed_records(TOPIC, partition)]
+
+
+def anchor(cluster: StandInCluster, partition: int = 0) -> Progress | None:
+    committed = cluster.groups.get(GROUP, {}).get((REMOTE, partition))
+    return None if committed is None else Progress.decode(committed.metadata)
+
+
+def test_a_chunk_commits_its_records_runs_progress_and_anchor_in_one_transaction(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+
+    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+    chunks = target.committed()
+    assert [len(written(target, chunk, REMOTE)) for chunk in chunks] == [4, 4, 2]
+    for number, chunk in enumerate(chunks):
+        (progress,) = progress_in(target, chunk)
+        assert progress is not None and (progress.batch_id, progress.chunk) == (7, number)
+        downstream = [m.offset() or 0 for m in written(target, chunk, REMOTE)]
+        assert runs_in(target, chunk) == [OffsetRun(number * 4, progress.position, downstream[0])]
+        assert progress.downstream_position == downstream[-1] + 1
+        (sent,) = chunk.offsets[GROUP]
+        assert (sent.topic, sent.partition, sent.offset) == (REMOTE, 0, progress.downstream_position)
+        assert Progress.decode(sent.metadata) == progress
+    assert [p.position for c in chunks for p in progress_in(target, c) if p] == [4, 8, 10]
+    assert [p.done for c in chunks for p in progress_in(target, c) if p] == [False, False, True]
+    assert [p.downstream_position for c in chunks for p in progress_in(target, c) if p] == [4, 9, 12]  # markers
+    assert anchor(target) == progress_in(target, chunks[-1])[0]
+
+
+def test_the_target_gets_each_committed_source_record_once_in_order_with_its_headers_and_timestamp(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.append(TOPIC, 0, b"a", b"1", headers=[("h", b"x")], timestamp=5_000)
+    source.skip(TOPIC, 0, 2)  # an aborted record and its marker: never copied
+    source.append(TOPIC, 0, None, b"2", timestamp=-1)
+    source.append(TOPIC, 0, b"c", None, timestamp=7_000)
+
+    copy_task(task_of(range_task(end=5)), first_attempt=True)
+
+    got = target.committed_records(REMOTE, 0)
+    assert [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in got] == [
+        (b"a", b"1", [("h", b"x")], 5_000),
+        (None, b"2", None, 0),  # no source timestamp: the produce time
+        (b"c", None, None, 7_000),
+    ]
+    (chunk,) = target.committed()
+    assert runs_in(target, chunk) == [OffsetRun(0, 1, 0), OffsetRun(3, 5, 1)]
+
+
+@pytest.mark.parametrize(
+    ("bounds", "producer", "sizes"),
+    [
+        (by_records(3), {}, [3, 3, 3, 1]),
+        (replace(ROOMY, max_bytes=30), {}, [3, 3, 3, 1]),  # 12 bytes of key and value each
+        (replace(ROOMY, max_seconds=2.5), {}, [4, 4, 2]),  # a poll a second; the first record starts the clock
+        (ROOMY, {"transaction.timeout.ms": 7_500}, [4, 4, 2]),  # at most a third of the transaction timeout
+    ],
+    ids=["records", "bytes", "seconds", "transaction-timeout"],
+)
+def test_a_chunk_ends_at_the_first_bound_its_records_reach(
+    source: StandInCluster,
+    target: StandInCluster,
+    bounds: TransactionBounds,
+    producer: dict[str, object],
+    sizes: list[int],
+) -> None:
+    source.records_per_poll, source.seconds_per_poll = 1, 1.0
+    source.fill(TOPIC, 0, 10)
+
+    copy_task(task_of(bounds=bounds, producer=producer), first_attempt=True)
+
+    assert [len(written(target, chunk, REMOTE)) for chunk in target.committed()] == sizes
+    assert copied(target) == sources(source)
+
+
+def test_the_bounds_are_checked_between_polls_and_hold_for_all_ranges_together(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    for partition in (0, 1):
+        source.fill(TOPIC, partition, 10)
+
+    copy_task(task_of(range_task(0), range_task(1), bounds=by_records(4)), first_attempt=True)
+
+    (chunk,) = target.committed()  # one poll brought all 20 records
+    assert chunk.partitions() == [(REMOTE, 0), (REMOTE, 1), (LOG, 0)]
+    assert len(progress_in(target, chunk)) == 2 and len(chunk.offsets[GROUP]) == 2
+
+
+def fail_in_the_second_chunk(target: StandInCluster, how: str) -> None:
+    """Make the second chunk transaction of a task fail ``how``."""
+    if how == "fenced":
+        target.before("commit_transaction", lambda: target.fence(TID), at=2)
+    elif how == "fenced-on-send-offsets":
+        target.before("send_offsets_to_transaction", lambda: target.fence(TID), at=2)
+    elif how == "producer-fenced":
+        target.fail("commit_transaction", KafkaError(KafkaError.PRODUCER_FENCED, "fenced", fatal=True), at=2)
+    elif how == "failed-delivery":
+        target.fail_delivery(REMOTE, 0, KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out"), at=6)
+    elif how == "commit-timeout":
+        target.fail("commit_transaction", timed_out(), at=2)
+    elif how == "abortable":
+        target.fail("send_offsets_to_transaction", abortable(), at=2)
+
+
+FAILURES = ["fenced", "fenced-on-send-offsets", "producer-fenced", "failed-delivery", "commit-timeout", "abortable"]
+
+
+@pytest.mark.parametrize("how", FAILURES)
+def test_a_failure_in_a_chunk_fails_the_task_and_commits_nothing_of_that_chunk(
+    source: StandInCluster, target: StandInCluster, how: str
+) -> None:
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+    fail_in_the_second_chunk(target, how)
+
+    with pytest.raises(KafkaException) as raised:
+        copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+    assert copied(target) == sources(source)[:4]
+    assert len(target.committed()) == 1
+    assert [t.state == "committed" for t in target.transactions] == [True, False]
+    progress = anchor(target)
+    assert progress is not None and (progress.position, progress.done) == (4, False)
+    error = raised.value.args[0]
+    if how.startswith("fenced") or how == "producer-fenced":
+        assert error.fatal() and target.calls[-1] == (TID, "abort_transaction")  # tried, and refused
+    else:
+        assert not error.fatal() and target.called("abort_transaction") == 1
+
+
+@pytest.mark.parametrize("how", FAILURES)
+def test_a_retry_after_a_failure_continues_after_the_last_committed_chunk_and_copies_each_record_once(
+    source: StandInCluster, target: StandInCluster, how: str
+) -> None:
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+    fail_in_the_second_chunk(target, how)
+    task = task_of(bounds=by_records(4))
+    with pytest.raises(KafkaException):
+        copy_task(task, first_attempt=True)
+
+    copy_task(task, first_attempt=False)
+
+    assert copied(target) == sources(source)
+    assert (TOPIC, 0, 4) in source.consumers[-1].assignments  # the retry read from the committed position
+    progress = anchor(target)
+    assert progress is not None and (progress.position, progress.done, progress.records) == (10, True, 10)
+
+
+def test_a_commit_the_broker_made_before_its_answer_timed_out_is_not_copied_again(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+    target.fail("commit_transaction", timed_out(), at=2, applied=True)
+    task = task_of(bounds=by_records(4))
+    with pytest.raises(KafkaException):
+        copy_task(task, first_attempt=True)
+    assert copied(target) == sources(source)[:8]
+
+    copy_task(task, first_attempt=False)
+
+    assert copied(target) == sources(source)
+    assert (TOPIC, 0, 8) in source.consumers[-1].assignments
+
+
+def test_a_zombie_attempt_fenced_by_its_retry_commits_nothing_more(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+    task = task_of(bounds=by_records(4))
+    target.before("commit_transaction", lambda: copy_task(task, first_attempt=False), at=2)
+
+    with pytest.raises(KafkaException) as raised:
+        copy_task(task, first_attempt=True)
+
+    assert raised.value.args[0].code() == KafkaError._FENCED
+    assert copied(target) == sources(source)
+    zombie_chunk = target.transactions[1]
+    assert zombie_chunk.state == "aborted" and len(written(target, zombie_chunk, REMOTE)) == 4
+
+
+def test_a_retry_without_anchors_finds_its_progress_in_the_batch_log(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+    fail_in_the_second_chunk(target, "failed-delivery")
+    task = task_of(bounds=by_records(4))
+    with pytest.raises(KafkaException):
+        copy_task(task, first_attempt=True)
+    target.groups.clear()  # the anchor group expired or was deleted: that never means "not copied"
+
+    copy_task(task, first_attempt=False)
+
+    assert copied(target) == sources(source)
+
+
+def test_a_first_attempt_without_an_anchor_starts_where_the_driver_found_the_range(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.fill(TOPIC, 0, 10)
+    found = Progress(
+        batch_id=7,
+        chunk=0,
+        start=0,
+        end=10,
+        position=6,
+        done=False,
+        records=6,
+        bytes=72,
+        downstream_start=0,
+        downstream_position=6,
+        first_runs_offset=0,
+        source_topic_id="src1",
+        remote_topic_id="dst1",
+    )
+
+    copy_task(task_of(range_task(known=found)), first_attempt=True)
+
+    assert copied(target) == sources(source)[6:]
+    progress = anchor(target)
+    assert progress is not None and (progress.chunk, progress.records, progress.done) == (1, 10, True)
+
+
+def test_ranges_this_batch_finished_are_neither_read_nor_written_again(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.fill(TOPIC, 0, 10)
+    task = task_of()
+    copy_task(task, first_attempt=True)
+    transactions = len(target.transactions)
+
+    copy_task(task, first_attempt=False)
+
+    assert len(target.transactions) == transactions
+    assert copied(target) == sources(source)
+    assert source.consumers[-1].positions == {}
+
+
+def test_a_target_ahead_of_the_metadata_db_fails_the_task_before_anything_is_written(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.fill(TOPIC, 0, 20)
+    copy_task(task_of(range_task(end=10), batch_id=7), first_attempt=True)
+    begun = target.called("begin_transaction")
+
+    with pytest.raises(ReplicationFailure, match="beyond the metadata DB cursor 5"):
+        copy_task(task_of(range_task(start=5, end=20), batch_id=8), first_attempt=True)
+
+    assert target.called("begin_transaction") == begun
+    assert copied(target) == sources(source)[:10]
+
+
+def test_a_stream_commits_records_by_its_time_bound_and_no_empty_chunk_but_the_last(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.seconds_per_poll = 1.0
+    source.fill(TOPIC, 0, 3)
+    # once the first chunk is written, the read moves past aborted records: only the last chunk records that
+    target.before("commit_transaction", lambda: source.skip(TOPIC, 0, 2))
+    stream = range_task(end=2**63 - 1, catch_up=3)
+    until = source.clock.time() + 20
+    task = replace(task_of(stream, bounds=replace(ROOMY, max_seconds=2.0)), stream_until=until)
+
+    copy_task(task, first_attempt=True)
+
+    chunks = target.committed()
+    assert [len(written(target, chunk, REMOTE)) for chunk in chunks] == [3, 0]
+    assert [p.position for c in chunks for p in progress_in(target, c) if p] == [3, 5]
+    assert not any(p.done for c in chunks for p in progress_in(target, c) if p)
+    assert source.clock.time() >= until
+
+
+def delivery(topic: str, partition: int, offset: int, value: bytes = b"v") -> Message:
+    return Message(topic=topic, partition=partition, offset=offset, key=b"k", value=value)
+
+
+def test_a_partitions_deliveries_pair_in_produce_order_and_build_runs_without_per_record_state() -> None:
+    deliveries = PartitionDeliveries()
+    for offset in [*range(5, 1005), 1007, 1008]:  # a hole: aborted records or markers in the source
+        deliveries.sent(offset)
+    assert [list(run) for run in deliveries.pending] == [[5, 1005], [1007, 1009]]
+
+    upstream = [deliveries.delivered(100 + n) for n in range(1000)]
+    upstream += [deliveries.delivered(1101), deliveries.delivered(1102)]  # a marker on the target in between
+
+    assert upstream == [*range(5, 1005), 1007, 1008]
+    assert not deliveries.pending
+    assert deliveries.runs.take() == [OffsetRun(5, 1005, 100), OffsetRun(1007, 1009, 1101)]
+
+
+def test_a_failed_delivery_takes_its_record_and_leaves_it_out_of_the_runs() -> None:
+    deliveries = PartitionDeliveries()
+    for offset in range(3):
+        deliveries.sent(offset)
+
+    assert [deliveries.delivered(10), deliveries.delivered(None), deliveries.delivered(12)] == [0, 1, 2]
+    assert deliveries.runs.take() == [OffsetRun(0, 1, 10), OffsetRun(2, 3, 12)]
+
+
+def test_the_task_deliveries_route_reports_by_remote_partition_and_raise_the_first_failure() -> None:
+    task = task_of(range_task(0), range_task(1))
+    deliveries = TaskDeliveries(task)
+    for partition in (0, 1):
+        deliveries.partitions[(REMOTE, partition)].sent(40)
+    deliveries(None, delivery(REMOTE, 1, 7))
+    deliveries(None, delivery(LOG, 0, 3))  # the batch log's own records have no source offset
+    deliveries.raise_errors()
+    lost = KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out")
+    deliveries(lost, delivery(REMOTE, 0, -1))
+    deliveries(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS, "x"), delivery(LOG, 0, -1))
+
+    assert deliveries.partitions[(REMOTE, 1)].runs.take() == [OffsetRun(40, 41, 7)]
+    assert deliveries.partitions[(REMOTE, 0)].runs.take() == []
+    with pytest.raises(KafkaException) as raised:
+        deliveries.raise_errors()
+    assert raised.value.args[0] is lost
+
+
+def test_a_record_the_target_refuses_as_too_large_fails_naming_the_record_and_the_settings() -> None:
+    deliveries = TaskDeliveries(task_of())
+    deliveries.partitions[(REMOTE, 0)].sent(41)
+    deliveries(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), delivery(REMOTE, 0, -1, value=b"x" * 99))
+
+    with pytest.raises(
+        ReplicationFailure, match=r"record orders-0@41 \(100 bytes .*max\.message\.bytes of topic a\.orders"
+    ):
+        deliveries.raise_errors()
