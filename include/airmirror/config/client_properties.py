@@ -313,32 +313,34 @@ def _convert_to_pem(kind_of_store: str, store_type: str, culprit: Setting) -> Co
 def _trust_store(settings: Mapping[str, Setting]) -> dict[str, str]:
     type_setting, location, password, certificates = (settings.get(key) for key in _TRUST_STORE_KEYS)
     store_type = _store_type(settings, "ssl.truststore.type")
-    if location is None and certificates is None:
+    store = location or certificates
+    if store is None:
         if password is not None:
             raise _error("a trust store password is set but no trust store", password)
         return {}
     if store_type in _PKCS12_READABLE and location is not None and certificates is None:
         return {"ssl.ca.pem": pkcs12_trusted_pem(location, password)}
     if store_type != "PEM":
-        raise _convert_to_pem("truststore", store_type, type_setting or location or certificates)
+        raise _convert_to_pem("truststore", store_type, type_setting or store)
     if password is not None:
         raise _error("a PEM trust store takes no password", password)
     if location is not None and certificates is not None:
         raise _error("both ssl.truststore.location and ssl.truststore.certificates are set", certificates)
     if location is not None:
         return {"ssl.ca.location": location.value}
-    return {"ssl.ca.pem": certificates.value}
+    return {"ssl.ca.pem": store.value}
 
 
 def _key_store(settings: Mapping[str, Setting]) -> dict[str, str]:
     type_setting, location, password, chain, key, key_password = (settings.get(k) for k in _KEY_STORE_KEYS)
     store_type = _store_type(settings, "ssl.keystore.type")
     config = {"ssl.key.password": key_password.value} if key_password is not None else {}
-    if key is not None or chain is not None:
+    inline = key or chain
+    if inline is not None:
         if store_type != "PEM":
-            raise _error(f"an inline PEM key requires ssl.keystore.type=PEM, not {store_type}", key or chain)
+            raise _error(f"an inline PEM key requires ssl.keystore.type=PEM, not {store_type}", inline)
         if key is None or chain is None:
-            raise _error("ssl.keystore.key and ssl.keystore.certificate.chain must be set together", key or chain)
+            raise _error("ssl.keystore.key and ssl.keystore.certificate.chain must be set together", inline)
         if location is not None:
             raise _error("both ssl.keystore.location and ssl.keystore.key are set", location)
         if password is not None:

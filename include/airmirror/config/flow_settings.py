@@ -1,8 +1,9 @@
 """A flow's validated settings, grouped by the part of airmirror that reads them.
 
-Each group is a small frozen value built by :class:`~airmirror.config.mirror_config.FlowConfig` from MM2's keys
-(flow-level ``{source}->{target}.KEY`` beats top-level ``KEY``) and airmirror's ``airmirror.*`` keys; each class
-docstring names the key behind every field.  MM2's ``{task}.interval.seconds`` keys turn their task off when
+Each group is a small frozen value built by :class:`~airmirror.config.mirror_config.FlowConfig` from the keys
+declared in :mod:`airmirror.config.settings_registry` (flow-level ``{source}->{target}.KEY`` beats top-level ``KEY``),
+where each key's type, default and meaning live; each class docstring names the key behind every field.  MM2's
+``{task}.interval.seconds`` keys turn their task off when
 negative, as in MM2 (the ``enabled`` fields and ``off_by`` say so), and are refused when 0; beyond that, the ones
 that only tune MM2's own scheduling (``refresh.*.interval.seconds``, ``sync.*.interval.seconds``) and
 ``tasks.max`` have no field: every airmirror run lists topics and groups afresh and syncs at every batch.
@@ -13,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airmirror.config.secrets import MaskedConfig
+from airmirror.config.settings_registry import TASK_MAX_BUFFER_BYTES
 from airmirror.mm2.policy import PatternList
 
-TASK_MAX_BUFFER_BYTES_KEY = "airmirror.task.max.buffer.bytes"
-DEFAULT_TASK_MAX_BUFFER_BYTES = 256 * 1024 * 1024
-MIN_TASK_MAX_BUFFER_BYTES = 16 * 1024 * 1024  # one fetch (a sixteenth of it) must hold a 1 MB record batch
+TASK_MAX_BUFFER_BYTES_KEY = TASK_MAX_BUFFER_BYTES.name
+DEFAULT_TASK_MAX_BUFFER_BYTES = TASK_MAX_BUFFER_BYTES.value(None)
 TASK_BUFFER_CLIENT_KEYS: dict[str, frozenset[str]] = {
     "consumer": frozenset(
         {
@@ -56,7 +57,8 @@ class CopySettings:
     transaction bounds ``airmirror.transaction.max.{records,bytes,seconds}`` (and, for a streaming live run's
     chunks, ``airmirror.live.transaction.max.ms``), ``airmirror.source.reset.policy``
     (``reset`` or ``fail`` when a source topic was recreated or truncated) and ``airmirror.task.max.buffer.bytes``
-    (what one copy task buffers, at least :data:`MIN_TASK_MAX_BUFFER_BYTES`; split as
+    (what one copy task buffers, at least
+    :data:`~airmirror.config.settings_registry.MIN_TASK_MAX_BUFFER_BYTES`; split as
     :mod:`airmirror.replication.spark.task_buffer` says)."""
 
     max_records_per_partition: int | None

@@ -34,17 +34,13 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from os import PathLike
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from airmirror import names
 from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, is_client_key, translate
 from airmirror.config.connections import CONN_ID_KEY, kafka_client_settings
-from airmirror.config.durations import parse_duration
 from airmirror.config.flow_settings import (
-    DEFAULT_TASK_MAX_BUFFER_BYTES,
-    MIN_TASK_MAX_BUFFER_BYTES,
     TASK_BUFFER_CLIENT_KEYS,
-    TASK_MAX_BUFFER_BYTES_KEY,
     CheckpointSettings,
     CopySettings,
     DagSettings,
@@ -56,113 +52,76 @@ from airmirror.config.flow_settings import (
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
 from airmirror.config.secrets import MaskedConfig, db_url_secrets, is_secret_key, secret_values
+from airmirror.config.setting_types import BROKER_DEFAULT_REPLICATION_FACTOR as BROKER_DEFAULT_REPLICATION_FACTOR
+from airmirror.config.settings_registry import (
+    BATCH_LOG_REPLICATION_FACTOR,
+    BATCH_MAX_RECORDS,
+    CHECKPOINTS_TOPIC_REPLICATION_FACTOR,
+    CONFIG_PROPERTIES_EXCLUDE,
+    EMIT_CHECKPOINTS_ENABLED,
+    EMIT_CHECKPOINTS_INTERVAL,
+    EMIT_HEARTBEATS_ENABLED,
+    EMIT_HEARTBEATS_INTERVAL,
+    EMIT_OFFSET_SYNCS_ENABLED,
+    ENABLED,
+    GROUPS,
+    GROUPS_EXCLUDE,
+    HEARTBEATS_REPLICATION_ENABLED,
+    HEARTBEATS_TOPIC_REPLICATION_FACTOR,
+    INTERNAL_TOPIC_SEPARATOR_ENABLED,
+    LIVE,
+    LIVE_TRANSACTION_MAX_MS,
+    METADATA_DB_URL,
+    METADATA_RETENTION,
+    OFFSET_LAG_MAX,
+    OFFSET_STORAGE_REPLICATION_FACTOR,
+    OFFSET_SYNCS_TOPIC_LOCATION,
+    OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR,
+    REPLICATION_FACTOR,
+    REPLICATION_POLICY_CLASS,
+    REPLICATION_POLICY_SEPARATOR,
+    SCHEDULE,
+    SOURCE_RESET_POLICY,
+    SPARK_CONF,
+    SPARK_CONN_ID,
+    SPARK_MASTER,
+    SPARK_SUBMIT,
+    SYNC_GROUP_OFFSETS_ENABLED,
+    SYNC_GROUP_OFFSETS_INTERVAL,
+    SYNC_TOPIC_ACLS_ENABLED,
+    SYNC_TOPIC_ACLS_INTERVAL,
+    SYNC_TOPIC_CONFIGS_ENABLED,
+    SYNC_TOPIC_CONFIGS_INTERVAL,
+    TASK_MAX_BUFFER_BYTES,
+    TASK_RETRIES,
+    TOPICS,
+    TOPICS_EXCLUDE,
+    TRANSACTION_MAX_BYTES,
+    TRANSACTION_MAX_RECORDS,
+    TRANSACTION_MAX_SECONDS,
+    Scope,
+    SettingKey,
+    all_keys,
+    mm2_keys,
+)
 from airmirror.errors import ConfigError
 from airmirror.mm2.policy import (
     IdentityReplicationPolicy,
-    PatternList,
     RegexFilter,
     ReplicationPolicy,
     load_policy,
     should_replicate_topic,
 )
 
+T = TypeVar("T")
 _FLOW_ARROW = "->"
-SOURCE_RESET_POLICIES = ("reset", "fail")
-"""``airmirror.source.reset.policy``: what a flow does when a source topic was recreated or truncated
-(see :mod:`airmirror.replication.incarnations`); the first is the default."""
-_MM2_DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-
-_INTERVAL_DEFAULTS: dict[str, int] = {
-    "refresh.topics.interval.seconds": 600,
-    "refresh.groups.interval.seconds": 600,
-    "sync.topic.configs.interval.seconds": 600,
-    "sync.topic.acls.interval.seconds": 600,
-    "emit.heartbeats.interval.seconds": 1,
-    "emit.checkpoints.interval.seconds": 60,
-    "sync.group.offsets.interval.seconds": 60,
-}
-"""MM2's ``{task}.interval.seconds`` keys, each beside its ``{task}.enabled`` flag: negative turns the task off
-(MM2's Scheduler never runs a task with a negative interval, and its heartbeat and checkpoint connectors start no
-task), 0 is refused (MM2's scheduler refuses a zero period; its emitters would spin)."""
-_INT_DEFAULTS: dict[str, int] = {
-    "offset.lag.max": 100,
-    "tasks.max": 1,
-    "admin.timeout.ms": 60000,
-    "consumer.poll.timeout.ms": 1000,
-}
-BATCH_LOG_REPLICATION_FACTOR_KEY = "airmirror.batch.log.topic.replication.factor"
-METADATA_RETENTION_KEY = "airmirror.metadata.retention"
-"""How long the metadata DB keeps a flow's history (default 7 days; see :mod:`airmirror.store.retention`)."""
-_REPLICATION_FACTOR_DEFAULTS: dict[str, int] = {
-    "replication.factor": 2,
-    "offset-syncs.topic.replication.factor": 3,
-    "checkpoints.topic.replication.factor": 3,
-    "heartbeats.topic.replication.factor": 3,
-}
-BROKER_DEFAULT_REPLICATION_FACTOR = -1
-_WORKER_OFFSETS_FACTOR_KEY = "offset.storage.replication.factor"
+BATCH_LOG_REPLICATION_FACTOR_KEY = BATCH_LOG_REPLICATION_FACTOR.name
+_WORKER_OFFSETS_FACTOR_KEY = OFFSET_STORAGE_REPLICATION_FACTOR.name
 _WORKER_KEYS_READ = frozenset({"group.id", "offset.storage.topic", _WORKER_OFFSETS_FACTOR_KEY})
 """Worker keys of a flow's target cluster that airmirror reads (:meth:`FlowConfig.mm2_worker`, the batch log's
 replication factor), so ``{alias}.KEY`` is not reported as ignored."""
-_BOOL_DEFAULTS: dict[str, bool] = {
-    "refresh.topics.enabled": True,
-    "refresh.groups.enabled": True,
-    "sync.topic.configs.enabled": True,
-    "sync.topic.acls.enabled": True,
-    "emit.heartbeats.enabled": True,
-    "emit.checkpoints.enabled": True,
-    "sync.group.offsets.enabled": False,
-    "heartbeats.replication.enabled": True,
-    "emit.offset-syncs.enabled": True,
-    "replication.policy.internal.topic.separator.enabled": True,
-}
-_LIST_DEFAULTS: dict[str, str] = {
-    "topics": ".*",
-    "topics.exclude": r".*[\-\.]internal, .*\.replica, __.*",
-    "groups": ".*",
-    "groups.exclude": "console-consumer-.*, connect-.*, __.*",
-    "config.properties.exclude": (
-        r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
-        r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
-        r"unclean\.leader\.election\.enable, min\.insync\.replicas"
-    ),
-}
-# Pluggable MM2 classes airmirror cannot load: only MM2's defaults are accepted.
-_DEFAULT_ONLY_CLASSES: dict[str, str] = {
-    "topic.filter.class": "DefaultTopicFilter",
-    "group.filter.class": "DefaultGroupFilter",
-    "config.property.filter.class": "DefaultConfigPropertyFilter",
-    "forwarding.admin.class": "ForwardingAdmin",
-}
-_OTHER_MM2_KEYS = frozenset(
-    {
-        "clusters",
-        "enabled",
-        "name",
-        "connector.class",
-        "source.cluster.alias",
-        "target.cluster.alias",
-        "replication.policy.class",
-        "replication.policy.separator",
-        "offset-syncs.topic.location",
-        "use.defaults.from",
-        "config.providers",
-        "dedicated.mode.enable.internal.rest",
-    }
-)
-_MM2_KEYS = frozenset(
-    {
-        *_INTERVAL_DEFAULTS,
-        *_INT_DEFAULTS,
-        *_REPLICATION_FACTOR_DEFAULTS,
-        *_BOOL_DEFAULTS,
-        *_LIST_DEFAULTS,
-        *_DEFAULT_ONLY_CLASSES,
-        *_OTHER_MM2_KEYS,
-    }
-)
+_MM2_KEYS = mm2_keys(Scope.FLOW) | mm2_keys(Scope.FILE)
 _AIRMIRROR_PREFIX = "airmirror."
-_SPARK_CONF_PREFIX = "airmirror.spark.conf."
 _WORKER_KEYS = frozenset(
     {
         "group.id",
@@ -199,11 +158,6 @@ def load_config(path: str | PathLike[str], env: Mapping[str, str] | None = None)
     return MirrorConfig(Path(path), settings, environment)
 
 
-def _interval_key(flag_key: str) -> str:
-    """MM2's interval key beside flag ``{task}.enabled``: ``{task}.interval.seconds``."""
-    return flag_key.removesuffix(".enabled") + ".interval.seconds"
-
-
 def _is_mm2_key(key: str) -> bool:
     return key in _MM2_KEYS or key.startswith(_AIRMIRROR_PREFIX) or key.startswith("replication.policy.")
 
@@ -215,19 +169,6 @@ def _is_worker_key(key: str) -> bool:
 def _is_inherited_client_key(key: str) -> bool:
     """Top-level keys MM2 passes to every client (its ``CLIENT_CONFIG_DEF``)."""
     return key in ("bootstrap.servers", "security.protocol") or key.startswith(("ssl.", "sasl."))
-
-
-def _parse_int(setting: Setting) -> int:
-    if not re.fullmatch(r"[+-]?\d+", setting.value.strip()):
-        raise ConfigError(f"value {setting.value!r} is not an integer", key=setting.key, line=setting.line)
-    return int(setting.value)
-
-
-def _parse_bool(setting: Setting) -> bool:
-    value = setting.value.strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigError(f"value {setting.value!r} is not true or false", key=setting.key, line=setting.line)
-    return value == "true"
 
 
 def _strip_prefix(settings: Mapping[str, Setting], prefix: str) -> dict[str, Setting]:
@@ -341,7 +282,8 @@ class MirrorConfig:
         merged = MaskedConfig({**self._connections[alias], **config})
         if not merged.get("bootstrap.servers"):
             raise ConfigError(
-                f"neither the file nor Airflow connection '{setting.value.strip()}' sets bootstrap.servers of cluster {alias!r}",
+                f"neither the file nor Airflow connection '{setting.value.strip()}' sets bootstrap.servers of "
+                f"cluster {alias!r}",
                 key=setting.key,
                 line=setting.line,
             )
@@ -456,7 +398,7 @@ class MirrorConfig:
         enabled = []
         for (source, target), settings in self._flow_settings.items():
             setting = settings.get("enabled")
-            if setting is not None and _parse_bool(setting):
+            if setting is not None and ENABLED.value(setting):
                 enabled.append((setting.line or 0, source, target))
         return [
             FlowConfig(self, source, target, self._flow_settings[(source, target)])
@@ -500,18 +442,6 @@ class _ReplicationFactor(NamedTuple):
     line: int | None
 
 
-def _checked_factor(key: str, setting: Setting) -> _ReplicationFactor:
-    """Replication-factor ``key`` as ``setting`` gives it: positive, or -1 for the broker default."""
-    value = _parse_int(setting)
-    if value < 1 and value != BROKER_DEFAULT_REPLICATION_FACTOR:
-        raise ConfigError(
-            f"value {value} must be positive, or {BROKER_DEFAULT_REPLICATION_FACTOR} for the broker default",
-            key=setting.key,
-            line=setting.line,
-        )
-    return _ReplicationFactor(value, key, setting.line)
-
-
 def _reaches(edges: Mapping[str, set[str]], start: str, goal: str) -> bool:
     seen: set[str] = set()
     pending = [start]
@@ -537,66 +467,70 @@ class FlowConfig:
         self.source = source
         self.target = target
         self.name = f"{source}{_FLOW_ARROW}{target}"
-        ints = {key: self._int(key, default) for key, default in _INT_DEFAULTS.items()}
-        intervals = {key: self._interval(key, default) for key, default in _INTERVAL_DEFAULTS.items()}
-        flags = {key: self._bool(key, default) for key, default in _BOOL_DEFAULTS.items()}
-        off_by = {key: self._off_by(key, flags[key], intervals) for key in flags if _interval_key(key) in intervals}
+        for key in all_keys():
+            if key.scope is Scope.FLOW:
+                self.optional(key)  # every key is validated at load, also those only MM2 itself would use
         self._replication_factors = {
-            key: self._replication_factor(key, default) for key, default in _REPLICATION_FACTOR_DEFAULTS.items()
+            key.name: self._replication_factor(key)
+            for key in (
+                REPLICATION_FACTOR,
+                OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR,
+                CHECKPOINTS_TOPIC_REPLICATION_FACTOR,
+                HEARTBEATS_TOPIC_REPLICATION_FACTOR,
+            )
         }
         # the batch log's factor falls back to the ones above
         self._replication_factors[BATCH_LOG_REPLICATION_FACTOR_KEY] = self._batch_log_replication_factor()
-        self.topics = RegexFilter(self._patterns("topics"), self._patterns("topics.exclude"))
-        self.groups = RegexFilter(self._patterns("groups"), self._patterns("groups.exclude"))
-        self.policy: ReplicationPolicy = self._load_policy(flags)
-        self._check_default_only_classes()
+        self.topics = RegexFilter(self.value(TOPICS), self.value(TOPICS_EXCLUDE))
+        self.groups = RegexFilter(self.value(GROUPS), self.value(GROUPS_EXCLUDE))
+        self.policy: ReplicationPolicy = self._load_policy()
         self.topic_sync = TopicSyncSettings(
-            replication_factor=self._replication_factors["replication.factor"].value,
-            sync_configs_enabled=off_by["sync.topic.configs.enabled"] is None,
-            sync_acls_enabled=off_by["sync.topic.acls.enabled"] is None,
-            config_properties_exclude=self._patterns("config.properties.exclude"),
+            replication_factor=self._replication_factors[REPLICATION_FACTOR.name].value,
+            sync_configs_enabled=self._off_by(SYNC_TOPIC_CONFIGS_ENABLED, SYNC_TOPIC_CONFIGS_INTERVAL) is None,
+            sync_acls_enabled=self._off_by(SYNC_TOPIC_ACLS_ENABLED, SYNC_TOPIC_ACLS_INTERVAL) is None,
+            config_properties_exclude=self.value(CONFIG_PROPERTIES_EXCLUDE),
         )
         self.copy = CopySettings(
-            max_records_per_partition=self._positive_int("airmirror.batch.max.records.per.partition"),
-            transaction_max_records=self._positive_int("airmirror.transaction.max.records") or 500_000,
-            transaction_max_bytes=self._positive_int("airmirror.transaction.max.bytes") or 256 * 1024 * 1024,
-            transaction_max_seconds=self._positive_int("airmirror.transaction.max.seconds") or 60,
-            live_transaction_max_ms=self._positive_int("airmirror.live.transaction.max.ms") or 100,
-            source_reset_policy=self._choice("airmirror.source.reset.policy", SOURCE_RESET_POLICIES),
-            task_max_buffer_bytes=self._task_max_buffer_bytes(),
+            max_records_per_partition=self.optional(BATCH_MAX_RECORDS),
+            transaction_max_records=self.value(TRANSACTION_MAX_RECORDS),
+            transaction_max_bytes=self.value(TRANSACTION_MAX_BYTES),
+            transaction_max_seconds=self.value(TRANSACTION_MAX_SECONDS),
+            live_transaction_max_ms=self.value(LIVE_TRANSACTION_MAX_MS),
+            source_reset_policy=self.value(SOURCE_RESET_POLICY),
+            task_max_buffer_bytes=self.value(TASK_MAX_BUFFER_BYTES),
         )
         self.heartbeats = HeartbeatSettings(
-            off_by=off_by["emit.heartbeats.enabled"],
-            interval_seconds=intervals["emit.heartbeats.interval.seconds"],
-            replication_enabled=flags["heartbeats.replication.enabled"],
+            off_by=self._off_by(EMIT_HEARTBEATS_ENABLED, EMIT_HEARTBEATS_INTERVAL),
+            interval_seconds=self.value(EMIT_HEARTBEATS_INTERVAL),
+            replication_enabled=self.value(HEARTBEATS_REPLICATION_ENABLED),
         )
         self.checkpoints = CheckpointSettings(
-            off_by=off_by["emit.checkpoints.enabled"],
-            interval_seconds=intervals["emit.checkpoints.interval.seconds"],
-            sync_group_offsets_enabled=off_by["sync.group.offsets.enabled"] is None,
+            off_by=self._off_by(EMIT_CHECKPOINTS_ENABLED, EMIT_CHECKPOINTS_INTERVAL),
+            interval_seconds=self.value(EMIT_CHECKPOINTS_INTERVAL),
+            sync_group_offsets_enabled=self._off_by(SYNC_GROUP_OFFSETS_ENABLED, SYNC_GROUP_OFFSETS_INTERVAL) is None,
         )
         self.offset_syncs = OffsetSyncSettings(
-            emit_enabled=flags["emit.offset-syncs.enabled"],
-            lag_max=ints["offset.lag.max"],
-            topic_location=self._choice("offset-syncs.topic.location", ("source", "target")),
+            emit_enabled=self.value(EMIT_OFFSET_SYNCS_ENABLED),
+            lag_max=self.value(OFFSET_LAG_MAX),
+            topic_location=self.value(OFFSET_SYNCS_TOPIC_LOCATION),
         )
         self.spark = SparkSettings(
-            master=self.get("airmirror.spark.master") or "local[*]",
+            master=self.value(SPARK_MASTER),
             conf=MaskedConfig(
-                (key[len(_SPARK_CONF_PREFIX) :], setting.value)
+                (key[len(SPARK_CONF.prefix) :], setting.value)
                 for key, setting in {**config.top_level_settings(), **settings}.items()
-                if key.startswith(_SPARK_CONF_PREFIX)
+                if key.startswith(SPARK_CONF.prefix)
             ),
-            submit=self._bool("airmirror.spark.submit", False),
-            conn_id=self.get("airmirror.spark.conn.id") or "spark_default",
+            submit=self.value(SPARK_SUBMIT),
+            conn_id=self.value(SPARK_CONN_ID),
         )
         self.dag = DagSettings(
-            schedule=self.get("airmirror.schedule") or "1m",
-            task_retries=self._int("airmirror.task.retries", 3),
-            live=self._bool("airmirror.live", False),
+            schedule=self.value(SCHEDULE),
+            task_retries=self.value(TASK_RETRIES),
+            live=self.value(LIVE),
         )
-        self.metadata_db_url: str = self.get("airmirror.metadata.db.url") or f"sqlite:///{config.home}/metadata.db"
-        self.metadata_retention: timedelta = self._positive_duration(METADATA_RETENTION_KEY, timedelta(days=7))
+        self.metadata_db_url: str = self.optional(METADATA_DB_URL) or f"sqlite:///{config.home}/metadata.db"
+        self.metadata_retention: timedelta = self.value(METADATA_RETENTION)
         self.config_path: Path = config.path
         for alias in (source, target):
             for kind in CLIENT_KINDS:
@@ -709,48 +643,33 @@ class FlowConfig:
         ]
         return self._config.client_settings(alias, kind, flow_layers)
 
-    def _int(self, key: str, default: int) -> int:
-        setting = self.setting(key)
-        return default if setting is None else _parse_int(setting)
+    def value(self, key: SettingKey[T]) -> T:
+        """The flow's value of declared ``key`` (flow-level beats top-level), else its default."""
+        return key.value(self.setting(key.name))
 
-    def _interval(self, key: str, default: int) -> int:
-        """An MM2 interval key (see ``_INTERVAL_DEFAULTS``): any integer but 0."""
-        setting = self.setting(key)
-        if setting is None:
-            return default
-        value = _parse_int(setting)
-        if value == 0:
-            raise ConfigError(
-                "value 0 is not an interval: give a positive number of seconds, or a negative one to turn this "
-                "off as MM2 does",
-                key=setting.key,
-                line=setting.line,
-            )
-        return value
+    def optional(self, key: SettingKey[T]) -> T | None:
+        """The flow's value of declared ``key``, its default, or ``None`` when unset without a default."""
+        return key.optional(self.setting(key.name))
 
-    def _off_by(self, flag_key: str, enabled: bool, intervals: Mapping[str, int]) -> str | None:
-        """What turns off the MM2 task of ``flag_key`` (e.g. ``emit.heartbeats.enabled``), as MM2's
-        ``*Interval()`` methods decide: the flag when false, else a negative ``{task}.interval.seconds``;
-        ``None`` when the task runs."""
-        if not enabled:
-            return f"{flag_key} is false"
-        interval_key = _interval_key(flag_key)
-        if intervals[interval_key] < 0:
-            return f"{interval_key} is {intervals[interval_key]} (negative: off, as in MM2)"
+    def _off_by(self, flag: SettingKey[bool], interval: SettingKey[int]) -> str | None:
+        """What turns off the MM2 task of ``flag`` (e.g. ``emit.heartbeats.enabled``), as MM2's ``*Interval()``
+        methods decide: the flag when false, else a negative ``interval`` (``{task}.interval.seconds``); ``None``
+        when the task runs."""
+        if not self.value(flag):
+            return f"{flag.name} is false"
+        seconds = self.value(interval)
+        if seconds < 0:
+            return f"{interval.name} is {seconds} (negative: off, as in MM2)"
         return None
-
-    def _bool(self, key: str, default: bool) -> bool:
-        setting = self.setting(key)
-        return default if setting is None else _parse_bool(setting)
 
     def _replication_factor_of(self, key: str) -> _ReplicationFactor:
         if key not in self._replication_factors:
             raise ValueError(f"{key!r} is not a replication-factor key ({', '.join(self._replication_factors)})")
         return self._replication_factors[key]
 
-    def _replication_factor(self, key: str, default: int) -> _ReplicationFactor:
-        setting = self.setting(key)
-        return _ReplicationFactor(default, key, None) if setting is None else _checked_factor(key, setting)
+    def _replication_factor(self, key: SettingKey[int]) -> _ReplicationFactor:
+        setting = self.setting(key.name)
+        return _ReplicationFactor(key.value(setting), key.name, None if setting is None else setting.line)
 
     def _batch_log_replication_factor(self) -> _ReplicationFactor:
         """The batch log's own key, else MM2's worker ``offset.storage.replication.factor`` of the target, else
@@ -758,90 +677,26 @@ class FlowConfig:
         log's own key, the one to set."""
         own = self.setting(BATCH_LOG_REPLICATION_FACTOR_KEY)
         if own is not None:
-            return _checked_factor(BATCH_LOG_REPLICATION_FACTOR_KEY, own)
+            return _ReplicationFactor(
+                BATCH_LOG_REPLICATION_FACTOR.value(own), BATCH_LOG_REPLICATION_FACTOR_KEY, own.line
+            )
         worker = self._config.worker_setting(self.target, _WORKER_OFFSETS_FACTOR_KEY)
         if worker is not None:
-            return _checked_factor(_WORKER_OFFSETS_FACTOR_KEY, worker)
+            return _ReplicationFactor(
+                OFFSET_STORAGE_REPLICATION_FACTOR.value(worker), _WORKER_OFFSETS_FACTOR_KEY, worker.line
+            )
         offset_syncs = self._replication_factors["offset-syncs.topic.replication.factor"]
         if offset_syncs.line is None:
             return offset_syncs._replace(key=BATCH_LOG_REPLICATION_FACTOR_KEY)
         return offset_syncs
 
-    def _positive_int(self, key: str) -> int | None:
-        setting = self.setting(key)
-        if setting is None:
-            return None
-        value = _parse_int(setting)
-        if value <= 0:
-            raise ConfigError(f"value {value} must be positive", key=setting.key, line=setting.line)
-        return value
-
-    def _task_max_buffer_bytes(self) -> int:
-        """``airmirror.task.max.buffer.bytes``: a positive integer of at least ``MIN_TASK_MAX_BUFFER_BYTES``."""
-        value = self._positive_int(TASK_MAX_BUFFER_BYTES_KEY)
-        if value is None:
-            return DEFAULT_TASK_MAX_BUFFER_BYTES
-        if value < MIN_TASK_MAX_BUFFER_BYTES:
-            setting = self.setting(TASK_MAX_BUFFER_BYTES_KEY)
-            assert setting is not None
-            raise ConfigError(
-                f"value {value} is below {MIN_TASK_MAX_BUFFER_BYTES} (16 MiB): a copy task needs room for one fetch of "
-                "at least 1 MB beside its producer queue",
-                key=setting.key,
-                line=setting.line,
-            )
-        return value
-
-    def _positive_duration(self, key: str, default: timedelta) -> timedelta:
-        setting = self.setting(key)
-        if setting is None:
-            return default
-        duration = parse_duration(setting.value)
-        if duration is None or duration <= timedelta(0):
-            raise ConfigError(
-                f"value {setting.value!r} is not a positive duration (30s, 5m, 2h, 7d)",
-                key=setting.key,
-                line=setting.line,
-            )
-        return duration
-
-    def _choice(self, key: str, allowed: tuple[str, ...]) -> str:
-        setting = self.setting(key)
-        if setting is None:
-            return allowed[0]
-        if setting.value.strip() not in allowed:
-            raise ConfigError(
-                f"value {setting.value!r} must be one of {', '.join(allowed)}", key=setting.key, line=setting.line
-            )
-        return setting.value.strip()
-
-    def _patterns(self, key: str) -> PatternList:
-        setting = self.setting(key)
-        if setting is None:
-            return PatternList.parse(_LIST_DEFAULTS[key], key=key)
-        return PatternList.parse(setting.value, key=setting.key, line=setting.line)
-
-    def _load_policy(self, flags: Mapping[str, bool]) -> ReplicationPolicy:
-        separator = self.setting("replication.policy.separator")
-        if separator is not None and not separator.value.strip():
-            raise ConfigError("the separator must not be empty", key=separator.key, line=separator.line)
-        default_class = Setting("replication.policy.class", _MM2_DEFAULT_POLICY)
-        class_setting = self.setting("replication.policy.class") or default_class
+    def _load_policy(self) -> ReplicationPolicy:
+        class_setting = self.setting(REPLICATION_POLICY_CLASS.name)
         return load_policy(
-            class_setting.value,
-            "." if separator is None else separator.value.strip(),
-            key=class_setting.key,
-            line=class_setting.line,
-            internal_topic_separator_enabled=flags["replication.policy.internal.topic.separator.enabled"],
+            self.value(REPLICATION_POLICY_CLASS),
+            self.value(REPLICATION_POLICY_SEPARATOR),
+            key=REPLICATION_POLICY_CLASS.name if class_setting is None else class_setting.key,
+            line=None if class_setting is None else class_setting.line,
+            internal_topic_separator_enabled=self.value(INTERNAL_TOPIC_SEPARATOR_ENABLED),
             source_cluster_alias=self.source,
         )
-
-    def _check_default_only_classes(self) -> None:
-        for key, simple_name in _DEFAULT_ONLY_CLASSES.items():
-            setting = self.setting(key)
-            if setting is not None and setting.value.strip().rsplit(".", 1)[-1] != simple_name:
-                raise ConfigError(
-                    f"{setting.value!r} is not supported, airmirror only implements MM2's {simple_name}",
-                    key=setting.key,
-                    line=setting.line,
-                )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 
 from airmirror.config.properties import Setting, load_properties
 from airmirror.errors import ConfigError
@@ -45,7 +46,7 @@ def resolve_references(settings: Mapping[str, Setting], env: Mapping[str, str]) 
         )
 
     return {
-        key: replace(setting, value=_REFERENCE.sub(lambda match: lookup(setting, match), setting.value))
+        key: replace(setting, value=_REFERENCE.sub(partial(lookup, setting), setting.value))
         if "${" in setting.value
         else setting
         for key, setting in settings.items()

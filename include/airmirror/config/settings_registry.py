@@ -1,0 +1,849 @@
+"""Every setting airmirror reads from an MM2 properties file, declared once: key, kind of value, default, meaning,
+group and origin (MirrorMaker 2's own key, or airmirror's).
+
+:class:`~airmirror.config.mirror_config.FlowConfig` builds its settings groups (:mod:`airmirror.config.flow_settings`)
+from these declarations and nothing else, ``airmirror validate --explain`` prints each with its source, and the
+configuration reference (``docs/configuration.md``, :mod:`airmirror.config.reference`) is generated from them: a test
+fails when the page and this module differ.  Adding a setting is one :func:`define` here plus its use.
+
+Rules:
+
+* A default is the text a user would write, parsed by the key's own parser (:mod:`airmirror.config.setting_types`);
+  ``None`` means unset, for which the reader decides (``default_doc`` then says what happens).
+* A key's *scope* says where the file may set it: a flow key is top-level ``KEY`` or per flow
+  ``{source}->{target}.KEY`` (the flow's wins); a cluster key is ``{alias}.KEY``; a worker key is MM2's dedicated-mode
+  worker setting, top-level ``KEY`` (which wins) or ``{target}.KEY``; a file key is top-level only.
+* Every key MM2 defines for its connectors is declared with origin MM2, also those airmirror accepts without using
+  them (so the file of a running MM2 loads unchanged); ``airmirror.*`` keys are airmirror's.  An ``airmirror.*`` key
+  declared nowhere here draws a warning naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Generic, TypeVar
+
+from airmirror.config.properties import Setting
+from airmirror.config.setting_types import (
+    BOOLEAN,
+    INTEGER,
+    INTERVAL_SECONDS,
+    NON_EMPTY_TEXT,
+    PATTERNS,
+    POSITIVE_DURATION,
+    POSITIVE_INTEGER,
+    REPLICA_COUNT,
+    TEXT,
+    ValueType,
+    at_least,
+    mm2_class,
+    one_of,
+)
+
+T = TypeVar("T")
+
+
+class Origin(Enum):
+    """Whose key it is."""
+
+    MM2 = "MirrorMaker 2"
+    AIRMIRROR = "airmirror"
+
+
+class Scope(Enum):
+    """Where the file may set a key (see the module docstring)."""
+
+    FLOW = "top-level or `{source}->{target}.`"
+    CLUSTER = "`{alias}.`"
+    WORKER = "top-level or `{target}.`"
+    FILE = "top-level"
+
+
+class Group(Enum):
+    """The part of airmirror that reads a key; the reference page lists groups in this order."""
+
+    CLUSTERS = "Clusters and flows"
+    TOPICS = "Topic and group selection"
+    POLICY = "Remote topic names"
+    TOPIC_SYNC = "Remote topics: creation, configs and ACLs"
+    COPY = "The copy"
+    HEARTBEATS = "Heartbeats"
+    CHECKPOINTS = "Checkpoints and consumer-group offsets"
+    OFFSET_SYNCS = "MM2's offset-syncs topic"
+    INTERNAL_TOPICS = "Internal topics"
+    SPARK = "Spark"
+    DAG = "Airflow"
+    METADATA = "Metadata DB"
+    ACCEPTED = "MM2 keys accepted without effect"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SettingKey(Generic[T]):
+    """One declared setting (see the module docstring for ``default``, ``default_doc`` and ``scope``)."""
+
+    name: str
+    type: ValueType[T]
+    default: str | None
+    doc: str
+    group: Group
+    origin: Origin
+    scope: Scope = Scope.FLOW
+    default_doc: str | None = None
+    blank_is_unset: bool = False
+
+    def value(self, setting: Setting | None) -> T:
+        """The typed value ``setting`` gives, or the default's when unset (or blank, for a key whose
+        ``blank_is_unset``: a value such as ``${env:NAME}`` of an empty variable); raises :class:`LookupError` for a
+        key without a default (read it with :meth:`optional`)."""
+        if setting is not None and self.blank_is_unset and not setting.value.strip():
+            setting = None
+        if setting is None:
+            if self.default is None:
+                raise LookupError(f"{self.name} has no default")
+            setting = Setting(self.name, self.default)
+        return self.type.parse(setting)
+
+    def optional(self, setting: Setting | None) -> T | None:
+        """The typed value ``setting`` gives, the default's when unset, ``None`` when unset without a default."""
+        unset = setting is None or (self.blank_is_unset and not setting.value.strip())
+        return None if unset and self.default is None else self.value(setting)
+
+    def described_default(self) -> str:
+        """The default as the reference page shows it."""
+        if self.default_doc is not None:
+            return self.default_doc
+        return "" if self.default is None else f"`{self.default}`"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SettingPrefix:
+    """A family of keys ``{prefix}X`` passed on as they are (e.g. ``airmirror.spark.conf.X``)."""
+
+    prefix: str
+    doc: str
+    group: Group
+    origin: Origin
+    scope: Scope = Scope.FLOW
+
+
+@dataclass
+class _Registry:
+    keys: dict[str, SettingKey[object]] = field(default_factory=dict)
+    prefixes: list[SettingPrefix] = field(default_factory=list)
+
+
+_REGISTRY = _Registry()
+
+
+def define(key: SettingKey[T]) -> SettingKey[T]:
+    """Declare ``key`` (once: a second declaration of the same name is a programming error)."""
+    if key.name in _REGISTRY.keys:
+        raise ValueError(f"setting {key.name} is declared twice")
+    _REGISTRY.keys[key.name] = key  # type: ignore[assignment]  # T is erased in the registry, kept at each use
+    return key
+
+
+def define_prefix(prefix: SettingPrefix) -> SettingPrefix:
+    """Declare a family of passed-on keys."""
+    _REGISTRY.prefixes.append(prefix)
+    return prefix
+
+
+def all_keys() -> Iterator[SettingKey[object]]:
+    """Every declared key, in declaration order."""
+    return iter(_REGISTRY.keys.values())
+
+
+def all_prefixes() -> Iterator[SettingPrefix]:
+    """Every declared key family."""
+    return iter(_REGISTRY.prefixes)
+
+
+def declared(name: str) -> SettingKey[object] | None:
+    """The declaration of key ``name``, if any."""
+    return _REGISTRY.keys.get(name)
+
+
+def is_declared(name: str) -> bool:
+    """True for a declared key or a key of a declared family."""
+    return name in _REGISTRY.keys or any(name.startswith(p.prefix) for p in _REGISTRY.prefixes)
+
+
+def mm2_keys(scope: Scope = Scope.FLOW) -> frozenset[str]:
+    """The names of MM2's keys of ``scope`` (replication settings: read top-level or per flow)."""
+    return frozenset(k.name for k in _REGISTRY.keys.values() if k.origin is Origin.MM2 and k.scope is scope)
+
+
+MM2 = Origin.MM2
+OURS = Origin.AIRMIRROR
+
+# -- clusters and flows ---------------------------------------------------------------------------------------------
+CLUSTERS = define(
+    SettingKey(
+        name="clusters",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc="the cluster aliases, comma-separated; each needs `{alias}.bootstrap.servers` or `{alias}.airflow.conn.id`",
+        group=Group.CLUSTERS,
+        origin=MM2,
+        scope=Scope.FILE,
+        default_doc="required",
+    )
+)
+BOOTSTRAP_SERVERS = define(
+    SettingKey(
+        name="bootstrap.servers",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc="the cluster's brokers; may come from its Airflow connection instead",
+        group=Group.CLUSTERS,
+        origin=MM2,
+        scope=Scope.CLUSTER,
+        default_doc="required, unless the cluster's Airflow connection gives it",
+    )
+)
+AIRFLOW_CONN_ID = define(
+    SettingKey(
+        name="airflow.conn.id",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc=(
+            "take the cluster's client settings from this Airflow connection (type `kafka`, settings in its extra), "
+            "resolved when a task runs; the file's keys for the cluster override them"
+        ),
+        group=Group.CLUSTERS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+        default_doc="none",
+    )
+)
+ENABLED = define(
+    SettingKey(
+        name="enabled",
+        type=BOOLEAN,
+        default="false",
+        doc=(
+            "`{source}->{target}.enabled = true` turns the flow on: it becomes the Airflow DAG "
+            "`airmirror__{source}__{target}`"
+        ),
+        group=Group.CLUSTERS,
+        origin=MM2,
+    )
+)
+
+# -- topic and group selection --------------------------------------------------------------------------------------
+TOPICS = define(
+    SettingKey(
+        name="topics",
+        type=PATTERNS,
+        default=".*",
+        doc="topics to replicate (MM2's DefaultTopicFilter); every batch lists topics afresh",
+        group=Group.TOPICS,
+        origin=MM2,
+    )
+)
+TOPICS_EXCLUDE = define(
+    SettingKey(
+        name="topics.exclude",
+        type=PATTERNS,
+        default=r".*[\-\.]internal, .*\.replica, __.*",
+        doc="topics never replicated",
+        group=Group.TOPICS,
+        origin=MM2,
+    )
+)
+GROUPS = define(
+    SettingKey(
+        name="groups",
+        type=PATTERNS,
+        default=".*",
+        doc="consumer groups that checkpoints and group offset sync cover; listed at every checkpoint run",
+        group=Group.TOPICS,
+        origin=MM2,
+    )
+)
+GROUPS_EXCLUDE = define(
+    SettingKey(
+        name="groups.exclude",
+        type=PATTERNS,
+        default="console-consumer-.*, connect-.*, __.*",
+        doc="consumer groups never checkpointed",
+        group=Group.TOPICS,
+        origin=MM2,
+    )
+)
+TOPIC_FILTER_CLASS = define(
+    SettingKey(
+        name="topic.filter.class",
+        type=mm2_class("DefaultTopicFilter"),
+        default="org.apache.kafka.connect.mirror.DefaultTopicFilter",
+        doc="only MM2's default filter (`topics`, `topics.exclude`) is implemented",
+        group=Group.TOPICS,
+        origin=MM2,
+    )
+)
+GROUP_FILTER_CLASS = define(
+    SettingKey(
+        name="group.filter.class",
+        type=mm2_class("DefaultGroupFilter"),
+        default="org.apache.kafka.connect.mirror.DefaultGroupFilter",
+        doc="only MM2's default filter (`groups`, `groups.exclude`) is implemented",
+        group=Group.TOPICS,
+        origin=MM2,
+    )
+)
+HEARTBEATS_REPLICATION_ENABLED = define(
+    SettingKey(
+        name="heartbeats.replication.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc="copy the source's heartbeats topics whatever `topics` says",
+        group=Group.TOPICS,
+        origin=MM2,
+    )
+)
+
+# -- remote topic names ---------------------------------------------------------------------------------------------
+REPLICATION_POLICY_CLASS = define(
+    SettingKey(
+        name="replication.policy.class",
+        type=NON_EMPTY_TEXT,
+        default="org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
+        doc="MM2's DefaultReplicationPolicy or IdentityReplicationPolicy, or a Python class path (`pkg.module.Class`)",
+        group=Group.POLICY,
+        origin=MM2,
+    )
+)
+REPLICATION_POLICY_SEPARATOR = define(
+    SettingKey(
+        name="replication.policy.separator",
+        type=NON_EMPTY_TEXT,
+        default=".",
+        doc="between the source alias and the topic in a remote topic's name",
+        group=Group.POLICY,
+        origin=MM2,
+    )
+)
+INTERNAL_TOPIC_SEPARATOR_ENABLED = define(
+    SettingKey(
+        name="replication.policy.internal.topic.separator.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc="whether MM2's internal topic names (offset syncs, checkpoints) use the separator too",
+        group=Group.POLICY,
+        origin=MM2,
+    )
+)
+
+# -- remote topics --------------------------------------------------------------------------------------------------
+REPLICATION_FACTOR = define(
+    SettingKey(
+        name="replication.factor",
+        type=REPLICA_COUNT,
+        default="2",
+        doc=(
+            "replication factor of the remote topics airmirror creates; a factor larger than the target cluster fails "
+            "with an error naming the key"
+        ),
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+SYNC_TOPIC_CONFIGS_ENABLED = define(
+    SettingKey(
+        name="sync.topic.configs.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc="copy topic configs to existing remote topics at each topic sync (created topics always get them)",
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+SYNC_TOPIC_CONFIGS_INTERVAL = define(
+    SettingKey(
+        name="sync.topic.configs.interval.seconds",
+        type=INTERVAL_SECONDS,
+        default="600",
+        doc="negative: no config sync of existing topics, as in MM2; otherwise every batch syncs",
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+CONFIG_PROPERTIES_EXCLUDE = define(
+    SettingKey(
+        name="config.properties.exclude",
+        type=PATTERNS,
+        default=(
+            r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+            r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
+            r"unclean\.leader\.election\.enable, min\.insync\.replicas"
+        ),
+        doc="topic configs never copied",
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+CONFIG_PROPERTY_FILTER_CLASS = define(
+    SettingKey(
+        name="config.property.filter.class",
+        type=mm2_class("DefaultConfigPropertyFilter"),
+        default="org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+        doc="only MM2's default filter (`config.properties.exclude`) is implemented",
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+SYNC_TOPIC_ACLS_ENABLED = define(
+    SettingKey(
+        name="sync.topic.acls.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc=(
+            "at each topic sync, MM2's rules: LITERAL topic ACLs of replicated topics are copied to their remote "
+            "topics, ALLOW WRITE dropped, ALLOW ALL copied as READ, DENY kept; only added, never deleted. Needs "
+            "Cluster DESCRIBE on the source and Cluster ALTER on the target; a cluster without an authorizer syncs "
+            "nothing (one warning)"
+        ),
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+SYNC_TOPIC_ACLS_INTERVAL = define(
+    SettingKey(
+        name="sync.topic.acls.interval.seconds",
+        type=INTERVAL_SECONDS,
+        default="600",
+        doc="negative: no ACL sync, as in MM2; otherwise every batch syncs",
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+REFRESH_TOPICS_ENABLED = define(
+    SettingKey(
+        name="refresh.topics.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc="accepted; every batch lists topics afresh, so new topics and partitions join at the next batch",
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+REFRESH_TOPICS_INTERVAL = define(
+    SettingKey(
+        name="refresh.topics.interval.seconds",
+        type=INTERVAL_SECONDS,
+        default="600",
+        doc="accepted (0 refused, as in MM2); every batch lists topics afresh",
+        group=Group.TOPIC_SYNC,
+        origin=MM2,
+    )
+)
+
+# -- the copy -------------------------------------------------------------------------------------------------------
+BATCH_MAX_RECORDS = define(
+    SettingKey(
+        name="airmirror.batch.max.records.per.partition",
+        type=POSITIVE_INTEGER,
+        default=None,
+        doc="cap of one batch per partition (`replicate --max-records` overrides)",
+        group=Group.COPY,
+        origin=OURS,
+        default_doc="no cap",
+    )
+)
+TRANSACTION_MAX_RECORDS = define(
+    SettingKey(
+        name="airmirror.transaction.max.records",
+        type=POSITIVE_INTEGER,
+        default="500000",
+        doc="records per chunk transaction of a range copy",
+        group=Group.COPY,
+        origin=OURS,
+    )
+)
+TRANSACTION_MAX_BYTES = define(
+    SettingKey(
+        name="airmirror.transaction.max.bytes",
+        type=POSITIVE_INTEGER,
+        default=str(256 * 1024 * 1024),
+        doc="key and value bytes per chunk transaction (256 MiB by default)",
+        group=Group.COPY,
+        origin=OURS,
+    )
+)
+TRANSACTION_MAX_SECONDS = define(
+    SettingKey(
+        name="airmirror.transaction.max.seconds",
+        type=POSITIVE_INTEGER,
+        default="60",
+        doc=(
+            "seconds per chunk transaction, counted from its first record; never more than a third of the target "
+            "producer's `transaction.timeout.ms` (default 900000)"
+        ),
+        group=Group.COPY,
+        origin=OURS,
+    )
+)
+LIVE_TRANSACTION_MAX_MS = define(
+    SettingKey(
+        name="airmirror.live.transaction.max.ms",
+        type=POSITIVE_INTEGER,
+        default="100",
+        doc="a streaming live run's chunk transactions commit within this many milliseconds of their first record",
+        group=Group.COPY,
+        origin=OURS,
+    )
+)
+MIN_TASK_MAX_BUFFER_BYTES = 16 * 1024 * 1024
+"""One fetch (a sixteenth of a task's buffer) must hold a 1 MB record batch."""
+TASK_MAX_BUFFER_BYTES = define(
+    SettingKey(
+        name="airmirror.task.max.buffer.bytes",
+        type=at_least(
+            MIN_TASK_MAX_BUFFER_BYTES,
+            "16 MiB: a copy task needs room for one fetch of at least 1 MB beside its producer queue",
+        ),
+        default=str(256 * 1024 * 1024),
+        doc=(
+            "what one copy task buffers (producer queue and reader prefetch), whatever the length of its range "
+            "(256 MiB by default, at least 16 MiB); client settings above their share are lowered with a warning"
+        ),
+        group=Group.COPY,
+        origin=OURS,
+    )
+)
+SOURCE_RESET_POLICY = define(
+    SettingKey(
+        name="airmirror.source.reset.policy",
+        type=one_of("reset", "fail"),
+        default="reset",
+        doc=(
+            "when a source topic was recreated or its log truncated below the cursor: `reset` starts the partition "
+            "again (per `auto.offset.reset`, or at the divergence point leader epochs locate), `fail` stops it until "
+            "`airmirror reset`"
+        ),
+        group=Group.COPY,
+        origin=OURS,
+    )
+)
+
+# -- heartbeats -----------------------------------------------------------------------------------------------------
+EMIT_HEARTBEATS_ENABLED = define(
+    SettingKey(
+        name="emit.heartbeats.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc="emit MM2 heartbeats to the target's `heartbeats` topic",
+        group=Group.HEARTBEATS,
+        origin=MM2,
+    )
+)
+EMIT_HEARTBEATS_INTERVAL = define(
+    SettingKey(
+        name="emit.heartbeats.interval.seconds",
+        type=INTERVAL_SECONDS,
+        default="1",
+        doc="at most one heartbeat per interval (the DAG's runs decide when); negative turns heartbeats off",
+        group=Group.HEARTBEATS,
+        origin=MM2,
+    )
+)
+
+# -- checkpoints and group offsets ----------------------------------------------------------------------------------
+EMIT_CHECKPOINTS_ENABLED = define(
+    SettingKey(
+        name="emit.checkpoints.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc="emit MM2 checkpoints to `{source}.checkpoints.internal` on the target, translated exactly",
+        group=Group.CHECKPOINTS,
+        origin=MM2,
+    )
+)
+EMIT_CHECKPOINTS_INTERVAL = define(
+    SettingKey(
+        name="emit.checkpoints.interval.seconds",
+        type=INTERVAL_SECONDS,
+        default="60",
+        doc="at most one checkpoint run per interval; negative turns checkpoints off",
+        group=Group.CHECKPOINTS,
+        origin=MM2,
+    )
+)
+SYNC_GROUP_OFFSETS_ENABLED = define(
+    SettingKey(
+        name="sync.group.offsets.enabled",
+        type=BOOLEAN,
+        default="false",
+        doc="commit translated offsets of groups that are inactive on the target",
+        group=Group.CHECKPOINTS,
+        origin=MM2,
+    )
+)
+SYNC_GROUP_OFFSETS_INTERVAL = define(
+    SettingKey(
+        name="sync.group.offsets.interval.seconds",
+        type=INTERVAL_SECONDS,
+        default="60",
+        doc="negative turns group offset sync off",
+        group=Group.CHECKPOINTS,
+        origin=MM2,
+    )
+)
+REFRESH_GROUPS_ENABLED = define(
+    SettingKey(
+        name="refresh.groups.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc="accepted; groups are listed at every checkpoint run",
+        group=Group.CHECKPOINTS,
+        origin=MM2,
+    )
+)
+REFRESH_GROUPS_INTERVAL = define(
+    SettingKey(
+        name="refresh.groups.interval.seconds",
+        type=INTERVAL_SECONDS,
+        default="600",
+        doc="accepted (0 refused, as in MM2); groups are listed at every checkpoint run",
+        group=Group.CHECKPOINTS,
+        origin=MM2,
+    )
+)
+
+# -- MM2's offset-syncs topic ---------------------------------------------------------------------------------------
+EMIT_OFFSET_SYNCS_ENABLED = define(
+    SettingKey(
+        name="emit.offset-syncs.enabled",
+        type=BOOLEAN,
+        default="true",
+        doc=(
+            "after each committed batch, write exact syncs from the batch's runs to MM2's offset-syncs topic, for "
+            "tools built on MM2's client (airmirror itself translates from its metadata DB)"
+        ),
+        group=Group.OFFSET_SYNCS,
+        origin=MM2,
+    )
+)
+OFFSET_SYNCS_TOPIC_LOCATION = define(
+    SettingKey(
+        name="offset-syncs.topic.location",
+        type=one_of("source", "target"),
+        default="source",
+        doc="`mm2-offset-syncs.{target}.internal` on the source, or `mm2-offset-syncs.{source}.internal` on the target",
+        group=Group.OFFSET_SYNCS,
+        origin=MM2,
+    )
+)
+OFFSET_LAG_MAX = define(
+    SettingKey(
+        name="offset.lag.max",
+        type=INTEGER,
+        default="100",
+        doc="spacing of the syncs written to the offset-syncs topic: each run's first record, every n-th, its last",
+        group=Group.OFFSET_SYNCS,
+        origin=MM2,
+    )
+)
+
+# -- internal topics ------------------------------------------------------------------------------------------------
+HEARTBEATS_TOPIC_REPLICATION_FACTOR = define(
+    SettingKey(
+        name="heartbeats.topic.replication.factor",
+        type=REPLICA_COUNT,
+        default="3",
+        doc="replication factor of the `heartbeats` topic airmirror creates on the target",
+        group=Group.INTERNAL_TOPICS,
+        origin=MM2,
+    )
+)
+CHECKPOINTS_TOPIC_REPLICATION_FACTOR = define(
+    SettingKey(
+        name="checkpoints.topic.replication.factor",
+        type=REPLICA_COUNT,
+        default="3",
+        doc="replication factor of `{source}.checkpoints.internal` on the target",
+        group=Group.INTERNAL_TOPICS,
+        origin=MM2,
+    )
+)
+OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR = define(
+    SettingKey(
+        name="offset-syncs.topic.replication.factor",
+        type=REPLICA_COUNT,
+        default="3",
+        doc="replication factor of MM2's offset-syncs topic",
+        group=Group.INTERNAL_TOPICS,
+        origin=MM2,
+    )
+)
+OFFSET_STORAGE_REPLICATION_FACTOR = define(
+    SettingKey(
+        name="offset.storage.replication.factor",
+        type=REPLICA_COUNT,
+        default=None,
+        doc=(
+            "MM2's worker offsets topic factor: the batch log's, when `airmirror.batch.log.topic.replication.factor` "
+            "is unset"
+        ),
+        group=Group.INTERNAL_TOPICS,
+        origin=MM2,
+        scope=Scope.WORKER,
+        default_doc="unset",
+    )
+)
+BATCH_LOG_REPLICATION_FACTOR = define(
+    SettingKey(
+        name="airmirror.batch.log.topic.replication.factor",
+        type=REPLICA_COUNT,
+        default=None,
+        doc=(
+            "replication factor of the batch-log topic `airmirror-batches.{source}.internal` on the target, "
+            "airmirror's counterpart of MM2's worker offsets topic"
+        ),
+        group=Group.INTERNAL_TOPICS,
+        origin=OURS,
+        default_doc="`offset.storage.replication.factor`, else `offset-syncs.topic.replication.factor`",
+    )
+)
+
+# -- spark ----------------------------------------------------------------------------------------------------------
+SPARK_MASTER = define(
+    SettingKey(
+        name="airmirror.spark.master",
+        type=NON_EMPTY_TEXT,
+        default="local[*]",
+        doc="Spark master of the copy job",
+        group=Group.SPARK,
+        origin=OURS,
+        blank_is_unset=True,
+    )
+)
+SPARK_CONF = define_prefix(
+    SettingPrefix(
+        prefix="airmirror.spark.conf.",
+        doc="any Spark setting `X`, for the CLI's session and the Airflow `replicate` task alike (secrets masked)",
+        group=Group.SPARK,
+        origin=OURS,
+    )
+)
+SPARK_SUBMIT = define(
+    SettingKey(
+        name="airmirror.spark.submit",
+        type=BOOLEAN,
+        default="false",
+        doc="run the DAG's `replicate` task as spark-submit of `spark_apps/` through `airmirror.spark.conn.id`",
+        group=Group.SPARK,
+        origin=OURS,
+    )
+)
+SPARK_CONN_ID = define(
+    SettingKey(
+        name="airmirror.spark.conn.id",
+        type=NON_EMPTY_TEXT,
+        default="spark_default",
+        doc="the Airflow Spark connection of spark-submit",
+        group=Group.SPARK,
+        origin=OURS,
+        blank_is_unset=True,
+    )
+)
+
+# -- airflow --------------------------------------------------------------------------------------------------------
+SCHEDULE = define(
+    SettingKey(
+        name="airmirror.schedule",
+        type=NON_EMPTY_TEXT,
+        default="1m",
+        doc="the flow DAG's schedule: a duration (`30s`, `5m`, `2h`, `1d`) or a cron expression",
+        group=Group.DAG,
+        origin=OURS,
+        blank_is_unset=True,
+    )
+)
+TASK_RETRIES = define(
+    SettingKey(
+        name="airmirror.task.retries",
+        type=INTEGER,
+        default="3",
+        doc="retries of each DAG task (bad input fails at once, whatever this says)",
+        group=Group.DAG,
+        origin=OURS,
+    )
+)
+LIVE = define(
+    SettingKey(
+        name="airmirror.live",
+        type=BOOLEAN,
+        default="false",
+        doc="each non-backfill run replicates continuously for its data interval, streaming",
+        group=Group.DAG,
+        origin=OURS,
+    )
+)
+
+# -- metadata db ----------------------------------------------------------------------------------------------------
+METADATA_DB_URL = define(
+    SettingKey(
+        name="airmirror.metadata.db.url",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc=(
+            "SQLAlchemy URL of the metadata DB; PostgreSQL: `postgresql+psycopg://user:pw@host/db` (credentials masked)"
+        ),
+        group=Group.METADATA,
+        origin=OURS,
+        default_doc="`sqlite:///$AIRMIRROR_HOME/metadata.db`",
+        blank_is_unset=True,
+    )
+)
+METADATA_RETENTION = define(
+    SettingKey(
+        name="airmirror.metadata.retention",
+        type=POSITIVE_DURATION,
+        default="7d",
+        doc="how long the metadata DB keeps a flow's history (batches, gaps, lag samples, verifications)",
+        group=Group.METADATA,
+        origin=OURS,
+    )
+)
+
+# -- accepted MM2 keys ----------------------------------------------------------------------------------------------
+
+
+def _accepted(name: str, doc: str, type_: ValueType[T], default: str | None = None) -> SettingKey[T]:
+    return define(SettingKey(name=name, type=type_, default=default, doc=doc, group=Group.ACCEPTED, origin=MM2))
+
+
+TASKS_MAX = _accepted("tasks.max", "Spark spreads partitions over its slots instead", INTEGER, "1")
+ADMIN_TIMEOUT_MS = _accepted("admin.timeout.ms", "airmirror's admin calls have their own timeouts", INTEGER, "60000")
+CONSUMER_POLL_TIMEOUT_MS = _accepted(
+    "consumer.poll.timeout.ms", "the copy reads with its own bounded waits", INTEGER, "1000"
+)
+FORWARDING_ADMIN_CLASS = define(
+    SettingKey(
+        name="forwarding.admin.class",
+        type=mm2_class("ForwardingAdmin"),
+        default="org.apache.kafka.clients.admin.ForwardingAdmin",
+        doc="only MM2's default admin is implemented",
+        group=Group.ACCEPTED,
+        origin=MM2,
+    )
+)
+NAME = _accepted("name", "a connector name: airmirror names flows `{source}->{target}`", TEXT)
+CONNECTOR_CLASS = _accepted("connector.class", "MM2's connectors are replaced by airmirror's DAG tasks", TEXT)
+SOURCE_CLUSTER_ALIAS = _accepted(
+    "source.cluster.alias", "a flow's source is the left side of `{source}->{target}`", TEXT
+)
+TARGET_CLUSTER_ALIAS = _accepted(
+    "target.cluster.alias", "a flow's target is the right side of `{source}->{target}`", TEXT
+)
+USE_DEFAULTS_FROM = _accepted("use.defaults.from", "a deprecated MM2 key", TEXT)
+CONFIG_PROVIDERS = _accepted(
+    "config.providers", "`${env:NAME}` and `${file:/path/file.properties:key}` references are always resolved", TEXT
+)
+DEDICATED_MODE_REST = _accepted(
+    "dedicated.mode.enable.internal.rest", "MM2's internal REST server has no counterpart: nothing to enable", TEXT
+)
