@@ -1,0 +1,193 @@
+"""The batch life cycle, cursors, offset-sync runs and gaps of the metadata store (:mod:`airmirror.store.batches`),
+contract by contract on SQLite.  tests/integration/test_metadata_store.py checks them on PostgreSQL too."""
+
+from __future__ import annotations
+
+import pytest
+
+from airmirror.errors import ReplicationFailure
+from airmirror.model import BatchState, Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
+from airmirror.store import MetadataStore, StaleCursorError
+
+FLOW = "a->b"
+TOPIC, REMOTE = "orders", "a.orders"
+BYTES_PER_RECORD = 10
+
+
+def planned(partition: int, start: int, end: int, *, gap_start: int | None = None) -> PlannedRange:
+    return PlannedRange(
+        topic=TOPIC, partition=partition, start=start, end=end, remote_topic=REMOTE, gap_start=gap_start
+    )
+
+
+def copied(plan: PlannedRange, *runs: OffsetRun) -> RangeResult:
+    """The result of copying the whole range in ``runs`` (one run from downstream offset ``start`` unless given)."""
+    runs = runs or ((OffsetRun(plan.start, plan.end, plan.start),) if plan.size else ())
+    records = sum(run.length for run in runs)
+    return RangeResult(
+        topic=plan.topic,
+        partition=plan.partition,
+        start=plan.start,
+        end=plan.end,
+        records=records,
+        bytes=records * BYTES_PER_RECORD,
+        runs=runs,
+        downstream_start=runs[0].downstream_start if runs else None,
+        downstream_end=runs[-1].downstream_start + runs[-1].length if runs else None,
+    )
+
+
+def commit(store: MetadataStore, *plans: PlannedRange) -> int:
+    batch_id = store.begin_batch(FLOW, plans, {"trigger": "test"})
+    store.commit_batch(batch_id, [copied(plan) for plan in plans])
+    return batch_id
+
+
+def key(partition: int) -> PartitionKey:
+    return PartitionKey(TOPIC, partition)
+
+
+def test_a_batch_moves_no_cursor_until_it_commits_and_then_to_the_end_of_each_range(store: MetadataStore) -> None:
+    plans = [planned(0, 0, 10), planned(1, 0, 0)]
+    batch_id = store.begin_batch(FLOW, plans, {"trigger": "test"})
+
+    running = store.unfinished_batch(FLOW)
+    assert running is not None and (running.id, running.state, running.ranges) == (batch_id, BatchState.RUNNING, plans)
+    assert store.cursors(FLOW) == {}
+
+    store.commit_batch(batch_id, [copied(plan) for plan in plans])
+
+    assert store.cursors(FLOW) == {key(0): 10, key(1): 0}
+    assert store.unfinished_batch(FLOW) is None
+    (done,) = store.batches(FLOW)
+    assert (done.state, done.records, done.bytes) == (BatchState.COMMITTED, 10, 10 * BYTES_PER_RECORD)
+
+
+def test_a_flow_has_at_most_one_running_batch(store: MetadataStore) -> None:
+    store.begin_batch(FLOW, [planned(0, 0, 10)], {})
+
+    with pytest.raises(ReplicationFailure, match="already has a RUNNING batch"):
+        store.begin_batch(FLOW, [planned(1, 0, 10)], {})
+    store.begin_batch("a->c", [planned(0, 0, 10)], {})
+
+
+def test_a_stale_cursor_fails_the_commit_and_writes_nothing(store: MetadataStore) -> None:
+    commit(store, planned(0, 0, 10))
+    stale = store.begin_batch(FLOW, [planned(0, 5, 20)], {})
+
+    with pytest.raises(StaleCursorError, match="is at 10, planned from 5"):
+        store.commit_batch(stale, [copied(planned(0, 5, 20))])
+
+    assert store.cursors(FLOW) == {key(0): 10}
+    assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 10, 0)]
+    running = store.unfinished_batch(FLOW)
+    assert running is not None and running.id == stale
+
+
+def test_a_failed_batch_keeps_its_reason_and_moves_no_cursor(store: MetadataStore) -> None:
+    commit(store, planned(0, 0, 10))
+    batch_id = store.begin_batch(FLOW, [planned(0, 10, 20)], {})
+
+    store.fail_batch(batch_id, "the copy job failed")
+
+    newest = store.batches(FLOW)[0]
+    assert (newest.id, newest.state, newest.error) == (batch_id, BatchState.FAILED, "the copy job failed")
+    assert store.cursors(FLOW) == {key(0): 10}
+    with pytest.raises(ReplicationFailure, match="is FAILED: only a RUNNING batch can be committed"):
+        store.commit_batch(batch_id, [copied(planned(0, 10, 20))])
+
+
+@pytest.mark.parametrize(
+    "results",
+    [
+        [],
+        [copied(planned(0, 1, 10))],  # not from the planned start
+        [copied(planned(0, 0, 11))],  # past the planned end
+        [copied(planned(0, 0, 10)), copied(planned(0, 0, 10))],
+        [copied(planned(0, 0, 10), OffsetRun(5, 10, 0), OffsetRun(0, 5, 5))],  # runs out of order
+        [copied(planned(0, 0, 10)), copied(planned(1, 0, 10))],  # a partition it did not plan
+    ],
+    ids=["missing", "wrong-start", "past-end", "twice", "runs-out-of-order", "unplanned"],
+)
+def test_results_that_do_not_match_the_plan_are_refused_and_nothing_is_written(
+    store: MetadataStore, results: list[RangeResult]
+) -> None:
+    batch_id = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
+
+    with pytest.raises(ValueError):
+        store.commit_batch(batch_id, results)
+
+    assert store.cursors(FLOW) == {}
+    assert store.offset_runs(FLOW, key(0)) == []
+
+
+@pytest.mark.parametrize(
+    ("plans", "params"),
+    [
+        ([planned(0, 0, 10), planned(0, 10, 20)], {}),
+        ([planned(0, 10, 5)], {}),
+        ([planned(0, 10, 20, gap_start=15)], {}),
+        ([planned(0, 0, 10)], {"at": object()}),
+    ],
+    ids=["partition-twice", "start-after-end", "gap-after-start", "params-not-json"],
+)
+def test_an_invalid_plan_is_refused_before_a_batch_begins(
+    store: MetadataStore, plans: list[PlannedRange], params: dict[str, object]
+) -> None:
+    with pytest.raises(ValueError):
+        store.begin_batch(FLOW, plans, params)
+
+    assert store.unfinished_batch(FLOW) is None
+
+
+def test_offset_sync_runs_translate_each_copied_offset_exactly_both_ways(store: MetadataStore) -> None:
+    plan = planned(0, 0, 10)
+    batch_id = store.begin_batch(FLOW, [plan], {})
+    store.commit_batch(batch_id, [copied(plan, OffsetRun(0, 5, 100), OffsetRun(7, 10, 106))])
+
+    assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 5, 100), OffsetRun(7, 10, 106)]
+    assert store.find_offset_run(FLOW, key(0), 4) == OffsetRun(0, 5, 100)
+    assert store.find_offset_run(FLOW, key(0), 5) == OffsetRun(7, 10, 106)  # not copied: the next run
+    assert store.find_offset_run(FLOW, key(0), 10) is None
+    assert store.find_offset_run_downstream(FLOW, key(0), 104) == OffsetRun(0, 5, 100)
+    assert store.find_offset_run_downstream(FLOW, key(0), 105) == OffsetRun(7, 10, 106)  # a marker: the next run
+    assert store.last_offset_run(FLOW, key(0)) == OffsetRun(7, 10, 106)
+
+
+def test_a_run_that_continues_the_stored_one_exactly_extends_it(store: MetadataStore) -> None:
+    commit(store, planned(0, 0, 10), planned(1, 0, 10))
+    plans = [planned(0, 10, 20), planned(1, 10, 20)]
+    batch_id = store.begin_batch(FLOW, plans, {})
+
+    exact, after_a_marker = copied(plans[0]), copied(plans[1], OffsetRun(10, 20, 11))
+    store.commit_batch(batch_id, [exact, after_a_marker])
+
+    assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 20, 0)]
+    assert store.offset_runs(FLOW, key(1)) == [OffsetRun(0, 10, 0), OffsetRun(10, 20, 11)]
+
+
+def test_offsets_lost_to_retention_are_recorded_as_a_gap_with_the_batch_planned_past_them(
+    store: MetadataStore,
+) -> None:
+    commit(store, planned(0, 0, 10))
+
+    commit(store, planned(0, 15, 20, gap_start=10))  # the cursor was 10: the plan expects it there
+
+    assert store.gaps(FLOW) == [Gap(TOPIC, 0, 10, 15)]
+    assert store.cursors(FLOW) == {key(0): 20}
+    stats = store.partition_stats(FLOW)[key(0)]
+    assert (stats.cursor, stats.records, stats.gap_count, stats.gap_offsets) == (20, 15, 1, 5)
+
+
+def test_the_copy_task_count_is_recorded_only_on_a_running_batch(store: MetadataStore) -> None:
+    batch_id = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
+
+    store.set_copy_tasks(batch_id, 3)
+
+    running = store.unfinished_batch(FLOW)
+    assert running is not None and running.copy_tasks == 3
+    store.commit_batch(batch_id, [copied(planned(0, 0, 10))])
+    with pytest.raises(ReplicationFailure, match="only a RUNNING batch can be copied"):
+        store.set_copy_tasks(batch_id, 4)
+    with pytest.raises(ValueError):
+        store.set_copy_tasks(batch_id, 0)
