@@ -3,14 +3,142 @@ metadata store (:mod:`airmirror.store`), which stores and returns them.  No data
 
 Offsets follow Kafka's convention: a range ``[start, end)`` includes ``start`` and excludes ``end``;
 a cursor is the next source offset to copy.  Timestamps are timezone-aware UTC.
+
+Values that cross a process boundary as JSON (XCom, the spark-submit app's output, the replication view's
+answers) are frozen dataclasses turned into JSON by :func:`to_json` and read back by :func:`from_json`, the
+one place that does either (see :func:`from_json` for what it accepts).
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union, cast, get_args, get_origin, get_type_hints
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Json: TypeAlias = str | int | float | bool | list["Json"] | dict[str, "Json"] | None
+"""A JSON value, as :func:`json.loads` returns it.  Its self-reference resolves only where ``Json`` itself is
+imported: Airflow, which reads a task function's return annotation at run time, cannot resolve it, so a task
+returning JSON says ``multiple_outputs`` itself."""
+JsonObject: TypeAlias = dict[str, Json]
+T = TypeVar("T")
+
+
+class WireFormatError(ValueError):
+    """JSON read back (:func:`from_json`) that is not the value it should be.  The message names the expected
+    type and where in the value it went wrong, never a value read (a value may be anything)."""
+
+
+def to_json(value: object) -> Json:
+    """``value`` as JSON: a dataclass as an object of its fields, an enum as its value, a datetime in ISO-8601,
+    a list or tuple as an array, a mapping with string keys as an object; ``TypeError`` for anything else."""
+    if isinstance(value, enum.Enum):
+        return to_json(value.value)
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if is_dataclass(value) and not isinstance(value, type):
+        return json_object(value)
+    if isinstance(value, list | tuple):
+        return [to_json(item) for item in value]
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        return {key: to_json(item) for key, item in value.items()}
+    raise TypeError(f"a {type(value).__name__} has no JSON form")
+
+
+def json_object(record: DataclassInstance) -> JsonObject:
+    """The JSON object of a dataclass: each field under its name, as :func:`to_json` turns it."""
+    return {f.name: to_json(getattr(record, f.name)) for f in fields(record)}
+
+
+def from_json(kind: type[T], data: object) -> T:
+    """``data`` (parsed JSON) read back as a ``kind``, strictly: a dataclass needs an object with exactly its
+    fields (no key missing, none unknown), each read as its annotation says; ``X | None``, ``list[X]``,
+    ``tuple[X, ...]``, ``dict[str, X]``, enums (by value), datetimes (ISO-8601), ``str``, ``int``, ``float``
+    and ``bool`` (never an ``int``) are read back as :func:`to_json` wrote them.  Anything else raises
+    :class:`WireFormatError`."""
+    return cast(T, _read(kind, data, getattr(kind, "__name__", str(kind))))
+
+
+def _read(kind: Any, data: object, path: str) -> object:
+    origin, args = get_origin(kind), get_args(kind)
+    if origin in (Union, types.UnionType):
+        if data is None and type(None) in args:
+            return None
+        for arm in (arm for arm in args if arm is not type(None)):
+            try:
+                return _read(arm, data, path)
+            except WireFormatError:
+                continue
+        raise _unexpected(path, kind, data)
+    if origin is list or origin is tuple:
+        item_kind = args[0]
+        if not isinstance(data, list) or (origin is tuple and args[1:] != (Ellipsis,)):
+            raise _unexpected(path, kind, data)
+        items = [_read(item_kind, item, f"{path}[{index}]") for index, item in enumerate(data)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(data, dict) or args[0] is not str:
+            raise _unexpected(path, kind, data)
+        return {key: _read(args[1], item, f"{path}[{key!r}]") for key, item in data.items()}
+    if isinstance(kind, type) and is_dataclass(kind):
+        return _read_dataclass(kind, data, path)
+    return _read_scalar(kind, data, path)
+
+
+def _read_dataclass(kind: type[Any], data: object, path: str) -> object:
+    if not isinstance(data, dict):
+        raise _unexpected(path, kind, data)
+    hints = _field_types(kind)
+    unknown, missing = sorted(set(data) - set(hints)), sorted(set(hints) - set(data))
+    if unknown or missing:
+        raise WireFormatError(
+            f"{path}: a {kind.__name__} needs exactly its fields; unknown {unknown}, missing {missing}"
+        )
+    return kind(**{name: _read(hint, data[name], f"{path}.{name}") for name, hint in hints.items()})
+
+
+def _read_scalar(kind: Any, data: object, path: str) -> object:
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        try:
+            return kind(data)
+        except ValueError:
+            raise _unexpected(path, kind, data) from None
+    if kind is datetime:
+        if isinstance(data, str):
+            try:
+                return datetime.fromisoformat(data)
+            except ValueError:
+                pass
+        raise _unexpected(path, kind, data)
+    if kind is float and isinstance(data, int | float) and not isinstance(data, bool):
+        return float(data)
+    if kind in (str, int, bool) and isinstance(data, kind) and (kind is bool or not isinstance(data, bool)):
+        return data
+    if kind is type(None) and data is None:
+        return None
+    if kind in (str, int, float, bool, type(None)):
+        raise _unexpected(path, kind, data)
+    raise TypeError(f"{path}: {kind!r} has no JSON form")
+
+
+def _field_types(kind: type[Any]) -> dict[str, Any]:
+    """The resolved annotation of each init field of dataclass ``kind``."""
+    hints = get_type_hints(kind)
+    return {f.name: hints[f.name] for f in fields(kind) if f.init}
+
+
+def _unexpected(path: str, kind: Any, data: object) -> WireFormatError:
+    found = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    described = found.get(type(data), "a number" if isinstance(data, int | float) else type(data).__name__)
+    expected = getattr(kind, "__name__", None) if get_origin(kind) is None else None
+    return WireFormatError(f"{path}: expected {expected or kind}, got {described}")
 
 
 @dataclass(frozen=True, order=True)
@@ -128,8 +256,8 @@ class PlannedRange:
 
     ``source_topic_id`` is the source topic's id at planning time (``None`` when the broker gave none).
     ``reset_from`` is set when the stored cursor belonged to an earlier incarnation of the source topic, or
-    pointed above a truncated log (see :mod:`airmirror.replication.plan_arithmetic`): the range starts afresh, and the batch's
-    commit records a source reset and starts a new generation of offset-sync runs for the partition.
+    pointed above a truncated log (see :mod:`airmirror.replication.plan_arithmetic`): the range starts afresh,
+    and the batch's commit records a source reset and starts a new generation of offset-sync runs for the partition.
 
     ``start_epoch`` is the source leader epoch of the record just before ``start`` (the stored cursor's), when
     known: the range read validates its start against it (KIP-320), so a log truncated below ``start`` is
@@ -196,6 +324,17 @@ class SourceReset:
     old_cursor: int
     new_start: int
     reset_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class RangeCopied:
+    """What one copy task's attempt copied of one range, as the Spark job returns it to the driver: a summary for
+    the log and the caller; the batch log holds the authoritative results (:class:`RangeResult`)."""
+
+    topic: str
+    partition: int
+    records: int
+    bytes: int
 
 
 @dataclass(frozen=True)
@@ -464,14 +603,15 @@ class Verification:
         """How many partitions got each verdict, every verdict listed."""
         return {v.value: sum(p.verdict is v for p in self.partitions) for v in Verdict}
 
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON values (verdicts as strings, the time in ISO-8601), for ``--json``, XCom and ``status``."""
+    def as_dict(self) -> JsonObject:
+        """The verification as JSON (verdicts as strings, the time in ISO-8601), with ``equal`` and the
+        ``verdicts`` counted, for ``--json``, XCom and ``status``; written only, never read back."""
         return {
             "id": self.id,
             "flow": self.flow,
             "verified_at": self.verified_at.isoformat(),
             "topics": self.topics_regex,
             "equal": self.equal,
-            "verdicts": self.counts(),
-            "partitions": [{**asdict(p), "verdict": p.verdict.value} for p in self.partitions],
+            "verdicts": to_json(self.counts()),
+            "partitions": to_json(self.partitions),
         }

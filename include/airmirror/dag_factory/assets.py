@@ -5,14 +5,15 @@ event per remote topic it wrote, on ``kafka://{host:port}/{remote topic}`` (the 
 provider; ``host:port`` is the target's first bootstrap server), whose extra holds the run's last batch id and
 the records it copied into that topic.  A run that copies nothing emits none.
 
-What a run copied travels between its tasks (XCom) as a :data:`Copied` map: per remote-topic URI, the URI of
-its source topic (``kafka://{source host:port}/{topic}``) and the records copied, which is also what the run's
-lineage reports (:mod:`airmirror.dag_factory.lineage`).
+What a run copied travels between its tasks (XCom, :class:`~airmirror.dag_factory.xcoms.RunRecorded`) as a
+:data:`Copied` map: per remote-topic URI, the URI of its source topic (``kafka://{source host:port}/{topic}``)
+and the records copied, which is also what the run's lineage reports (:mod:`airmirror.dag_factory.lineage`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias
@@ -32,8 +33,16 @@ def topic_uri(bootstrap_servers: str, topic: str) -> str:
     return f"kafka://{bootstrap_servers.split(',')[0].strip()}/{topic}"
 
 
-Copied = dict[str, dict[str, Any]]
-"""Remote-topic URI -> ``{"source": source-topic URI, "records": records copied}`` (JSON, for XCom)."""
+@dataclass(frozen=True, kw_only=True)
+class TopicCopy:
+    """The records a run copied into one remote topic, and the URI of their source topic."""
+
+    source: str
+    records: int
+
+
+Copied = dict[str, TopicCopy]
+"""Remote-topic URI -> what the run copied into it."""
 
 
 def copied_by_uri(flow: FlowConfig, results: Iterable[RangeResult | TopicCopied]) -> Copied:
@@ -41,7 +50,7 @@ def copied_by_uri(flow: FlowConfig, results: Iterable[RangeResult | TopicCopied]
     source = flow.source_client("consumer")["bootstrap.servers"]
     target = flow.target_client("producer")["bootstrap.servers"]
     return merge_copied(
-        {topic_uri(target, flow.remote_topic(r.topic)): {"source": topic_uri(source, r.topic), "records": r.records}}
+        {topic_uri(target, flow.remote_topic(r.topic)): TopicCopy(source=topic_uri(source, r.topic), records=r.records)}
         for r in results
         if r.records
     )
@@ -52,12 +61,13 @@ def merge_copied(parts: Iterable[Copied]) -> Copied:
     merged: Copied = {}
     for part in parts:
         for uri, copied in part.items():
-            merged.setdefault(uri, {"source": copied["source"], "records": 0})["records"] += copied["records"]
+            earlier = merged.get(uri)
+            merged[uri] = copied if earlier is None else replace(earlier, records=earlier.records + copied.records)
     return merged
 
 
 def emit_asset_events(outlet_events: Any, alias: str, copied: Copied, batch_id: int | None) -> None:
     """One event per remote topic with records (see the module contract)."""
     for uri, topic in sorted(copied.items()):
-        if topic["records"]:
-            outlet_events[AssetAlias(alias)].add(Asset(uri), extra={"batch_id": batch_id, "records": topic["records"]})
+        if topic.records:
+            outlet_events[AssetAlias(alias)].add(Asset(uri), extra={"batch_id": batch_id, "records": topic.records})

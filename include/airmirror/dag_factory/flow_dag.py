@@ -17,6 +17,10 @@ Task graph of ``airmirror__{source}__{target}``::
                                                            -> verify (only with the ``verify`` param)
     emit_heartbeats (independent)
 
+What each task hands the next through XCom is a typed value written and read back at the task boundary
+(:mod:`airmirror.dag_factory.xcoms`).  A task returning a JSON object says ``multiple_outputs=True`` itself
+(its keys are pushed as XComs of their own too): Airflow cannot resolve the recursive ``Json`` annotation.
+
 With ``airmirror.live = true`` ``emit_checkpoints`` is independent too, and a live run's ``replicate`` and
 emission tasks work for the length of the data interval (:mod:`airmirror.dag_factory.live`).
 
@@ -50,7 +54,10 @@ from airmirror.dag_factory.live import live_seconds
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.params import batch_options, flow_params, run_type_name
 from airmirror.dag_factory.schedule import parse_schedule
+from airmirror.dag_factory.xcoms import PlannedRun
 from airmirror.errors import ConfigError, InputError
+from airmirror.kafka.topics import TopicMapping
+from airmirror.model import Json, JsonObject, from_json, json_object, to_json
 from airmirror.replication.incarnations import TopicsStopped
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.spark.defaults import copy_job_conf
@@ -118,28 +125,34 @@ def build_flow_dag(config_path: str, flow: FlowConfig, spark_app: Path | None = 
     )
     def flow_dag() -> None:
         @task
-        def sync_topics() -> list[dict[str, Any]]:
-            return tasks.sync_topics(config_path, name, run_options_or_fail())
+        def sync_topics() -> Json:
+            return to_json(tasks.sync_topics(config_path, name, run_options_or_fail()))
 
-        @task
-        def plan_batch(mappings: list[dict[str, Any]]) -> dict[str, Any]:
-            return tasks.plan(config_path, name, mappings, run_options_or_fail())
+        @task(multiple_outputs=True)
+        def plan_batch(mappings: object) -> JsonObject:
+            synced = from_json(list[TopicMapping], mappings)
+            return json_object(tasks.plan(config_path, name, synced, run_options_or_fail()))
 
-        @task(trigger_rule="none_failed", map_index_template=f"{{{{ {RUN_LABEL} }}}}", outlets=[AssetAlias(alias)])
-        def record_batch(planned: dict[str, Any], _copied: Any = None) -> dict[str, Any]:
+        @task(
+            trigger_rule="none_failed",
+            map_index_template=f"{{{{ {RUN_LABEL} }}}}",
+            outlets=[AssetAlias(alias)],
+            multiple_outputs=True,
+        )
+        def record_batch(planned: object, _copied: object = None) -> JsonObject:
             """Commit what is left, then report everything this run's batches copied (read back from the DB,
             so a spark-submitted live run counts as one in this worker does)."""
             context = get_current_context()
             if run_options_or_fail(context).dry_run:
                 raise AirflowSkipException("dry run")
             try:
-                recorded = tasks.record(config_path, name, planned["first_batch"])
+                recorded = tasks.record(config_path, name, from_json(PlannedRun, planned).first_batch)
             except TopicsStopped as error:
                 raise AirflowFailException(str(error)) from error
-            emit_asset_events(context["outlet_events"], alias, recorded["copied"], recorded["batch_id"])
-            report_lineage(name, recorded["copied"])
-            context[RUN_LABEL] = f"{recorded['records']:,} records copied"  # type: ignore[literal-required]
-            return recorded
+            emit_asset_events(context["outlet_events"], alias, recorded.copied, recorded.batch_id)
+            report_lineage(name, recorded.copied)
+            context[RUN_LABEL] = f"{recorded.records:,} records copied"  # type: ignore[literal-required]
+            return json_object(recorded)
 
         @task
         def emit_heartbeats() -> None:
@@ -233,14 +246,18 @@ def replicate_task(config_path: str, flow: FlowConfig, spark_app: Path | None) -
     name, live = flow.name, flow.dag.live
 
     @task.pyspark(
-        task_id="replicate", conn_id=flow.spark.conn_id, config_kwargs=copy_job_conf(flow.spark.conf), pre_execute=skip
+        task_id="replicate",
+        conn_id=flow.spark.conn_id,
+        config_kwargs=copy_job_conf(flow.spark.conf),
+        pre_execute=skip,
+        multiple_outputs=True,
     )
-    def replicate(spark: Any = None, sc: Any = None) -> dict[str, Any]:
+    def replicate(spark: Any = None, sc: Any = None) -> JsonObject:
         context = get_current_context()
         seconds = live_seconds(live, context)
         if seconds is None:
-            return tasks.replicate(config_path, name, spark)
-        return tasks.replicate_live(config_path, name, spark, run_options_or_fail(context), seconds)
+            return json_object(tasks.replicate(config_path, name, spark))
+        return json_object(tasks.replicate_live(config_path, name, spark, run_options_or_fail(context), seconds))
 
     return replicate()
 
@@ -263,12 +280,13 @@ def verify_task(config_path: str, flow: FlowConfig) -> Any:
         config_kwargs=copy_job_conf(flow.spark.conf),
         pre_execute=skip_unless_verify,
         retries=0,
+        multiple_outputs=True,
     )
-    def verify(_: Any = None, spark: Any = None, sc: Any = None) -> dict[str, Any]:
-        document = tasks.verify(config_path, name, spark, run_options_or_fail().topics_regex)
-        if not document["equal"]:
-            raise AirflowFailException(f"verification {document['id']} of flow {name}: {document['verdicts']}")
-        return document
+    def verify(_: object = None, spark: Any = None, sc: Any = None) -> JsonObject:
+        verification = tasks.verify(config_path, name, spark, run_options_or_fail().topics_regex)
+        if not verification.equal:
+            raise AirflowFailException(f"verification {verification.id} of flow {name}: {verification.counts()}")
+        return verification.as_dict()
 
     return verify
 

@@ -33,6 +33,6 @@ def report_lineage(flow_name: str, copied: Copied) -> None:
     collector = get_hook_lineage_collector()
     context = FlowCopy(flow_name)
     for remote_uri, topic in sorted(copied.items()):
-        if topic["records"]:
-            collector.add_input_asset(context, uri=topic["source"])
+        if topic.records:
+            collector.add_input_asset(context, uri=topic.source)
             collector.add_output_asset(context, uri=remote_uri)

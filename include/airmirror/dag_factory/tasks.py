@@ -7,6 +7,9 @@ resumes an unfinished one, ``replicate`` copies the flow's unfinished batch (a r
 it, see :mod:`airmirror.replication.spark.task_writer`), and ``record_batch`` commits only what Kafka
 committed.
 
+What a task returns is the typed value its XCom carries (:mod:`airmirror.dag_factory.xcoms`); the DAG's
+task functions turn it into JSON and read it back.
+
 Bad input fails at once: every task function here fails its task without retries on a config, param or
 connection error (:mod:`airmirror.dag_factory.failures`); other errors are retried.
 
@@ -33,10 +36,12 @@ from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
 from airmirror.dag_factory.masking import mask_flow_secrets
 from airmirror.dag_factory.metrics import publish_batch, publish_checkpoints
+from airmirror.dag_factory.xcoms import BatchCopied, LiveCopied, PlannedRun, RunRecorded
 from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
 from airmirror.kafka.clients import shared_clients
 from airmirror.kafka.topics import TopicMapping
 from airmirror.migration.verification import verify_flow
+from airmirror.model import Verification
 from airmirror.replication.continuous import from_the_cursors, replicate_continuously
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
@@ -77,7 +82,7 @@ def masked_open_flow(config_path: str, flow_name: str) -> Iterator[tuple[FlowCon
 
 
 @no_retry_on_bad_input
-def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list[dict[str, Any]]:
+def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list[TopicMapping]:
     """Validate the run against the store, then create/grow/reconfigure remote topics."""
     with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
         report = sync_flow_topics(flow, store, options)
@@ -86,18 +91,15 @@ def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list
     for name, (old, new) in report.grown.items():
         log.info("grew remote topic %s from %d to %d partitions", name, old, new)
     log.info("%d topics replicated by %s", len(report.mappings), flow_name)
-    return [
-        {"source_topic": m.source_topic, "remote_topic": m.remote_topic, "partitions": m.partitions}
-        for m in report.mappings
-    ]
+    return report.mappings
 
 
 @no_retry_on_bad_input
-def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], options: BatchOptions) -> dict[str, Any]:
+def plan(config_path: str, flow_name: str, mappings: list[TopicMapping], options: BatchOptions) -> PlannedRun:
     """Store the run's batch (or resume the unfinished one); a dry run only logs the plan."""
     log.info("%s", describe_bound(options))
     with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
-        planned = plan_batch(flow, store, [TopicMapping(**m) for m in mappings], options)
+        planned = plan_batch(flow, store, mappings, options)
         first_batch = planned.batch_id if planned.batch_id is not None else store.newest_batch_id(flow.name) + 1
     for r in planned.ranges:
         log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
@@ -110,13 +112,13 @@ def plan(config_path: str, flow_name: str, mappings: list[dict[str, Any]], optio
         records,
         " (resumed)" if planned.resumed else "",
     )
-    return {
-        "batch_id": planned.batch_id,
-        "partitions": len(planned.ranges),
-        "offsets": records,
-        "resumed": planned.resumed,
-        "first_batch": first_batch,
-    }
+    return PlannedRun(
+        batch_id=planned.batch_id,
+        partitions=len(planned.ranges),
+        offsets=records,
+        resumed=planned.resumed,
+        first_batch=first_batch,
+    )
 
 
 def describe_bound(options: BatchOptions) -> str:
@@ -137,23 +139,21 @@ def planned_records(config_path: str, flow_name: str) -> int | None:
 
 
 @no_retry_on_bad_input
-def replicate(config_path: str, flow_name: str, spark: Any) -> dict[str, Any]:
+def replicate(config_path: str, flow_name: str, spark: Any) -> BatchCopied:
     """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
     with held_flow(config_path, flow_name) as (flow, store, _):
         batch = unfinished_batch(flow, store)
         if batch is None:
             log.info("no unfinished batch: nothing to copy")
-            return {"batch_id": None, "records": 0}
+            return BatchCopied(batch_id=None, records=0)
         rows = run_batch(flow, store, batch, lambda: spark)
-    records = sum(row["records"] for row in rows)
-    log.info("batch %s copied %d records (%.1f MB)", batch.batch_id, records, sum(r["bytes"] for r in rows) / 1e6)
-    return {"batch_id": batch.batch_id, "records": records}
+    records = sum(row.records for row in rows)
+    log.info("batch %s copied %d records (%.1f MB)", batch.batch_id, records, sum(r.bytes for r in rows) / 1e6)
+    return BatchCopied(batch_id=batch.batch_id, records=records)
 
 
 @no_retry_on_bad_input
-def replicate_live(
-    config_path: str, flow_name: str, spark: Any, options: BatchOptions, seconds: float
-) -> dict[str, Any]:
+def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchOptions, seconds: float) -> LiveCopied:
     """A live run's ``replicate`` (:mod:`airmirror.dag_factory.live`): the planned batch first, then batches back
     to back on ``spark`` for ``seconds``; each is committed before the next is planned, and the last one is
     committed before the task ends."""
@@ -175,11 +175,11 @@ def replicate_live(
         report.records,
         report.bytes / 1e6,
     )
-    return {"batches": report.batches, "records": report.records, "bytes": report.bytes}
+    return LiveCopied(batches=report.batches, records=report.records, bytes=report.bytes)
 
 
 @no_retry_on_bad_input
-def record(config_path: str, flow_name: str, first_batch: int) -> dict[str, Any]:
+def record(config_path: str, flow_name: str, first_batch: int) -> RunRecorded:
     """Commit the unfinished batch's Kafka-committed results to the metadata DB; then report what the run copied:
     every batch committed from ``first_batch`` (the run's first, from ``plan``) on, summed per topic by the DB,
     so a live run's batches count whether it copied in this worker or through spark-submit.  Then fail
@@ -193,12 +193,12 @@ def record(config_path: str, flow_name: str, first_batch: int) -> dict[str, Any]
             log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
             publish_batch(flow, store, summary)
         copied = store.copied_since(flow.name, first_batch)
-        result = {
-            "batch_id": copied.last_batch_id,
-            "records": copied.records,
-            "bytes": copied.bytes,
-            "copied": copied_by_uri(flow, copied.topics),
-        }
+        result = RunRecorded(
+            batch_id=copied.last_batch_id,
+            records=copied.records,
+            bytes=copied.bytes,
+            copied=copied_by_uri(flow, copied.topics),
+        )
         raise_for_stops(flow, store)
     return result
 
@@ -229,9 +229,9 @@ def emit(config_path: str, flow_name: str, what: str, window_seconds: float | No
 
 
 @no_retry_on_bad_input
-def verify(config_path: str, flow_name: str, spark: Any, topics_regex: str | None) -> dict[str, Any]:
+def verify(config_path: str, flow_name: str, spark: Any, topics_regex: str | None) -> Verification:
     """``airmirror verify`` of the flow on ``spark`` (it holds the flow's lease itself); returns the stored
-    verification as plain values (``equal`` says whether every partition is equal)."""
+    verification."""
     with masked_open_flow(config_path, flow_name) as (flow, store):
         verification = verify_flow(
             flow,
@@ -241,13 +241,6 @@ def verify(config_path: str, flow_name: str, spark: Any, topics_regex: str | Non
             lambda done, total: log.info("verify: %d of %d partitions compared", done, total),
             task_holder(),
         )
-    document = verification.as_dict()
-    for partition in document["partitions"]:
-        log.info(
-            "%s-%s: %s %s",
-            partition["topic"],
-            partition["partition"],
-            partition["verdict"],
-            partition["first_offset"] or "",
-        )
-    return document
+    for partition in verification.partitions:
+        log.info("%s: %s %s", partition.key, partition.verdict.value, partition.first_offset or "")
+    return verification

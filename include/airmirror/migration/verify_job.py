@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from airmirror.kafka.authorization import AccessScope
 from airmirror.migration.partition_compare import Lost, Record, compare_partition, verdict_reason
-from airmirror.model import OffsetRun
+from airmirror.model import OffsetRun, PartitionVerification
 from airmirror.replication.spark.copy_job import task_failure
 from airmirror.replication.spark.range_reader import RangeReader
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VerifyTask:
     """What one Spark task compares: source ``[source_start, source_end)`` with remote ``[target_start,
     target_end)`` through ``runs``; keys in source ``[source_end, source_later_end)`` may explain a source
@@ -70,9 +70,8 @@ def records_of(reader: RangeReader) -> Iterator[Record]:
             )
 
 
-def verify_partition(task: VerifyTask) -> dict[str, Any]:
-    """Compare one partition (see the module docstring); returns the fields of a
-    :class:`~airmirror.model.PartitionVerification`, its verdict as a string."""
+def verify_partition(task: VerifyTask) -> PartitionVerification:
+    """Compare one partition (see the module docstring)."""
     source_config, target_config = task.source_consumer_config, task.target_consumer_config
     with (
         RangeReader(
@@ -113,26 +112,24 @@ def verify_partition(task: VerifyTask) -> dict[str, Any]:
     if task.lost is not None and task.lost.excused:
         excused = f"{task.lost.records} records deleted from the {task.lost.side} only, below source offset {task.lost.end}, explained by its retention.bytes, not compared"
         note = "; ".join(part for part in (note, excused) if part)
-    figures = asdict(result)
-    figures["verdict"] = result.verdict.value
-    return {
-        "topic": task.topic,
-        "partition": task.partition,
-        "remote_topic": task.remote_topic,
-        "source_start": task.source_start,
-        "source_end": task.source_end,
-        "target_start": task.target_start,
-        "target_end": task.target_end,
-        "note": note,
-        "reason": verdict_reason(result, task.lost),
-        **figures,
-    }
+    return PartitionVerification(
+        **asdict(result),
+        topic=task.topic,
+        partition=task.partition,
+        remote_topic=task.remote_topic,
+        source_start=task.source_start,
+        source_end=task.source_end,
+        target_start=task.target_start,
+        target_end=task.target_end,
+        note=note,
+        reason=verdict_reason(result, task.lost),
+    )
 
 
-def verify_tasks(tasks: list[VerifyTask]) -> Callable[[Iterator[int]], Iterator[dict[str, Any]]]:
+def verify_tasks(tasks: list[VerifyTask]) -> Callable[[Iterable[int]], Iterator[PartitionVerification]]:
     """The per-partition function: verify the partitions whose indexes arrive (one per Spark partition)."""
 
-    def verify(indexes: Iterator[int]) -> Iterator[dict[str, Any]]:
+    def verify(indexes: Iterable[int]) -> Iterator[PartitionVerification]:
         for index in indexes:
             yield verify_partition(tasks[index])
 
@@ -141,7 +138,7 @@ def verify_tasks(tasks: list[VerifyTask]) -> Callable[[Iterator[int]], Iterator[
 
 def run_verify_job(
     spark: SparkSession, tasks: list[VerifyTask], on_progress: Callable[[int, int], None]
-) -> list[dict[str, Any]]:
+) -> list[PartitionVerification]:
     """Verify every task's partition, one Spark task each; ``on_progress(done, total)`` is called whenever the
     number of finished partitions changes, and once at the end."""
     if not tasks:
@@ -149,16 +146,15 @@ def run_verify_job(
     context = spark.sparkContext
     started = time.monotonic()
     group = f"airmirror-verify-{uuid.uuid4().hex}"
-    outcome: dict[str, Any] = {}
+    rows: list[PartitionVerification] = []
+    failed: list[Exception] = []
 
     def collect() -> None:
         try:
             context.setJobGroup(group, f"airmirror verify of {len(tasks)} partitions")
-            outcome["rows"] = (
-                context.parallelize(range(len(tasks)), len(tasks)).mapPartitions(verify_tasks(tasks)).collect()
-            )
+            rows.extend(context.parallelize(range(len(tasks)), len(tasks)).mapPartitions(verify_tasks(tasks)).collect())
         except Exception as error:  # handed to the caller below
-            outcome["error"] = error
+            failed.append(error)
 
     worker = threading.Thread(target=collect, name="airmirror-verify-job", daemon=True)
     worker.start()
@@ -169,15 +165,14 @@ def run_verify_job(
         if done != reported and worker.is_alive():
             on_progress(done, len(tasks))
             reported = done
-    if "error" in outcome:
-        raise task_failure(outcome["error"]) from outcome["error"]
+    if failed:
+        raise task_failure(failed[0]) from failed[0]
     on_progress(len(tasks), len(tasks))
-    rows = outcome["rows"]
     log.info(
         "verify job: %d partitions, %d source records, %d target records in %.3f s",
         len(rows),
-        sum(r["source_records"] for r in rows),
-        sum(r["target_records"] for r in rows),
+        sum(r.source_records for r in rows),
+        sum(r.target_records for r in rows),
         time.monotonic() - started,
     )
     return rows

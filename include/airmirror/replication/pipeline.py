@@ -43,7 +43,7 @@ from airmirror.kafka.topics import (
     replicated_topics,
     sync_topics,
 )
-from airmirror.model import PlannedRange, RangeResult
+from airmirror.model import PlannedRange, RangeCopied, RangeResult
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_inputs import plan_ranges, record_cap, refuse_moving_cursors
@@ -171,9 +171,12 @@ def plan_batch(
     return PlannedBatch(store.begin_batch(flow.name, ranges, options.params()), ranges)
 
 
-def run_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spark: Callable[[], Any]) -> list[dict]:
+def run_batch(
+    flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spark: Callable[[], Any]
+) -> list[RangeCopied]:
     """Step 3: the Spark copy job (``spark()`` returns the SparkSession; it is asked for only once the driver's
-    reads of the batch log and the target are done, so a session still starting overlaps them).
+    reads of the batch log and the target are done, so a session still starting overlaps them); returns what
+    the job copied of each range it copied.
 
     A batch whose copy job ran before may have attempts of it still at work, under the ids of its copy tasks
     then: they are fenced first, and only then is the new job's task count stored, so that whatever dies next,

@@ -20,15 +20,16 @@ The flows come from the file named by ``$AIRMIRROR_CONFIG`` (the DAG factory's),
 - ``GET /``                  the flows the user may read, HTML
 - ``GET /flows/{flow}``      one flow's view, HTML (``flow`` as ``a->b``, URL-encoded)
 - ``GET /dags/{dag_id}``     the view of the flow a DAG replicates (the DAG page's "Replication" tab)
-- ``GET /api/flows``         the flows the user may read, JSON
-- ``GET /api/flows/{flow}``  one flow's figures, JSON
+- ``GET /api/flows``         the flows the user may read, JSON (:class:`FlowLink` each)
+- ``GET /api/flows/{flow}``  one flow's figures, JSON (:meth:`~airmirror.ui.flow_view.FlowView.as_json`)
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
@@ -38,6 +39,7 @@ from fastapi.responses import HTMLResponse
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.errors import ConfigError, ReplicationFailure
+from airmirror.model import Json, JsonObject, to_json
 from airmirror.store.metadata_store import SchemaNotCurrentError
 from airmirror.ui.flow_view import FlowView, flow_view
 from airmirror.ui.page import flow_page, index_page, not_a_flow_page, store_unavailable_page
@@ -53,6 +55,14 @@ app = FastAPI(
     redoc_url=None,
     dependencies=[Depends(requires_authenticated())],
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlowLink:
+    """A flow the user may read, and the DAG that replicates it."""
+
+    flow: str
+    dag_id: str
 
 
 class StoreUnavailable(Exception):
@@ -132,13 +142,13 @@ def dag_html(dag_id: str, flows: ReadableFlows, dag_ids: ReadableDagIds) -> HTML
     return HTMLResponse(not_a_flow_page(dag_id)) if flow is None else flow_response(flow)
 
 
-@app.get("/api/flows")
-def flows_json(flows: ReadableFlows) -> list[dict[str, str]]:
-    return [{"flow": flow.name, "dag_id": dag_id} for dag_id, flow in flows.items()]
+@app.get("/api/flows", response_model=None)
+def flows_json(flows: ReadableFlows) -> Json:
+    return to_json([FlowLink(flow=flow.name, dag_id=dag_id) for dag_id, flow in flows.items()])
 
 
-@app.get("/api/flows/{flow_name}")
-def flow_json(flow_name: str, flows: ReadableFlows) -> dict[str, Any]:
+@app.get("/api/flows/{flow_name}", response_model=None)
+def flow_json(flow_name: str, flows: ReadableFlows) -> JsonObject:
     try:
         return view_of(flow_named(flow_name, flows)).as_json()
     except StoreUnavailable as error:

@@ -14,17 +14,19 @@ with every cluster down.  Every figure is one the tasks recorded:
 
 Every read is bounded: the rows read grow with the partitions and groups of the flow (one each), never with
 the sample rate.  The view only reads, so it works on a store opened read-only.
+
+The view's JSON (``GET /api/flows/{flow}``) is :meth:`FlowView.as_json`: every field of every row, as
+:func:`~airmirror.model.to_json` writes it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from airmirror.config import FlowConfig
-from airmirror.model import BatchState, GroupSyncOutcome, LagSample, PartitionKey
+from airmirror.model import BatchRecord, BatchState, GroupSyncOutcome, JsonObject, LagSample, PartitionKey, json_object
 from airmirror.store import MetadataStore
 from airmirror.store.lag_samples import LagPoint
 
@@ -34,7 +36,7 @@ SERIES_POINTS = 300
 RECENT_BATCHES = 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PartitionRow:
     topic: str
     partition: int
@@ -51,21 +53,20 @@ class PartitionRow:
     stopped: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupRow:
+    """``skipped_active``: the newest group offset sync skipped the group because it has active members."""
+
     group: str
     partitions: int
     last_checkpoint_at: str | None
     sync_outcome: str | None
     sync_detail: str | None
     synced_at: str | None
-
-    @property
-    def skipped_active(self) -> bool:
-        return self.sync_outcome == GroupSyncOutcome.SKIPPED_ACTIVE.value
+    skipped_active: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchRow:
     batch_id: int
     state: str
@@ -76,7 +77,7 @@ class BatchRow:
     records_per_second: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SeriesPoint:
     at: str
     lag_records: int
@@ -84,42 +85,42 @@ class SeriesPoint:
     replication_latency_ms: int | None
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class FlowView:
     """One flow's view; ``clusters`` is ``(source, target)``."""
 
     flow: str
     dag_id: str
     clusters: tuple[str, str]
-    partitions: list[PartitionRow] = field(default_factory=list)
-    heartbeat_latency_ms: int | None = None
-    heartbeat_latency_at: str | None = None
-    groups: list[GroupRow] = field(default_factory=list)
-    batches: list[BatchRow] = field(default_factory=list)
-    series: list[SeriesPoint] = field(default_factory=list)
+    partitions: list[PartitionRow]
+    heartbeat_latency_ms: int | None
+    heartbeat_latency_at: str | None
+    groups: list[GroupRow]
+    batches: list[BatchRow]
+    series: list[SeriesPoint]
 
-    def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        for row, group in zip(data["groups"], self.groups):
-            row["skipped_active"] = group.skipped_active
-        return data
+    def as_json(self) -> JsonObject:
+        return json_object(self)
 
 
 def flow_view(flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime | None = None) -> FlowView:
     """Everything the view shows of ``flow`` (see the module contract)."""
     now = now or datetime.now(UTC)
-    view = FlowView(flow.name, dag_id, (flow.source, flow.target))
     since = now - SERIES_WINDOW
-    newest = {sample.key: sample for sample in store.newest_lag_samples(flow.name, since)}
-    view.partitions = _partitions(flow, store, newest)
-    view.series = [_series_point(point) for point in store.lag_series(flow.name, since, now, SERIES_POINTS)]
+    newest_samples = {sample.key: sample for sample in store.newest_lag_samples(flow.name, since)}
     latencies = store.heartbeat_latencies(flow.name)
-    if latencies:
-        newest = max(latencies, key=lambda latency: latency.observed_at)
-        view.heartbeat_latency_ms, view.heartbeat_latency_at = newest.latency_ms, _iso(newest.observed_at)
-    view.groups = _groups(flow, store)
-    view.batches = [_batch_row(batch) for batch in store.batches(flow.name, limit=RECENT_BATCHES)]
-    return view
+    latency = max(latencies, key=lambda latency: latency.observed_at) if latencies else None
+    return FlowView(
+        flow=flow.name,
+        dag_id=dag_id,
+        clusters=(flow.source, flow.target),
+        partitions=_partitions(flow, store, newest_samples),
+        heartbeat_latency_ms=None if latency is None else latency.latency_ms,
+        heartbeat_latency_at=None if latency is None else _iso(latency.observed_at),
+        groups=_groups(flow, store),
+        batches=[_batch_row(batch) for batch in store.batches(flow.name, limit=RECENT_BATCHES)],
+        series=[_series_point(point) for point in store.lag_series(flow.name, since, now, SERIES_POINTS)],
+    )
 
 
 def _partitions(flow: FlowConfig, store: MetadataStore, newest: dict[PartitionKey, LagSample]) -> list[PartitionRow]:
@@ -169,20 +170,37 @@ def _groups(flow: FlowConfig, store: MetadataStore) -> list[GroupRow]:
                 sync_outcome=sync.outcome.value if sync else None,
                 sync_detail=sync.detail if sync else None,
                 synced_at=_iso(sync.synced_at) if sync else None,
+                skipped_active=sync is not None and sync.outcome is GroupSyncOutcome.SKIPPED_ACTIVE,
             )
         )
     return rows
 
 
-def _batch_row(batch: Any) -> BatchRow:
+def _batch_row(batch: BatchRecord) -> BatchRow:
     seconds = (batch.finished_at - batch.created_at).total_seconds() if batch.finished_at else None
-    committed = batch.state == BatchState.COMMITTED and batch.records is not None
-    rate = batch.records / seconds if committed and seconds else None
-    return BatchRow(batch.id, batch.state.value, _iso(batch.created_at), seconds, batch.records, batch.bytes, rate)
+    rate = (
+        batch.records / seconds
+        if batch.state == BatchState.COMMITTED and batch.records is not None and seconds
+        else None
+    )
+    return BatchRow(
+        batch_id=batch.id,
+        state=batch.state.value,
+        created_at=_iso(batch.created_at),
+        seconds=seconds,
+        records=batch.records,
+        bytes=batch.bytes,
+        records_per_second=rate,
+    )
 
 
 def _series_point(point: LagPoint) -> SeriesPoint:
-    return SeriesPoint(_iso(point.at), point.lag_records, point.record_age_ms, point.replication_latency_ms)
+    return SeriesPoint(
+        at=_iso(point.at),
+        lag_records=point.lag_records,
+        record_age_ms=point.record_age_ms,
+        replication_latency_ms=point.replication_latency_ms,
+    )
 
 
 def _iso(moment: datetime) -> str:

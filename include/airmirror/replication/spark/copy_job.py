@@ -29,9 +29,8 @@ import heapq
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 from pyspark import TaskContext
@@ -44,7 +43,7 @@ from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets
 from airmirror.kafka.topics import topic_ids
-from airmirror.model import PartitionKey, PlannedRange
+from airmirror.model import PartitionKey, PlannedRange, RangeCopied
 from airmirror.replication.spark.progress import log_end, range_progress
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
@@ -170,7 +169,7 @@ def copy_tasks(
     ]
 
 
-def run_tasks(tasks: Iterator[CopyTask]) -> Iterator[dict[str, Any]]:
+def run_tasks(tasks: Iterable[CopyTask]) -> Iterator[RangeCopied]:
     """The per-partition function: copy the tasks that arrive (one per Spark partition)."""
     context = TaskContext.get()
     first_attempt = context is not None and context.attemptNumber() == 0
@@ -194,8 +193,8 @@ def spark_slots(spark: SparkSession) -> int:
     return slots
 
 
-def run_copy_job(spark: SparkSession, tasks: list[CopyTask], job_group: str | None = None) -> list[dict]:
-    """Run the copy tasks (:func:`copy_tasks`); returns ``{topic, partition, records, bytes}`` per range.  With
+def run_copy_job(spark: SparkSession, tasks: list[CopyTask], job_group: str | None = None) -> list[RangeCopied]:
+    """Run the copy tasks (:func:`copy_tasks`); returns what each range's last attempt copied.  With
     ``job_group``, the job runs in that Spark job group, which ``SparkContext.cancelJobGroup`` can cancel (its
     tasks are interrupted: the caller must fence their transactional ids before trusting the batch log)."""
     if not tasks:
@@ -205,15 +204,15 @@ def run_copy_job(spark: SparkSession, tasks: list[CopyTask], job_group: str | No
     if job_group is not None:
         context.setJobGroup(job_group, f"copy tasks of batch {tasks[0].batch_id}", interruptOnCancel=True)
     try:
-        rows = context.parallelize(tasks, len(tasks)).mapPartitions(run_tasks).collect()
+        rows: list[RangeCopied] = context.parallelize(tasks, len(tasks)).mapPartitions(run_tasks).collect()
     except Exception as error:
         raise task_failure(error) from error
     log.info(
         "copy job of batch %s: %d ranges, %d records, %d bytes in %.3f s (%d copy tasks)",
         tasks[0].batch_id,
         len(rows),
-        sum(r["records"] for r in rows),
-        sum(r["bytes"] for r in rows),
+        sum(r.records for r in rows),
+        sum(r.bytes for r in rows),
         time.monotonic() - started,
         len(tasks),
     )

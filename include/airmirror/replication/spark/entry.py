@@ -10,6 +10,12 @@ With ``--continuous [--for DURATION]`` it runs the continuous loop of :mod:`airm
 (:mod:`airmirror.dag_factory.live`) passes ``--live-seconds S`` (with its ``--topics`` and ``--max-records``
 params): above zero, the flow's unfinished batch and then batches back to back run for ``S`` seconds; zero
 is the default one-batch copy.
+
+Its output, one line of JSON on stdout, is for the person or tool that submitted it (the DAG's
+``SparkSubmitOperator`` reads none of it: ``record_batch`` reads what was copied from the metadata DB): an
+array of :class:`~airmirror.model.RangeCopied` for a copy, a
+:class:`~airmirror.replication.continuous.ContinuousReport` otherwise, as :func:`~airmirror.model.to_json`
+writes them.
 """
 
 from __future__ import annotations
@@ -18,13 +24,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
 from datetime import timedelta
 
 from pyspark.sql import SparkSession
 
 from airmirror.config.durations import positive_duration
 from airmirror.errors import AirmirrorError, ReplicationFailure
+from airmirror.model import RangeCopied, to_json
 from airmirror.replication.continuous import ContinuousReport, StopOnSignals, replicate_continuously
 from airmirror.replication.options import BatchOptions, parse_batch_options
 from airmirror.replication.pipeline import run_batch, unfinished_batch
@@ -34,7 +40,7 @@ from airmirror.store.opening import open_flow
 
 def run_pending_batch(
     config_path: str, flow_name: str, batch_id: int | None, spark: SparkSession, holder: str
-) -> list[dict]:
+) -> list[RangeCopied]:
     """Copy the flow's unfinished batch (which must be ``batch_id`` when given), holding the flow's lease."""
     with open_flow(config_path, flow_name) as (flow, store), store.hold_flow(flow.name, describe_holder(holder)):
         batch = unfinished_batch(flow, store)
@@ -92,14 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = SparkSession.builder.appName(f"airmirror {args.flow}").getOrCreate()
     try:
         if args.live_seconds > 0:
-            duration = timedelta(seconds=args.live_seconds)
-            report = run_continuously(args.config, args.flow, duration, spark, args.holder, live_options(args))
-            print(json.dumps(asdict(report)))
+            live = timedelta(seconds=args.live_seconds)
+            report = run_continuously(args.config, args.flow, live, spark, args.holder, live_options(args))
+            print(json.dumps(to_json(report)))
         elif args.continuous:
             duration = None if args.for_ is None else positive_duration(args.for_, "--for")
-            print(json.dumps(asdict(run_continuously(args.config, args.flow, duration, spark, args.holder))))
+            print(json.dumps(to_json(run_continuously(args.config, args.flow, duration, spark, args.holder))))
         else:
-            print(json.dumps(run_pending_batch(args.config, args.flow, args.batch_id, spark, args.holder)))
+            print(json.dumps(to_json(run_pending_batch(args.config, args.flow, args.batch_id, spark, args.holder))))
         return 0
     except AirmirrorError as error:
         print(f"airmirror: error: {error}", file=sys.stderr)

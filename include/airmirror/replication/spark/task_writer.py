@@ -89,6 +89,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, naming_refusals
+from airmirror.model import RangeCopied
 from airmirror.replication.offset_runs import RunBuilder
 from airmirror.replication.spark.batch_log import (
     Progress,
@@ -635,9 +636,9 @@ def abort_quietly(producer: Producer) -> None:
         pass
 
 
-def copy_task(task: CopyTask, first_attempt: bool) -> list[dict[str, Any]]:
-    """One Spark task of the copy job: read the task's ranges from the source and copy them; returns a summary
-    per range.
+def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
+    """One Spark task of the copy job: read the task's ranges from the source and copy them; returns what this
+    attempt copied of each range.
 
     The read is opened first, so source records are already being fetched while the producer fences.  A refusal
     by either cluster names the ACL to grant (:mod:`airmirror.kafka.authorization`).
@@ -668,11 +669,11 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[dict[str, Any]]:
             attempt.fence(first_attempt)
             attempt.copy(reader)
     return [
-        {
-            "topic": state.source.topic,
-            "partition": state.source.partition,
-            "records": state.progress.records,
-            "bytes": state.progress.bytes,
-        }
+        RangeCopied(
+            topic=state.source.topic,
+            partition=state.source.partition,
+            records=state.progress.records,
+            bytes=state.progress.bytes,
+        )
         for state in attempt.states.values()
     ]
