@@ -63,7 +63,7 @@ def simulate(rng: random.Random) -> Replica:
         upstream = [o for o in range(replica.cursor, end) if replica.readable(o)]
         downstreams = list(range(downstream, downstream + len(upstream)))
         replica.runs += build_runs(upstream, downstreams)
-        replica.copied.update(zip(upstream, downstreams))
+        replica.copied.update(zip(upstream, downstreams, strict=True))
         downstream += len(upstream) + (1 if upstream else 0)  # the commit marker
         replica.cursor = end
     return replica
@@ -320,7 +320,11 @@ def take_over(rng: random.Random) -> TakenOver:
     target_start = anchor.downstream_offset + 1 if case == "sync record gone" else 0
     if case == "walk":
         mapped = [(u, d) for u, d in copies if d >= anchor.downstream_offset]
-        runs, exact_from, cursor = list(build_runs(*zip(*mapped))), anchor.upstream_offset, mapped[-1][0] + 1
+        runs, exact_from, cursor = (
+            list(build_runs(*zip(*mapped, strict=True))),
+            anchor.upstream_offset,
+            mapped[-1][0] + 1,
+        )
     else:
         stored = rng.randint(-1, copied_by_mm2 - 1)  # MM2's stored offset lags what it copied
         runs, exact_from, cursor = [], stored + 1, stored + 1
@@ -328,7 +332,7 @@ def take_over(rng: random.Random) -> TakenOver:
     later = list(range(cursor, size))
     downstream = len(copies) + rng.choice([0, 1])
     runs += build_runs(later, list(range(downstream, downstream + len(later))))
-    copies += zip(later, range(downstream, downstream + len(later)))
+    copies += zip(later, range(downstream, downstream + len(later)), strict=True)
     return TakenOver(size, copies, runs, imported, exact_from, size, target_start)
 
 

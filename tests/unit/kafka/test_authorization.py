@@ -69,9 +69,11 @@ def test_a_refusal_wrapped_in_an_airmirror_error_is_found_and_others_pass_throug
 
 
 def test_naming_refusals_raises_access_denied_from_the_refusal() -> None:
-    with pytest.raises(AccessDenied, match="access to GROUP 'billing'") as caught:
-        with naming_refusals(SCOPE, group="billing"):
-            raise refused(KafkaError.GROUP_AUTHORIZATION_FAILED)
+    with (
+        pytest.raises(AccessDenied, match="access to GROUP 'billing'") as caught,
+        naming_refusals(SCOPE, group="billing"),
+    ):
+        raise refused(KafkaError.GROUP_AUTHORIZATION_FAILED)
     assert isinstance(caught.value.__cause__, KafkaException)
     with pytest.raises(KafkaException), naming_refusals(SCOPE, group="billing"):
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT))

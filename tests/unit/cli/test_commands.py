@@ -1,4 +1,4 @@
-"""CLI argument parsing that needs no cluster."""
+"""The CLI commands' argument checks, which need no cluster: a bad flag exits 2 naming it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from airmirror.cli import main
 from airmirror.cli.commands import flag
 from airmirror.errors import InputError
 from airmirror.replication.options import parse_batch_options
-from airmirror.replication.spark.session import with_task_retries
 
 
 def parse_until(value: str) -> int | None:
@@ -60,10 +59,3 @@ def test_continuous_flags_are_checked_before_anything_runs(flags, named, capsys)
         code = exit_info.code
     assert code == 2
     assert named in capsys.readouterr().err
-
-
-def test_local_masters_get_task_retries():
-    assert with_task_retries("local[*]") == "local[*,4]"
-    assert with_task_retries("local[2]") == "local[2,4]"
-    assert with_task_retries("local") == "local[1,4]"
-    assert with_task_retries("spark://host:7077") == "spark://host:7077"

@@ -173,8 +173,10 @@ def test_sasl_plaintext_scram_listener_logs_brokers_in_as_their_own_user() -> No
         "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="airmirror-broker" password="{broker}";',
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="airmirror-broker" password="{broker}";'
+        ),
     }
     assert record.scram_credentials() == [
         f"SCRAM-SHA-512=[name=airmirror-broker,password={broker}]",
@@ -265,7 +267,9 @@ def test_client_settings_for_java_and_librdkafka(tmp_path: Path) -> None:
     assert security.client_properties("bob") == {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="b-pw";',
+        "sasl.jaas.config": (
+            'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="b-pw";'
+        ),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(tmp_path / "tls" / "ca.pem"),
     }
