@@ -21,7 +21,7 @@ WRITTEN = StoredCheckpoint(
 )
 
 
-def test_group_offsets_only_move_forward_on_the_target():
+def test_group_offsets_only_move_forward_on_the_target() -> None:
     behind = replace(WRITTEN, partition=0, downstream_offset=90)
     level = replace(WRITTEN, partition=1, downstream_offset=90)
     ahead = replace(WRITTEN, partition=2, downstream_offset=90)
@@ -30,5 +30,5 @@ def test_group_offsets_only_move_forward_on_the_target():
     assert forward_offsets([behind, level, ahead, unseen], target) == [behind, unseen]
 
 
-def test_target_offsets_are_looked_up_by_the_remote_topic():
+def test_target_offsets_are_looked_up_by_the_remote_topic() -> None:
     assert forward_offsets([WRITTEN], {PartitionKey("orders", 0): 95}) == [WRITTEN]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from airmirror.replication.spark.session import with_task_retries
 
 
-def test_local_masters_get_task_retries():
+def test_local_masters_get_task_retries() -> None:
     assert with_task_retries("local[*]") == "local[*,4]"
     assert with_task_retries("local[2]") == "local[2,4]"
     assert with_task_retries("local") == "local[1,4]"

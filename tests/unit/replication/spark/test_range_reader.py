@@ -1,0 +1,115 @@
+"""Reads of exact source ranges (:mod:`airmirror.replication.spark.range_reader`) from an in-memory source cluster
+(``conftest.py``): committed records only, in order, within ``[start, end)``; a read ends at its end, at an end of
+partition at or beyond it, or (after waiting) where a truncated log now ends; a read range is unassigned."""
+
+from __future__ import annotations
+
+import pytest
+
+from airmirror.replication.spark import range_reader
+from airmirror.replication.spark.range_reader import EARLY_END_WAIT_S, OPEN_END, RangesReader, ReadRange
+from tests.unit.kafka_stand_ins import Clock, StandInCluster
+
+TOPIC = "orders"
+
+
+@pytest.fixture(autouse=True)
+def reader_clock(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> Clock:
+    monkeypatch.setattr(range_reader, "time", clock)
+    return clock
+
+
+def read_all(reader: RangesReader) -> dict[tuple[str, int], list[int]]:
+    """The offsets of every record the read hands over, per partition."""
+    offsets: dict[tuple[str, int], list[int]] = {}
+    for got in reader.rounds():
+        for key, messages in got.items():
+            offsets.setdefault(key, []).extend(m.offset() or 0 for m in messages)
+    return offsets
+
+
+def test_a_read_returns_the_committed_records_of_its_range_in_order_and_ends_at_its_end(
+    source: StandInCluster,
+) -> None:
+    source.fill(TOPIC, 0, 3)
+    source.skip(TOPIC, 0, 2)  # aborted records and a marker
+    source.fill(TOPIC, 0, 5)
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 1, 8)]) as reader:
+        assert read_all(reader) == {(TOPIC, 0): [1, 2, 5, 6, 7]}
+        assert reader.reads[(TOPIC, 0)].reached == 8
+
+
+def test_a_range_that_ends_in_aborted_records_ends_at_the_end_of_partition(source: StandInCluster) -> None:
+    source.fill(TOPIC, 0, 3)
+    source.skip(TOPIC, 0, 2)
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 0, 5)]) as reader:
+        assert read_all(reader) == {(TOPIC, 0): [0, 1, 2]}
+        assert reader.reads[(TOPIC, 0)].done
+
+
+def test_each_range_is_unassigned_once_read_and_a_dropped_one_is_never_read(source: StandInCluster) -> None:
+    for partition in (0, 1, 2):
+        source.fill(TOPIC, partition, 10)
+
+    with RangesReader(
+        {}, [ReadRange(TOPIC, 0, 0, 2), ReadRange(TOPIC, 1, 0, 10), ReadRange(TOPIC, 2, 0, 10)]
+    ) as reader:
+        reader.drop(TOPIC, 2)
+        reader.seek(TOPIC, 1, 7, None)
+        rounds = reader.rounds()
+        first = next(rounds)
+        (consumer,) = source.consumers
+        assert set(consumer.positions) == set()  # both reads ended in the first poll: both unassigned
+        assert {key: [m.offset() for m in messages] for key, messages in first.items()} == {
+            (TOPIC, 0): [0, 1],
+            (TOPIC, 1): [7, 8, 9],
+        }
+    assert consumer.closed
+
+
+def test_an_end_of_partition_below_the_end_waits_then_ends_the_range_where_a_truncated_log_ends(
+    source: StandInCluster,
+) -> None:
+    source.seconds_per_poll = 1.0
+    source.fill(TOPIC, 0, 5)  # the plan said 8: an unclean leader election truncated the log since
+    began = source.clock.time()
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 0, 8)]) as reader:
+        assert read_all(reader) == {(TOPIC, 0): [0, 1, 2, 3, 4]}
+        read = reader.reads[(TOPIC, 0)]
+        assert (read.end, read.reached, read.done) == (5, 5, True)
+    assert source.clock.time() - began > EARLY_END_WAIT_S
+
+
+def test_an_open_range_moves_to_where_the_read_caught_up_and_never_ends(source: StandInCluster) -> None:
+    source.fill(TOPIC, 0, 3)
+    source.skip(TOPIC, 0, 2)
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 0, OPEN_END)]) as reader:
+        rounds = reader.rounds()
+        assert [m.offset() for m in next(rounds)[(TOPIC, 0)]] == [0, 1, 2]
+        read = reader.reads[(TOPIC, 0)]
+        assert (read.reached, read.done) == (5, False)
+
+
+def test_a_seek_outside_the_range_is_refused(source: StandInCluster) -> None:
+    source.fill(TOPIC, 0, 10)
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 2, 8)]) as reader, pytest.raises(ValueError):
+        reader.seek(TOPIC, 0, 9, None)
+
+
+def test_a_read_holds_at_most_one_range_per_partition(source: StandInCluster) -> None:
+    with pytest.raises(ValueError, match="at most one range per partition"):
+        RangesReader({}, [ReadRange(TOPIC, 0, 0, 5), ReadRange(TOPIC, 0, 5, 9)])
+
+
+def test_the_epoch_reached_is_the_leader_epoch_of_the_last_record_read(source: StandInCluster) -> None:
+    source.append(TOPIC, 0, b"k", b"v", leader_epoch=3)
+    source.append(TOPIC, 0, b"k", b"v", leader_epoch=4)
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 0, 2, start_epoch=2)]) as reader:
+        read_all(reader)
+        assert reader.reads[(TOPIC, 0)].reached_epoch == 4
