@@ -282,13 +282,28 @@ def record(flow: FlowConfig, store: MetadataStore, partitions: list[PartitionTak
     for p in partitions:
         start = min([s.upstream_offset for s in p.syncs] + [p.cursor])
         ranges.append(
-            PlannedRange(p.topic, p.partition, start, p.cursor, p.remote_topic, source_topic_id=ids.get(p.topic))
+            PlannedRange(
+                topic=p.topic,
+                partition=p.partition,
+                start=start,
+                end=p.cursor,
+                remote_topic=p.remote_topic,
+                source_topic_id=ids.get(p.topic),
+            )
         )
-        records = sum(run.length for run in p.runs)
-        downstream = (
-            (p.runs[0].downstream_start, p.runs[-1].downstream_start + p.runs[-1].length) if p.runs else (None, None)
+        results.append(
+            RangeResult(
+                topic=p.topic,
+                partition=p.partition,
+                start=start,
+                end=p.cursor,
+                records=sum(run.length for run in p.runs),
+                bytes=0,
+                runs=p.runs,
+                downstream_start=p.runs[0].downstream_start if p.runs else None,
+                downstream_end=p.runs[-1].downstream_start + p.runs[-1].length if p.runs else None,
+            )
         )
-        results.append(RangeResult(p.topic, p.partition, start, p.cursor, records, 0, p.runs, *downstream))
     syncs = [s for p in partitions for s in p.syncs]
     return store.record_takeover(flow.name, ranges, results, syncs, {"takeover": "mm2"})
 

@@ -119,15 +119,15 @@ def plan_range(
     if max_records is not None:
         end = min(end, start + max_records)
     return PlannedRange(
-        topic,
-        partition,
-        start,
-        max(start, end),
-        remote_topic,
-        gap_start,
-        moved,
-        offsets.topic_id,
-        reset_from,
+        topic=topic,
+        partition=partition,
+        start=start,
+        end=max(start, end),
+        remote_topic=remote_topic,
+        gap_start=gap_start,
+        moved_from=moved,
+        source_topic_id=offsets.topic_id,
+        reset_from=reset_from,
         start_epoch=stored_epoch if start == cursor and reset is None else None,
         truncated_at=truncated_at,
     )

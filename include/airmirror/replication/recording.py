@@ -94,20 +94,26 @@ def range_result(
     """One range's committed result: an empty range copied nothing; any other has done progress."""
     if progress is None:
         return RangeResult(
-            planned.topic, planned.partition, planned.start, planned.end, 0, 0, end_epoch=planned.start_epoch
+            topic=planned.topic,
+            partition=planned.partition,
+            start=planned.start,
+            end=planned.end,
+            records=0,
+            bytes=0,
+            end_epoch=planned.start_epoch,
         )
     copied = merge_runs(run for record in runs[(planned.topic, planned.partition)] for run in record.runs)
     return RangeResult(
-        planned.topic,
-        planned.partition,
-        progress.start,
-        progress.position,
-        progress.records,
-        progress.bytes,
-        tuple(copied),
-        progress.downstream_start,
-        progress.downstream_position if progress.records else None,
-        progress.leader_epoch,
+        topic=planned.topic,
+        partition=planned.partition,
+        start=progress.start,
+        end=progress.position,
+        records=progress.records,
+        bytes=progress.bytes,
+        runs=tuple(copied),
+        downstream_start=progress.downstream_start,
+        downstream_end=progress.downstream_position if progress.records else None,
+        end_epoch=progress.leader_epoch,
     )
 
 

@@ -96,16 +96,16 @@ def stream_delta(recorded: RangeResult, progress: Progress, records: Iterable[Ru
             f"{progress.batch_id} copied from {recorded.topic}-{recorded.partition} since it was last recorded"
         )
     return RangeResult(
-        recorded.topic,
-        recorded.partition,
-        recorded.end,
-        progress.position,
-        copied,
-        progress.bytes - recorded.bytes,
-        tuple(runs),
-        runs[0].downstream_start if runs else None,
-        progress.downstream_position if copied else None,
-        progress.leader_epoch,
+        topic=recorded.topic,
+        partition=recorded.partition,
+        start=recorded.end,
+        end=progress.position,
+        records=copied,
+        bytes=progress.bytes - recorded.bytes,
+        runs=tuple(runs),
+        downstream_start=runs[0].downstream_start if runs else None,
+        downstream_end=progress.downstream_position if copied else None,
+        end_epoch=progress.leader_epoch,
     )
 
 
