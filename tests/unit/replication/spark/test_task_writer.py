@@ -191,6 +191,21 @@ def test_the_bounds_are_checked_between_polls_and_hold_for_all_ranges_together(
     assert len(progress_in(target, chunk)) == 2 and len(chunk.offsets[GROUP]) == 2
 
 
+def test_a_range_with_no_committed_record_left_is_marked_done_in_a_chunk_without_records(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.skip(TOPIC, 0, 3)  # aborted records and their marker only
+
+    copy_task(task_of(range_task(end=3)), first_attempt=True)
+
+    (chunk,) = target.committed()
+    assert written(target, chunk, REMOTE) == [] and runs_in(target, chunk) == []
+    (progress,) = progress_in(target, chunk)
+    assert progress is not None
+    assert (progress.position, progress.done, progress.records, progress.downstream_position) == (3, True, 0, 0)
+    assert progress.first_runs_offset is None and anchor(target) == progress
+
+
 def fail_in_the_second_chunk(target: StandInCluster, how: str) -> None:
     """Make the second chunk transaction of a task fail ``how``."""
     if how == "fenced":
