@@ -6,9 +6,10 @@ same library functions the Airflow tasks call, and :mod:`~airmirror.cli.render` 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from airmirror.cli.parser import build_parser
 from airmirror.errors import AirmirrorError
@@ -22,7 +23,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         with shared_clients():  # one admin client per cluster for the whole command
-            return args.run(args)
+            run: Callable[[argparse.Namespace], int] = args.run
+            return run(args)
     except AirmirrorError as error:
         print(f"airmirror: error: {error}", file=sys.stderr)
         return error.exit_code

@@ -12,6 +12,7 @@ from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.cli import render
 from airmirror.config import load_config
 from airmirror.config.durations import positive_duration
+from airmirror.config.explain import explain_flow
 from airmirror.errors import InputError
 from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
 from airmirror.kafka.acls import principal, required_acls, takeover_acls
@@ -39,8 +40,14 @@ def validate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     for warning in config.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    flows = ", ".join(f.name for f in config.enabled_flows()) or "none"
-    print(f"{args.config}: valid; clusters: {', '.join(config.clusters)}; enabled flows: {flows}")
+    if (args.flow or args.json) and not args.explain:
+        raise InputError("--flow and --json: only with --explain")
+    if args.explain:
+        flows = [config.flow(args.flow)] if args.flow else config.enabled_flows()
+        render.print_explanations({flow.name: explain_flow(config, flow) for flow in flows}, args.json)
+        return 0
+    flows_named = ", ".join(f.name for f in config.enabled_flows()) or "none"
+    print(f"{args.config}: valid; clusters: {', '.join(config.clusters)}; enabled flows: {flows_named}")
     return 0
 
 

@@ -27,7 +27,10 @@ def positive_int(value: str) -> int:
 
 
 def flow_verb(
-    verbs: argparse._SubParsersAction, name: str, help_text: str, run: Callable[[argparse.Namespace], int]
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help_text: str,
+    run: Callable[[argparse.Namespace], int],
 ) -> argparse.ArgumentParser:
     """A verb taking ``CONFIG --flow A->B [--json]``."""
     verb = verbs.add_parser(name, help=help_text)
@@ -45,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = verbs.add_parser("validate", help="check an MM2 properties file")
     validate.add_argument("config")
+    validate.add_argument(
+        "--explain", action="store_true", help="print each flow's effective settings and where each came from"
+    )
+    validate.add_argument("--flow", help="source->target: explain this flow only (default: every enabled flow)")
+    validate.add_argument("--json", action="store_true", help="with --explain: JSON")
     validate.set_defaults(run=commands.validate)
 
     replicate = flow_verb(verbs, "replicate", "copy one bounded micro-batch of a flow", commands.replicate)
@@ -95,7 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     takeover.add_argument(
         "--mm2-stopped",
         action="store_true",
-        help="every MM2 worker of the flow is stopped: do not check its worker group (for a user who may not DESCRIBE it)",
+        help=(
+            "every MM2 worker of the flow is stopped: do not check its worker group (for a user who may not "
+            "DESCRIBE it)"
+        ),
     )
     acls = flow_verb(verbs, "acls", "the Kafka ACLs a flow's user needs on its source and target", commands.acls)
     acls.add_argument(

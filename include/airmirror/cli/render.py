@@ -10,6 +10,7 @@ from typing import Any
 
 from airmirror.checkpoints.checkpoint_emitter import CheckpointReport
 from airmirror.checkpoints.translate_view import GroupInspection
+from airmirror.config.explain import EffectiveSetting
 from airmirror.heartbeats.heartbeat_emitter import HeartbeatReport
 from airmirror.kafka.acls import AclRequirement
 from airmirror.migration.takeover import TakeoverPlan
@@ -126,28 +127,9 @@ def print_status(
             f"{cursor:>10} {p.lag:>10} {seconds(p.record_age_ms):>8} {seconds(p.replication_latency_ms):>9} "
             f"{p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
         )
-    for p in status.future_timestamped:
-        print(describe_future_timestamp(p, status.checked_at_ms))
-    for p in status.partitions:
-        if p.source_reset is not None:
-            print(
-                f"WARNING {p.topic}-{p.partition}: source topic {p.source_reset}; the next run starts it again (cursor {p.cursor})"
-            )
-    for stop in status.stops:
-        print(f"STOPPED since {stop.stopped_at.isoformat(timespec='seconds')}: {stop.reason}")
-    for reset in status.source_resets:
-        print(
-            f"source reset of {reset.topic}-{reset.partition} at {reset.reset_at.isoformat(timespec='seconds')} "
-            f"(batch {reset.batch_id}): cursor {reset.old_cursor} of topic id {reset.old_topic_id} abandoned, "
-            f"copied again from {reset.new_start} of topic id {reset.new_topic_id}"
-        )
+    print_partition_warnings(status)
     if verification is not None:
-        print(
-            f"last verification {verification.id} at {verification.verified_at.isoformat(timespec='seconds')}: {verdict_counts(verification)}"
-        )
-        for partition in verification.partitions:
-            if partition.verdict is not Verdict.EQUAL:
-                print(describe_verified_partition(partition))
+        print_last_verification(verification)
     if emission is not None:
         print(f"heartbeat emitted to {emission.topic} at {emission.heartbeat_at.isoformat(timespec='seconds')}")
     for latency in latencies:
@@ -159,6 +141,35 @@ def print_status(
         print(describe_sync(sync))
 
 
+def print_partition_warnings(status: FlowStatus) -> None:
+    """The lines of ``status`` about partitions that need attention: future timestamps, source resets, stops."""
+    for p in status.future_timestamped:
+        print(describe_future_timestamp(p, status.checked_at_ms))
+    for p in status.partitions:
+        if p.source_reset is not None:
+            print(
+                f"WARNING {p.topic}-{p.partition}: source topic {p.source_reset}; the next run starts it again "
+                f"(cursor {p.cursor})"
+            )
+    for stop in status.stops:
+        print(f"STOPPED since {stop.stopped_at.isoformat(timespec='seconds')}: {stop.reason}")
+    for reset in status.source_resets:
+        print(
+            f"source reset of {reset.topic}-{reset.partition} at {reset.reset_at.isoformat(timespec='seconds')} "
+            f"(batch {reset.batch_id}): cursor {reset.old_cursor} of topic id {reset.old_topic_id} abandoned, "
+            f"copied again from {reset.new_start} of topic id {reset.new_topic_id}"
+        )
+
+
+def print_last_verification(verification: Verification) -> None:
+    """The flow's last verification: its verdict counts and every partition that is not equal."""
+    verified_at = verification.verified_at.isoformat(timespec="seconds")
+    print(f"last verification {verification.id} at {verified_at}: {verdict_counts(verification)}")
+    for partition in verification.partitions:
+        if partition.verdict is not Verdict.EQUAL:
+            print(describe_verified_partition(partition))
+
+
 def seconds(milliseconds: int | None) -> str:
     """A duration in ms as seconds with one decimal, ``-`` when unknown."""
     return "-" if milliseconds is None else f"{milliseconds / 1000:.1f}"
@@ -166,8 +177,11 @@ def seconds(milliseconds: int | None) -> str:
 
 def describe_future_timestamp(partition: PartitionStatus, now_ms: int) -> str:
     """A WARNING line about a partition whose next record to copy is stamped in the future."""
-    stamped = datetime.fromtimestamp(partition.future_timestamp_ms / 1000, UTC)
-    ahead = timedelta(seconds=round((partition.future_timestamp_ms - now_ms) / 1000))
+    stamped_ms = partition.future_timestamp_ms
+    if stamped_ms is None:
+        raise ValueError(f"{partition.topic}-{partition.partition} has no record stamped in the future")
+    stamped = datetime.fromtimestamp(stamped_ms / 1000, UTC)
+    ahead = timedelta(seconds=round((stamped_ms - now_ms) / 1000))
     return (
         f"WARNING {partition.topic}-{partition.partition}: the next record to copy (offset "
         f"{partition.future_timestamp_offset}) is stamped {stamped.isoformat(timespec='seconds')}, {ahead} in the "
@@ -218,8 +232,8 @@ def print_checkpoint_report(report: CheckpointReport, as_json: bool) -> None:
             f"  {group.group}: {len(group.written)} written, {len(group.unchanged)} unchanged, "
             f"{len(group.not_yet)} not yet replicated{sync}"
         )
-    for group in report.skipped_groups:
-        print(f"warning: group '{group}' is active on the target: its offsets were not synced", file=sys.stderr)
+    for skipped in report.skipped_groups:
+        print(f"warning: group '{skipped}' is active on the target: its offsets were not synced", file=sys.stderr)
 
 
 def print_inspection(inspection: GroupInspection, as_json: bool) -> None:
@@ -229,7 +243,8 @@ def print_inspection(inspection: GroupInspection, as_json: bool) -> None:
     covered = "" if inspection.covered else " (excluded by groups/groups.exclude: no checkpoints are emitted)"
     print(f"flow {inspection.flow}, group {inspection.group}{covered}")
     print(
-        f"{'partition':<32} {'target partition':<32} {'committed':>10} {'target':>10} {'unreplicated':>12} {'checkpoint':>10}"
+        f"{'partition':<32} {'target partition':<32} {'committed':>10} {'target':>10} {'unreplicated':>12} "
+        f"{'checkpoint':>10}"
     )
     for p in inspection.partitions:
         target = str(p.target_offset) if p.target_offset is not None else "never" if p.never else "not yet"
@@ -262,7 +277,8 @@ def print_acls(flow: str, principals: dict[str, str], acls: list[AclRequirement]
         print(f"  {'resource':<17} {'pattern':<9} {'name':<36} {'operations':<64} needed by")
         for acl in (a for a in acls if a.cluster == cluster):
             print(
-                f"  {acl.resource_type:<17} {acl.pattern_type:<9} {acl.name:<36} {','.join(acl.operations):<64} {acl.purpose}"
+                f"  {acl.resource_type:<17} {acl.pattern_type:<9} {acl.name:<36} {','.join(acl.operations):<64} "
+                f"{acl.purpose}"
             )
 
 
@@ -326,7 +342,8 @@ def print_takeover(plan: TakeoverPlan, as_json: bool) -> None:
         return
     done = "plan (dry run, nothing changed)" if plan.batch_id is None else f"took over as batch {plan.batch_id}"
     print(
-        f"flow {plan.flow} from MirrorMaker 2 (worker group {plan.worker_group}, offsets in {plan.offsets_topic}): {done}"
+        f"flow {plan.flow} from MirrorMaker 2 (worker group {plan.worker_group}, offsets in "
+        f"{plan.offsets_topic}): {done}"
     )
     for p in plan.partitions:
         stored = "-" if p.mm2_offset is None else str(p.mm2_offset)
@@ -334,7 +351,21 @@ def print_takeover(plan: TakeoverPlan, as_json: bool) -> None:
         recopied = f", {p.recopied} re-copied by MM2" if p.recopied else ""
         note = f" ({p.note})" if p.note else ""
         print(
-            f"  {p.topic}-{p.partition} -> {p.remote_topic}: MM2 stored {stored}, last copied {last}; continues at {p.cursor}"
+            f"  {p.topic}-{p.partition} -> {p.remote_topic}: MM2 stored {stored}, last copied {last}; "
+            f"continues at {p.cursor}"
             f"{recopied}; {len(p.syncs)} offset syncs imported{note}"
         )
     print(f"  {len(plan.checkpoints)} MM2 checkpoints imported")
+
+
+def print_explanations(flows: dict[str, list[EffectiveSetting]], as_json: bool) -> None:
+    """``validate --explain``: per flow, each setting's effective value and its source, in aligned columns."""
+    if as_json:
+        print(to_json({"flows": {name: [row.to_json() for row in rows] for name, rows in flows.items()}}))
+        return
+    for name, rows in flows.items():
+        print(f"flow {name}:")
+        key_width = max(len(row.key) for row in rows)
+        value_width = min(60, max(len(row.value) for row in rows))
+        for row in rows:
+            print(f"  {row.key:<{key_width}}  {row.value:<{value_width}}  {row.source}")

@@ -28,6 +28,7 @@ made for a one-broker cluster works unchanged.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -102,6 +103,7 @@ from airmirror.config.settings_registry import (
     Scope,
     SettingKey,
     all_keys,
+    is_declared,
     mm2_keys,
 )
 from airmirror.errors import ConfigError
@@ -169,6 +171,14 @@ def _is_worker_key(key: str) -> bool:
 def _is_inherited_client_key(key: str) -> bool:
     """Top-level keys MM2 passes to every client (its ``CLIENT_CONFIG_DEF``)."""
     return key in ("bootstrap.servers", "security.protocol") or key.startswith(("ssl.", "sasl."))
+
+
+def _unknown_airmirror_key(setting: Setting, key: str) -> str:
+    """The warning for an ``airmirror.*`` key the registry does not declare, naming the closest declared key."""
+    declared_names = [k.name for k in all_keys() if k.name.startswith(_AIRMIRROR_PREFIX)]
+    close = difflib.get_close_matches(key, declared_names, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"{setting.describe()}: ignored, airmirror has no such setting{hint}"
 
 
 def _strip_prefix(settings: Mapping[str, Setting], prefix: str) -> dict[str, Setting]:
@@ -247,9 +257,13 @@ class MirrorConfig:
         """airmirror's local state folder: ``$AIRMIRROR_HOME`` (default ``./.airmirror``), absolute."""
         return os.path.abspath(self._env.get("AIRMIRROR_HOME") or "./.airmirror")
 
+    def cluster_setting(self, alias: str, key: str) -> Setting | None:
+        """The file's ``{alias}.{key}``, if set."""
+        return self._cluster[alias].get(key)
+
     def cluster_value(self, alias: str, key: str) -> str | None:
         """The value of ``{alias}.{key}`` in the file, if set."""
-        setting = self._cluster[alias].get(key)
+        setting = self.cluster_setting(alias, key)
         return None if setting is None else setting.value
 
     def worker_setting(self, target: str, key: str) -> Setting | None:
@@ -386,6 +400,7 @@ class MirrorConfig:
                         f"{setting.describe()}: ignored, replication settings are read at top level "
                         "or per flow ('{source}->{target}.KEY')"
                     )
+        self._warn_about_unknown_airmirror_keys()
         for settings in self._flow_settings.values():
             for key, setting in settings.items():
                 if is_client_key(key):
@@ -393,6 +408,13 @@ class MirrorConfig:
                         f"{setting.describe()}: ignored, flow-level client settings need a "
                         "'consumer.', 'producer.' or 'admin.' prefix"
                     )
+
+    def _warn_about_unknown_airmirror_keys(self) -> None:
+        """Record a warning for every ``airmirror.*`` key (top-level or per flow) the registry does not declare."""
+        for settings in (self._top, *self._flow_settings.values()):
+            for key, setting in settings.items():
+                if key.startswith(_AIRMIRROR_PREFIX) and not is_declared(key):
+                    self._warn(_unknown_airmirror_key(setting, key))
 
     def _build_flows(self) -> list[FlowConfig]:
         enabled = []

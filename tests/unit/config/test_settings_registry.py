@@ -1,0 +1,127 @@
+"""The settings registry: each key declared once, every default a value its own parser accepts, FlowConfig's groups
+built from it, and undeclared ``airmirror.*`` keys named in a warning."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from airmirror.config import load_config
+from airmirror.config.properties import Setting
+from airmirror.config.setting_types import POSITIVE_INTEGER
+from airmirror.config.settings_registry import (
+    TRANSACTION_MAX_RECORDS,
+    Group,
+    Origin,
+    SettingKey,
+    all_keys,
+    declared,
+    define,
+    is_declared,
+)
+from airmirror.errors import ConfigError
+
+MINIMAL = "clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\na->b.enabled = true\n"
+
+
+def flow_of(tmp_path: Path, extra: str = ""):
+    path = tmp_path / "mm2.properties"
+    path.write_text(MINIMAL + extra)
+    config = load_config(path, env={"AIRMIRROR_HOME": str(tmp_path)})
+    return config, config.flow("a->b")
+
+
+def test_every_default_is_a_value_its_own_parser_accepts():
+    for key in all_keys():
+        key.optional(None)  # raises ConfigError if a declared default were invalid
+
+
+def test_a_key_is_declared_once():
+    with pytest.raises(ValueError, match="declared twice"):
+        define(
+            SettingKey(
+                name=TRANSACTION_MAX_RECORDS.name,
+                type=POSITIVE_INTEGER,
+                default="1",
+                doc="a second declaration",
+                group=Group.COPY,
+                origin=Origin.AIRMIRROR,
+            )
+        )
+
+
+def test_every_airmirror_key_is_airmirrors_and_every_other_key_is_mm2s_or_a_cluster_key():
+    for key in all_keys():
+        if key.name.startswith("airmirror."):
+            assert key.origin is Origin.AIRMIRROR, key.name
+        elif key.origin is Origin.AIRMIRROR:
+            assert key.name == "airflow.conn.id", key.name
+
+
+def test_an_unset_flow_takes_every_group_value_from_the_registry_defaults(tmp_path):
+    _, flow = flow_of(tmp_path)
+    value = lambda name: declared(name).value(None)  # noqa: E731
+    assert flow.copy.transaction_max_records == value("airmirror.transaction.max.records")
+    assert flow.copy.transaction_max_bytes == value("airmirror.transaction.max.bytes")
+    assert flow.copy.transaction_max_seconds == value("airmirror.transaction.max.seconds")
+    assert flow.copy.live_transaction_max_ms == value("airmirror.live.transaction.max.ms")
+    assert flow.copy.task_max_buffer_bytes == value("airmirror.task.max.buffer.bytes")
+    assert flow.copy.source_reset_policy == value("airmirror.source.reset.policy")
+    assert flow.copy.max_records_per_partition is None
+    assert flow.heartbeats.interval_seconds == value("emit.heartbeats.interval.seconds")
+    assert flow.checkpoints.interval_seconds == value("emit.checkpoints.interval.seconds")
+    assert flow.offset_syncs.lag_max == value("offset.lag.max")
+    assert flow.offset_syncs.topic_location == value("offset-syncs.topic.location")
+    assert flow.topic_sync.replication_factor == value("replication.factor")
+    assert flow.spark.master == value("airmirror.spark.master")
+    assert flow.spark.conn_id == value("airmirror.spark.conn.id")
+    assert flow.dag.schedule == value("airmirror.schedule")
+    assert flow.dag.task_retries == value("airmirror.task.retries")
+    assert flow.metadata_retention == value("airmirror.metadata.retention") == timedelta(days=7)
+    assert flow.metadata_db_url == f"sqlite:///{tmp_path}/metadata.db"
+
+
+def test_a_flow_key_beats_the_top_level_key_and_each_value_is_parsed_by_its_type(tmp_path):
+    _, flow = flow_of(
+        tmp_path,
+        "airmirror.transaction.max.records = 10\na->b.airmirror.transaction.max.records = 20\n"
+        "airmirror.metadata.retention = 2h\n",
+    )
+    assert flow.copy.transaction_max_records == 20
+    assert flow.metadata_retention == timedelta(hours=2)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("tasks.max = many", "is not an integer"),
+        ("a->b.topic.filter.class = com.example.MyFilter", "only implements MM2's DefaultTopicFilter"),
+        ("airmirror.live = maybe", "is not true or false"),
+        ("airmirror.task.max.buffer.bytes = 1000", "is below 16777216"),
+        ("offset-syncs.topic.location = middle", "must be one of source, target"),
+        ("replication.policy.separator = ", "must not be empty"),
+    ],
+)
+def test_every_declared_key_is_validated_at_load_naming_key_and_line(tmp_path, line, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        flow_of(tmp_path, line + "\n")
+    assert error.value.key == line.split(" = ")[0] and error.value.line == 5
+
+
+def test_a_blank_text_value_means_the_default_where_the_key_says_so(tmp_path):
+    _, flow = flow_of(tmp_path, "airmirror.spark.master = \n")
+    assert flow.spark.master == "local[*]"
+    assert declared("airmirror.spark.master").value(Setting("airmirror.spark.master", "  ")) == "local[*]"
+
+
+def test_an_undeclared_airmirror_key_is_named_in_a_warning_with_the_closest_declared_key(tmp_path):
+    config, _ = flow_of(
+        tmp_path, "a->b.airmirror.transaction.max.record = 10\nairmirror.spark.conf.spark.ui.enabled = x\n"
+    )
+    assert config.warnings == [
+        "key 'a->b.airmirror.transaction.max.record' (line 5): ignored, airmirror has no such setting "
+        "(did you mean 'airmirror.transaction.max.records'?)"
+    ]
+    assert is_declared("airmirror.spark.conf.spark.ui.enabled")
