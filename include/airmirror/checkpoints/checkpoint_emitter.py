@@ -10,9 +10,9 @@ Contract of one run for flow ``source->target``:
 4. Monotonic per group-partition: a checkpoint is written when it is the first, when the group rewound on
    the source (upstream offset below the previous checkpoint's), or when its downstream offset advanced.
    Otherwise (same position, or a lower one without a source rewind) nothing is written.
-5. Checkpoints go to ``{source}.checkpoints.internal`` (the policy's name) partition 0 on the target, created
-   if missing (see :func:`airmirror.kafka.topics.ensure_internal_topic`); key group, topic on the target, partition; value version 0,
-   upstream offset, downstream offset, the group's commit metadata.  They are stored in the metadata DB with
+5. Checkpoints go to ``{source}.checkpoints.internal`` (the policy's name) partition 0 on the target, created if missing
+   (see :func:`airmirror.kafka.topics.ensure_internal_topic`); key group, topic on the target, partition; value
+   version 0, upstream offset, downstream offset, the group's commit metadata.  They are stored in the metadata DB with
    their emission time only after the target acknowledged them, so a failed write is retried next run.
 6. With ``sync.group.offsets.enabled`` every group's newest checkpoints are then committed to the same group
    on the target per :mod:`airmirror.checkpoints.group_sync`.  If any group's sync FAILED (after all groups were

@@ -1,11 +1,11 @@
 """``airmirror translate``: one source group's position, translated, per partition (read-only).
 
-Per partition the group committed on a routed topic: the source committed offset, the translated target
-offset (``None``: not translatable; ``never`` is true when no later run will change that, see
-:class:`~airmirror.checkpoints.translation.TranslatedOffset`), how many of the group's offsets are not yet replicated (source last
-stable offset minus the larger of the committed offset and the flow's cursor; 0 for failback topics, whose
-records all came from the target), and the newest checkpoint written.  Also the group's newest offset sync
-outcome on the target, so a skipped active group shows here too.
+Per partition the group committed on a routed topic: the source committed offset, the translated target offset
+(``None``: not translatable; ``never`` is true when no later run will change that, see
+:class:`~airmirror.checkpoints.translation.TranslatedOffset`), how many of the group's offsets are not yet replicated
+(source last stable offset minus the larger of the committed offset and the flow's cursor; 0 for failback topics, whose
+records all came from the target), and the newest checkpoint written.  Also the group's newest offset sync outcome on
+the target, so a skipped active group shows here too.
 """
 
 from __future__ import annotations

@@ -134,7 +134,8 @@ class LocalAirflow:
         return self.airflow_home / "simple_auth_manager_passwords.json.generated"
 
     def admin_password(self) -> str:
-        return json.loads(self.password_file().read_text())[ADMIN_USER]
+        passwords: dict[str, str] = json.loads(self.password_file().read_text())  # user name -> password
+        return passwords[ADMIN_USER]
 
     def client(self) -> AirflowApi:
         token = httpx.post(
@@ -188,9 +189,9 @@ class AirflowApi:
         self.call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return self.call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "logical_date", "limit": 100})[
-            "dag_runs"
-        ]
+        answer = self.call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "logical_date", "limit": 100})
+        runs: list[dict[str, Any]] = answer["dag_runs"]
+        return runs
 
     def wait_for_runs(
         self, dag_id: str, count: int, timeout: float = 300, run_type: str | None = None

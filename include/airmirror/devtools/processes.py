@@ -6,12 +6,13 @@ import os
 import signal
 import subprocess
 import time
+from typing import AnyStr
 
 TERM_GRACE_S = 30.0
 """How long a leader has to exit after SIGTERM before it gets SIGKILL."""
 
 
-def stop_process_group(process: subprocess.Popen, linger_s: float = 0.0) -> None:
+def stop_process_group(process: subprocess.Popen[AnyStr], linger_s: float = 0.0) -> None:
     """Stop the process group led by ``process``.
 
     A leader still running gets SIGTERM (SIGKILL after :data:`TERM_GRACE_S`).  Processes left in the group after

@@ -1,12 +1,12 @@
 """Heartbeats: emitting them in MM2's format, and measuring replication latency from copied ones.
 
 Emitting (the DAG's heartbeat task and ``airmirror heartbeat`` call :func:`emit_heartbeat`): one record
-``Heartbeat(source, target, now)`` is written to the policy's heartbeats topic (``heartbeats``) partition 0 on
-the flow's TARGET, as MM2's heartbeat connector does; the topic is created if missing (one partition,
-compacted, see :func:`airmirror.kafka.topics.ensure_internal_topic`).  Once the target acknowledged it, the emission is stored in the
+``Heartbeat(source, target, now)`` is written to the policy's heartbeats topic (``heartbeats``) partition 0 on the
+flow's TARGET, as MM2's heartbeat connector does; the topic is created if missing (one partition, compacted, see
+:func:`airmirror.kafka.topics.ensure_internal_topic`).  Once the target acknowledged it, the emission is stored in the
 metadata DB (``airmirror status`` shows it).  With ``emit.heartbeats.enabled = false`` or a negative
-``emit.heartbeats.interval.seconds`` (MM2 then runs no heartbeat task) nothing is written and the report says
-which key turned heartbeats off.
+``emit.heartbeats.interval.seconds`` (MM2 then runs no heartbeat task) nothing is written and the report says which key
+turned heartbeats off.
 
 Replication: heartbeats topics of the source (``heartbeats``, ``c.heartbeats``...) are replicated like any
 topic, whatever ``topics`` says (MM2's rule in :func:`airmirror.mm2.policy.should_replicate_topic`), to

@@ -40,8 +40,16 @@ from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin
 
 log = logging.getLogger(__name__)
 
+# confluent-kafka annotates the name, principal and host of AclBindingFilter as str, though it documents (and
+# librdkafka takes) None as "match any value"
 LITERAL_TOPIC_ACLS = AclBindingFilter(
-    ResourceType.TOPIC, None, ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY
+    ResourceType.TOPIC,
+    None,  # type: ignore[arg-type]
+    ResourcePatternType.LITERAL,
+    None,  # type: ignore[arg-type]
+    None,  # type: ignore[arg-type]
+    AclOperation.ANY,
+    AclPermissionType.ANY,
 )
 """Every ACL of the source cluster on a LITERAL topic resource."""
 DESCRIBES_CLUSTER = {AclOperation.DESCRIBE, AclOperation.ALTER, AclOperation.ALL}
@@ -118,7 +126,8 @@ def sync_topic_acls(flow: FlowConfig, source: ClusterAdmin, target: ClusterAdmin
 
 def security_disabled(error: KafkaException) -> bool:
     """True when a cluster answered SECURITY_DISABLED: it runs no authorizer, so it keeps no ACLs."""
-    return error.args[0].code() == KafkaError.SECURITY_DISABLED
+    cause = error.args[0] if error.args else None
+    return isinstance(cause, KafkaError) and cause.code() == KafkaError.SECURITY_DISABLED
 
 
 def warn_without_authorizer(flow: FlowConfig, alias: str, side: str) -> None:

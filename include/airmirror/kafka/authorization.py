@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
@@ -117,7 +118,7 @@ def naming_refusals(
         raise failure from error
 
 
-def raise_first_refusal(scope: AccessScope | None, futures: Mapping[str, Future], resource: str) -> None:
+def raise_first_refusal(scope: AccessScope | None, futures: Mapping[str, Future[Any]], resource: str) -> None:
     """Raise :class:`~airmirror.errors.AccessDenied` for the first of ``futures`` (one per ``resource``, ``topic``
     or ``group``, by name) that the cluster refused; any other error of a future (a topic or group that does not
     exist) is no error."""

@@ -60,7 +60,9 @@ class ClusterAdmin(AdminClient):
             int(config["socket.timeout.ms"]) / 1000 if "socket.timeout.ms" in config else REQUEST_TIMEOUT_S
         )
         self._errors = ClientErrors()
-        super().__init__({**config, "error_cb": self._errors.remember})
+        # confluent-kafka's AdminClient annotates its config values as str | int | float | bool, but its
+        # "error_cb" takes a callable
+        super().__init__({**config, "error_cb": self._errors.remember})  # type: ignore[dict-item]
 
     @property
     def last_error(self) -> KafkaError | None:
@@ -179,7 +181,8 @@ def cluster_metadata(admin: ClusterAdmin, topic: str | None = None) -> ClusterMe
     """The cluster's topics (only ``topic`` if given).  A cluster that refuses the login or the TLS handshake
     (wrong credentials, an untrusted certificate) fails at once, as Java clients do; one that does not answer
     within its ``request_timeout_s`` (down, restarting) fails then.  Both raise
-    :class:`~airmirror.errors.ReplicationFailure` naming the cluster and the cause (:meth:`ClusterAdmin.unreachable`)."""
+    :class:`~airmirror.errors.ReplicationFailure` naming the cluster and the cause
+    (:meth:`ClusterAdmin.unreachable`)."""
     deadline = time.monotonic() + admin.request_timeout_s
     while True:
         try:

@@ -12,7 +12,9 @@ the ACL to grant, never reads as "absent".
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sized
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import ConsumerGroupDescription
@@ -68,11 +70,16 @@ def refuse_hidden_groups(admin: ClusterAdmin, groups: list[str]) -> None:
 def describe_group(admin: ClusterAdmin, group: str) -> ConsumerGroupDescription:
     """``group`` on ``admin``'s cluster, described by name (it need not be listed); a refusal raises
     :class:`~airmirror.errors.AccessDenied` naming the ACL to grant."""
+
+    def describe() -> ConsumerGroupDescription:
+        # confluent-kafka's admin futures are untyped; DescribeConsumerGroups resolves to this class
+        description: ConsumerGroupDescription = admin.describe_consumer_groups(
+            [group], request_timeout=REQUEST_TIMEOUT_S
+        )[group].result()
+        return description
+
     with naming_refusals(admin.access, group=group):
-        return retry_transient(
-            lambda: admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group].result(),
-            f"describe group '{group}' on cluster '{admin.alias}'",
-        )
+        return retry_transient(describe, f"describe group '{group}' on cluster '{admin.alias}'")
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,14 @@ class GroupActivity:
     def active(self) -> bool:
         """True unless no member runs in it (EMPTY or DEAD, no members); an unknown state counts as active."""
         return self.members > 0 or self.state not in {s.name for s in INACTIVE_STATES}
+
+
+class ListedGroup(Protocol):
+    """What airmirror reads of a group ListGroups returned (a confluent-kafka ``GroupMetadata``)."""
+
+    id: str
+    state: str
+    members: Sized
 
 
 def group_activity(admin: ClusterAdmin, group: str) -> GroupActivity:
@@ -105,7 +120,9 @@ def group_activity(admin: ClusterAdmin, group: str) -> GroupActivity:
             raise
     with warnings.catch_warnings():  # ListGroups is deprecated in confluent-kafka for consumer groups only
         warnings.simplefilter("ignore", DeprecationWarning)
-        listed = admin.list_groups(group=group, timeout=REQUEST_TIMEOUT_S)
+        # GroupMetadata leaves its attributes unannotated (None until librdkafka fills them in), so mypy
+        # would type id and state as None: ListedGroup states what ListGroups gives
+        listed = cast(list[ListedGroup], admin.list_groups(group=group, timeout=REQUEST_TIMEOUT_S))
     for other in listed:
         if other.id == group:
             return GroupActivity(other.state.upper(), len(other.members))

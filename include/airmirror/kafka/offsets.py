@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
@@ -23,7 +24,7 @@ from confluent_kafka import (
     Message,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
 
 from airmirror import names
 from airmirror.errors import ReplicationFailure
@@ -42,7 +43,9 @@ def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetS
     return {key: info.offset for key, info in list_offsets_info(admin, keys, spec).items()}
 
 
-def list_offsets_info(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, Any]:
+def list_offsets_info(
+    admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec
+) -> dict[PartitionKey, ListOffsetsResultInfo]:
     """One ListOffsets round for every partition with the same spec: offset, timestamp and leader epoch.
 
     A topic created a moment ago is asked about again, for up to
@@ -59,7 +62,7 @@ def list_offsets_info(admin: AdminClient, keys: Iterable[PartitionKey], spec: Of
         futures = admin.list_offsets(
             requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=REQUEST_TIMEOUT_S
         )
-        found: dict[PartitionKey, Any] = {}
+        found: dict[PartitionKey, ListOffsetsResultInfo] = {}
         failed = next(iter(requests))
         try:
             for tp, future in futures.items():
@@ -118,14 +121,8 @@ def next_record_timestamps(
     A partition with no committed record from its position to its end (or none read in time, or no
     timestamp) is left out.  Read-only: nothing is committed.
     """
-    firsts = first_messages(consumer_config, {key: (offset, None) for key, offset in positions.items()}, timeout)
-    found = {}
-    for key, message in firsts.items():
-        if message.error() is None:
-            kind, timestamp = message.timestamp()
-            if kind != TIMESTAMP_NOT_AVAILABLE:
-                found[key] = (message.offset(), timestamp)
-    return found
+    firsts = first_reads(consumer_config, {key: (offset, None) for key, offset in positions.items()}, timeout)
+    return {key: (read.offset, read.timestamp_ms) for key, read in firsts.items() if read.timestamp_ms is not None}
 
 
 def divergence_points(
@@ -143,8 +140,8 @@ def divergence_points(
     reported at or above the cursor validated.  A partition that reports nothing in time is left out: its
     range read validates again, and fails rather than read past a truncation.  Read-only.
     """
-    firsts = first_messages(consumer_config, cursors, timeout)
-    return {key: message.offset() for key, message in firsts.items() if message.offset() < cursors[key][0]}
+    firsts = first_reads(consumer_config, cursors, timeout)
+    return {key: read.offset for key, read in firsts.items() if read.offset < cursors[key][0]}
 
 
 def epoch_position(topic: str, partition: int, offset: int, epoch: int | None) -> TopicPartition:
@@ -155,9 +152,18 @@ def epoch_position(topic: str, partition: int, offset: int, epoch: int | None) -
     return TopicPartition(topic, partition, offset, leader_epoch=epoch)
 
 
-def first_messages(
+@dataclass(frozen=True)
+class FirstRead:
+    """What a partition reported first from a position: a committed record at ``offset`` (``timestamp_ms`` is
+    its timestamp, ``None`` if it has none), or its end at ``offset`` (``timestamp_ms`` is ``None``)."""
+
+    offset: int
+    timestamp_ms: int | None
+
+
+def first_reads(
     consumer_config: Mapping[str, Any], positions: Mapping[PartitionKey, tuple[int, int | None]], timeout: float
-) -> dict[PartitionKey, Message]:
+) -> dict[PartitionKey, FirstRead]:
     """The first committed record, or the end-of-partition event, at or after each ``(offset, leader epoch)``.
 
     One ``read_committed`` consumer is assigned every partition at its position; each partition is paused as
@@ -179,7 +185,7 @@ def first_messages(
             "queued.max.messages.kbytes": 1024,
         }
     )
-    found: dict[PartitionKey, Message] = {}
+    found: dict[PartitionKey, FirstRead] = {}
     deadline = time.monotonic() + timeout
     try:
         consumer.assign(
@@ -187,16 +193,32 @@ def first_messages(
         )
         while len(found) < len(positions) and (left := deadline - time.monotonic()) > 0:
             for message in consumer.consume(num_messages=len(positions) + 10, timeout=min(left, 1.0)):
-                key = PartitionKey(message.topic(), message.partition())
-                error = message.error()
-                if (
-                    key not in positions
-                    or key in found
-                    or (error is not None and error.code() != KafkaError._PARTITION_EOF)
-                ):
+                reported = reported_position(message)
+                if reported is None or reported[0] not in positions or reported[0] in found:
                     continue
-                found[key] = message
+                key, offset = reported
+                found[key] = FirstRead(offset, record_timestamp_ms(message))
                 consumer.pause([TopicPartition(key.topic, key.partition)])
     finally:
         consumer.close()
     return found
+
+
+def reported_position(message: Message) -> tuple[PartitionKey, int] | None:
+    """The partition and offset of a committed record or of an end-of-partition event; ``None`` for any other
+    event (an error; a client-level one names no partition)."""
+    error = message.error()
+    if error is not None and error.code() != KafkaError._PARTITION_EOF:
+        return None
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        return None
+    return PartitionKey(topic, partition), offset
+
+
+def record_timestamp_ms(message: Message) -> int | None:
+    """The timestamp of a record (``None`` if it has none, and for an event that is not a record)."""
+    if message.error() is not None:
+        return None
+    kind, timestamp = message.timestamp()
+    return None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp

@@ -87,7 +87,8 @@ def write_records(
 
 def warm_writer(flow: FlowConfig, cluster: str | None = None) -> None:
     """Start connecting the producer :func:`write_records` will use for the target (or cluster ``cluster``)
-    within this :func:`~airmirror.kafka.clients.shared_clients` block (:func:`~airmirror.kafka.clients.warm_producer`)."""
+    within this :func:`~airmirror.kafka.clients.shared_clients` block
+    (:func:`~airmirror.kafka.clients.warm_producer`)."""
     warm_producer(flow, cluster or flow.target, WRITE_QUEUE_RECORDS)
 
 

@@ -140,7 +140,8 @@ def sync_topics(
     if flow.topic_sync.sync_configs_enabled and present:
         target_configs = describe_topic_configs(target, [m.remote_topic for m in present])
         for m in present:
-            changes = {k: v for k, v in wanted[m.source_topic].items() if target_configs[m.remote_topic].get(k) != v}
+            current = {name: entry.value for name, entry in target_configs[m.remote_topic].items()}
+            changes = {k: v for k, v in wanted[m.source_topic].items() if current.get(k) != v}
             if changes:
                 report.reconfigured[m.remote_topic] = changes
     if dry_run:
@@ -154,7 +155,7 @@ def sync_topics(
 
 def describe_topic_configs(admin: ClusterAdmin, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    configs = {}
+    configs: dict[str, dict[str, ConfigEntry]] = {}
     for resource, future in admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S).items():
         with naming_refusals(admin.access, topic=resource.name):
             configs[resource.name] = future.result()

@@ -12,6 +12,7 @@ import importlib
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from airmirror.errors import ConfigError
 
@@ -224,10 +225,19 @@ def load_policy(
     policy_class = _import_class(name, key=key, line=line)
     if not (isinstance(policy_class, type) and issubclass(policy_class, ReplicationPolicy)):
         raise ConfigError(f"{name!r} is not a ReplicationPolicy subclass", key=key, line=line)
+    # an imported class is only known at run time: its constructor taking ``separator`` is the documented
+    # contract, and one that does not take it fails here, as a ConfigError
+    constructor = cast(PolicyConstructor, policy_class)
     try:
-        return policy_class(separator=separator)
+        return constructor(separator=separator)
     except Exception as exc:
         raise ConfigError(f"cannot instantiate {name!r}: {exc}", key=key, line=line) from exc
+
+
+class PolicyConstructor(Protocol):
+    """How :func:`load_policy` builds a policy of a class it imported by name."""
+
+    def __call__(self, *, separator: str) -> ReplicationPolicy: ...
 
 
 def _import_class(path: str, *, key: str, line: int | None) -> object:

@@ -77,7 +77,8 @@ def run_demo() -> int:
                 "",
                 f"Airflow UI:   {airflow.url}/dags/{DAG_ID}",
                 f"Log in:       user '{ADMIN_USER}', password '{airflow.admin_password()}'",
-                f"Target topic: {REMOTE_TOPIC} on cluster b (127.0.0.1:{DEMO_CLUSTERS['b']}), {copied_orders(config)} records copied",
+                f"Target topic: {REMOTE_TOPIC} on cluster b (127.0.0.1:{DEMO_CLUSTERS['b']}), "
+                f"{copied_orders(config)} records copied",
                 f"Status:       .venv/bin/airmirror status {config} --flow 'a->b'",
                 "Stop it all:  make stop",
             ]

@@ -459,8 +459,9 @@ def _start_nodes(cluster: _ClusterDir, meta: _Meta, node_ids: Iterable[int], tim
     the nodes started here are killed again.
     """
     nodes = [cluster.node(node_id, meta.brokers) for node_id in node_ids]
-    pids = {node.node_id: running_pid(node) for node in nodes}
-    stopped = [node for node in nodes if pids[node.node_id] is None]
+    running = {node.node_id: running_pid(node) for node in nodes}
+    pids = {node_id: pid for node_id, pid in running.items() if pid is not None}
+    stopped = [node for node in nodes if node.node_id not in pids]
     for node in stopped:
         _require_free(meta.client_port(node.node_id), "port", cluster.home)
         _require_free(meta.controller_port(node.node_id), f"controller port of broker '{meta.name}'", cluster.home)

@@ -23,7 +23,7 @@ def describe_nodes(status: BrokerStatus) -> str:
     states = [f"running (pid {node.pid})" if node.running else "stopped" for node in status.nodes]
     if len(states) == 1:
         return states[0]
-    return ", ".join(f"node {node.node_id} {state}" for node, state in zip(status.nodes, states))
+    return ", ".join(f"node {node.node_id} {state}" for node, state in zip(status.nodes, states, strict=True))
 
 
 def describe_security(broker: LocalBroker) -> str | None:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(verbs: argparse._SubParsersAction) -> None:
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``local-kafka`` verb to the ``airmirror`` command line."""
     local_kafka = verbs.add_parser("local-kafka", help="run real KRaft Kafka clusters on 127.0.0.1")
     actions = local_kafka.add_subparsers(dest="action", required=True)

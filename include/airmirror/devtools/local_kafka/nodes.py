@@ -42,7 +42,8 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 @dataclass(frozen=True)
 class NodeDir:
-    """The files of one node (listed in :mod:`airmirror.devtools.local_kafka.broker`); ``label`` names it in messages."""
+    """The files of one node (listed in :mod:`airmirror.devtools.local_kafka.broker`); ``label`` names it in
+    messages."""
 
     root: Path
     node_id: int
@@ -197,7 +198,9 @@ def wait_ready(
         {
             **(client_config or {}),
             "bootstrap.servers": bootstrap,
-            "logger": _QUIET_CLIENT_LOG,
+            # confluent-kafka's AdminClient annotates its config values as str | int | float | bool, but its
+            # "logger" (like "error_cb") takes a Python object
+            "logger": _QUIET_CLIENT_LOG,  # type: ignore[dict-item]
             "reconnect.backoff.ms": 100,
             "reconnect.backoff.max.ms": 500,
         }
