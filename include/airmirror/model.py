@@ -29,7 +29,7 @@ JsonObject: TypeAlias = dict[str, Json]
 T = TypeVar("T")
 
 
-class WireFormatError(ValueError):
+class JsonShapeError(ValueError):
     """JSON read back (:func:`from_json`) that is not the value it should be.  The message names the expected
     type and where in the value it went wrong, never a value read (a value may be anything)."""
 
@@ -62,7 +62,7 @@ def from_json(kind: type[T], data: object) -> T:
     fields (no key missing, none unknown), each read as its annotation says; ``X | None``, ``list[X]``,
     ``tuple[X, ...]``, ``dict[str, X]``, enums (by value), datetimes (ISO-8601), ``str``, ``int``, ``float``
     and ``bool`` (never an ``int``) are read back as :func:`to_json` wrote them.  Anything else raises
-    :class:`WireFormatError`."""
+    :class:`JsonShapeError`."""
     return cast(T, _read(kind, data, getattr(kind, "__name__", str(kind))))
 
 
@@ -74,7 +74,7 @@ def _read(kind: Any, data: object, path: str) -> object:
         for arm in (arm for arm in args if arm is not type(None)):
             try:
                 return _read(arm, data, path)
-            except WireFormatError:
+            except JsonShapeError:
                 continue
         raise _unexpected(path, kind, data)
     if origin is list or origin is tuple:
@@ -98,7 +98,7 @@ def _read_dataclass(kind: type[Any], data: object, path: str) -> object:
     hints = _field_types(kind)
     unknown, missing = sorted(set(data) - set(hints)), sorted(set(hints) - set(data))
     if unknown or missing:
-        raise WireFormatError(
+        raise JsonShapeError(
             f"{path}: a {kind.__name__} needs exactly its fields; unknown {unknown}, missing {missing}"
         )
     return kind(**{name: _read(hint, data[name], f"{path}.{name}") for name, hint in hints.items()})
@@ -134,11 +134,11 @@ def _field_types(kind: type[Any]) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in fields(kind) if f.init}
 
 
-def _unexpected(path: str, kind: Any, data: object) -> WireFormatError:
+def _unexpected(path: str, kind: Any, data: object) -> JsonShapeError:
     found = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     described = found.get(type(data), "a number" if isinstance(data, int | float) else type(data).__name__)
     expected = getattr(kind, "__name__", None) if get_origin(kind) is None else None
-    return WireFormatError(f"{path}: expected {expected or kind}, got {described}")
+    return JsonShapeError(f"{path}: expected {expected or kind}, got {described}")
 
 
 @dataclass(frozen=True, order=True)

@@ -142,7 +142,7 @@ def batch_options(
     ``run_type`` is the Airflow run type (:func:`run_type_name`); the time bound follows
     :func:`bounds_by_time`: the ``until`` param, else a backfill run's ``data_interval_end``, else none."""
     until = params.get("until")
-    interval_bound = bounds_by_time(run_type, until) and data_interval_end is not None
+    interval_end = data_interval_end if bounds_by_time(run_type, until) else None
     return parse_batch_options(
         named=lambda option: f"param '{PARAM_NAMES.get(option, option)}'",
         topics=params.get("topics"),
@@ -151,5 +151,5 @@ def batch_options(
         max_records=params.get("max_records_per_partition"),
         dry_run=params.get("dry_run", False),
         reset_cursor=params.get("reset_cursor", False),
-        default_until_ms=int(data_interval_end.timestamp() * 1000) if interval_bound else None,
+        default_until_ms=None if interval_end is None else int(interval_end.timestamp() * 1000),
     )

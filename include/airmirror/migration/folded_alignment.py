@@ -142,13 +142,17 @@ class _FoldedRun:
         before = self.comparison.difference_count()
         while True:
             s, t = _inside(source.head, run.upstream_end), _inside(target.head, run.downstream_stop)
-            if s is None and t is None:
-                break
-            if t is None or (s is not None and upstream.window(s.offset)[1] < downstream.window(t.offset)[0]):
+            if s is None:
+                if t is None:
+                    break
+                self._pass_target(t, s)
+                target.advance()
+                continue
+            if t is None or upstream.window(s.offset)[1] < downstream.window(t.offset)[0]:
                 self._pass_source(s, t)
                 source.advance()
                 continue
-            if s is None or downstream.window(t.offset)[1] < upstream.window(s.offset)[0]:
+            if downstream.window(t.offset)[1] < upstream.window(s.offset)[0]:
                 self._pass_target(t, s)
                 target.advance()
                 continue

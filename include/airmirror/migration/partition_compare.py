@@ -223,7 +223,7 @@ class _Comparison:
         at every place its original may have)."""
         if not excusable:
             self.differences.add(record.offset, Verdict.EXTRA, record.offset)
-        elif self.lost is not None and self.lost.side == "source" and original in self.lost:
+        elif original is not None and self.lost is not None and self.lost.side == "source" and original in self.lost:
             self.lost_absences.append((record.offset, original))
         else:
             self._absent(self.sources, record, record.offset, Verdict.EXTRA, record.offset)
@@ -256,24 +256,36 @@ class _Comparison:
                 self.take_target(t)
                 target.advance()
                 continue
+            # here a side has a head exactly when it has a run (the heads without one were taken above)
             s_place = (
                 None
-                if s_run is None
+                if s is None or s_run is None
                 else s_run.downstream_start + (s.offset - s_run.upstream_start if s_run.exact else 0)
             )
-            t_place = None if t_run is None else (t.offset if t_run.exact else t_run.downstream_start)
-            if s_run is not None and not s_run.exact and (t_place is None or t_place >= s_place):
+            t_place = None if t is None or t_run is None else (t.offset if t_run.exact else t_run.downstream_start)
+            if (
+                s_run is not None
+                and s_place is not None
+                and not s_run.exact
+                and (t_place is None or t_place >= s_place)
+            ):
                 compare_folded_run(s_run, source, target, self)
-            elif t_run is not None and not t_run.exact and (s_place is None or s_place >= t_place):
+            elif (
+                t_run is not None
+                and t_place is not None
+                and not t_run.exact
+                and (s_place is None or s_place >= t_place)
+            ):
                 compare_folded_run(t_run, source, target, self)
-            elif s_place is not None and s_place == t_place:
+            elif s is not None and t is not None and s_place is not None and s_place == t_place:
                 self.pair(s, t)
                 source.advance()
                 target.advance()
-            elif s_place is not None and (t_place is None or s_place < t_place):
+            elif s is not None and s_place is not None and (t_place is None or s_place < t_place):
                 self.not_in_target(s, s_place)
                 source.advance()
             else:
+                assert t is not None, "a target head without a source head placed before it"
                 self.not_in_source(t, mapping.to_source(t.offset))
                 target.advance()
 

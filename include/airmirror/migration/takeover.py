@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,7 +44,15 @@ from airmirror.kafka.topics import TopicMapping, refuse_hidden_topics, replicate
 from airmirror.migration.takeover_tail import follow_tail, imported_syncs, mm2_copied_offsets, mm2_offset_syncs
 from airmirror.migration.verify_job import records_of
 from airmirror.mm2.wire_formats import Checkpoint, OffsetSync, WireFormatError
-from airmirror.model import OffsetRun, PartitionKey, PlannedRange, RangeResult, StoredCheckpoint
+from airmirror.model import (
+    JsonObject,
+    OffsetRun,
+    PartitionKey,
+    PlannedRange,
+    RangeResult,
+    StoredCheckpoint,
+    json_object,
+)
 from airmirror.replication.incarnations import record_remote_topics
 from airmirror.replication.spark.range_reader import RangeReader
 from airmirror.store import MetadataStore, describe_holder
@@ -81,7 +89,8 @@ class TakeoverPlan:
     checkpoints: list[StoredCheckpoint]
     batch_id: int | None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
+        """The plan as JSON (``airmirror takeover --json``): per partition its runs and syncs counted."""
         return {
             "flow": self.flow,
             "dry_run": self.batch_id is None,
@@ -91,7 +100,7 @@ class TakeoverPlan:
             "checkpoints_imported": len(self.checkpoints),
             "partitions": [
                 {
-                    **{k: v for k, v in asdict(p).items() if k not in ("runs", "syncs")},
+                    **{k: v for k, v in json_object(p).items() if k not in ("runs", "syncs")},
                     "runs": len(p.runs),
                     "syncs_imported": len(p.syncs),
                 }

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka.admin import ConfigEntry
+from confluent_kafka.admin import ConfigEntry, TopicMetadata
 from pyspark.sql import SparkSession
 
 from airmirror.config import FlowConfig
@@ -100,7 +100,7 @@ def topic_states(
         key.topic: state.source_topic_id for key, state in cursors.items() if state.source_topic_id is not None
     }
 
-    def partitions(listing: Mapping, topic: str) -> int:
+    def partitions(listing: Mapping[str, TopicMetadata], topic: str) -> int:
         return len(listing[topic].partitions) if topic in listing and listing[topic].error is None else 0
 
     return {

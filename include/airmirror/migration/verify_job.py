@@ -24,7 +24,7 @@ from airmirror.kafka.authorization import AccessScope
 from airmirror.migration.partition_compare import Lost, Record, compare_partition, verdict_reason
 from airmirror.model import OffsetRun, PartitionVerification
 from airmirror.replication.spark.copy_job import task_failure
-from airmirror.replication.spark.range_reader import RangeReader
+from airmirror.replication.spark.range_reader import RangeReader, headers_of, offset_of
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 1.0
@@ -60,13 +60,8 @@ def records_of(reader: RangeReader) -> Iterator[Record]:
     from the consumed messages: no Arrow conversion and back)."""
     for messages in reader.messages():
         for message in messages:
-            headers = message.headers()
             yield Record(
-                message.offset(),
-                message.key(),
-                message.value(),
-                tuple(headers) if headers else (),
-                message.timestamp()[1],
+                offset_of(message), message.key(), message.value(), headers_of(message), message.timestamp()[1]
             )
 
 

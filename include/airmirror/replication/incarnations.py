@@ -58,11 +58,12 @@ def diverged_cursors(
     same incarnation whose leader epoch changed since are validated with the leader (see
     :mod:`airmirror.replication.plan_arithmetic`).  Read-only."""
     suspects = {
-        key: (state.next_offset, state.leader_epoch)
+        key: (state.next_offset, epoch)
         for key, state in cursors.items()
-        if key in offsets
+        if (epoch := state.leader_epoch) is not None
+        and key in offsets
         and state.source_topic_id == offsets[key].topic_id
-        and needs_validation(state.next_offset, state.leader_epoch, offsets[key])
+        and needs_validation(state.next_offset, epoch, offsets[key])
     }
     return divergence_points(flow.source_client("consumer"), suspects)
 

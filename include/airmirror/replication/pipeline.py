@@ -27,13 +27,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
 
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
 from airmirror.kafka.acl_sync import sync_topic_acls
-from airmirror.kafka.clients import shared_clients, source_admin, target_admin
+from airmirror.kafka.clients import ClusterAdmin, shared_clients, source_admin, target_admin
 from airmirror.kafka.topics import (
     TopicMapping,
     TopicSyncReport,
@@ -110,7 +109,7 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     return report
 
 
-def ensure_batch_log(flow: FlowConfig, target: AdminClient) -> None:
+def ensure_batch_log(flow: FlowConfig, target: ClusterAdmin) -> None:
     """Create the flow's batch-log topic, or give an existing one the batch log's configs (a topic created by
     an earlier airmirror was not compacted, so it would one day delete progress records)."""
     name = names.batch_log_topic(flow.source)
@@ -157,7 +156,7 @@ def plan_batch(
             ranges,
             stream=True,
         )
-    if resumed is not None:
+    if resumed is not None and resumed.batch_id is not None:
         log.warning("resuming unfinished batch %s of %s", resumed.batch_id, flow.name)
         if options.dry_run:
             return PlannedBatch(None, resumed.ranges, resumed=True)

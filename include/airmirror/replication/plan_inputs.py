@@ -125,9 +125,9 @@ def refuse_moving_cursors(
     offsets = partition_offsets(source_admin(flow), keys, start_ms=options.start_ms)
     starts = {key: requested_start(options.start_from, offsets[key]) for key in keys}
     moves = {
-        key: (moved, starts[key])
+        key: (moved, start)
         for key in keys
-        if (moved := moved_from(cursors[key].next_offset, starts[key])) is not None
+        if (start := starts[key]) is not None and (moved := moved_from(cursors[key].next_offset, start)) is not None
     }
     refuse_moves(options, moves)
 

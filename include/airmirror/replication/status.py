@@ -21,12 +21,12 @@ oldest one not yet copied) and ``replication_latency_ms`` the flow's newest late
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from airmirror.config import FlowConfig
 from airmirror.kafka.clients import source_admin
 from airmirror.kafka.topics import replicated_topics
-from airmirror.model import SourceReset, Stop
+from airmirror.model import JsonObject, SourceReset, Stop, json_object, to_json
 from airmirror.replication.lag import lag_samples, newest_latency_ms, next_records
 from airmirror.replication.plan_inputs import plan_partitions
 from airmirror.store import MetadataStore
@@ -53,8 +53,8 @@ class PartitionStatus:
     record_age_ms: int | None = None
     replication_latency_ms: int | None = None
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+    def as_dict(self) -> JsonObject:
+        return json_object(self)
 
 
 @dataclass(frozen=True)
@@ -76,16 +76,17 @@ class FlowStatus:
         """Partitions whose next record to copy is stamped in the future (beyond the tolerance)."""
         return [p for p in self.partitions if p.future_timestamp_ms is not None]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JsonObject:
+        """The status as JSON (``airmirror status --json``), with the total lag."""
         return {
             "flow": self.flow,
             "total_lag": self.total_lag,
             "unfinished_batch": self.unfinished_batch,
             "checked_at_ms": self.checked_at_ms,
             "future_tolerance_ms": self.future_tolerance_ms,
-            "partitions": [p.as_dict() for p in self.partitions],
-            "stops": [asdict(stop) for stop in self.stops],
-            "source_resets": [asdict(reset) for reset in self.source_resets],
+            "partitions": to_json(self.partitions),
+            "stops": to_json(self.stops),
+            "source_resets": to_json(self.source_resets),
         }
 
 

@@ -58,7 +58,7 @@ from airmirror.replication.spark.batch_log import (
     scan_runs,
 )
 from airmirror.replication.spark.progress import fence_partitions, range_progress
-from airmirror.replication.spark.range_reader import OPEN_END
+from airmirror.replication.spark.range_reader import OPEN_END, offset_of
 from airmirror.store import FlowBusyError, FlowLease, MetadataStore
 
 log = logging.getLogger(__name__)
@@ -136,10 +136,10 @@ class StreamTail:
             for message in messages:
                 error = message.error()
                 if error is None:
-                    self.position = message.offset() + 1
+                    self.position = offset_of(message) + 1
                     self._take(message.key(), message.value())
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    self.position = max(self.position, message.offset())
+                    self.position = max(self.position, offset_of(message))
                 elif error.fatal() or not (error.retriable() or error.code() in PASSING_ERRORS):
                     raise KafkaException(error)
                 else:
@@ -154,7 +154,7 @@ class StreamTail:
             if progress is not None and progress.batch_id == self.batch_id:
                 self.latest[partition] = progress
         elif (source := runs_source(self._prefixes, key)) is not None:
-            self.runs.setdefault(source, []).append(decode_runs(value))  # type: ignore[arg-type]
+            self.runs.setdefault(source, []).append(decode_runs(value))
 
     def ended(self) -> list[PartitionKey]:
         """The partitions whose newest progress says ``done``: in a stream, only those whose source log diverged

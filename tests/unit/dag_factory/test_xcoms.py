@@ -16,7 +16,7 @@ from airmirror.model import (
     RangeCopied,
     Verdict,
     Verification,
-    WireFormatError,
+    JsonShapeError,
     from_json,
     json_object,
     to_json,
@@ -88,12 +88,12 @@ def test_record_batch_keeps_its_xcom_shape() -> None:
     ],
 )
 def test_a_value_read_back_wrong_fails_naming_where(data: object, message: str) -> None:
-    with pytest.raises(WireFormatError, match=message):
+    with pytest.raises(JsonShapeError, match=message):
         from_json(RunRecorded, data)
 
 
 def test_an_error_never_shows_the_value_read() -> None:
-    with pytest.raises(WireFormatError) as raised:
+    with pytest.raises(JsonShapeError) as raised:
         from_json(PlannedRun, {"batch_id": "s3cr3t", "partitions": 1, "offsets": 1, "resumed": False, "first_batch": 1})
     assert "s3cr3t" not in str(raised.value)
 
@@ -116,7 +116,7 @@ def test_enums_and_times_cross_as_values_and_iso_text() -> None:
     )
     assert through_xcom(partition)["verdict"] == "missing"  # type: ignore[index]
     assert from_json(PartitionVerification, through_xcom(partition)) == partition
-    with pytest.raises(WireFormatError, match="verdict: expected Verdict"):
+    with pytest.raises(JsonShapeError, match="verdict: expected Verdict"):
         from_json(PartitionVerification, {**json_object(partition), "verdict": "lost"})
 
     verified_at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

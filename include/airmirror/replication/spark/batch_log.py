@@ -34,6 +34,7 @@ which source records of which batch are in the target.  Rules:
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import struct
 import time
@@ -53,8 +54,10 @@ from airmirror.kafka.records import OutgoingRecord, write_records
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import OffsetRun
 from airmirror.names import joined
+from airmirror.replication.spark.range_reader import offset_of
 
 T = TypeVar("T")
+Source = TypeVar("Source")
 LOG_FORMAT_VERSION = 2
 RUNS_PER_RECORD = 100_000
 """At most this many runs per runs record: 2.4 MB before compression, far below the topic's limit."""
@@ -109,8 +112,9 @@ class Progress:
         return json.dumps({"v": LOG_FORMAT_VERSION, **asdict(self)}, separators=(",", ":"))
 
     @classmethod
-    def decode(cls, text: str | bytes | None) -> Progress | None:
-        """The progress in ``text``, or ``None`` when it is not one of ours (absent, foreign, old format)."""
+    def decode(cls, text: str | builtins.bytes | None) -> Progress | None:
+        """The progress in ``text``, or ``None`` when it is not one of ours (absent, foreign, old format).  A field
+        with a default may be missing: records written before it was added still read."""
         if not text:
             return None
         try:
@@ -280,12 +284,13 @@ def scan_log(
                         continue
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(error)
-                    position = max(position, message.offset())
+                    position = max(position, offset_of(message))
                     continue
-                position = message.offset() + 1
+                offset = offset_of(message)
+                position = offset + 1
                 key = message.key()
                 if key is not None:
-                    yield key, message.value(), message.offset()
+                    yield key, message.value(), offset
     finally:
         consumer.close()
 
@@ -382,8 +387,9 @@ def runs_prefixes(flow: str, batch_id: int, sources: Iterable[tuple[str, int]]) 
     }
 
 
-def runs_source(prefixes: Mapping[bytes, tuple[str, int]], key: bytes) -> tuple[str, int] | None:
-    """The source partition whose runs record ``key`` is, among ``prefixes`` (:func:`runs_prefixes`)."""
+def runs_source(prefixes: Mapping[bytes, Source], key: bytes) -> Source | None:
+    """The source partition whose runs record ``key`` is, among ``prefixes`` (:func:`runs_prefixes`, its
+    partitions named as the caller names them)."""
     return prefixes.get(key.rsplit(b"-", 2)[0] + b"-")
 
 

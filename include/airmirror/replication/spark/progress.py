@@ -103,13 +103,14 @@ def log_end(flow: FlowConfig, level: IsolationLevel = IsolationLevel.READ_UNCOMM
 
     def ask() -> int:
         try:
-            return (
+            end: int = (
                 admin.list_offsets(
                     {log: OffsetSpec.latest()}, isolation_level=level, request_timeout=REQUEST_TIMEOUT_S
                 )[log]
                 .result()
                 .offset
             )
+            return end
         except KafkaException as error:
             if error.args[0].code() == KafkaError._NOENT:
                 # A shared admin client may have cached the cluster before topic sync created the log; librdkafka

@@ -46,7 +46,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -64,6 +64,29 @@ EARLY_END_WAIT_S = 30.0
 FETCH_QUEUE_BACKOFF_MS = 10
 OPEN_END = 2**63 - 1
 """The ``end`` of an open range: read until the caller stops (the largest offset Kafka can hold)."""
+
+
+def partition_of(message: Message) -> tuple[str, int] | None:
+    """The topic-partition of a message a consumer returned; ``None`` for an event of no partition (a
+    client-wide error)."""
+    topic, partition = message.topic(), message.partition()
+    return None if topic is None or partition is None else (topic, partition)
+
+
+def offset_of(message: Message) -> int:
+    """The offset of a record, or of a partition-end event, that a consumer returned: librdkafka sets it on
+    both (only an event of no partition has none, and callers ask only records and partition ends)."""
+    offset = message.offset()
+    if offset is None:
+        raise ValueError(f"a message of {message.topic()}-{message.partition()} without an offset")
+    return offset
+
+
+def headers_of(message: Message) -> tuple[tuple[str, bytes | None], ...]:
+    """A consumed record's headers: librdkafka gives a list of ``(name, value bytes or None)`` (the annotation
+    also allows the forms ``produce()`` accepts, which a consumer never returns)."""
+    headers = cast("list[tuple[str, bytes | None]] | None", message.headers())
+    return tuple(headers) if headers else ()
 
 
 def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer, partitions: int = 1) -> dict[str, Any]:
@@ -226,9 +249,9 @@ class RangesReader:
         got: dict[tuple[str, int], list[Message]] = {}
         truncated: dict[tuple[str, int], tuple[PartitionRead, KafkaError]] = {}
         for message in messages:
-            key = (message.topic(), message.partition())
-            read = self.reads.get(key)
-            if read is None or read.done or key in truncated:
+            key = partition_of(message)
+            read = None if key is None else self.reads.get(key)
+            if key is None or read is None or read.done or key in truncated:
                 continue
             error = message.error()
             if error is not None:
@@ -237,13 +260,13 @@ class RangesReader:
                 elif error.code() != KafkaError._PARTITION_EOF:
                     raise named(self.access, KafkaException(error), topic=read.topic)
                 elif read.open:
-                    read.reached = max(read.reached, message.offset())
-                elif message.offset() >= read.end:
+                    read.reached = max(read.reached, offset_of(message))
+                elif offset_of(message) >= read.end:
                     read.reached, read.early_end_since = read.end, None
                 elif read.early_end_since is None:
                     read.early_end_since = time.monotonic()
                 continue
-            offset = message.offset()
+            offset = offset_of(message)
             if offset < read.reached:
                 continue  # fetched before a seek or a re-assignment
             if offset >= read.end:

@@ -100,7 +100,7 @@ from airmirror.replication.spark.batch_log import (
     runs_key,
     runs_parts,
 )
-from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange
+from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
 TRANSACTION_TIMEOUT_MS = 900_000
@@ -429,8 +429,8 @@ class TaskCopy:
         topic, partition = source.remote_topic, source.partition
         copied = 0
         for message in messages:
-            key, value = message.key(), message.value()
-            deliveries.sent(message.offset())
+            key, value, offset = message.key(), message.value(), offset_of(message)
+            deliveries.sent(offset)
             while True:
                 try:
                     produce(
@@ -447,7 +447,7 @@ class TaskCopy:
                 except KafkaException as error:
                     if error.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
                         raise record_too_large(
-                            self.task, source, message.offset(), len(key or b"") + len(value or b"")
+                            self.task, source, offset, len(key or b"") + len(value or b"")
                         ) from error
                     raise
             copied += (len(key) if key else 0) + (len(value) if value else 0)
