@@ -32,9 +32,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Connection, Row, Select, func, insert, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, Row, Select, func, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from airmirror.errors import ReplicationFailure
@@ -53,7 +53,16 @@ from airmirror.model import (
 )
 from airmirror.store import incarnation_rows
 from airmirror.store.engine import EngineHolder
-from airmirror.store.rows import as_columns, columns_of, from_columns, insert_many, update_many, upsert, utcnow
+from airmirror.store.rows import (
+    as_columns,
+    columns_of,
+    from_columns,
+    insert_many,
+    insert_one,
+    update_many,
+    upsert,
+    utcnow,
+)
 from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs, partition_totals
 
 
@@ -84,11 +93,11 @@ class BatchStore(EngineHolder):
         _validate_params(params)
         with self._transaction(f"begin a batch of flow {flow!r}") as connection:
             try:
-                batch_id: int = connection.execute(
-                    insert(batches).values(
-                        flow=flow, state=BatchState.RUNNING, created_at=utcnow(), params=dict(params)
-                    )
-                ).inserted_primary_key[0]
+                batch_id = insert_one(
+                    connection,
+                    batches,
+                    {"flow": flow, "state": BatchState.RUNNING, "created_at": utcnow(), "params": dict(params)},
+                )
             except IntegrityError as exc:
                 raise ReplicationFailure(
                     f"flow {flow!r} already has a RUNNING batch: commit or fail it "
@@ -206,11 +215,11 @@ class BatchStore(EngineHolder):
         _validate_params(params)
         with self._transaction(f"record the takeover of flow {flow!r}") as connection:
             try:
-                batch_id: int = connection.execute(
-                    insert(batches).values(
-                        flow=flow, state=BatchState.RUNNING, created_at=utcnow(), params=dict(params)
-                    )
-                ).inserted_primary_key[0]
+                batch_id = insert_one(
+                    connection,
+                    batches,
+                    {"flow": flow, "state": BatchState.RUNNING, "created_at": utcnow(), "params": dict(params)},
+                )
             except IntegrityError as exc:
                 raise ReplicationFailure(f"flow {flow!r} has a RUNNING batch: finish it before a takeover") from exc
             insert_many(connection, batch_ranges, [_range_row(batch_id, planned) for planned in ranges])
@@ -625,6 +634,13 @@ def _store_outcomes(connection: Connection, batch_id: int, pairs: Sequence[tuple
 PROBES_PER_QUERY = 500
 
 
+class _StoredRunStart(NamedTuple):
+    """Where a stored exact run starts, on both sides."""
+
+    upstream_start: int
+    downstream_start: int
+
+
 def _new_run_rows(
     connection: Connection, flow: str, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]]
 ) -> list[dict[str, Any]]:
@@ -634,7 +650,7 @@ def _new_run_rows(
     both runs maps as before.  The stored runs are found by the unique ``upstream_end`` index in one query per
     :data:`PROBES_PER_QUERY` partitions, and extended in one statement: nothing here is paid per partition."""
     firsts = {plan.key: result.runs[0] for plan, result in pairs if result.runs}
-    previous: dict[PartitionKey, Row[Any]] = {}
+    previous: dict[PartitionKey, _StoredRunStart] = {}
     probes = [(key.topic, key.partition, run.upstream_start) for key, run in firsts.items()]
     for begin in range(0, len(probes), PROBES_PER_QUERY):
         rows = connection.execute(
@@ -651,7 +667,12 @@ def _new_run_rows(
                 ),
             )
         )
-        previous.update({PartitionKey(row.topic, row.partition): row for row in rows})
+        previous.update(
+            {
+                PartitionKey(row.topic, row.partition): _StoredRunStart(row.upstream_start, row.downstream_start)
+                for row in rows
+            }
+        )
     extended: list[dict[str, Any]] = []
     new_rows: list[dict[str, Any]] = []
     for plan, result in pairs:

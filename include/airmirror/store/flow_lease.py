@@ -53,7 +53,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -68,6 +68,18 @@ DEFAULT_LEASE_TTL_SECONDS = 60.0
 """How long a lease outlives its last renewal; renewals run every third of it."""
 _ACQUIRE_ATTEMPTS = 5
 """Rounds of acquisition while the row changes under us (released or taken over between two statements)."""
+
+
+class _LeaseRow(TypedDict):
+    """The ``airmirror_flow_leases`` row a run writes when it acquires a flow's lease."""
+
+    flow: str
+    holder: str
+    token: str
+    process: str | None
+    acquired_at: datetime
+    renewed_at: datetime
+    expires_at: datetime
 
 
 @dataclass(frozen=True)
@@ -157,7 +169,7 @@ def acquire_flow(
         with transaction(engine, f"acquire the lease of flow {flow!r}") as connection:
             previous = _stored_lease(connection, flow, lock=True)
             now = _database_now(connection)
-            row = {
+            row: _LeaseRow = {
                 "flow": flow,
                 "holder": holder,
                 "token": token,
@@ -199,14 +211,14 @@ def current_lease(engine: Engine, flow: str) -> FlowLeaseRecord | None:
 class FlowLease:
     """A held flow lease (see the module docstring); made by :func:`hold_flow` or :func:`acquire_flow`."""
 
-    def __init__(self, engine: Engine, row: dict[str, Any], ttl_seconds: float) -> None:
+    def __init__(self, engine: Engine, row: _LeaseRow, ttl_seconds: float) -> None:
         self._engine = engine
-        self.flow: str = row["flow"]
-        self.holder: str = row["holder"]
+        self.flow = row["flow"]
+        self.holder = row["holder"]
         self.ttl_seconds = ttl_seconds
-        self.acquired_at: datetime = row["acquired_at"]
-        self._token: str = row["token"]
-        self._expires_at: datetime = row["expires_at"]
+        self.acquired_at = row["acquired_at"]
+        self._token = row["token"]
+        self._expires_at = row["expires_at"]
         self._lost: FlowLeaseLostError | None = None
         self._released = False
         self._lock = threading.Lock()
@@ -319,19 +331,20 @@ def _stored_lease(connection: Connection, flow: str, *, lock: bool = False) -> _
     return _StoredLease(record, row.token, row.process)
 
 
-def _insert_or_take_over_expired(connection: Connection, row: dict[str, Any], now: datetime) -> bool:
+def _insert_or_take_over_expired(connection: Connection, row: _LeaseRow, now: datetime) -> bool:
     """Insert the lease, or overwrite the flow's row if its lease expired by ``now``: one atomic statement."""
     dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    statement = dialect_insert(flow_leases).values(**row)
-    statement = statement.on_conflict_do_update(
+    lease = dialect_insert(flow_leases).values(**row)
+    statement = lease.on_conflict_do_update(
         index_elements=[flow_leases.c.flow],
-        set_={name: statement.excluded[name] for name in row if name != "flow"},
+        set_={name: lease.excluded[name] for name in row if name != "flow"},
         where=flow_leases.c.expires_at <= now,
     ).returning(flow_leases.c.token)
-    return connection.execute(statement).scalar_one_or_none() == row["token"]
+    written_token: str | None = connection.execute(statement).scalar_one_or_none()
+    return written_token == row["token"]
 
 
-def _take_over(connection: Connection, old_token: str, row: dict[str, Any]) -> bool:
+def _take_over(connection: Connection, old_token: str, row: _LeaseRow) -> bool:
     """Overwrite the lease acquired as ``old_token`` (its holder died); False if it changed meanwhile."""
     taken = connection.execute(
         update(flow_leases)

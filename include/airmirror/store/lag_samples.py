@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ColumnElement, and_, cast, extract, func, select
+from sqlalchemy import BigInteger, ColumnElement, Float, and_, cast, extract, func, select, type_coerce
 
 from airmirror.model import LagSample
 from airmirror.store.engine import EngineHolder
@@ -123,4 +123,5 @@ def _epoch_seconds(moment: ColumnElement[datetime], dialect: str) -> ColumnEleme
     """Seconds since the Unix epoch of a stored timestamp (SQLite keeps UTC text, read with ``julianday``)."""
     if dialect == "sqlite":
         return (func.julianday(moment) - _UNIX_EPOCH_JULIAN_DAY) * 86400.0
-    return extract("epoch", moment)
+    # SQLAlchemy types EXTRACT as an integer; PostgreSQL's epoch has the fractional seconds (numeric)
+    return type_coerce(extract("epoch", moment), Float)

@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Column, Connection, Row, Table, bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def utcnow() -> datetime:
@@ -21,6 +24,13 @@ def utcnow() -> datetime:
 def insert_many(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
     if rows:
         connection.execute(insert(table), rows)
+
+
+def insert_one(connection: Connection, table: Table, row: Mapping[str, Any]) -> int:
+    """Insert ``row`` into ``table``, whose primary key is one integer column the database assigns; the new key."""
+    (key_column,) = table.primary_key.columns
+    key: int = connection.execute(insert(table).values(row).returning(key_column)).scalar_one()
+    return key
 
 
 def update_many(connection: Connection, table: Table, keys: Sequence[str], rows: list[dict[str, Any]]) -> None:
@@ -48,7 +58,9 @@ def upsert(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> 
     connection.execute(statement, rows)
 
 
-def as_columns(value: Any, renamed: Mapping[str, str] | None = None, *, left_out: Iterable[str] = ()) -> dict[str, Any]:
+def as_columns(
+    value: DataclassInstance, renamed: Mapping[str, str] | None = None, *, left_out: Iterable[str] = ()
+) -> dict[str, Any]:
     """A dataclass's fields as columns: field ``f`` goes to column ``renamed.get(f, f)``; fields named in
     ``left_out`` are left out."""
     renamed = renamed or {}
@@ -56,7 +68,9 @@ def as_columns(value: Any, renamed: Mapping[str, str] | None = None, *, left_out
     return {renamed.get(f.name, f.name): getattr(value, f.name) for f in fields(value) if f.name not in skipped}
 
 
-def columns_of(table: Table, cls: type[Any], renamed: Mapping[str, str] | None = None) -> tuple[Column[Any], ...]:
+def columns_of(
+    table: Table, cls: type[DataclassInstance], renamed: Mapping[str, str] | None = None
+) -> tuple[Column[Any], ...]:
     """The columns of ``table`` that :func:`from_columns` reads to build the dataclass ``cls``."""
     renamed = renamed or {}
     return tuple(table.c[renamed.get(f.name, f.name)] for f in fields(cls))

@@ -40,8 +40,8 @@ Tables and their contracts:
 * ``airmirror_source_resets``: every time a source partition started again in a new incarnation (recreated
   or truncated topic), with the abandoned cursor and both topic ids.  ``airmirror_cursors.source_topic_id``
   and ``airmirror_batch_ranges.source_topic_id`` say which incarnation a cursor or a planned range belongs to.
-  ``airmirror_cursors.leader_epoch`` is the source leader epoch of the record before the cursor, used to
-  validate it (see :mod:`airmirror.replication.plan_arithmetic`); ``airmirror_batch_ranges.start_epoch``/``end_epoch`` are the
+  ``airmirror_cursors.leader_epoch`` is the source leader epoch of the record before the cursor, used to validate it
+  (see :mod:`airmirror.replication.plan_arithmetic`); ``airmirror_batch_ranges.start_epoch`` and ``end_epoch`` are the
   epochs at a range's two ends and ``truncated_at`` the offset where the source log diverged below the cursor.
 * ``airmirror_mm2_syncs``: MM2's offset syncs (``upstream_offset`` copied to ``downstream_offset``) imported by
   ``airmirror takeover`` for the part of a partition MM2 copied; below the first upstream offset of the

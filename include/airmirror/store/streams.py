@@ -94,7 +94,8 @@ def _record_stream(connection: Connection, batch_id: int, deltas: Sequence[Range
             raise ValueError(f"stream batch {batch_id} got two deltas for {key}")
         if delta.start != planned[key].end or delta.end <= delta.start:
             raise ValueError(
-                f"stream batch {batch_id}: delta [{delta.start}, {delta.end}) of {key} is empty or does not continue its recorded end {planned[key].end}"
+                f"stream batch {batch_id}: delta [{delta.start}, {delta.end}) of {key} is empty or does not "
+                f"continue its recorded end {planned[key].end}"
             )
         _validate_runs(key, delta)
         by_key[key] = delta

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from airmirror.model import PartitionVerification, Verification
 from airmirror.store.engine import EngineHolder
-from airmirror.store.rows import as_columns, from_columns, insert_many
+from airmirror.store.rows import as_columns, from_columns, insert_many, insert_one
 from airmirror.store.schema import verifications, verified_partitions
 
 
@@ -27,7 +27,7 @@ class VerificationStore(EngineHolder):
                 "verified_at": verification.verified_at,
                 "topics_regex": verification.topics_regex,
             }
-            verification_id = connection.execute(insert(verifications).values(row)).inserted_primary_key[0]
+            verification_id = insert_one(connection, verifications, row)
             rows = [{"verification_id": verification_id, **as_columns(p)} for p in verification.partitions]
             insert_many(connection, verified_partitions, rows)
         return replace(verification, id=verification_id)

@@ -7,6 +7,8 @@ Create Date: 2026-11-20
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -20,7 +22,7 @@ TIMESTAMP = sa.DateTime(timezone=True)
 RUNNING_ONLY = sa.text("state = 'RUNNING'")
 
 
-def _key_columns() -> list[sa.Column]:
+def _key_columns() -> list[sa.Column[Any]]:
     return [
         sa.Column("flow", sa.String(255), nullable=False),
         sa.Column("topic", sa.String(249), nullable=False),

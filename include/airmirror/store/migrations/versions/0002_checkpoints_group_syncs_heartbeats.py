@@ -7,6 +7,8 @@ Create Date: 2026-11-27
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -18,7 +20,7 @@ depends_on = None
 TIMESTAMP = sa.DateTime(timezone=True)
 
 
-def _flow_and_group() -> list[sa.Column]:
+def _flow_and_group() -> list[sa.Column[Any]]:
     return [
         sa.Column("flow", sa.String(255), nullable=False),
         sa.Column("group_id", sa.String(255), nullable=False),
