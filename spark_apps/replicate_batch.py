@@ -2,7 +2,7 @@
 continuously (every step of every batch) on that master.
 
     spark-submit --master spark://host:7077 spark_apps/replicate_batch.py /path/mm2.properties --flow a->b
-    spark-submit --master spark://host:7077 spark_apps/replicate_batch.py /path/mm2.properties --flow a->b --continuous --for 1h
+    spark-submit --master spark://h:7077 spark_apps/replicate_batch.py mm2.properties --flow a->b --continuous --for 1h
 
 The airmirror package must be importable on the driver and executors (``pip install`` it there, or ship it
 with ``--py-files``).

@@ -18,8 +18,9 @@ name                               kind     tags                        value
                                                                         minus the checkpoints' timestamp
 =================================  =======  ==========================  ==============================================
 
-Every tag set carries the flow as MM2 tags it, ``source`` and ``target`` (the cluster aliases).  Tags reach StatsD only with
-``[metrics] statsd_influxdb_enabled`` (InfluxDB-style tags), and always reach Datadog and OpenTelemetry.
+Every tag set carries the flow as MM2 tags it, ``source`` and ``target`` (the cluster aliases).  Tags reach
+StatsD only with ``[metrics] statsd_influxdb_enabled`` (InfluxDB-style tags), and always reach Datadog and
+OpenTelemetry.
 Publishing reads only what the task already has and the metadata DB; it never fails a task.
 """
 

@@ -65,9 +65,11 @@ def held_flow(
     config_path: str, flow_name: str, *, hold: bool = True
 ) -> Iterator[tuple[FlowConfig, MetadataStore, FlowLease | None]]:
     """:func:`masked_open_flow`, holding the flow's lease while the block runs (unless ``hold`` is false)."""
-    with masked_open_flow(config_path, flow_name) as (flow, store):
-        with store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease:
-            yield flow, store, lease
+    with (
+        masked_open_flow(config_path, flow_name) as (flow, store),
+        store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease,
+    ):
+        yield flow, store, lease
 
 
 @contextmanager
@@ -206,8 +208,8 @@ def record(config_path: str, flow_name: str, first_batch: int) -> RunRecorded:
 @no_retry_on_bad_input
 def emit(config_path: str, flow_name: str, what: str, window_seconds: float | None) -> int:
     """Emit the flow's ``what`` (``heartbeats``: one heartbeat to the target in MM2's format; ``checkpoints``:
-    checkpoints for its source groups, and group offset sync when enabled, with their metrics): once, or, with ``window_seconds``
-    (a live run), every ``emit.{what}.interval.seconds`` for that long on one opened flow
+    checkpoints for its source groups, and group offset sync when enabled, with their metrics): once, or, with
+    ``window_seconds`` (a live run), every ``emit.{what}.interval.seconds`` for that long on one opened flow
     (:func:`airmirror.dag_factory.live.emit_repeatedly`).  Returns how many emissions succeeded: 0 at once when
     the flow turns them off (``emit.{what}.enabled = false`` or a negative interval, as in MM2)."""
     with masked_open_flow(config_path, flow_name) as (flow, store):

@@ -372,7 +372,8 @@ def verdict_reason(figures: ComparisonFigures, lost: Lost | None = None) -> str:
     if figures.verdict is Verdict.MISSING and lost is not None and offset in lost:
         other = "target" if lost.side == "source" else "source"
         return (
-            f"source offset {offset} and {lost.records - 1} more were deleted from the {lost.side} while the {other} holds them, "
+            f"source offset {offset} and {lost.records - 1} more were deleted from the {lost.side} while the "
+            f"{other} holds them, "
             f"before the {lost.side}'s retention.ms or retention.bytes could have deleted them"
         )
     reasons = {

@@ -249,7 +249,8 @@ def plan_takeover(
         refuse_running_mm2(flow, target, group)
     if store.cursors(flow.name):
         raise InputError(
-            f"--flow {flow.name}: airmirror already replicates this flow; a takeover only starts a flow airmirror has not copied yet"
+            f"--flow {flow.name}: airmirror already replicates this flow; a takeover only starts a flow airmirror "
+            "has not copied yet"
         )
     mappings = {m.source_topic: m.remote_topic for m in replicated_topics(flow, source)}
     copied = {

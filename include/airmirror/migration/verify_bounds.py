@@ -158,7 +158,8 @@ def compared_bounds(
     if on_target > on_source:  # the target lost copies of records the source holds
         if horizons.source is not None and on_target - 1 < horizons.source:
             notes.append(
-                f"copies of source offsets {on_source} to {on_target - 1} deleted by the target's retention.ms, not compared"
+                f"copies of source offsets {on_source} to {on_target - 1} deleted by the target's retention.ms, "
+                "not compared"
             )
             if _folded_around(runs, on_target) is None:
                 return Bounds(on_target, target.log_start, "; ".join(notes))

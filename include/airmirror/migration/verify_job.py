@@ -34,7 +34,8 @@ PROGRESS_INTERVAL_S = 1.0
 class VerifyTask:
     """What one Spark task compares: source ``[source_start, source_end)`` with remote ``[target_start,
     target_end)`` through ``runs``; keys in source ``[source_end, source_later_end)`` may explain a source
-    compaction; ``lost`` is what one side lost that only its ``retention.bytes`` may still explain.  Plain data, so it pickles to executors; the client configurations are left out of the repr."""
+    compaction; ``lost`` is what one side lost that only its ``retention.bytes`` may still explain.  Plain data,
+    so it pickles to executors; the client configurations are left out of the repr."""
 
     topic: str
     partition: int
@@ -105,7 +106,10 @@ def verify_partition(task: VerifyTask) -> PartitionVerification:
         )
     note = task.note
     if task.lost is not None and task.lost.excused:
-        excused = f"{task.lost.records} records deleted from the {task.lost.side} only, below source offset {task.lost.end}, explained by its retention.bytes, not compared"
+        excused = (
+            f"{task.lost.records} records deleted from the {task.lost.side} only, below source offset "
+            f"{task.lost.end}, explained by its retention.bytes, not compared"
+        )
         note = "; ".join(part for part in (note, excused) if part)
     return PartitionVerification(
         **asdict(result),

@@ -60,7 +60,7 @@ def build_runs(upstream: Sequence[int], downstream: Sequence[int]) -> list[Offse
     if len(upstream) != len(downstream):
         raise ValueError("upstream and downstream offsets must pair up")
     builder = RunBuilder()
-    for up, down in zip(upstream, downstream):
+    for up, down in zip(upstream, downstream, strict=True):
         builder.add(up, down)
     return builder.take()
 

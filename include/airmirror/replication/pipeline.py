@@ -27,7 +27,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
@@ -92,8 +91,9 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     """Step 1: select topics and sync them, with their ACLs, to the target (nothing changes in a dry run).
 
     A ``start_from`` that would move existing cursors without ``reset_cursor`` is rejected first
-    (:func:`~airmirror.replication.plan_inputs.refuse_moving_cursors`), before anything changes.  Remote topics deleted or recreated under the flow are stopped, never recreated
-    (:mod:`airmirror.replication.incarnations`); the report's mappings leave them out.
+    (:func:`~airmirror.replication.plan_inputs.refuse_moving_cursors`), before anything changes.  Remote topics
+    deleted or recreated under the flow are stopped, never recreated (:mod:`airmirror.replication.incarnations`);
+    the report's mappings leave them out.
     """
     source, target = source_admin(flow), target_admin(flow)
     mappings = writable_mappings(

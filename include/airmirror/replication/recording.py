@@ -14,8 +14,9 @@ logged and never undoes the committed batch; a refusal (a missing ACL) fails the
    (:mod:`airmirror.replication.lag`), so the figures are kept over time;
 6. :func:`prune_history` deletes the flow's history older than ``airmirror.metadata.retention``, and the
    offset-sync runs of the batch's partitions that lie below both clusters' log starts, and folds those
-   partitions' old runs (:mod:`airmirror.store.retention`), at most once per :data:`PRUNE_INTERVAL` (or retention, if shorter) per flow
-   and process, so a live run committing a batch every few seconds does not pay for it every batch.
+   partitions' old runs (:mod:`airmirror.store.retention`), at most once per :data:`PRUNE_INTERVAL` (or
+   retention, if shorter) per flow and process, so a live run committing a batch every few seconds does not pay
+   for it every batch.
 """
 
 from __future__ import annotations

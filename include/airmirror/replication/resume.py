@@ -1,8 +1,8 @@
 """Resuming an unfinished batch: what may change in it, and what may not.
 
 A resumed batch keeps its ranges, since parts of them may already be committed in Kafka.  Before anything
-else, every attempt still at work on its partitions is fenced (:func:`~airmirror.replication.spark.progress.fence_partitions`);
-then, from the progress the target's batch log holds:
+else, every attempt still at work on its partitions is fenced
+(:func:`~airmirror.replication.spark.progress.fence_partitions`); then, from the progress the target's batch log holds:
 
 1. an unfinished range that cannot finish as planned (:func:`unfinishable`):
 

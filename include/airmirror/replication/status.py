@@ -1,11 +1,12 @@
 """Per-partition status of a flow: source offsets (live from the broker) joined with the metadata DB.
 
 Lag is ``source end - next offset to copy`` where the source end is the last stable offset and the next offset
-is where the planner would start the partition's next range (:func:`airmirror.replication.plan_inputs.plan_partitions`: the
-cursor, where a new partition starts per ``auto.offset.reset``, or the new start after a source reset).  Gaps
-are the source ranges that retention deleted before they could be copied.  ``source_reset`` names a reset the
-next run will make (the topic was recreated, or its log ends below the cursor); the flow's past source resets
-and its stopped topics and partitions (:mod:`airmirror.replication.incarnations`) are listed with it.
+is where the planner would start the partition's next range
+(:func:`airmirror.replication.plan_inputs.plan_partitions`: the cursor, where a new partition starts per
+``auto.offset.reset``, or the new start after a source reset).  Gaps are the source ranges that retention
+deleted before they could be copied.  ``source_reset`` names a reset the next run will make (the topic was
+recreated, or its log ends below the cursor); the flow's past source resets and its stopped topics and
+partitions (:mod:`airmirror.replication.incarnations`) are listed with it.
 
 Future timestamps: for every partition with records left to copy, the next record (the first committed one
 at or after the cursor) is read once; when it is stamped more than :data:`FUTURE_TOLERANCE_MS` after now, the

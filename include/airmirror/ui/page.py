@@ -29,7 +29,8 @@ th:first-child, td:first-child, td.text { text-align: left; }
 def index_page(flows: Sequence[tuple[str, str]]) -> str:
     """The list of ``(flow, dag_id)``, each flow linking to its view."""
     items = "".join(
-        f'<li><a href="flows/{quote(name, safe="")}">{escape(name)}</a> <span class="muted">{escape(dag_id)}</span></li>'
+        f'<li><a href="flows/{quote(name, safe="")}">{escape(name)}</a> '
+        f'<span class="muted">{escape(dag_id)}</span></li>'
         for name, dag_id in flows
     )
     shown = f"<ul>{items}</ul>" if items else "<p class=muted>No flow whose DAG you may read.</p>"
@@ -154,7 +155,7 @@ def chart(points: Sequence[SeriesPoint], width: int = 900, height: int = 220) ->
         top = max(known) or 1.0
         coords = " ".join(
             f"{40 + (t - min(times)) / span * (width - 80):.1f},{height - 20 - v / top * (height - 40):.1f}"
-            for t, v in zip(times, values)
+            for t, v in zip(times, values, strict=True)
             if v is not None
         )
         return (
@@ -163,7 +164,8 @@ def chart(points: Sequence[SeriesPoint], width: int = 900, height: int = 220) ->
         )
 
     return (
-        f'<svg role="img" aria-label="lag and latency over time" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+        f'<svg role="img" aria-label="lag and latency over time" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">'
         f"{line(lags, '#2563eb', 14)}{line(latencies, '#ea580c', 28)}"
         f'<text x="40" y="{height - 4}" font-size="11" fill="#52606d">{escape(points[0].at)}</text>'
         f'<text x="{width - 200}" y="{height - 4}" font-size="11" fill="#52606d">{escape(points[-1].at)}</text>'
@@ -175,7 +177,8 @@ def chart(points: Sequence[SeriesPoint], width: int = 900, height: int = 220) ->
 def _table(headers: Sequence[str], rows: Iterable[tuple[str, Sequence[str]]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join(f"{opening}{''.join(cells)}</tr>" for opening, cells in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body or f'<tr><td class=muted colspan={len(headers)}>none yet</td></tr>'}</tbody></table>"
+    body = body or f"<tr><td class=muted colspan={len(headers)}>none yet</td></tr>"
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _cell(value: object, field: str) -> str:
@@ -192,4 +195,5 @@ def _round(value: float | None) -> float | None:
 
 
 def _document(title: str, body: str) -> str:
-    return f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}</body></html>"
+    head = f"<meta charset=utf-8><title>{escape(title)}</title><style>{STYLE}</style>"
+    return f"<!doctype html><html><head>{head}</head><body>{body}</body></html>"

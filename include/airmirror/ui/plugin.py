@@ -12,9 +12,10 @@ URL_PREFIX = "/airmirror"
 
 
 class AirmirrorPlugin(AirflowPlugin):
+    # AirflowPlugin declares these as plain (not ClassVar) class attributes, which a subclass sets
     name = "airmirror"
-    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "airmirror replication"}]
-    external_views = [
+    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "airmirror replication"}]  # noqa: RUF012
+    external_views = [  # noqa: RUF012
         {"name": "Replication", "href": f"{URL_PREFIX}/", "destination": "nav", "url_route": "airmirror"},
         {
             "name": "Replication",

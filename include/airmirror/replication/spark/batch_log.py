@@ -89,8 +89,8 @@ class Progress:
     copied records on the target, and ``first_runs_offset`` is a batch-log offset at or below the range's
     first runs record: the log's end before the job that wrote it (``None`` while nothing was copied).
     ``source_topic_id`` and ``remote_topic_id`` name the incarnations of both topics: progress of other
-    incarnations says nothing about this copy.  ``leader_epoch`` is the source leader epoch of the record at ``position - 1`` when known, so that a resumed
-    read validates its position against the leader.
+    incarnations says nothing about this copy.  ``leader_epoch`` is the source leader epoch of the record at
+    ``position - 1`` when known, so that a resumed read validates its position against the leader.
     """
 
     batch_id: int

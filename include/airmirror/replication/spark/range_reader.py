@@ -21,9 +21,10 @@ Contract, per range:
   have ended on a transaction marker at the position).  If the leader's log really diverged below it (an
   unclean leader election after the range was planned), the read fails with a
   :class:`~airmirror.errors.ReplicationFailure` naming the partition; the next run ends the range there and
-  then re-plans the partition from the divergence point (see :mod:`airmirror.replication.plan_arithmetic`); otherwise the read
-  goes on from the same position.  An open range (below) does not fail the read: it ends where the read got to
-  (its ``end`` is lowered to :attr:`PartitionRead.reached`, so it is ``done``) and the other ranges read on.
+  then re-plans the partition from the divergence point (see :mod:`airmirror.replication.plan_arithmetic`);
+  otherwise the read goes on from the same position.  An open range (below) does not fail the read: it ends
+  where the read got to (its ``end`` is lowered to :attr:`PartitionRead.reached`, so it is ``done``) and the
+  other ranges read on.
   :attr:`RangeReader.reached_epoch` is the epoch of the last record read.
 - If retention deleted part of the range after it was planned, the consumer's ``auto.offset.reset`` is
   forced to ``error`` and the read fails loudly: the batch is then re-planned, which records the gap.
@@ -64,6 +65,8 @@ EARLY_END_WAIT_S = 30.0
 FETCH_QUEUE_BACKOFF_MS = 10
 OPEN_END = 2**63 - 1
 """The ``end`` of an open range: read until the caller stops (the largest offset Kafka can hold)."""
+DEFAULT_BUFFER = TaskBuffer()
+"""A read's buffer unless the caller gives one: the default ``airmirror.task.max.buffer.bytes``."""
 
 
 def partition_of(message: Message) -> tuple[str, int] | None:
@@ -175,7 +178,7 @@ class RangesReader:
         ranges: Sequence[ReadRange],
         *,
         access: AccessScope | None = None,
-        buffer: TaskBuffer = TaskBuffer(),
+        buffer: TaskBuffer = DEFAULT_BUFFER,
     ) -> None:
         self.access = access
         self.reads = {(r.topic, r.partition): PartitionRead(r) for r in ranges}
@@ -376,7 +379,7 @@ class RangeReader:
         start_epoch: int | None = None,
         *,
         access: AccessScope | None = None,
-        buffer: TaskBuffer = TaskBuffer(),
+        buffer: TaskBuffer = DEFAULT_BUFFER,
     ) -> None:
         self._reader = RangesReader(
             consumer_config, [ReadRange(topic, partition, start, end, start_epoch)], access=access, buffer=buffer

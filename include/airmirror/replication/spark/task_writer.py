@@ -56,17 +56,17 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) and the task copies until its
    ``stream_until`` (wall-clock) time, and at least until every read has reached its range's ``catch_up`` (what
    the partition held when the job was planned: a task that Spark starts late, or a backlog longer than the
-   window, is copied all the same, as a bounded batch would).  Rules 1-3 hold unchanged; a chunk ends after the streaming bound
-   (``airmirror.live.transaction.max.ms``) since its first record, and a chunk without records is never
+   window, is copied all the same, as a bounded batch would).  Rules 1-3 hold unchanged; a chunk ends after the
+   streaming bound (``airmirror.live.transaction.max.ms``) since its first record, and a chunk without records is never
    committed, except the last one at ``stream_until``, which records where every read got to.  No range is
    ``done`` but one whose source log diverged below its read (an unclean leader election): its read ends there
    (:mod:`~airmirror.replication.spark.range_reader`), its progress says ``done`` at that position in the next
    committed chunk, and the other ranges stream on; the driver then ends the stream early, and the next stream
    copies the partition again from the divergence point.  The driver ends the stream by fencing the task ids,
    after which the newest committed progress of each partition is final (it either finished at
-   ``stream_until`` or was stopped: both leave the target at a chunk boundary).  The reader is opened after fencing, at each range's progress, so it never
-   seeks.  A chunk's transactional calls are bounded by :data:`STREAM_TRANSACTION_CALL_S` (see
-   :func:`hard_deadline`).
+   ``stream_until`` or was stopped: both leave the target at a chunk boundary).  The reader is opened after
+   fencing, at each range's progress, so it never seeks.  A chunk's transactional calls are bounded by
+   :data:`STREAM_TRANSACTION_CALL_S` (see :func:`hard_deadline`).
 
 Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
 (a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
@@ -81,7 +81,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -630,10 +630,8 @@ def anchor_group_metadata(task: CopyTask) -> Any:
 
 def abort_quietly(producer: Producer) -> None:
     """Abort the open transaction if the producer still can; a fenced or dead producer needs no abort."""
-    try:
+    with suppress(KafkaException):
         producer.abort_transaction(TRANSACTION_CALL_S)
-    except KafkaException:
-        pass
 
 
 def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
