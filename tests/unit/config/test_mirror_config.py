@@ -528,7 +528,7 @@ def test_replication_factor_must_be_positive_or_broker_default(tmp_path: Path, k
 
 
 def test_topic_replication_factor_of_another_key_is_a_programming_error(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="offset.lag.max"):
+    with pytest.raises(ValueError, match=r"offset\.lag\.max"):
         flow(tmp_path).topic_replication_factor("offset.lag.max")
 
 

@@ -62,7 +62,7 @@ producer.buffer.memory = 1000
 airmirror.spark.conf.spark.hadoop.fs.s3a.secret.key = {S3_SECRET}
 airmirror.spark.conf.spark.hadoop.fs.s3a.aws.credentials.provider = org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider
 airmirror.metadata.db.url = {db_url(port)}
-"""
+"""  # noqa: E501 (a properties file: one key per line)
 
 
 def assert_no_secret(text: str) -> None:
