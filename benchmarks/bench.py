@@ -29,8 +29,8 @@ What it does (every number in one run, on one machine: only the ratios between c
    5,000 x ``--record-size`` over ``--partitions``) for ``--live-seconds`` (default 60); an independent
    read_committed consumer on the target, polling without waits of its own, notes per record visible time minus
    produce time.  Reported as ``live_lag_ms``: p50, p99, max, mean, the longest gap between two arrivals
-   (``longest_gap_ms``), when the longest gaps of 300 ms or more came (``long_gaps``) and the CPU seconds of each copier's process tree during the case; every record must
-   arrive exactly once.
+   (``longest_gap_ms``), when the longest gaps of 300 ms or more came (``long_gaps``) and the CPU seconds of each
+   copier's process tree during the case; every record must arrive exactly once.
 6. Big partition (issue 9): one source partition of ``--big-partition-records`` N x 100-byte records (default
    10,000,000, stamped with their produce time) and, first, the same at N/10, each copied by one fresh
    ``airmirror replicate`` with the target producer's ``transaction.timeout.ms`` at 15,000 (so chunk
@@ -375,7 +375,8 @@ def run_verify(source: SourceTopic, flow: AirmirrorFlow, copied: dict, timeout: 
     job = VERIFY_JOB_LOG.search(done.stderr)
     if job is None or int(job.group("records")) != source.records:
         raise SystemExit(
-            f"VERIFICATION FAILED: airmirror verify compared {job and job.group('records')} records, expected {source.records}"
+            f"VERIFICATION FAILED: airmirror verify compared {job and job.group('records')} records, "
+            f"expected {source.records}"
         )
     job_s = float(job.group("seconds"))
     return {
@@ -400,7 +401,11 @@ def run_latency(
         for p in range(source.partitions)
     ]
     watch = TargetWatch(
-        clusters.target, remote, [b + n for b, n in zip(before, new_per_partition)], interval=0.05, base=before
+        clusters.target,
+        remote,
+        [b + n for b, n in zip(before, new_per_partition, strict=True)],
+        interval=0.05,
+        base=before,
     )
     produce_started = time.monotonic()
     load_topic(clusters.source, source.name, source.partitions, LATENCY_RECORDS, size, first=source.records)
@@ -536,7 +541,8 @@ def partition_scaling_run(clusters: Clusters, args: argparse.Namespace, workdir:
         )
         load_topic(clusters.source, topic, per_topic, share, PARTITION_SCALING_RECORD_SIZE)
     log(
-        f"loaded {len(topics)} topics x {per_topic} partitions, {args.partition_scaling_records} records in {time.monotonic() - started:.1f} s"
+        f"loaded {len(topics)} topics x {per_topic} partitions, {args.partition_scaling_records} records "
+        f"in {time.monotonic() - started:.1f} s"
     )
     flow = AirmirrorFlow(alias, f"{alias}t", workdir / f"{alias}.properties")
     flow.config.write_text(
@@ -552,7 +558,9 @@ def partition_scaling_run(clusters: Clusters, args: argparse.Namespace, workdir:
     )
     timeout = args.timeout * max(1.0, partitions / 200)
     result: dict = {"partitions": partitions, "topics": len(topics)}
-    for batch, new_records in zip(PARTITION_SCALING_BATCHES, (args.partition_scaling_records, partitions, 0)):
+    for batch, new_records in zip(
+        PARTITION_SCALING_BATCHES, (args.partition_scaling_records, partitions, 0), strict=True
+    ):
         if batch == "incremental":
             for topic in topics:
                 load_topic(
@@ -577,7 +585,8 @@ def partition_scaling_run(clusters: Clusters, args: argparse.Namespace, workdir:
         partition_creation_s(clusters.target, [f"{alias}-probe-{i:04d}" for i in range(len(topics))], per_topic), 2
     )
     log(
-        f"partition scaling, {partitions} partitions: the target broker brings up {partitions} new partitions in {result['broker_creation_s']} s"
+        f"partition scaling, {partitions} partitions: the target broker brings up {partitions} new partitions "
+        f"in {result['broker_creation_s']} s"
     )
     return result
 
@@ -685,8 +694,27 @@ def ratios(copiers: dict) -> tuple[dict, dict, dict]:
 
 
 def table(document: dict) -> str:
-    params, machine = document["params"], document["machine"]
+    """The results as Markdown tables, one per case the bench ran."""
+    machine = document["machine"]
     lines = [f"{machine['nproc']} cores, {machine['ram_gb']} GB RAM, Kafka {machine['kafka']}"]
+    for section in (
+        _copier_lines,
+        _ratio_lines,
+        _verify_lines,
+        _latency_lines,
+        _live_lines,
+        _scaling_lines,
+        _partition_scaling_lines,
+        _big_partition_lines,
+    ):
+        lines += section(document)
+    return "\n".join(lines)
+
+
+def _copier_lines(document: dict) -> list[str]:
+    """The copiers' table (no lines when the bench did not run it)."""
+    params = document["params"]
+    lines: list[str] = []
     if document["copiers"]:
         lines += [
             f"{params['records']:,} records x {params['record_size']} B x {params['partitions']} partitions",
@@ -699,6 +727,12 @@ def table(document: dict) -> str:
             f"| {name} | {c['wall_s']:.1f} | {c['steady_mb_s']:.1f} | {c['records_per_s']:,} | {c['peak_rss_mb']:,} "
             f"| {c['cpu_s']:.1f} | {c['cpu_s_per_gb']:.1f} |"
         )
+    return lines
+
+
+def _ratio_lines(document: dict) -> list[str]:
+    """airmirror's ratios to the other copiers (no lines when the bench did not run it)."""
+    lines: list[str] = []
     if document["ratios"]:
         lines += [
             "",
@@ -710,6 +744,12 @@ def table(document: dict) -> str:
                 f"| {key.removeprefix('airmirror_vs_')} | {value:.2f} | {document['steady_ratios'][key]:.2f} "
                 f"| {document['cpu_per_gb_ratios'][key]:.2f} |"
             )
+    return lines
+
+
+def _verify_lines(document: dict) -> list[str]:
+    """The ``airmirror verify`` case (no lines when the bench did not run it)."""
+    lines: list[str] = []
     checked = document.get("verify")
     if checked:
         lines += [
@@ -719,6 +759,12 @@ def table(document: dict) -> str:
             f"| verify | {checked['wall_s']:.1f} | {checked['records_per_s']:,} | {checked['job_s']:.1f} | "
             f"{checked['job_records_per_s']:,} | {checked['vs_replicate_wall']:.2f} | {checked['vs_copy_job']:.2f} |",
         ]
+    return lines
+
+
+def _latency_lines(document: dict) -> list[str]:
+    """The live latency of one replicate run (no lines when the bench did not run it)."""
+    lines: list[str] = []
     latency = document.get("latency")
     if latency:
         lines += [
@@ -727,6 +773,13 @@ def table(document: dict) -> str:
             f"{latency['produce_to_visible_s']:.1f} s produce to visible "
             f"(replicate run {latency['replicate_wall_s']:.1f} s, copy job {latency['copy_job_s']:.1f} s)",
         ]
+    return lines
+
+
+def _live_lines(document: dict) -> list[str]:
+    """The live copiers' lag (no lines when the bench did not run it)."""
+    params = document["params"]
+    lines: list[str] = []
     live = document.get("live_lag_ms")
     if live:
         first = next(iter(live.values()))
@@ -743,6 +796,12 @@ def table(document: dict) -> str:
                 f"| {name} | {figures['p50']:,} | {figures['p99']:,} | {figures['max']:,} "
                 f"| {figures['longest_gap_ms']:,} | {figures['cpu_s']:.1f} |"
             )
+    return lines
+
+
+def _scaling_lines(document: dict) -> list[str]:
+    """How airmirror scales with records and partitions (no lines when the bench did not run it)."""
+    lines: list[str] = []
     scaling = document.get("scaling")
     if scaling:
         base = scaling["base"]
@@ -759,6 +818,12 @@ def table(document: dict) -> str:
                 f"| {key} | {s['records']:,} | {s['partitions']} | {s['wall_s']:.1f} | {s['wall_growth']:.2f} "
                 f"| {s['steady_mb_s']:.1f} |"
             )
+    return lines
+
+
+def _partition_scaling_lines(document: dict) -> list[str]:
+    """The partition scaling case (no lines when the bench did not run it)."""
+    lines: list[str] = []
     spread = document.get("partition_scaling")
     if spread:
         few, many = spread["few"], spread["many"]
@@ -777,6 +842,12 @@ def table(document: dict) -> str:
             f"| {many['broker_creation_s']:.1f} | |"
         )
         lines.append(f"| first copy less that | | | {spread['first_copy_ratio_less_broker_creation']:.2f} |")
+    return lines
+
+
+def _big_partition_lines(document: dict) -> list[str]:
+    """The big partition case (no lines when the bench did not run it)."""
+    lines: list[str] = []
     big = document.get("big_partition")
     if big:
         lines += [
@@ -802,7 +873,7 @@ def table(document: dict) -> str:
             f"peak_rss_ratio_big_vs_small: {big['peak_rss_ratio_big_vs_small']:.2f} "
             f"({verdict} issue 9's limit of {big['peak_rss_ratio_limit']})",
         ]
-    return "\n".join(lines)
+    return lines
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -899,6 +970,54 @@ def results_json(document: dict) -> str:
     return numbers.sub(lambda m: "[" + ", ".join(x.strip() for x in m[1].split(",")) + "]", text) + "\n"
 
 
+def run_copier_cases(clusters: Clusters, args: argparse.Namespace, workdir: Path, document: dict) -> None:
+    """The copiers over the same source topic, then airmirror's verify and latency cases on its flow; results
+    go into ``document``."""
+    flow = None
+    if args.copiers:
+        source = prepare_source(clusters, "bench", args.partitions, args.records, args.record_size)
+        document["params"]["payload_mb"] = round(source.payload_bytes / 1e6, 1)
+    for name in COPIERS:
+        if name not in args.copiers:
+            continue
+        time.sleep(args.settle_seconds)
+        log(f"{name} ...")
+        if name == "raw_pipe":
+            result = run_raw_pipe(clusters, source, workdir, args.timeout)
+        elif name.startswith("mm2"):
+            result = run_mm2(clusters, source, workdir, args.timeout, tuned=name == "mm2_tuned")
+        else:
+            flow = airmirror_flow(clusters, source, workdir, "air", args.spark_master)
+            result = run_airmirror(clusters, source, flow, workdir, args.timeout)
+        document["copiers"][name] = result
+        log(
+            f"{name}: {result['wall_s']} s wall, {result['steady_mb_s']} MB/s steady, "
+            f"{result['peak_rss_mb']} MB peak RSS"
+        )
+    document["ratios"], document["steady_ratios"], document["cpu_per_gb_ratios"] = ratios(document["copiers"])
+    if flow is None:
+        return
+    document["verify"] = run_verify(source, flow, document["copiers"]["airmirror"], args.timeout)
+    log(f"verify: {document['verify']}")
+    if not args.skip_latency:
+        time.sleep(args.settle_seconds)
+        document["latency"] = run_latency(clusters, source, flow, args.record_size, workdir, args.timeout)
+        log(f"latency: {document['latency']}")
+
+
+def run_separate_cases(clusters: Clusters, args: argparse.Namespace, workdir: Path, document: dict) -> None:
+    """The cases with topics of their own (live, scaling, partition scaling, big partition), unless skipped;
+    results go into ``document``."""
+    if not args.skip_live:
+        document["live_lag_ms"] = run_live_case(clusters, args, workdir)
+    if not args.skip_scaling:
+        document["scaling"] = run_scaling(clusters, document["copiers"]["airmirror"], args, workdir)
+    if not args.skip_partition_scaling:
+        document["partition_scaling"] = run_partition_scaling(clusters, args, workdir)
+    if not args.skip_big_partition:
+        document["big_partition"] = run_big_partition(clusters, args, workdir)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
@@ -933,43 +1052,8 @@ def main(argv: list[str] | None = None) -> int:
         clusters = Clusters(brokers[0].bootstrap, brokers[1].bootstrap)
         for bootstrap in (clusters.source, clusters.target):
             warm_up_cluster(bootstrap)
-        flow = None
-        if args.copiers:
-            source = prepare_source(clusters, "bench", args.partitions, args.records, args.record_size)
-            document["params"]["payload_mb"] = round(source.payload_bytes / 1e6, 1)
-        for name in COPIERS:
-            if name not in args.copiers:
-                continue
-            time.sleep(args.settle_seconds)
-            log(f"{name} ...")
-            if name == "raw_pipe":
-                result = run_raw_pipe(clusters, source, workdir, args.timeout)
-            elif name.startswith("mm2"):
-                result = run_mm2(clusters, source, workdir, args.timeout, tuned=name == "mm2_tuned")
-            else:
-                flow = airmirror_flow(clusters, source, workdir, "air", args.spark_master)
-                result = run_airmirror(clusters, source, flow, workdir, args.timeout)
-            document["copiers"][name] = result
-            log(
-                f"{name}: {result['wall_s']} s wall, {result['steady_mb_s']} MB/s steady, "
-                f"{result['peak_rss_mb']} MB peak RSS"
-            )
-        document["ratios"], document["steady_ratios"], document["cpu_per_gb_ratios"] = ratios(document["copiers"])
-        if flow is not None:
-            document["verify"] = run_verify(source, flow, document["copiers"]["airmirror"], args.timeout)
-            log(f"verify: {document['verify']}")
-        if not args.skip_latency and flow is not None:
-            time.sleep(args.settle_seconds)
-            document["latency"] = run_latency(clusters, source, flow, args.record_size, workdir, args.timeout)
-            log(f"latency: {document['latency']}")
-        if not args.skip_live:
-            document["live_lag_ms"] = run_live_case(clusters, args, workdir)
-        if not args.skip_scaling:
-            document["scaling"] = run_scaling(clusters, document["copiers"]["airmirror"], args, workdir)
-        if not args.skip_partition_scaling:
-            document["partition_scaling"] = run_partition_scaling(clusters, args, workdir)
-        if not args.skip_big_partition:
-            document["big_partition"] = run_big_partition(clusters, args, workdir)
+        run_copier_cases(clusters, args, workdir, document)
+        run_separate_cases(clusters, args, workdir, document)
     finally:
         for name in ("bench-source", "bench-target"):
             stop_broker(name, home=home)

@@ -222,7 +222,8 @@ def mm2_properties(
     ``exactly.once.source.support = enabled``, which needs MM2's internal REST server, here on that port of
     127.0.0.1) and reads the source read_committed, as Kafka's geo-replication docs ask.
     """
-    lines = flow_lines(source_alias, target_alias, source, target, topic) + [
+    lines = [
+        *flow_lines(source_alias, target_alias, source, target, topic),
         "offset.storage.replication.factor = 1",
         "status.storage.replication.factor = 1",
         "config.storage.replication.factor = 1",
@@ -259,7 +260,8 @@ def airmirror_properties(
     extra: Sequence[str] = (),
 ) -> str:
     """An MM2-style config for one airmirror flow of ``topic`` with its own metadata DB; ``extra`` lines last."""
-    lines = flow_lines(source_alias, target_alias, source, target, topic) + [
+    lines = [
+        *flow_lines(source_alias, target_alias, source, target, topic),
         "airmirror.batch.log.topic.replication.factor = 1",
         f"airmirror.metadata.db.url = sqlite:///{db}",
     ]

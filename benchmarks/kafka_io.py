@@ -179,13 +179,13 @@ class TargetWatch:
             now = time.monotonic()
             if self.all_written is None:
                 written = end_offsets(admin, self.topic, partitions, committed=False)
-                if self.first_write is None and any(w > b for w, b in zip(written, base)):
+                if self.first_write is None and any(w > b for w, b in zip(written, base, strict=True)):
                     self.first_write = now
-                if all(w >= e for w, e in zip(written, self.expected)):
+                if all(w >= e for w, e in zip(written, self.expected, strict=True)):
                     self.all_written = now
             if self.all_written is not None:
                 visible = end_offsets(admin, self.topic, partitions, committed=True)
-                if all(v >= e for v, e in zip(visible, self.expected)):
+                if all(v >= e for v, e in zip(visible, self.expected, strict=True)):
                     self.all_visible = now
                     return
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - now)))

@@ -9,7 +9,8 @@ minus its produce time: the record's replication lag.  The case reports the lag'
 longest gap between two consecutive arrivals on the target (a copier that delivers in bursts shows its cycle
 here), and the CPU seconds the copier's whole process tree used from the first produce to the last record
 visible, and the machine's 1-minute load average at the end (the bench's own brokers and copier included; the
-case is only fair on an otherwise idle machine).  Every record must arrive exactly once (its key seen once, none missing).
+case is only fair on an otherwise idle machine).  Every record must arrive exactly once (its key seen once, none
+missing).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -130,17 +132,13 @@ def percentile(values: list[int], fraction: float) -> int:
 
 def longest_gap(arrivals_ms: list[int]) -> int:
     """The longest time between two consecutive arrivals (0 for fewer than two)."""
-    return max((later - earlier for earlier, later in zip(arrivals_ms, arrivals_ms[1:])), default=0)
+    return max((later - earlier for earlier, later in pairwise(arrivals_ms)), default=0)
 
 
 def long_gaps(arrivals_ms: list[int], at_least_ms: int = LONG_GAP_MS, most: int = 20) -> list[list[float]]:
     """``[seconds since the first arrival, gap ms]`` of the ``most`` longest gaps of at least ``at_least_ms``, in
     time order: whether they recur at some interval of the copier's says where they come from."""
-    gaps = [
-        (later - earlier, earlier)
-        for earlier, later in zip(arrivals_ms, arrivals_ms[1:])
-        if later - earlier >= at_least_ms
-    ]
+    gaps = [(later - earlier, earlier) for earlier, later in pairwise(arrivals_ms) if later - earlier >= at_least_ms]
     longest = sorted(gaps, reverse=True)[:most]
     return [[round((at - arrivals_ms[0]) / 1000, 1), gap] for gap, at in sorted(longest, key=lambda g: g[1])]
 

@@ -311,11 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     print("| minute | airmirror threads | tree threads | fds | RSS MB | DB KB |\n|---:|---:|---:|---:|---:|---:|")
     for row in document["series"]:
         print(
-            f"| {row['minute']} | {row['cli_threads']} | {row['threads']} | {row['fds']} | {row['rss_mb']} | {row['db_kb']} |"
+            f"| {row['minute']} | {row['cli_threads']} | {row['threads']} | {row['fds']} | {row['rss_mb']} "
+            f"| {row['db_kb']} |"
         )
     print(f"\nflat after minute {args.flat_after}: {json.dumps(document['flatness'])}")
     print(
-        f"copy: {json.dumps(document['copy'])}; live run exit {document['live_run']['exit_code']}; {'PASSED' if ok else 'FAILED'}"
+        f"copy: {json.dumps(document['copy'])}; live run exit {document['live_run']['exit_code']}; "
+        f"{'PASSED' if ok else 'FAILED'}"
     )
     log(f"results in {path}")
     return 0 if ok else 1
