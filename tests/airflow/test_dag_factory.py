@@ -78,7 +78,10 @@ def test_a_worker_running_one_task_builds_only_that_flows_dag(tmp_path, dag_bag_
 
 
 def test_aliases_are_sanitised_in_dag_ids(tmp_path, dag_bag_for):
-    text = "clusters = us.east, eu-west\nus.east.bootstrap.servers = h:1\neu-west.bootstrap.servers = h:2\nus.east->eu-west.enabled = true\n"
+    text = (
+        "clusters = us.east, eu-west\nus.east.bootstrap.servers = h:1\neu-west.bootstrap.servers = h:2\n"
+        "us.east->eu-west.enabled = true\n"
+    )
     bag = dag_bag_for(write(tmp_path, text))
     assert bag.import_errors == {} and bag.dag_ids == ["airmirror__us_east__eu-west"]
 

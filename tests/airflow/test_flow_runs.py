@@ -99,7 +99,8 @@ def test_failing_replicate_still_emits_heartbeats_and_checkpoints(airflow_db, cl
     config = write_config(
         tmp_path / "mm2.properties",
         clusters,
-        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0\nairmirror.spark.conn.id = no_such_connection",
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0\n"
+        "airmirror.spark.conn.id = no_such_connection",
     )
 
     run = run_flow(dag_bag_for, config)

@@ -30,7 +30,10 @@ def spark_cluster(tmp_path_factory) -> Iterator[SparkCluster]:
 
 def cluster_config(path: Path, clusters, prefix: str, cluster: SparkCluster, extra: str = "") -> Path:
     conf = "\n".join(f"airmirror.spark.conf.{key} = {value}" for key, value in cluster.job_conf().items())
-    body = f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0\nairmirror.spark.master = {cluster.master_url}\n{conf}\n{extra}"
+    body = (
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.task.retries = 0\n"
+        f"airmirror.spark.master = {cluster.master_url}\n{conf}\n{extra}"
+    )
     return write_config(path, clusters, body)
 
 

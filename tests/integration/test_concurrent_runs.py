@@ -114,7 +114,8 @@ def flow_config(clusters, prefix, tmp_path) -> tuple[Path, str]:
     config = write_config(
         tmp_path / "mm2.properties",
         clusters,
-        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\nairmirror.transaction.max.records = 2000",
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\n"
+        "airmirror.transaction.max.records = 2000",
     )
     return config, topic
 

@@ -102,7 +102,8 @@ def live_flow(
     config = write_config(
         tmp_path / "mm2.properties",
         clusters,
-        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\nairmirror.transaction.max.records = 500",
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\n"
+        "airmirror.transaction.max.records = 500",
     )
     flow = load_config(config).flow("a->b")
     return config, flow, MetadataStore.open(flow.metadata_db_url)
@@ -120,9 +121,10 @@ def streaming(store: MetadataStore, flow: str) -> bool:
 
 
 def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(clusters, prefix, tmp_path):
-    """A live run of a topic of hundreds of partitions streams: while its one stream batch is RUNNING, the DB's cursors advance (recorded as it goes).
-    A kill -9 of its copy tasks' Python workers mid-stream: the stream goes on.  A kill -9 of the whole run mid-stream, then a new run: the dead run's stream is closed exactly once, the new
-    one streams on, and a SIGTERM ends it once its stream is committed."""
+    """A live run of a topic of hundreds of partitions streams: while its one stream batch is RUNNING, the DB's
+    cursors advance (recorded as it goes).  A kill -9 of its copy tasks' Python workers mid-stream: the stream
+    goes on.  A kill -9 of the whole run mid-stream, then a new run: the dead run's stream is closed exactly once,
+    the new one streams on, and a SIGTERM ends it once its stream is committed."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.wide"
     config, flow, store = live_flow(clusters, tmp_path, prefix, topic, WIDE_PARTITIONS)
@@ -287,7 +289,7 @@ def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(
     """Spark may start a stream's task late on a loaded machine, after ``stream_until``: the task still copies
     every record its partitions held when the job was planned (rule 6 of the task writer), then ends."""
     topic = f"{prefix}.late"
-    config, flow, store = live_flow(clusters, tmp_path, prefix, topic, partitions=2)
+    _, flow, store = live_flow(clusters, tmp_path, prefix, topic, partitions=2)
     for p in range(2):
         produce(clusters["a"].bootstrap, topic, p, sample_records(1200, f"p{p}"))
     with store:
@@ -376,7 +378,7 @@ def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(cl
         for broker in (clusters["b"], clusters["a"]):  # the target, then the source partitions' leader
             before = copied_so_far(store, flow.name, topic)
             wait_until(
-                lambda: copied_so_far(store, flow.name, topic) > before or run.poll() is not None,
+                lambda before=before: copied_so_far(store, flow.name, topic) > before or run.poll() is not None,
                 300,
                 "progress recorded",
             )

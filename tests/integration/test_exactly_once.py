@@ -101,7 +101,8 @@ def bulk_flow(clusters: dict[str, LocalBroker], prefix: str, tmp_path: Path) -> 
     config = write_config(
         tmp_path / "mm2.properties",
         clusters,
-        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\nairmirror.transaction.max.records = 5000",
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\n"
+        "airmirror.transaction.max.records = 5000",
     )
     return config, topic
 
@@ -133,7 +134,7 @@ def test_spark_worker_killed_mid_write(clusters, flow_config):
     assert killed
     for worker in killed:
         worker.kill()
-    output, _ = process.communicate(timeout=600)
+    process.communicate(timeout=600)
     if process.returncode != 0:
         run_until_success(config)
     assert_exact_copy(clusters, topic)

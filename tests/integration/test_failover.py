@@ -81,7 +81,8 @@ def test_failback_checkpoints_name_the_original_topic(clusters, spark, prefix, t
     config = write_config(
         tmp_path / "mm2.properties",
         clusters,
-        f"a->b.enabled = true\nb->a.enabled = true\ntopics = {prefix}.*, b\\.{prefix}.*\nsync.group.offsets.enabled = true\n"
+        f"a->b.enabled = true\nb->a.enabled = true\ntopics = {prefix}.*, b\\.{prefix}.*\n"
+        "sync.group.offsets.enabled = true\n"
         "heartbeats.replication.enabled = false",  # other tests' heartbeats on the shared b stay there
     )
     replicate(config, spark, "b->a", max_records=8)

@@ -38,7 +38,7 @@ def isolated(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
     try:
         with ThreadPoolExecutor(len(BROKERS)) as pool:
             started = pool.map(lambda name: start_broker(name, free_port(), home=test_home), BROKERS.values())
-            yield dict(zip(BROKERS, started))
+            yield dict(zip(BROKERS, started, strict=True))
     finally:
         for name in BROKERS.values():
             stop_broker(name, home=test_home)
@@ -67,7 +67,7 @@ def test_heartbeat_is_written_in_mm2_format_to_a_compacted_topic(isolated, tmp_p
         emission = store.heartbeat_emission(flow.name)
     heartbeat = report.heartbeat
     assert heartbeat is not None and (heartbeat.source_alias, heartbeat.target_alias) == ("a", "b")
-    offset, record = read_partition(b, "heartbeats", 0)[-1]
+    _, record = read_partition(b, "heartbeats", 0)[-1]
     assert record.key == kafka_string("a") + kafka_string("b")
     assert record.value == struct.pack(">hq", 0, heartbeat.timestamp)
     assert record.timestamp == heartbeat.timestamp

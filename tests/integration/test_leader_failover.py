@@ -237,7 +237,7 @@ def test_source_leader_killed_mid_batch(source3, clusters, prefix, tmp_path):
         assert len(target) == len(source), (
             f"partition {p}: {len(target)} records on the target, {len(source)} on the source"
         )
-        mismatch = next((i for i, (s, t) in enumerate(zip(source, target)) if s != t), None)
+        mismatch = next((i for i, (s, t) in enumerate(zip(source, target, strict=True)) if s != t), None)
         assert mismatch is None, (
             f"partition {p} differs first at index {mismatch}: source {source[mismatch]}, target {target[mismatch]}"
         )

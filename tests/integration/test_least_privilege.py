@@ -233,7 +233,9 @@ def login_as(guarded: dict[str, LocalBroker], user: str, password: str) -> None:
         admin = AdminClient(broker.client_config(ADMIN[0]))
         for future in admin.alter_user_scram_credentials([upsert]).values():
             future.result()
-        wait_until(lambda: can_log_in(broker, User(user, password)), 30, f"{user} to log in to {broker.name}")
+        wait_until(
+            lambda broker=broker: can_log_in(broker, User(user, password)), 30, f"{user} to log in to {broker.name}"
+        )
 
 
 def can_log_in(broker: LocalBroker, user: User) -> bool:
@@ -299,7 +301,8 @@ def test_each_missing_acl_is_named_with_its_resource_and_operations(
         if result.returncode != 0:
             break
     assert result.returncode == 1, f"every verb succeeded without {missing}"
-    acl = f"{', '.join(missing['operations'])} on {missing['resource_type']} {missing['pattern_type']} '{missing['name']}'"
+    operations = ", ".join(missing["operations"])
+    acl = f"{operations} on {missing['resource_type']} {missing['pattern_type']} '{missing['name']}'"
     assert f"refuses User:{user} access to {missing['resource_type']} '" in result.stderr, result.stderr
     assert f"grant {acl}" in result.stderr, result.stderr
 

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -635,7 +636,7 @@ def test_exactly_one_of_concurrent_contenders_acquires_a_free_or_expired_lease(
         won, busy = contend(db_url, 6, ttl_seconds=ttl)
         assert won and len(won) + len(busy) == 6, f"round {round_}: {len(won)} won, {len(busy)} busy"
         won.sort(key=lambda lease: lease.acquired_at)
-        for earlier, later in zip(won, won[1:]):
+        for earlier, later in pairwise(won):
             assert later.acquired_at >= earlier.expires_at, f"round {round_}: {earlier} and {later} overlap"
         assert store.flow_lease(LEASE_FLOW).holder == won[-1].holder
         assert all(error.current is not None and error.current.holder in {w.holder for w in won} for error in busy)
@@ -750,9 +751,11 @@ def test_a_dead_holder_on_this_machine_is_taken_over_at_once(store: MetadataStor
     holder = subprocess.Popen([sys.executable, "-c", HOLD_AND_SLEEP, db_url], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        with pytest.raises(FlowBusyError, match=r"\(holder holder that dies, since "):
-            with store.hold_flow(LEASE_FLOW, holder_name("while alive")):
-                pass
+        with (
+            pytest.raises(FlowBusyError, match=r"\(holder holder that dies, since "),
+            store.hold_flow(LEASE_FLOW, holder_name("while alive")),
+        ):
+            pass
     finally:
         holder.kill()
         holder.wait()
@@ -874,7 +877,7 @@ def test_runs_that_later_batches_continue_exactly_are_extended_and_translate_as_
             copied_runs(0, r.upstream_start, r.upstream_end, r.downstream_start),
             copied_runs(1, m.upstream_start, m.upstream_end, m.downstream_start),
         )
-        for r, m in zip(exact, marked)
+        for r, m in zip(exact, marked, strict=True)
     ]
 
     assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 50, 100)]
@@ -1029,8 +1032,10 @@ def assert_at_or_before(
     exact position through ``exact_runs`` (not yet when it is not yet), both ways, and exactly from ``tail`` on."""
     folded = translations(store, 0, upto, 0, 0, FOLD_STEP)
     exact = [positions[::FOLD_STEP] for positions in listed_translations(exact_runs, cursor, upto)]
-    for pairs, exact_from in zip(zip(folded, exact), (tail.upstream_start, tail.downstream_start)):
-        for offset, got, want in zip(range(0, upto, FOLD_STEP), *pairs):
+    for pairs, exact_from in zip(
+        zip(folded, exact, strict=True), (tail.upstream_start, tail.downstream_start), strict=True
+    ):
+        for offset, got, want in zip(range(0, upto, FOLD_STEP), *pairs, strict=True):
             assert got == want if want is None or offset >= exact_from else got is not None and got <= want, offset
 
 

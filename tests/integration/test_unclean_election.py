@@ -179,9 +179,11 @@ def test_fail_policy_stops_the_truncated_partition_until_reset(source3, clusters
         with opened(config) as (flow, store):
             cursor = store.cursor_states(flow.name)[PartitionKey(topic, 0)]
             assert (cursor.next_offset, cursor.leader_epoch) == (150, 0)
-            with RangeReader(flow.source_client("consumer"), topic, 0, 150, 180, cursor.leader_epoch) as reader:
-                with pytest.raises(ReplicationFailure, match="diverged at offset 100, below offset 150"):
-                    list(reader.messages())
+            with (
+                RangeReader(flow.source_client("consumer"), topic, 0, 150, 180, cursor.leader_epoch) as reader,
+                pytest.raises(ReplicationFailure, match="diverged at offset 100, below offset 150"),
+            ):
+                list(reader.messages())
 
         run = cli("replicate", str(config), "--flow", "a->b")
         assert run.returncode == 1

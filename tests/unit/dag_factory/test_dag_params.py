@@ -30,7 +30,7 @@ def test_crons_become_cron_data_intervals():
 
 @pytest.mark.parametrize("value", ["every minute", "0m", "61 * * * *", ""])
 def test_bad_schedules_name_the_key(value):
-    with pytest.raises(ConfigError, match="airmirror.schedule"):
+    with pytest.raises(ConfigError, match=r"airmirror\.schedule"):
         parse_schedule(value, line=3)
 
 

@@ -12,11 +12,11 @@ from airmirror.dag_factory.assets import TopicCopy
 from airmirror.dag_factory.xcoms import BatchCopied, LiveCopied, PlannedRun, RunRecorded
 from airmirror.kafka.topics import TopicMapping
 from airmirror.model import (
+    JsonShapeError,
     PartitionVerification,
     RangeCopied,
     Verdict,
     Verification,
-    JsonShapeError,
     from_json,
     json_object,
     to_json,

@@ -47,7 +47,7 @@ def test_an_exact_copy_is_equal_with_equal_digests():
 
 
 def test_a_record_written_into_the_target_is_extra_at_its_target_offset():
-    result = compare(SOURCE, shifted(SOURCE, 100) + [record(110, "intruder")])
+    result = compare(SOURCE, [*shifted(SOURCE, 100), record(110, "intruder")])
     assert (result.verdict, result.first_offset, result.extra) == (Verdict.EXTRA, 110, 1)
 
 
@@ -128,7 +128,7 @@ FOLDED = [OffsetRun(0, 10, 100, 112, 10)]
 
 def copied(source: list[Record], offsets=COPY_OFFSETS) -> list[Record]:
     """The copies of ``source`` at target ``offsets`` (in order)."""
-    return [Record(o, r.key, r.value, r.headers, r.timestamp) for r, o in zip(source, offsets)]
+    return [Record(o, r.key, r.value, r.headers, r.timestamp) for r, o in zip(source, offsets, strict=True)]
 
 
 def test_a_folded_run_whose_sides_hold_every_record_is_equal():
@@ -167,7 +167,7 @@ def test_a_copy_dropped_in_the_middle_of_a_folded_run_is_missing_at_its_source_o
 
 
 def test_a_record_written_into_a_folded_run_is_extra_at_its_target_offset():
-    target = sorted(copied(SOURCE) + [record(107, "intruder")], key=lambda r: r.offset)
+    target = sorted([*copied(SOURCE), record(107, "intruder")], key=lambda r: r.offset)
 
     result = compare(SOURCE, target, FOLDED)
 
@@ -233,7 +233,7 @@ def test_a_source_log_start_inside_a_contiguous_folded_run_is_pinned_by_its_offs
 
     result = compare(SOURCE[3:], copied(SOURCE), FOLDED, lost=lost)
     shifted_content = compare(
-        SOURCE[3:], copied(SOURCE[1:] + [record(10, "k10")]), FOLDED, lost=Lost("source", 0, 3, 10**9)
+        SOURCE[3:], copied([*SOURCE[1:], record(10, "k10")]), FOLDED, lost=Lost("source", 0, 3, 10**9)
     )
 
     assert (result.verdict, result.first_offset, lost.records) == (Verdict.MISSING, 0, 3)

@@ -75,6 +75,6 @@ def test_the_walk_skips_source_holes_and_counts_mm2s_re_copies():
 
 def test_a_target_record_that_is_no_copy_fails_the_walk_naming_its_offset():
     source = records(range(5))
-    target = copies(source[:2], 0) + [Record(2, b"intruder", b"v", (), 1)]
-    with pytest.raises(ReplicationFailure, match="a.t-0 offset 2 holds a record that is no copy"):
+    target = [*copies(source[:2], 0), Record(2, b"intruder", b"v", (), 1)]
+    with pytest.raises(ReplicationFailure, match=r"a\.t-0 offset 2 holds a record that is no copy"):
         follow_tail("a.t-0", iter(source), target)

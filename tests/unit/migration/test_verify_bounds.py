@@ -29,6 +29,7 @@ SAME = Topics(
     recorded_target_id="T1",
 )
 WEEK = Retention(7 * 86_400_000, -1)
+NO_HORIZONS = Horizons(None, None)
 STOP = Stop("orders", None, "remote topic a.orders was deleted", datetime(2026, 11, 26, tzinfo=UTC))
 
 
@@ -67,7 +68,7 @@ def test_records_below_a_cursor_that_no_run_maps_cannot_be_proven():
 RUNS = [OffsetRun(0, 100, 0)]
 
 
-def bounds(source: PartitionOffsets, target: PartitionOffsets, horizons=Horizons(None, None), retention=(WEEK, WEEK)):
+def bounds(source: PartitionOffsets, target: PartitionOffsets, horizons=NO_HORIZONS, retention=(WEEK, WEEK)):
     return compared_bounds(RUNS, 100, source, target, retention, horizons)
 
 
@@ -167,9 +168,7 @@ def test_a_side_still_holding_its_retention_bytes_excuses_what_it_lost():
 FOLDED = [OffsetRun(0, 50, 0, 60, 50), OffsetRun(50, 100, 60, 120, 50)]
 
 
-def folded_bounds(
-    source: PartitionOffsets, target: PartitionOffsets, horizons=Horizons(None, None), retention=(WEEK, WEEK)
-):
+def folded_bounds(source: PartitionOffsets, target: PartitionOffsets, horizons=NO_HORIZONS, retention=(WEEK, WEEK)):
     return compared_bounds(FOLDED, 100, source, target, retention, horizons)
 
 

@@ -41,9 +41,11 @@ def test_a_read_only_open_of_a_missing_file_creates_nothing(tmp_path: Path):
 def test_a_read_only_open_never_migrates(tmp_path: Path):
     empty = tmp_path / "metadata.db"
     sqlite3.connect(empty).close()
-    with MetadataStore.open_read_only(f"sqlite:///{empty}") as store:
-        with pytest.raises(SchemaNotCurrentError, match="no schema yet") as raised:
-            store.check_schema()
+    with (
+        MetadataStore.open_read_only(f"sqlite:///{empty}") as store,
+        pytest.raises(SchemaNotCurrentError, match="no schema yet") as raised,
+    ):
+        store.check_schema()
     assert raised.value.revision is None
     assert tables(empty) == []
 

@@ -45,7 +45,8 @@ def test_fewer_ranges_than_slots_gives_one_task_per_range_and_the_spread_is_dete
 def flow(tmp_path: Path):
     path = tmp_path / "mm2.properties"
     path.write_text(
-        "clusters = us, dr\nus.bootstrap.servers = 127.0.0.1:1\ndr.bootstrap.servers = 127.0.0.1:2\nus->dr.enabled = true\n"
+        "clusters = us, dr\nus.bootstrap.servers = 127.0.0.1:1\ndr.bootstrap.servers = 127.0.0.1:2\n"
+        "us->dr.enabled = true\n"
     )
     return load_config(path, env={}).flow("us->dr")
 

@@ -112,7 +112,7 @@ def test_unset_client_settings_take_the_limit_silently(caplog: pytest.LogCapture
 @pytest.mark.parametrize("value", ["lots", "-5", "1.5", "\u00b2"])
 def test_a_setting_from_a_connection_that_is_not_an_integer_is_refused_naming_it(value: str) -> None:
     """An Airflow connection's extra is resolved at run time, past load-time validation: bounded checks it."""
-    with pytest.raises(InputError, match="b.producer setting queue.buffering.max.kbytes") as error:
+    with pytest.raises(InputError, match=r"b\.producer setting queue\.buffering\.max\.kbytes") as error:
         bounded({"queue.buffering.max.kbytes": value}, {"queue.buffering.max.kbytes": 1000}, "b.producer")
     assert error.value.exit_code == 2
 
