@@ -4,10 +4,8 @@ nothing, and the final recording commits the batch with its totals."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -22,27 +20,6 @@ FLOW = "a->b"
 TOPIC = "orders"
 REMOTE = "a.orders"
 BYTES_PER_RECORD = 10
-
-
-@pytest.fixture(scope="module")
-def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated store file, copied by each test (migrating is most of a test's time)."""
-    path = tmp_path_factory.mktemp("streams") / "metadata.db"
-    MetadataStore.open(f"sqlite:///{path}").dispose()
-    return path
-
-
-@pytest.fixture
-def db(tmp_path: Path, migrated: Path) -> Path:
-    path = tmp_path / "metadata.db"
-    shutil.copyfile(migrated, path)
-    return path
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[MetadataStore]:
-    with MetadataStore.open(f"sqlite:///{db}") as opened:  # already migrated: open's migration is a no-op
-        yield opened
 
 
 def key(partition: int) -> PartitionKey:
@@ -244,10 +221,12 @@ def test_a_bad_delta_is_refused_and_nothing_is_written(
     assert only_batch(store).state is BatchState.RUNNING
 
 
-def test_a_cursor_moved_under_the_batch_makes_the_recording_stale(store: MetadataStore, db: Path):
+def test_a_cursor_moved_under_the_batch_makes_the_recording_stale(store: MetadataStore, store_url: str):
     batch_id = begin_stream(store, [empty(0, 0), empty(1, 10)])
     store.record_stream(batch_id, [delta(0, 0, 5, OffsetRun(0, 5, 100))])
-    with sqlite3.connect(db) as connection:  # another writer, outside the store's contracts
+    with sqlite3.connect(
+        store_url.removeprefix("sqlite:///")
+    ) as connection:  # another writer, outside the store's contracts
         connection.execute(f"UPDATE {cursors.name} SET next_offset = 7 WHERE topic = ? AND partition = 0", (TOPIC,))
     recorded = store.stream_recorded(batch_id)
 
