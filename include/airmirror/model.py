@@ -388,7 +388,7 @@ class BatchRecord:
     state: BatchState
     created_at: datetime
     finished_at: datetime | None
-    params: dict[str, Any]
+    params: JsonObject
     ranges: list[PlannedRange]
     records: int | None
     bytes: int | None

@@ -78,17 +78,33 @@ INCURABLE = (InputError, AccessDenied, TopicsStopped, FlowBusyError)
 """Failures no retry cures: bad input, a missing ACL, stopped topics, a flow held (or taken over) by another run."""
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ContinuousReport:
-    """What a continuous run did: committed batches, records and bytes, and why it ended."""
+    """What a continuous run did: committed batches, records and bytes, and why it ended (the spark-submit
+    app prints it as JSON, :mod:`airmirror.replication.spark.entry`)."""
+
+    batches: int
+    records: int
+    bytes: int
+    seconds: float
+    stopped_by: str
+    idle_rounds: int
+    retries: int
+
+
+@dataclass
+class Tally:
+    """What a continuous run has done so far (the :class:`ContinuousReport` it ends with)."""
 
     batches: int = 0
     records: int = 0
     bytes: int = 0
-    seconds: float = 0.0
-    stopped_by: str = ""
     idle_rounds: int = 0
     retries: int = 0
+
+    def copied(self, summary: BatchSummary) -> None:
+        self.records += summary.records
+        self.bytes += summary.bytes
 
 
 class Retries:
@@ -171,7 +187,7 @@ def replicate_continuously(
         raise InputError("a dry run plans one batch: it cannot run continuously")
     started = time.monotonic()
     deadline = None if duration is None else started + duration.total_seconds()
-    report = ContinuousReport()
+    tally = Tally()
     retries = Retries()
     streaming = options.until_ms is None and options.max_records is None
     with (
@@ -189,30 +205,36 @@ def replicate_continuously(
                     summary = None
                 elif planned.stream:
                     summary = stream_round(
-                        flow, store, planned, spark_factory(), deadline, stop, topics, lease, report, on_batch
+                        flow, store, planned, spark_factory(), deadline, stop, topics, lease, tally, on_batch
                     )
                 else:
                     summary = copy_and_record(flow, store, planned, spark_factory, lease)
             except INCURABLE:
                 raise
             except (ReplicationFailure, KafkaException) as error:
-                report.retries += 1
+                tally.retries += 1
                 stop.wait(retries.failed(error))
                 continue
             retries.succeeded()
             if summary is None:
-                report.idle_rounds += 1
+                tally.idle_rounds += 1
                 stop.wait(IDLE_WAIT_S)
                 continue
-            report.batches += 1
+            tally.batches += 1
             if planned.stream:
                 continue
-            report.records += summary.records
-            report.bytes += summary.bytes
+            tally.copied(summary)
             if on_batch is not None and summary.records:
                 on_batch(summary)
-    report.stopped_by = STOPPED_BY_SIGNAL if stop.is_set() else STOPPED_BY_DURATION
-    report.seconds = time.monotonic() - started
+    report = ContinuousReport(
+        batches=tally.batches,
+        records=tally.records,
+        bytes=tally.bytes,
+        seconds=time.monotonic() - started,
+        stopped_by=STOPPED_BY_SIGNAL if stop.is_set() else STOPPED_BY_DURATION,
+        idle_rounds=tally.idle_rounds,
+        retries=tally.retries,
+    )
     raise_for_stops(flow, store)
     return report
 
@@ -261,7 +283,7 @@ def stream_round(
     stop: threading.Event,
     topics: TopicSync,
     lease: FlowLease,
-    report: ContinuousReport,
+    tally: Tally,
     on_batch: Callable[[BatchSummary], None] | None,
 ) -> BatchSummary:
     """Rule 10: one stream batch, until the run's deadline, the stream window, a stop, or a topic change."""
@@ -270,8 +292,7 @@ def stream_round(
 
     def recorded(deltas: list[RangeResult]) -> None:
         summary = BatchSummary(batch_id, deltas)
-        report.records += summary.records
-        report.bytes += summary.bytes
+        tally.copied(summary)
         if on_batch is not None and summary.records:
             on_batch(summary)
 

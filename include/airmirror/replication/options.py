@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airmirror.errors import InputError
+from airmirror.model import JsonObject
 
 START_KEYWORDS = ("stored", "earliest", "latest")
 
@@ -33,8 +34,8 @@ class BatchOptions:
     start_ms: int | None = None
     reset_cursor: bool = False
 
-    def params(self) -> dict[str, Any]:
-        """The options a stored batch records (everything but ``dry_run``, which stores nothing)."""
+    def params(self) -> JsonObject:
+        """The options a stored batch records as JSON (everything but ``dry_run``, which stores nothing)."""
         return {
             "max_records": self.max_records,
             "until_ms": self.until_ms,
