@@ -46,10 +46,10 @@ def test_anchor_is_trusted_only_when_it_matches_its_offset():
 
 
 def test_runs_split_into_bounded_records_that_round_trip():
-    runs = [OffsetRun(i * 3, i * 3 + 2, 1000 + i * 2) for i in range(RUNS_PER_RECORD * 2 + 5)]
+    runs = [OffsetRun(i * 3, i * 3 + 2, 1000 + i * 2) for i in range(RUNS_PER_RECORD + 5)]
     parts = runs_parts(7, 4, runs)
-    assert [len(p.runs) for p in parts] == [RUNS_PER_RECORD, RUNS_PER_RECORD, 5]
-    assert [p.part for p in parts] == [0, 1, 2]
+    assert [len(p.runs) for p in parts] == [RUNS_PER_RECORD, 5]
+    assert [p.part for p in parts] == [0, 1]
     for part in parts:
         value = encode_runs(part)
         assert len(value) < 4 * 1024 * 1024
