@@ -127,7 +127,7 @@ def next_record_timestamps(
 
 def divergence_points(
     consumer_config: Mapping[str, Any],
-    cursors: Mapping[PartitionKey, tuple[int, int]],
+    cursors: Mapping[PartitionKey, tuple[int, int | None]],
     timeout: float = NEXT_RECORD_TIMEOUT_S,
 ) -> dict[PartitionKey, int]:
     """Where the source log diverged below a cursor: for each ``(cursor, leader epoch of the record before
@@ -137,8 +137,10 @@ def divergence_points(
     leader (KIP-320 OffsetForLeaderEpoch) before fetching.  When the leader's log ends that epoch below the
     cursor, librdkafka moves the position to that end offset (``auto.offset.reset`` is not ``error``), and the
     first record or end-of-partition it reports is there: that offset is the divergence point.  A position
-    reported at or above the cursor validated.  A partition that reports nothing in time is left out: its
-    range read validates again, and fails rather than read past a truncation.  Read-only.
+    reported at or above the cursor validated.  A cursor whose epoch is unknown (``None``) is assigned without
+    one, so the leader does not validate it: only a cursor past the end of the log is then reported, at the log
+    start where librdkafka moves it.  A partition that reports nothing in time is left out: its range read validates
+    again, and fails rather than read past a truncation.  Read-only.
     """
     firsts = first_reads(consumer_config, cursors, timeout)
     return {key: read.offset for key, read in firsts.items() if read.offset < cursors[key][0]}
