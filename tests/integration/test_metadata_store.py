@@ -86,18 +86,22 @@ def store(db_url: str) -> Iterator[MetadataStore]:
 
 
 def planned(partition: int, start: int, end: int, *, gap_start: int | None = None) -> PlannedRange:
-    return PlannedRange(TOPIC, partition, start, end, remote_topic=f"primary.{TOPIC}", gap_start=gap_start)
+    return PlannedRange(
+        topic=TOPIC, partition=partition, start=start, end=end, remote_topic=f"primary.{TOPIC}", gap_start=gap_start
+    )
 
 
 def copied(plan: PlannedRange, downstream_start: int = 0) -> RangeResult:
     """The result of copying the whole range as one contiguous run."""
     if plan.size == 0:
-        return RangeResult(plan.topic, plan.partition, plan.start, plan.end, records=0, bytes=0)
+        return RangeResult(
+            topic=plan.topic, partition=plan.partition, start=plan.start, end=plan.end, records=0, bytes=0
+        )
     return RangeResult(
-        plan.topic,
-        plan.partition,
-        plan.start,
-        plan.end,
+        topic=plan.topic,
+        partition=plan.partition,
+        start=plan.start,
+        end=plan.end,
         records=plan.size,
         bytes=plan.size * 100,
         runs=(OffsetRun(plan.start, plan.end, downstream_start),),
@@ -190,10 +194,10 @@ def test_begin_and_commit_move_cursors_and_record_offset_syncs(store: MetadataSt
         batch_id,
         [
             RangeResult(
-                TOPIC,
-                0,
-                0,
-                10,
+                topic=TOPIC,
+                partition=0,
+                start=0,
+                end=10,
                 records=8,
                 bytes=800,
                 runs=(OffsetRun(0, 4, 100), OffsetRun(6, 10, 104)),
@@ -229,7 +233,22 @@ def test_begin_and_commit_move_cursors_and_record_offset_syncs(store: MetadataSt
 def test_find_offset_run_returns_the_run_containing_or_following_an_offset(store: MetadataStore) -> None:
     batch_id = store.begin_batch(FLOW, [planned(0, 0, 20)], {})
     runs = (OffsetRun(0, 4, 100), OffsetRun(6, 10, 104))
-    store.commit_batch(batch_id, [RangeResult(TOPIC, 0, 0, 20, 8, 800, runs, 100, 108)])
+    store.commit_batch(
+        batch_id,
+        [
+            RangeResult(
+                topic=TOPIC,
+                partition=0,
+                start=0,
+                end=20,
+                records=8,
+                bytes=800,
+                runs=runs,
+                downstream_start=100,
+                downstream_end=108,
+            )
+        ],
+    )
 
     assert store.find_offset_run(FLOW, key(0), 0) == runs[0]
     assert store.find_offset_run(FLOW, key(0), 3) == runs[0]
@@ -319,7 +338,11 @@ def test_a_range_planned_from_below_the_log_start_expects_the_old_cursor(store: 
 
 
 def test_unfinished_batch_returns_the_planned_ranges(store: MetadataStore) -> None:
-    plan = [planned(0, 3, 10), planned(1, 40, 45, gap_start=12), PlannedRange("payments", 0, 0, 0, "primary.payments")]
+    plan = [
+        planned(0, 3, 10),
+        planned(1, 40, 45, gap_start=12),
+        PlannedRange(topic="payments", partition=0, start=0, end=0, remote_topic="primary.payments"),
+    ]
     params = {"max_records": 1000, "topics": ["orders", "payments"], "dry_run": False}
     batch_id = store.begin_batch(FLOW, plan, params)
 
@@ -362,7 +385,17 @@ def test_fail_batch_keeps_the_reason_and_leaves_cursors_alone(store: MetadataSto
         pytest.param([copied(planned(0, 10, 21)), copied(planned(1, 0, 5))], id="beyond-plan"),
         pytest.param(
             [
-                RangeResult(TOPIC, 0, 10, 20, 10, 1000, (OffsetRun(10, 15, 0), OffsetRun(14, 20, 5)), 0, 11),
+                RangeResult(
+                    topic=TOPIC,
+                    partition=0,
+                    start=10,
+                    end=20,
+                    records=10,
+                    bytes=1000,
+                    runs=(OffsetRun(10, 15, 0), OffsetRun(14, 20, 5)),
+                    downstream_start=0,
+                    downstream_end=11,
+                ),
                 copied(planned(1, 0, 5)),
             ],
             id="overlapping-runs",
@@ -496,8 +529,18 @@ def test_a_verification_is_stored_whole_and_the_newest_is_read_back(store: Metad
 
 def test_a_takeover_is_one_committed_batch_with_its_runs_and_mm2_syncs(store: MetadataStore) -> None:
     key = PartitionKey("orders", 0)
-    plan = PlannedRange("orders", 0, 0, 120, "a.orders")
-    result = RangeResult("orders", 0, 0, 120, 20, 0, (OffsetRun(100, 120, 100),), 100, 120)
+    plan = PlannedRange(topic="orders", partition=0, start=0, end=120, remote_topic="a.orders")
+    result = RangeResult(
+        topic="orders",
+        partition=0,
+        start=0,
+        end=120,
+        records=20,
+        bytes=0,
+        runs=(OffsetRun(100, 120, 100),),
+        downstream_start=100,
+        downstream_end=120,
+    )
     syncs = [OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 100, 100)]
 
     batch_id = store.record_takeover("a->b", [plan], [result], syncs, {"takeover": "mm2"})
@@ -800,15 +843,15 @@ def copied_runs(partition: int, start: int, end: int, downstream_start: int) -> 
     """The result of copying ``[start, end)`` of ``partition`` as one run from ``downstream_start``."""
     size = end - start
     return RangeResult(
-        TOPIC,
-        partition,
-        start,
-        end,
-        size,
-        size * 100,
-        (OffsetRun(start, end, downstream_start),),
-        downstream_start,
-        downstream_start + size,
+        topic=TOPIC,
+        partition=partition,
+        start=start,
+        end=end,
+        records=size,
+        bytes=size * 100,
+        runs=(OffsetRun(start, end, downstream_start),),
+        downstream_start=downstream_start,
+        downstream_end=downstream_start + size,
     )
 
 
@@ -1018,7 +1061,17 @@ def three_chunk_batch(partition: int, upstream: int, downstream: int) -> RangeRe
         OffsetRun(upstream + 4, upstream + 7, downstream + 4),
         OffsetRun(upstream + 8, upstream + 10, downstream + 8),
     )
-    return RangeResult(TOPIC, partition, upstream, upstream + 10, 8, 800, runs, downstream, downstream + 10)
+    return RangeResult(
+        topic=TOPIC,
+        partition=partition,
+        start=upstream,
+        end=upstream + 10,
+        records=8,
+        bytes=800,
+        runs=runs,
+        downstream_start=downstream,
+        downstream_end=downstream + 10,
+    )
 
 
 FOLD_STEP = 3
@@ -1044,7 +1097,20 @@ def test_old_runs_fold_to_a_bounded_count_and_translate_at_or_before_the_exact_p
 ) -> None:
     walked = (OffsetRun(10, 15, 10), OffsetRun(15, 20, 16))  # the takeover's walk of MM2's tail
     syncs = [OffsetSync(TOPIC, 0, 0, 0), OffsetSync(TOPIC, 0, 10, 10)]
-    results = [RangeResult(TOPIC, 0, 0, 20, 10, 0, walked, 10, 21), RangeResult(TOPIC, 1, 0, 20, 0, 0)]
+    results = [
+        RangeResult(
+            topic=TOPIC,
+            partition=0,
+            start=0,
+            end=20,
+            records=10,
+            bytes=0,
+            runs=walked,
+            downstream_start=10,
+            downstream_end=21,
+        ),
+        RangeResult(topic=TOPIC, partition=1, start=0, end=20, records=0, bytes=0),
+    ]
     store.record_takeover(FLOW, [planned(0, 0, 20), planned(1, 0, 20)], results, syncs, {"takeover": "mm2"})
     for i in range(100):
         commit(store, three_chunk_batch(0, 20 + 10 * i, 22 + 11 * i), three_chunk_batch(1, 20 + 10 * i, 11 * i))
@@ -1065,7 +1131,13 @@ def test_old_runs_fold_to_a_bounded_count_and_translate_at_or_before_the_exact_p
     folded = runs[2 + 3]  # a truncation of the source log inside a folded run cuts it, keeping it at or before
     truncated_at = folded.upstream_start + 40
     plan = PlannedRange(
-        TOPIC, 0, truncated_at, truncated_at + 10, f"primary.{TOPIC}", reset_from=1020, truncated_at=truncated_at
+        topic=TOPIC,
+        partition=0,
+        start=truncated_at,
+        end=truncated_at + 10,
+        remote_topic=f"primary.{TOPIC}",
+        reset_from=1020,
+        truncated_at=truncated_at,
     )
     store.commit_batch(store.begin_batch(FLOW, [plan], {}), [three_chunk_batch(0, truncated_at, upto)])
     cut_runs = store.offset_runs(FLOW, key(0))

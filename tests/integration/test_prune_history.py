@@ -29,8 +29,18 @@ def two_run_batch(topic: str, remote: str, batch: int) -> tuple[PlannedRange, Ra
     start, downstream = 10 * batch, 11 * batch
     runs = (OffsetRun(start, start + 5, downstream), OffsetRun(start + 6, start + 10, downstream + 6))
     return (
-        PlannedRange(topic, 0, start, start + 10, remote),
-        RangeResult(topic, 0, start, start + 10, 9, 900, runs, downstream, downstream + 11),
+        PlannedRange(topic=topic, partition=0, start=start, end=start + 10, remote_topic=remote),
+        RangeResult(
+            topic=topic,
+            partition=0,
+            start=start,
+            end=start + 10,
+            records=9,
+            bytes=900,
+            runs=runs,
+            downstream_start=downstream,
+            downstream_end=downstream + 11,
+        ),
     )
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.replication.resume import Unfinishable, sort_unfinishable
 
-X = PlannedRange("x", 0, 0, 100, "a.x", source_topic_id="idx")
-Y = PlannedRange("y", 0, 0, 100, "a.y", source_topic_id="idy")
-Y1 = PlannedRange("y", 1, 0, 100, "a.y", source_topic_id="idy")
+X = PlannedRange(topic="x", partition=0, start=0, end=100, remote_topic="a.x", source_topic_id="idx")
+Y = PlannedRange(topic="y", partition=0, start=0, end=100, remote_topic="a.y", source_topic_id="idy")
+Y1 = PlannedRange(topic="y", partition=1, start=0, end=100, remote_topic="a.y", source_topic_id="idy")
 IDS = {"x": "idx", "y": "idy"}
 
 
@@ -39,6 +39,6 @@ def test_a_gone_or_recreated_source_topic_ends_where_its_copy_got_to_or_drops_ou
 
 
 def test_a_range_planned_without_a_topic_id_drops_out_only_when_its_topic_is_gone():
-    unknown = PlannedRange("y", 0, 0, 100, "a.y")
+    unknown = PlannedRange(topic="y", partition=0, start=0, end=100, remote_topic="a.y")
     assert sort_unfinishable([unknown], {}, {"y"}, {"y"}, {"y": "idy"}) == Unfinishable()
     assert sort_unfinishable([unknown], {}, {"y"}, {"y"}, {"y": None}) == Unfinishable(dropped={PartitionKey("y", 0)})

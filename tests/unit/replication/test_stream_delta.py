@@ -37,7 +37,17 @@ def runs(chunk: int, part: int, *runs: OffsetRun) -> RunsRecord:
     return RunsRecord(BATCH, chunk, part, runs)
 
 
-RECORDED = RangeResult(TOPIC, 0, 0, 10, 10, 100, downstream_start=100, downstream_end=110, end_epoch=2)
+RECORDED = RangeResult(
+    topic=TOPIC,
+    partition=0,
+    start=0,
+    end=10,
+    records=10,
+    bytes=100,
+    downstream_start=100,
+    downstream_end=110,
+    end_epoch=2,
+)
 """The DB recorded ``[0, 10)``: ten records at downstream 100..109."""
 
 
@@ -52,13 +62,13 @@ def test_the_delta_holds_the_runs_above_the_recorded_end_merged_across_chunks_an
     got = stream_delta(RECORDED, progress(position=26, records=23, size=230, downstream_position=126), records)
 
     assert got == RangeResult(
-        TOPIC,
-        0,
-        10,
-        26,
-        13,
-        130,
-        (OffsetRun(10, 16, 111), OffsetRun(16, 20, 118), OffsetRun(22, 25, 123)),
+        topic=TOPIC,
+        partition=0,
+        start=10,
+        end=26,
+        records=13,
+        bytes=130,
+        runs=(OffsetRun(10, 16, 111), OffsetRun(16, 20, 118), OffsetRun(22, 25, 123)),
         downstream_start=111,
         downstream_end=126,
         end_epoch=4,
@@ -95,11 +105,22 @@ def test_a_position_only_move_has_no_downstream_end():
         [runs(1, 0, OffsetRun(0, 10, 100))],
     )
 
-    assert got == RangeResult(TOPIC, 0, 10, 18, 0, 0, (), downstream_start=None, downstream_end=None, end_epoch=4)
+    assert got == RangeResult(
+        topic=TOPIC,
+        partition=0,
+        start=10,
+        end=18,
+        records=0,
+        bytes=0,
+        runs=(),
+        downstream_start=None,
+        downstream_end=None,
+        end_epoch=4,
+    )
 
 
 def test_the_first_delta_of_a_range_starts_at_its_start():
-    nothing = RangeResult(TOPIC, 0, 40, 40, 0, 0)
+    nothing = RangeResult(topic=TOPIC, partition=0, start=40, end=40, records=0, bytes=0)
 
     got = stream_delta(
         nothing,
@@ -108,5 +129,14 @@ def test_the_first_delta_of_a_range_starts_at_its_start():
     )
 
     assert got == RangeResult(
-        TOPIC, 0, 40, 43, 3, 30, (OffsetRun(40, 43, 0),), downstream_start=0, downstream_end=3, end_epoch=None
+        topic=TOPIC,
+        partition=0,
+        start=40,
+        end=43,
+        records=3,
+        bytes=30,
+        runs=(OffsetRun(40, 43, 0),),
+        downstream_start=0,
+        downstream_end=3,
+        end_epoch=None,
     )

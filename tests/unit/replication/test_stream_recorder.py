@@ -47,7 +47,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
 
 @pytest.fixture
 def recorder(tmp_path: Path) -> Iterator[StreamRecorder]:
-    ranges = [PlannedRange(TOPIC, p, 0, 0, f"a.{TOPIC}") for p in range(2)]
+    ranges = [PlannedRange(topic=TOPIC, partition=p, start=0, end=0, remote_topic=f"a.{TOPIC}") for p in range(2)]
     with MetadataStore.open(f"sqlite:///{tmp_path / 'metadata.db'}") as store:
         batch_id = store.begin_batch(FLOW, ranges, {"trigger": "test", STREAM_PARAM: True})
         yield StreamRecorder(None, store, batch_id, ranges, None, None)  # type: ignore[arg-type]  # the stand-ins need no flow
@@ -55,7 +55,15 @@ def recorder(tmp_path: Path) -> Iterator[StreamRecorder]:
 
 def delta(partition: int, start: int, end: int) -> RangeResult:
     return RangeResult(
-        TOPIC, partition, start, end, end - start, 10 * (end - start), (OffsetRun(start, end, start),), start, end
+        topic=TOPIC,
+        partition=partition,
+        start=start,
+        end=end,
+        records=end - start,
+        bytes=10 * (end - start),
+        runs=(OffsetRun(start, end, start),),
+        downstream_start=start,
+        downstream_end=end,
     )
 
 

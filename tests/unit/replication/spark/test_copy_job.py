@@ -12,7 +12,10 @@ from airmirror.replication.spark.progress import attempt_ids
 
 
 def ranges(*sizes: int) -> list[PlannedRange]:
-    return [PlannedRange(f"t{i % 3}", i, 100, 100 + size, f"a.t{i % 3}") for i, size in enumerate(sizes)]
+    return [
+        PlannedRange(topic=f"t{i % 3}", partition=i, start=100, end=100 + size, remote_topic=f"a.t{i % 3}")
+        for i, size in enumerate(sizes)
+    ]
 
 
 def test_every_range_lands_in_exactly_one_task_in_plan_order():
