@@ -2,8 +2,8 @@
 
 Contract: a run that copies records emits, through the flow's asset alias (:func:`alias_name`), one asset
 event per remote topic it wrote, on ``kafka://{host:port}/{remote topic}`` (the scheme of Airflow's Kafka
-provider; ``host:port`` is the target's first bootstrap server), whose extra holds the run's last batch id and
-the records it copied into that topic.  A run that copies nothing emits none.
+provider; ``host:port`` is the target's first bootstrap server), whose extra (:class:`CopiedEvent`) holds the
+run's last batch id and the records it copied into that topic.  A run that copies nothing emits none.
 
 What a run copied travels between its tasks (XCom, :class:`~airmirror.dag_factory.xcoms.RunRecorded`) as a
 :data:`Copied` map: per remote-topic URI, the URI of its source topic (``kafka://{source host:port}/{topic}``)
@@ -20,7 +20,7 @@ from airflow.sdk import Asset, AssetAlias
 
 from airmirror import names
 from airmirror.config import FlowConfig
-from airmirror.model import RangeResult, TopicCopied
+from airmirror.model import RangeResult, TopicCopied, json_object
 
 
 def alias_name(flow: FlowConfig) -> str:
@@ -43,6 +43,15 @@ class TopicCopy:
 
 Copied = dict[str, TopicCopy]
 """Remote-topic URI -> what the run copied into it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopiedEvent:
+    """The extra of an asset event (what downstream DAGs read): the run's last batch and the records it copied
+    into the event's remote topic."""
+
+    batch_id: int | None
+    records: int
 
 
 def copied_by_uri(flow: FlowConfig, results: Iterable[RangeResult | TopicCopied]) -> Copied:
@@ -70,4 +79,5 @@ def emit_asset_events(outlet_events: Any, alias: str, copied: Copied, batch_id: 
     """One event per remote topic with records (see the module contract)."""
     for uri, topic in sorted(copied.items()):
         if topic.records:
-            outlet_events[AssetAlias(alias)].add(Asset(uri), extra={"batch_id": batch_id, "records": topic.records})
+            extra = json_object(CopiedEvent(batch_id=batch_id, records=topic.records))
+            outlet_events[AssetAlias(alias)].add(Asset(uri), extra=extra)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airmirror.dag_factory.assets import TopicCopy
+from airmirror.dag_factory.assets import CopiedEvent, TopicCopy
 from airmirror.dag_factory.xcoms import BatchCopied, LiveCopied, PlannedRun, RunRecorded
 from airmirror.kafka.topics import TopicMapping
 from airmirror.model import (
@@ -130,3 +130,7 @@ def test_enums_and_times_cross_as_values_and_iso_text() -> None:
 def test_what_has_no_json_form_is_refused_when_written() -> None:
     with pytest.raises(TypeError, match="a set has no JSON form"):
         to_json({"topics": {"orders"}})
+
+
+def test_an_asset_event_extra_names_the_batch_and_the_records() -> None:
+    assert json_object(CopiedEvent(batch_id=7, records=12)) == {"batch_id": 7, "records": 12}
