@@ -22,9 +22,8 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 Json: TypeAlias = str | int | float | bool | list["Json"] | dict[str, "Json"] | None
-"""A JSON value, as :func:`json.loads` returns it.  Its self-reference resolves only where ``Json`` itself is
-imported: Airflow, which reads a task function's return annotation at run time, cannot resolve it, so a task
-returning JSON says ``multiple_outputs`` itself."""
+"""A JSON value, as :func:`json.loads` returns it.  At run time its self-reference resolves only in a module
+that imports ``Json`` itself (:func:`typing.get_type_hints` of an annotation naming :data:`JsonObject`)."""
 JsonObject: TypeAlias = dict[str, Json]
 T = TypeVar("T")
 

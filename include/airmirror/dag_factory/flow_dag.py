@@ -19,7 +19,7 @@ Task graph of ``airmirror__{source}__{target}``::
 
 What each task hands the next through XCom is a typed value written and read back at the task boundary
 (:mod:`airmirror.dag_factory.xcoms`).  A task returning a JSON object says ``multiple_outputs=True`` itself
-(its keys are pushed as XComs of their own too): Airflow cannot resolve the recursive ``Json`` annotation.
+(its keys are pushed as XComs of their own too), rather than have Airflow infer it from the return annotation.
 
 With ``airmirror.live = true`` ``emit_checkpoints`` is independent too, and a live run's ``replicate`` and
 emission tasks work for the length of the data interval (:mod:`airmirror.dag_factory.live`).
