@@ -82,9 +82,8 @@ class HeadlessChromium:
         deadline = time.monotonic() + timeout
         while not self.evaluate(ready):
             if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{url}: '{ready}' never became true; page text: {self.evaluate('document.body && document.body.innerText')!r}"
-                )
+                text = self.evaluate("document.body && document.body.innerText")
+                raise AssertionError(f"{url}: '{ready}' never became true; page text: {text!r}")
             time.sleep(0.5)
 
     def evaluate(self, expression: str) -> Any:

@@ -67,12 +67,10 @@ def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
     print(f"{label}{' (resumed)' if planned.resumed else ''}")
     for name in report.topics.created:
         print(f"  {'would create' if document['dry_run'] else 'created'} remote topic {name}")
-    for r in ranges:
-        gap = f"  gap {r['gap'][0]}..{r['gap'][1]}" if r["gap"] else ""
-        gap += f"  cursor moved from {r['moved_from']}" if r["moved_from"] is not None else ""
-        print(
-            f"  {r['topic']}-{r['partition']} -> {r['remote_topic']}: [{r['start']}, {r['end']}) {r['records_planned']} offsets{gap}"
-        )
+    for r in planned.ranges:
+        gap = f"  gap {g.start}..{g.end}" if (g := r.gap()) else ""
+        gap += f"  cursor moved from {r.moved_from}" if r.moved_from is not None else ""
+        print(f"  {r.topic}-{r.partition} -> {r.remote_topic}: [{r.start}, {r.end}) {r.size} offsets{gap}")
     if report.summary is not None:
         mb = report.summary.bytes / 1e6
         print(f"copied {report.summary.records} records, {mb:.1f} MB in {report.seconds:.1f}s")
