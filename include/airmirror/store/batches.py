@@ -91,19 +91,12 @@ class BatchStore(EngineHolder):
         """
         _validate_plan(ranges)
         _validate_params(params)
+        refusal = (
+            f"flow {flow!r} already has a RUNNING batch: commit or fail it (see unfinished_batch) before beginning "
+            "another"
+        )
         with self._transaction(f"begin a batch of flow {flow!r}") as connection:
-            try:
-                batch_id = insert_one(
-                    connection,
-                    batches,
-                    {"flow": flow, "state": BatchState.RUNNING, "created_at": utcnow(), "params": dict(params)},
-                )
-            except IntegrityError as exc:
-                raise ReplicationFailure(
-                    f"flow {flow!r} already has a RUNNING batch: commit or fail it "
-                    "(see unfinished_batch) before beginning another"
-                ) from exc
-            insert_many(connection, batch_ranges, [_range_row(batch_id, planned) for planned in ranges])
+            batch_id = _insert_running_batch(connection, flow, ranges, params, refusal)
         return batch_id
 
     def unfinished_batch(self, flow: str) -> BatchRecord | None:
@@ -213,16 +206,9 @@ class BatchStore(EngineHolder):
         Raises :class:`ReplicationFailure` when the flow has a ``RUNNING`` batch; nothing is written then."""
         _validate_plan(ranges)
         _validate_params(params)
+        refusal = f"flow {flow!r} has a RUNNING batch: finish it before a takeover"
         with self._transaction(f"record the takeover of flow {flow!r}") as connection:
-            try:
-                batch_id = insert_one(
-                    connection,
-                    batches,
-                    {"flow": flow, "state": BatchState.RUNNING, "created_at": utcnow(), "params": dict(params)},
-                )
-            except IntegrityError as exc:
-                raise ReplicationFailure(f"flow {flow!r} has a RUNNING batch: finish it before a takeover") from exc
-            insert_many(connection, batch_ranges, [_range_row(batch_id, planned) for planned in ranges])
+            batch_id = _insert_running_batch(connection, flow, ranges, params, refusal)
             _commit_running(connection, batch_id, results)
             insert_many(
                 connection,
@@ -398,6 +384,23 @@ def _validate_params(params: Mapping[str, Any]) -> None:
 
 RANGE_COLUMNS = {"start": "start_offset", "end": "end_offset"}
 """How :class:`~airmirror.model.PlannedRange` fields are named as columns of ``airmirror_batch_ranges``."""
+
+
+def _insert_running_batch(
+    connection: Connection, flow: str, ranges: Sequence[PlannedRange], params: Mapping[str, Any], refusal: str
+) -> int:
+    """Insert a ``RUNNING`` batch of ``flow`` with its planned ``ranges``; return its id.  The flow's second
+    ``RUNNING`` batch breaks a unique index: :class:`ReplicationFailure` with ``refusal`` then."""
+    try:
+        batch_id = insert_one(
+            connection,
+            batches,
+            {"flow": flow, "state": BatchState.RUNNING, "created_at": utcnow(), "params": dict(params)},
+        )
+    except IntegrityError as exc:
+        raise ReplicationFailure(refusal) from exc
+    insert_many(connection, batch_ranges, [_range_row(batch_id, planned) for planned in ranges])
+    return batch_id
 
 
 def _range_row(batch_id: int, planned: PlannedRange) -> dict[str, Any]:
