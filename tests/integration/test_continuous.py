@@ -298,7 +298,7 @@ def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(
         tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, stream_until=time.time() - 60)
         store.set_copy_tasks(planned.batch_id, len(tasks))
         summary = copy_task(tasks[0], first_attempt=True)
-    assert sorted((s["partition"], s["records"]) for s in summary) == [(0, 1200), (1, 1200)]
+    assert sorted((s.partition, s.records) for s in summary) == [(0, 1200), (1, 1200)]
     for p in range(2):
         assert records_of(clusters["b"].bootstrap, f"a.{topic}", p) == records_of(clusters["a"].bootstrap, topic, p)
 
