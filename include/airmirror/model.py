@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import types
 from collections.abc import Mapping
-from dataclasses import KW_ONLY, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
@@ -243,7 +243,7 @@ class Gap:
     end: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlannedRange:
     """What one batch copies from one source partition: source offsets ``[start, end)``.
 
@@ -262,7 +262,7 @@ class PlannedRange:
     known: the range read validates its start against it (KIP-320), so a log truncated below ``start`` is
     never read past.  ``truncated_at`` is set when leader epochs showed that the source log diverged at that
     offset, below the stored cursor (an unclean leader election): the range starts there, and the reset keeps
-    the offset-sync runs below it.  Every field after ``remote_topic`` is given by keyword.
+    the offset-sync runs below it.  Every field is given by keyword.
     """
 
     topic: str
@@ -270,7 +270,6 @@ class PlannedRange:
     start: int
     end: int
     remote_topic: str
-    _: KW_ONLY
     gap_start: int | None = None
     moved_from: int | None = None
     source_topic_id: str | None = None
@@ -337,7 +336,7 @@ class RangeCopied:
     bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RangeResult:
     """The outcome of copying one :class:`PlannedRange`, as committed to Kafka.
 

@@ -64,12 +64,12 @@ def _recorded(connection: Connection, batch_id: int) -> dict[PartitionKey, Range
     rows = connection.execute(select(batch_ranges).where(batch_ranges.c.batch_id == batch_id))
     return {
         PartitionKey(row.topic, row.partition): RangeResult(
-            row.topic,
-            row.partition,
-            row.start_offset,
-            row.end_offset,
-            row.records or 0,
-            row.bytes or 0,
+            topic=row.topic,
+            partition=row.partition,
+            start=row.start_offset,
+            end=row.end_offset,
+            records=row.records or 0,
+            bytes=row.bytes or 0,
             downstream_start=row.downstream_start,
             downstream_end=row.downstream_end,
             end_epoch=row.end_epoch,
@@ -103,7 +103,13 @@ def _record_stream(connection: Connection, batch_id: int, deltas: Sequence[Range
         for key, plan in planned.items():
             if key not in by_key and plan.end == plan.start:
                 by_key[key] = RangeResult(
-                    plan.topic, plan.partition, plan.end, plan.end, 0, 0, end_epoch=plan.start_epoch
+                    topic=plan.topic,
+                    partition=plan.partition,
+                    start=plan.end,
+                    end=plan.end,
+                    records=0,
+                    bytes=0,
+                    end_epoch=plan.start_epoch,
                 )
     pairs = [(_slice_plan(planned[key], delta), delta) for key, delta in by_key.items()]
     stored = _check_cursors(connection, flow, batch_id, [plan for plan, _ in pairs])

@@ -28,7 +28,7 @@ def key(partition: int) -> PartitionKey:
 
 def empty(partition: int, start: int, **planned: object) -> PlannedRange:
     """A stream batch's range as it is begun: empty, at ``start``."""
-    return PlannedRange(TOPIC, partition, start, start, REMOTE, **planned)  # type: ignore[arg-type]
+    return PlannedRange(topic=TOPIC, partition=partition, start=start, end=start, remote_topic=REMOTE, **planned)  # type: ignore[arg-type]
 
 
 def begin_stream(store: MetadataStore, ranges: list[PlannedRange]) -> int:
@@ -39,22 +39,29 @@ def delta(partition: int, start: int, end: int, *runs: OffsetRun, epoch: int | N
     """What a copy committed of ``[start, end)``: the records of ``runs``, ``BYTES_PER_RECORD`` bytes each."""
     records = sum(run.length for run in runs)
     return RangeResult(
-        TOPIC,
-        partition,
-        start,
-        end,
-        records,
-        records * BYTES_PER_RECORD,
-        tuple(runs),
-        runs[0].downstream_start if runs else None,
-        runs[-1].downstream_stop if runs else None,
-        epoch,
+        topic=TOPIC,
+        partition=partition,
+        start=start,
+        end=end,
+        records=records,
+        bytes=records * BYTES_PER_RECORD,
+        runs=tuple(runs),
+        downstream_start=runs[0].downstream_start if runs else None,
+        downstream_end=runs[-1].downstream_stop if runs else None,
+        end_epoch=epoch,
     )
 
 
 def commit_plain(store: MetadataStore, cursors_at: dict[int, int]) -> None:
     """A plain committed batch that leaves partition ``p`` at cursor ``cursors_at[p]`` (every record copied)."""
-    batch = store.begin_batch(FLOW, [PlannedRange(TOPIC, p, 0, end, REMOTE) for p, end in cursors_at.items()], {})
+    batch = store.begin_batch(
+        FLOW,
+        [
+            PlannedRange(topic=TOPIC, partition=p, start=0, end=end, remote_topic=REMOTE)
+            for p, end in cursors_at.items()
+        ],
+        {},
+    )
     store.commit_batch(batch, [delta(p, 0, end, OffsetRun(0, end, 1000 * p)) for p, end in cursors_at.items()])
 
 
@@ -254,8 +261,8 @@ def test_a_committed_stream_batch_takes_no_more_recordings(store: MetadataStore)
 def test_stream_recorded_is_the_running_outcome_of_each_range(store: MetadataStore):
     batch_id = begin_stream(store, [empty(0, 0, start_epoch=1), empty(1, 10, start_epoch=2)])
     assert store.stream_recorded(batch_id) == {
-        key(0): RangeResult(TOPIC, 0, 0, 0, 0, 0, end_epoch=None),
-        key(1): RangeResult(TOPIC, 1, 10, 10, 0, 0, end_epoch=None),
+        key(0): RangeResult(topic=TOPIC, partition=0, start=0, end=0, records=0, bytes=0, end_epoch=None),
+        key(1): RangeResult(topic=TOPIC, partition=1, start=10, end=10, records=0, bytes=0, end_epoch=None),
     }
 
     store.record_stream(batch_id, [delta(0, 0, 5, OffsetRun(0, 5, 100), epoch=3)])
@@ -264,10 +271,26 @@ def test_stream_recorded_is_the_running_outcome_of_each_range(store: MetadataSto
 
     assert store.stream_recorded(batch_id) == {
         key(0): RangeResult(
-            TOPIC, 0, 0, 8, 5, 5 * BYTES_PER_RECORD, downstream_start=100, downstream_end=105, end_epoch=4
+            topic=TOPIC,
+            partition=0,
+            start=0,
+            end=8,
+            records=5,
+            bytes=5 * BYTES_PER_RECORD,
+            downstream_start=100,
+            downstream_end=105,
+            end_epoch=4,
         ),
         key(1): RangeResult(
-            TOPIC, 1, 10, 12, 1, BYTES_PER_RECORD, downstream_start=200, downstream_end=201, end_epoch=5
+            topic=TOPIC,
+            partition=1,
+            start=10,
+            end=12,
+            records=1,
+            bytes=BYTES_PER_RECORD,
+            downstream_start=200,
+            downstream_end=201,
+            end_epoch=5,
         ),
     }
 
@@ -285,7 +308,9 @@ def test_an_empty_delta_is_refused_and_leaves_the_range_recordable(store: Metada
 
 
 def test_a_batch_that_is_not_a_stream_is_refused(store: MetadataStore):
-    batch_id = store.begin_batch(FLOW, [PlannedRange(TOPIC, 0, 0, 100, REMOTE)], {})
+    batch_id = store.begin_batch(
+        FLOW, [PlannedRange(topic=TOPIC, partition=0, start=0, end=100, remote_topic=REMOTE)], {}
+    )
 
     with pytest.raises(ValueError, match="not a stream batch"):
         store.record_stream(batch_id, [delta(0, 100, 150)], final=True)
