@@ -810,6 +810,20 @@ METADATA_RETENTION = define(
     )
 )
 
+METADATA_PRUNE_INTERVAL = define(
+    SettingKey(
+        name="airmirror.metadata.prune.interval",
+        type=POSITIVE_DURATION,
+        default="5m",
+        doc=(
+            "at most how often a partition's history is pruned and its old offset-sync runs folded, by whichever run "
+            "copies it (the retention, when that is shorter); each prune reads both clusters' log starts"
+        ),
+        group=Group.METADATA,
+        origin=OURS,
+    )
+)
+
 # -- accepted MM2 keys ----------------------------------------------------------------------------------------------
 
 

@@ -14,9 +14,9 @@ logged and never undoes the committed batch; a refusal (a missing ACL) fails the
    (:mod:`airmirror.replication.lag`), so the figures are kept over time;
 6. :func:`prune_history` deletes the flow's history older than ``airmirror.metadata.retention``, and the
    offset-sync runs of the batch's partitions that lie below both clusters' log starts, and folds those
-   partitions' old runs (:mod:`airmirror.store.retention`), at most once per :data:`PRUNE_INTERVAL` (or
-   retention, if shorter) per flow and process, so a live run committing a batch every few seconds does not pay
-   for it every batch.
+   partitions' old runs (:mod:`airmirror.store.retention`), at most once per ``airmirror.metadata.prune.interval``
+   (or retention, if shorter) per partition, whichever process copies it, so a live run committing a batch every
+   few seconds, or a flow whose every batch is a fresh process, does not pay for it every batch.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from airmirror import names
 from airmirror.config import FlowConfig
+from airmirror.config.settings_registry import METADATA_PRUNE_INTERVAL
 from airmirror.errors import AccessDenied, ReplicationFailure
 from airmirror.heartbeats.heartbeat_emitter import observe_heartbeats
 from airmirror.kafka.authorization import naming_refusals
@@ -166,20 +167,19 @@ def record_lag(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch
     store.record_lag_samples(flow.name, sample_lag(flow, store, positions))
 
 
-PRUNE_INTERVAL = timedelta(minutes=5)
-
-
 def prune_history(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
     """Delete the flow's history older than its retention and the runs of the batch's partitions below both
     clusters' log starts (read now), then fold those partitions' old runs: for the partitions that no process
-    pruned within the prune interval (:data:`PRUNE_INTERVAL`, or the retention if shorter), and nothing when
-    there are none.  A flow of thousands of partitions whose batches each run in a fresh process (a CLI run, an
-    Airflow task) so pays for the reads and the prune once per interval, not per batch
+    pruned within the prune interval (``airmirror.metadata.prune.interval``, or the retention if shorter), and
+    nothing when there are none.  A flow of thousands of partitions whose batches each run in a fresh process (a
+    CLI run, an Airflow task) so pays for the reads and the prune once per interval, not per batch
     (:meth:`~airmirror.store.retention.RetentionStore.claim_prunes`)."""
     planned = {planned.key: PartitionKey(planned.remote_topic, planned.partition) for planned in committed.planned}
     remote = {
         key: planned[key]
-        for key in store.claim_prunes(flow.name, planned, min(PRUNE_INTERVAL, flow.metadata_retention))
+        for key in store.claim_prunes(
+            flow.name, planned, min(flow.value(METADATA_PRUNE_INTERVAL), flow.metadata_retention)
+        )
     }
     if not remote:
         return

@@ -13,6 +13,7 @@ from airmirror.config import load_config
 from airmirror.config.properties import Setting
 from airmirror.config.setting_types import POSITIVE_INTEGER
 from airmirror.config.settings_registry import (
+    METADATA_PRUNE_INTERVAL,
     TRANSACTION_MAX_RECORDS,
     Group,
     Origin,
@@ -220,3 +221,9 @@ def test_validate_exits_2_naming_a_bad_client_setting_and_its_line(tmp_path: Pat
     assert main(["validate", str(path)]) == 2
     error = capsys.readouterr().err
     assert "key 'b.producer.max.request.size', line 5: value '1MB' is not a non-negative integer" in error
+
+
+def test_a_setting_read_where_it_is_used_needs_no_group_field(tmp_path):
+    assert flow_of(tmp_path)[1].value(METADATA_PRUNE_INTERVAL) == timedelta(minutes=5)
+    _, flow = flow_of(tmp_path, "a->b.airmirror.metadata.prune.interval = 1h\n")
+    assert flow.value(METADATA_PRUNE_INTERVAL) == timedelta(hours=1)
