@@ -17,11 +17,11 @@ collection.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata
@@ -30,6 +30,9 @@ from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, access_scope
 
+ClientConfig: TypeAlias = Mapping[str, str | int]
+"""A client's librdkafka settings as they travel to Spark executors (pickled): plain strings and integers, no
+callbacks (a task adds its own)."""
 REQUEST_TIMEOUT_S = 30.0
 """How long one admin or metadata request may take before it fails (every admin call of airmirror), unless the
 cluster's admin ``request.timeout.ms`` bounds :func:`cluster_metadata`."""

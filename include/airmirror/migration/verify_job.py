@@ -16,11 +16,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from airmirror.kafka.authorization import AccessScope
+from airmirror.kafka.clients import ClientConfig
 from airmirror.migration.partition_compare import Lost, Record, compare_partition, verdict_reason
 from airmirror.model import OffsetRun, PartitionVerification
 from airmirror.replication.spark.copy_job import task_failure
@@ -52,8 +52,8 @@ class VerifyTask:
     lost: Lost | None
     source_access: AccessScope
     target_access: AccessScope
-    source_consumer_config: dict[str, Any] = field(repr=False)
-    target_consumer_config: dict[str, Any] = field(repr=False)
+    source_consumer_config: ClientConfig = field(repr=False)
+    target_consumer_config: ClientConfig = field(repr=False)
 
 
 def records_of(reader: RangeReader) -> Iterator[Record]:

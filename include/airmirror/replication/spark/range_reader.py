@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -54,7 +54,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from airmirror import names
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, refuses_unused_group
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClientConfig
 from airmirror.kafka.offsets import divergence_points, epoch_position
 from airmirror.model import PartitionKey
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
@@ -92,7 +92,7 @@ def headers_of(message: Message) -> tuple[tuple[str, bytes | None], ...]:
     return tuple(headers) if headers else ()
 
 
-def reader_config(consumer_config: Mapping[str, str], buffer: TaskBuffer, partitions: int = 1) -> dict[str, Any]:
+def reader_config(consumer_config: ClientConfig, buffer: TaskBuffer, partitions: int = 1) -> dict[str, Any]:
     """The source consumer settings for range reads of ``partitions`` partitions: the flow's client settings
     within ``buffer``'s consumer limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus fixed
     safety rules.  librdkafka keeps up to ``queued.min.messages`` records per partition, so the buffer's record
@@ -174,7 +174,7 @@ class RangesReader:
 
     def __init__(
         self,
-        consumer_config: Mapping[str, str],
+        consumer_config: ClientConfig,
         ranges: Sequence[ReadRange],
         *,
         access: AccessScope | None = None,
@@ -371,7 +371,7 @@ class RangeReader:
 
     def __init__(
         self,
-        consumer_config: Mapping[str, str],
+        consumer_config: ClientConfig,
         topic: str,
         partition: int,
         start: int,

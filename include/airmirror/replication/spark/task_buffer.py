@@ -39,11 +39,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from airmirror.config.client_properties import is_whole_number
 from airmirror.config.flow_settings import DEFAULT_TASK_MAX_BUFFER_BYTES, TASK_MAX_BUFFER_BYTES_KEY
 from airmirror.errors import InputError
+from airmirror.kafka.clients import ClientConfig
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class TaskBuffer:
         }
 
 
-def bounded(settings: Mapping[str, Any], limits: Mapping[str, int], client: str) -> dict[str, Any]:
+def bounded(settings: ClientConfig, limits: Mapping[str, int], client: str) -> dict[str, str | int]:
     """``settings`` with each key of ``limits`` at the lower of its own value and its limit (the limit when
     unset).  A value above the limit is lowered with a warning naming ``client`` and the key, logged once per
     ``(client, key, value)`` in this process (a module-level set remembers which were logged), so a flow
@@ -139,7 +139,7 @@ def bounded(settings: Mapping[str, Any], limits: Mapping[str, int], client: str)
     (:data:`~airmirror.config.flow_settings.TASK_BUFFER_CLIENT_KEYS`); a cluster's Airflow connection is only
     resolved at run time, so a value from its extra is checked here: one that is not a non-negative integer is
     refused (:class:`~airmirror.errors.InputError`, naming ``client`` and the key)."""
-    result = dict(settings)
+    result: dict[str, str | int] = dict(settings)
     for key, limit in limits.items():
         given = settings.get(key)
         if given is not None and not is_whole_number(str(given)):

@@ -89,6 +89,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, naming_refusals
+from airmirror.kafka.clients import ClientConfig
 from airmirror.model import RangeCopied
 from airmirror.replication.offset_runs import RunBuilder
 from airmirror.replication.spark.batch_log import (
@@ -176,9 +177,9 @@ class CopyTask:
     source_access: AccessScope
     target_access: AccessScope
     buffer: TaskBuffer
-    producer_config: dict[str, Any] = field(repr=False)
-    target_consumer_config: dict[str, Any] = field(repr=False)
-    source_consumer_config: dict[str, Any] = field(repr=False)
+    producer_config: ClientConfig = field(repr=False)
+    target_consumer_config: ClientConfig = field(repr=False)
+    source_consumer_config: ClientConfig = field(repr=False)
     stream_until: float | None = None
 
     @property
