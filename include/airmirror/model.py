@@ -290,6 +290,22 @@ class PlannedRange:
             return None
         return Gap(self.topic, self.partition, self.gap_start, self.start)
 
+    def empty_result(self) -> RangeResult:
+        """The result of this range when it is empty (``start == end``): nothing copied, no runs, and the leader
+        epoch before ``start`` (``start_epoch``) carried on as ``end_epoch``, so the cursor keeps it.  A range with
+        records has no such result: :class:`ValueError`."""
+        if self.size != 0:
+            raise ValueError(f"range [{self.start}, {self.end}) of {self.key} is not empty")
+        return RangeResult(
+            topic=self.topic,
+            partition=self.partition,
+            start=self.start,
+            end=self.end,
+            records=0,
+            bytes=0,
+            end_epoch=self.start_epoch,
+        )
+
 
 @dataclass(frozen=True)
 class CursorState:

@@ -95,15 +95,7 @@ def range_result(
 ) -> RangeResult:
     """One range's committed result: an empty range copied nothing; any other has done progress."""
     if progress is None:
-        return RangeResult(
-            topic=planned.topic,
-            partition=planned.partition,
-            start=planned.start,
-            end=planned.end,
-            records=0,
-            bytes=0,
-            end_epoch=planned.start_epoch,
-        )
+        return planned.empty_result()
     copied = merge_runs(run for record in runs[(planned.topic, planned.partition)] for run in record.runs)
     return RangeResult(
         topic=planned.topic,

@@ -101,16 +101,8 @@ def _record_stream(connection: Connection, batch_id: int, deltas: Sequence[Range
         by_key[key] = delta
     if final:
         for key, plan in planned.items():
-            if key not in by_key and plan.end == plan.start:
-                by_key[key] = RangeResult(
-                    topic=plan.topic,
-                    partition=plan.partition,
-                    start=plan.end,
-                    end=plan.end,
-                    records=0,
-                    bytes=0,
-                    end_epoch=plan.start_epoch,
-                )
+            if key not in by_key and plan.size == 0:
+                by_key[key] = plan.empty_result()
     pairs = [(_slice_plan(planned[key], delta), delta) for key, delta in by_key.items()]
     stored = _check_cursors(connection, flow, batch_id, [plan for plan, _ in pairs])
     now = utcnow()
