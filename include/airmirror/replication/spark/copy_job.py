@@ -44,7 +44,7 @@ from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets
 from airmirror.kafka.topics import topic_ids
 from airmirror.model import PartitionKey, PlannedRange, RangeCopied
-from airmirror.replication.spark.progress import log_end, range_progress
+from airmirror.replication.spark.progress import log_end, range_progress, unfinished
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, copy_task
@@ -117,11 +117,7 @@ def copy_tasks(
         ranges = [replace(r, end=OPEN_END) for r in ranges]
         catch_up = list_offsets(source_admin(flow), [r.key for r in ranges], OffsetSpec.latest())
     progress = range_progress(flow, ranges, None)  # the attempts before were fenced: nothing to fence before a scan
-    ranges = [
-        r
-        for r in ranges
-        if r.size > 0 and not ((p := progress[r.key]) is not None and p.batch_id == batch_id and p.done)
-    ]
+    ranges = unfinished(ranges, progress, batch_id)
     if not ranges:
         return []
     buffer = TaskBuffer(flow.copy.task_max_buffer_bytes)
