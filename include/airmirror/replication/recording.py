@@ -84,7 +84,7 @@ def committed_batch(
             f"batch {batch_id} of {flow.name} is not committed in Kafka for {listed}; run the batch again to resume it"
         )
     done = {(key.topic, key.partition): p for key, p in progress.items() if p is not None}
-    runs = read_runs(flow.target_client("consumer"), names.batch_log_topic(flow.source), flow.name, batch_id, done)
+    runs = read_runs(flow, batch_id, done)
     return CommittedBatch(
         batch_id, ranges, [range_result(r, done.get((r.topic, r.partition)), runs) for r in ranges], runs
     )

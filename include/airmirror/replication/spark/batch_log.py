@@ -334,18 +334,16 @@ def log_watermarks(consumer_config: Mapping[str, Any], log_topic: str) -> tuple[
 
 
 def read_runs(
-    consumer_config: Mapping[str, Any],
-    log_topic: str,
-    flow: str,
-    batch_id: int,
-    progress: Mapping[tuple[str, int], Progress],
+    flow: FlowConfig, batch_id: int, progress: Mapping[tuple[str, int], Progress]
 ) -> dict[tuple[str, int], list[RunsRecord]]:
-    """Every runs record of batch ``batch_id`` for the source partitions in ``progress``, in chunk order.
+    """Every runs record of the flow's batch ``batch_id`` for the source partitions in ``progress``, in chunk
+    order (:func:`scan_runs` of the flow's batch log, read as its target consumer).
 
     Raises :class:`~airmirror.errors.ReplicationFailure` when a chunk's runs are missing (they are only
     discarded after the batch committed in the metadata DB, so this means the log was tampered with).
     """
-    found = scan_runs(consumer_config, log_topic, flow, batch_id, progress)
+    log_topic = names.batch_log_topic(flow.source)
+    found = scan_runs(flow.target_client("consumer"), log_topic, flow.name, batch_id, progress)
     for source, records in found.items():
         copied = sum(run.length for record in records for run in record.runs)
         if copied != progress[source].records:
