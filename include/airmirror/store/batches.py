@@ -657,13 +657,7 @@ def _new_run_rows(
     probes = [(key.topic, key.partition, run.upstream_start) for key, run in firsts.items()]
     for begin in range(0, len(probes), PROBES_PER_QUERY):
         rows = connection.execute(
-            select(
-                offset_syncs.c.topic,
-                offset_syncs.c.partition,
-                offset_syncs.c.upstream_start,
-                offset_syncs.c.downstream_start,
-            ).where(
-                offset_syncs.c.flow == flow,
+            run_starts(flow).where(
                 offset_syncs.c.downstream_end.is_(None),
                 tuple_(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_end).in_(
                     probes[begin : begin + PROBES_PER_QUERY]
@@ -718,6 +712,18 @@ def partition_runs(flow: str, key: PartitionKey) -> tuple[ColumnElement[bool], .
 def runs_of(flow: str, key: PartitionKey) -> Select[Any]:
     """A select of the runs of one partition of ``flow`` (every column :func:`offset_run` reads)."""
     return select(*columns_of(offset_syncs, OffsetRun)).where(*partition_runs(flow, key))
+
+
+def run_starts(flow: str) -> Select[Any]:
+    """A select of where each offset-sync run of ``flow`` starts on both sides, with its partition: rows of
+    ``topic``, ``partition``, ``upstream_start`` and ``downstream_start``, in that order; narrow it with
+    ``.where()``."""
+    return select(
+        offset_syncs.c.topic,
+        offset_syncs.c.partition,
+        offset_syncs.c.upstream_start,
+        offset_syncs.c.downstream_start,
+    ).where(offset_syncs.c.flow == flow)
 
 
 def offset_run(row: Row[Any]) -> OffsetRun:

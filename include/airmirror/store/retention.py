@@ -51,7 +51,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, Connection, Table, and_, case, delete, exists, func, or_, select, tuple_, update
 
 from airmirror.model import BatchState, PartitionKey
-from airmirror.store.batches import offset_run, partition_runs, run_row, runs_of, takeover_batch
+from airmirror.store.batches import offset_run, partition_runs, run_row, run_starts, runs_of, takeover_batch
 from airmirror.store.engine import EngineHolder
 from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS, fold
 from airmirror.store.rows import insert_many, upsert, utcnow
@@ -209,14 +209,7 @@ def _prune_cutoffs(
             for key, (source, target) in log_starts.items()
         )
     )
-    rows = connection.execute(
-        select(
-            offset_syncs.c.topic,
-            offset_syncs.c.partition,
-            offset_syncs.c.upstream_start,
-            offset_syncs.c.downstream_start,
-        ).where(offset_syncs.c.flow == flow, below)
-    )
+    rows = connection.execute(run_starts(flow).where(below))
     by_source: dict[PartitionKey, int] = {}
     by_target: dict[PartitionKey, tuple[int, int]] = {}
     for topic, partition, upstream_start, downstream_start in rows:
