@@ -40,7 +40,8 @@ JVM_WARNINGS_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
 """The JVM writes its log warnings (an archive it cannot use among them) to stdout by default, where the driver
 JVM shares the CLI's stdout and would corrupt ``--json`` output: they go to stderr instead."""
 OWNER_SUFFIX = ".pyspark"
-"""Next to each archive, a file naming the PySpark jars folder it was dumped for (see :func:`remove_orphans`)."""
+"""Next to each archive, a file naming the PySpark install it was dumped for (:func:`install_identity`, see
+:func:`remove_orphans`)."""
 BUILD_TIMEOUT_S = 600.0
 JVM_EXIT_TIMEOUT_S = 300.0
 
@@ -109,18 +110,34 @@ def build_archive(force: bool = False) -> Path | None:
             raise RuntimeError(
                 f"the Spark class archive was not dumped (exit {done.returncode}):\n{done.stdout}{done.stderr}"
             )
-        path.with_suffix(OWNER_SUFFIX).write_text(str(pyspark_jars()))
+        jars = pyspark_jars()
+        if jars is not None:
+            path.with_suffix(OWNER_SUFFIX).write_text(install_identity(jars))
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
     return path
 
 
+def install_identity(jars: Path) -> str:
+    """The PySpark install whose jars folder is ``jars``: its path, inode and modification time, so that a folder
+    removed and created again (a new clone or virtual environment at the same path) is another install."""
+    stat = jars.stat()
+    return f"{jars}|{stat.st_ino}|{stat.st_mtime_ns}"
+
+
 def remove_orphans(folder: Path) -> None:
-    """Delete the archives (and their owner files) whose PySpark install is gone, so that a machine where
-    virtual environments come and go keeps one archive per live install, not one per install it ever had."""
+    """Delete the archives (and their owner files) whose PySpark install is gone or was replaced, so that a machine
+    where virtual environments come and go, even at one path, keeps one archive per live install, not one per install
+    it ever had.  An owner file that names only a folder (written before installs were identified) counts as
+    replaced: that archive is dumped again on its install's next build."""
     for owner in folder.glob(f"spark-driver-*{OWNER_SUFFIX}"):
-        if not Path(owner.read_text().strip()).is_dir():
+        recorded = owner.read_text().strip()
+        try:
+            current = install_identity(Path(recorded.split("|", 1)[0]))
+        except FileNotFoundError:
+            current = None
+        if current != recorded:
             owner.with_suffix(".jsa").unlink(missing_ok=True)
             owner.unlink(missing_ok=True)
 

@@ -61,15 +61,27 @@ def test_a_failed_dump_leaves_no_archive_and_no_partial_file(home: Path, monkeyp
     assert not folder.exists() or list(folder.iterdir()) == []
 
 
-def test_a_build_removes_the_archives_of_pyspark_installs_that_are_gone(
+def test_a_build_removes_the_archives_of_pyspark_installs_that_are_gone_or_replaced(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A clean clone at the same path is another install: its predecessor's archive goes, the live one stays."""
     folder = home / ".cache" / "airmirror"
     folder.mkdir(parents=True)
-    gone, live = folder / "spark-driver-4.0.0-gone.jsa", folder / "spark-driver-4.0.0-live.jsa"
-    for archive, jars in ((gone, home / "deleted-venv" / "jars"), (live, home)):
-        archive.write_bytes(b"archive")
-        archive.with_suffix(".pyspark").write_text(str(jars))
+    live_jars, replaced_jars = home / "live" / "jars", home / "clone" / "jars"
+    live_jars.mkdir(parents=True)
+    replaced_jars.mkdir(parents=True)
+    owners = {
+        "live": class_archive.install_identity(live_jars),
+        "gone": class_archive.install_identity(live_jars).replace(str(live_jars), str(home / "deleted" / "jars")),
+        "replaced": class_archive.install_identity(replaced_jars),
+        "legacy": str(live_jars),
+    }
+    replaced_jars.rmdir()
+    (home / "placeholder").mkdir()  # keeps the removed folder's inode from being handed out again at once
+    replaced_jars.mkdir()
+    for name, owner in owners.items():
+        (folder / f"spark-driver-4.0.0-{name}.jsa").write_bytes(b"archive")
+        (folder / f"spark-driver-4.0.0-{name}.pyspark").write_text(owner)
     monkeypatch.setattr(class_archive, "MODULE", "airmirror.no_such_module")
     with pytest.raises(RuntimeError, match="was not dumped"):
         class_archive.build_archive()
