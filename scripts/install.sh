@@ -4,15 +4,15 @@
 # Environment: AIRMIRROR_EXTRAS (default "airflow,dev"; "" for the core library only),
 #              AIRMIRROR_EDITABLE (default 1; 0 installs a regular copy), PYTHON (default python3),
 #              AIRMIRROR_KAFKA_JARS (default 1; 0 skips step 3, e.g. in the container image, which runs no local
-#              Kafka cluster and has no Maven).
+#              Kafka cluster or registry and has no Maven).
 #
 # 1. creates VENV if needed and installs the package with its extras, pinned by constraints.txt;
 # 2. works around a packaging quirk: apache-airflow-providers-apache-spark depends on pyspark-client (newest
 #    4.2.0), whose files are the same `pyspark/` Python modules as pyspark's, so installing it overwrites
 #    pyspark 4.3.0's Python side with 4.2.0's (pyspark.__version__ then says 4.2.0 while the 4.3.0 jars stay).
 #    pip cannot express "pyspark instead of pyspark-client", so pyspark is re-installed without deps last;
-# 3. downloads the jars of the local Kafka clusters the tests, the bench and the demo run (needs java + mvn),
-#    unless AIRMIRROR_KAFKA_JARS=0.
+# 3. downloads the jars of the local Kafka clusters the tests, the bench and the demo run, and Apicurio Registry for
+#    the local schema registries (`airmirror local-registry`; needs java + mvn), unless AIRMIRROR_KAFKA_JARS=0.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,4 +47,5 @@ PY
 
 if [ "${AIRMIRROR_KAFKA_JARS:-1}" = 1 ]; then
     "$py" -c "from airmirror.devtools.local_kafka.jars import kafka_classpath; kafka_classpath()"
+    "$py" -c "from airmirror.devtools.local_registry import install; install()"
 fi
