@@ -63,3 +63,18 @@ def test_the_command_line_starts_and_stops_a_registry_and_refuses_a_bad_name(tmp
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
     bad = subprocess.run([*cli, "start", "no/such", "--port", str(port)], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "invalid registry name 'no/such'" in bad.stderr
+
+
+def test_a_registry_with_a_data_dir_keeps_its_schemas_across_a_restart(tmp_path: Path) -> None:
+    port = free_port()
+    first = start_registry("kept", port, tmp_path, tmp_path / "data")
+    try:
+        schema_id = register(first.url, "orders-value", AVRO)
+    finally:
+        stop_registry("kept", tmp_path)
+    again = start_registry("kept", port, tmp_path, tmp_path / "data")
+    try:
+        assert httpx.get(f"{again.url}/subjects", timeout=30).json() == ["orders-value"]
+        assert json.loads(httpx.get(f"{again.url}/schemas/ids/{schema_id}", timeout=30).json()["schema"]) == AVRO
+    finally:
+        stop_registry("kept", tmp_path)
