@@ -398,6 +398,9 @@ def test_continuous_run_keeps_going_through_target_and_source_broker_restarts(cl
         timeout=600,
     )
     assert catch_up.returncode == 0, catch_up.stderr
-    assert sum(len(records_of(b, f"a.{topic}", p)) for p in range(PARTITIONS)) == producer.sent
+    # the source, not producer.sent: the test's own producer may not deliver all it was given through the restart of
+    # its broker (a loaded machine); what the source holds, the target must hold, record for record
+    sources = {p: records_of(a, topic, p) for p in range(PARTITIONS)}
+    assert sum(len(records) for records in sources.values()) > 0
     for p in range(PARTITIONS):
-        assert records_of(b, f"a.{topic}", p) == records_of(a, topic, p)
+        assert records_of(b, f"a.{topic}", p) == sources[p]
