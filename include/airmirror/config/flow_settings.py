@@ -14,11 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airmirror.config.secrets import MaskedConfig
-from airmirror.config.settings_registry import TASK_MAX_BUFFER_BYTES
 from airmirror.mm2.policy import PatternList
 
-TASK_MAX_BUFFER_BYTES_KEY = TASK_MAX_BUFFER_BYTES.name
-DEFAULT_TASK_MAX_BUFFER_BYTES = TASK_MAX_BUFFER_BYTES.value(None)
 TASK_BUFFER_CLIENT_KEYS: dict[str, frozenset[str]] = {
     "consumer": frozenset(
         {

@@ -53,7 +53,6 @@ from airmirror.config.flow_settings import (
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
 from airmirror.config.secrets import MaskedConfig, db_url_secrets, is_secret_key, secret_values
-from airmirror.config.setting_types import BROKER_DEFAULT_REPLICATION_FACTOR as BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.config.settings_registry import (
     BATCH_LOG_REPLICATION_FACTOR,
     BATCH_MAX_RECORDS,

@@ -36,7 +36,7 @@ from confluent_kafka.admin import (
 )
 
 from airmirror.config import FlowConfig
-from airmirror.config.mirror_config import BROKER_DEFAULT_REPLICATION_FACTOR
+from airmirror.config.setting_types import BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.errors import ConfigError, ReplicationFailure
 from airmirror.kafka.acls import named_source_topics
 from airmirror.kafka.authorization import naming_refusals, raise_first_refusal

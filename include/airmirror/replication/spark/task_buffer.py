@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from airmirror.config.client_properties import is_whole_number
-from airmirror.config.flow_settings import DEFAULT_TASK_MAX_BUFFER_BYTES, TASK_MAX_BUFFER_BYTES_KEY
+from airmirror.config.settings_registry import TASK_MAX_BUFFER_BYTES
 from airmirror.errors import InputError
 from airmirror.kafka.clients import ClientConfig
 
@@ -63,7 +63,7 @@ _warned: set[tuple[str, str, str]] = set()
 class TaskBuffer:
     """The split of ``max_bytes`` (B) described in the module docstring."""
 
-    max_bytes: int = DEFAULT_TASK_MAX_BUFFER_BYTES
+    max_bytes: int = TASK_MAX_BUFFER_BYTES.value(None)
 
     @property
     def fetch_bytes(self) -> int:
@@ -151,7 +151,7 @@ def bounded(settings: ClientConfig, limits: Mapping[str, int], client: str) -> d
                 client,
                 key,
                 given,
-                TASK_MAX_BUFFER_BYTES_KEY,
+                TASK_MAX_BUFFER_BYTES.name,
                 limit,
             )
         result[key] = limit if given is None else min(int(given), limit)
