@@ -41,9 +41,7 @@ def _shown(key: SettingKey[object], text: str | None) -> str:
 
 
 def _flow_key(flow: FlowConfig, key: SettingKey[object]) -> EffectiveSetting:
-    setting = flow.setting(key.name)
-    if setting is not None and key.blank_is_unset and not setting.value.strip():
-        setting = None
+    setting = key.given(flow.setting(key.name))
     text = setting.value if setting is not None else key.default
     if key is METADATA_DB_URL and text is None:
         text = flow.metadata_db_url

@@ -97,8 +97,7 @@ class SettingKey(Generic[T]):
         """The typed value ``setting`` gives, or the default's when unset (or blank, for a key whose
         ``blank_is_unset``: a value such as ``${env:NAME}`` of an empty variable); raises :class:`LookupError` for a
         key without a default (read it with :meth:`optional`)."""
-        if setting is not None and self.blank_is_unset and not setting.value.strip():
-            setting = None
+        setting = self.given(setting)
         if setting is None:
             if self.default is None:
                 raise LookupError(f"{self.name} has no default")
@@ -107,8 +106,13 @@ class SettingKey(Generic[T]):
 
     def optional(self, setting: Setting | None) -> T | None:
         """The typed value ``setting`` gives, the default's when unset, ``None`` when unset without a default."""
-        unset = setting is None or (self.blank_is_unset and not setting.value.strip())
-        return None if unset and self.default is None else self.value(setting)
+        return None if self.given(setting) is None and self.default is None else self.value(setting)
+
+    def given(self, setting: Setting | None) -> Setting | None:
+        """``setting``, or ``None`` when it counts as unset (blank, for a key whose ``blank_is_unset``)."""
+        if setting is not None and self.blank_is_unset and not setting.value.strip():
+            return None
+        return setting
 
     def described_default(self) -> str:
         """The default as the reference page shows it."""
