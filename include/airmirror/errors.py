@@ -42,3 +42,21 @@ class ReplicationFailure(AirmirrorError):
 class AccessDenied(ReplicationFailure):
     """A cluster refused the flow's user an operation its ACLs do not grant; the message names the ACL to grant
     (:mod:`airmirror.kafka.authorization`).  Exit code 1."""
+
+
+class RegistryUnavailable(ReplicationFailure):
+    """A schema registry could not be reached, or kept failing, for the client's whole retry window
+    (:mod:`airmirror.schemas.registry_client`).  Exit code 1."""
+
+
+class RegistryRefusal(ReplicationFailure):
+    """A schema registry refused a request; ``status`` and Confluent's ``error_code`` say why.  Exit code 1."""
+
+    def __init__(self, message: str, *, status: int = 0, error_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status, self.error_code = status, error_code
+
+
+class UnknownSchemaId(ReplicationFailure):
+    """A copied record names a schema id its source registry does not know, under ``airmirror.schema.unknown =
+    fail``; the message names topic, partition, offset and id.  Exit code 1."""

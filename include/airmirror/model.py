@@ -350,6 +350,9 @@ class RangeCopied:
     partition: int
     records: int
     bytes: int
+    schema_ids: dict[str, int] = field(default_factory=dict)
+    """Schema ids the task mapped in-run (:mod:`airmirror.schemas.record_ids`, rule 3), source id (as text) ->
+    target id: the driver adds them to the flow's id map."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -359,7 +362,8 @@ class RangeResult:
     ``records``/``bytes`` count what was written; ``runs`` map every copied upstream offset to its
     downstream offset.  ``downstream_end`` is the target offset after the last copied record
     (``None`` when nothing was copied).  ``end_epoch`` is the source leader epoch of the record at ``end - 1``
-    when known: it goes with the cursor, for the next range's start validation.
+    when known: it goes with the cursor, for the next range's start validation.  ``schema_passed`` counts the
+    records copied unchanged because their schema id was unknown (``airmirror.schema.unknown = pass``).
     """
 
     topic: str
@@ -372,6 +376,7 @@ class RangeResult:
     downstream_start: int | None = None
     downstream_end: int | None = None
     end_epoch: int | None = None
+    schema_passed: int = 0
 
 
 class BatchState(str, enum.Enum):
@@ -456,6 +461,16 @@ class PartitionStats:
     last_batch_at: datetime
     gap_count: int
     gap_offsets: int
+
+
+@dataclass(frozen=True)
+class SyncedSubject:
+    """A source registry subject a flow's schema sync copied: its name on the target and the versions copied."""
+
+    subject: str
+    target_subject: str
+    versions: int
+    synced_at: datetime
 
 
 @dataclass(frozen=True)

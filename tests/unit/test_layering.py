@@ -25,8 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("airmirror.mm2",),
     # 2: MM2 properties -> validated flow settings
     ("airmirror.config",),
-    # 3: every call to a cluster | SQL persistence (siblings: neither imports the other)
-    ("airmirror.kafka", "airmirror.store"),
+    # 3: every call to a cluster | SQL persistence | every call to a schema registry (siblings: none imports another)
+    ("airmirror.kafka", "airmirror.store", "airmirror.schemas"),
     # 4: the MM2 features built on clusters and the store
     ("airmirror.heartbeats", "airmirror.checkpoints", "airmirror.replication"),
     # 5: migrations built on replication: verify and takeover

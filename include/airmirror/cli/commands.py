@@ -22,6 +22,7 @@ from airmirror.replication.continuous import StopOnSignals, replicate_continuous
 from airmirror.replication.incarnations import reset_topic
 from airmirror.replication.options import BatchOptions, parse_batch_options
 from airmirror.replication.pipeline import replicate_once
+from airmirror.replication.schema_sync import schemas_verb
 from airmirror.replication.spark.session import BackgroundSession, spark_session
 from airmirror.replication.status import flow_status
 from airmirror.store import describe_holder
@@ -83,6 +84,13 @@ def replicate_continuously_for(args: argparse.Namespace, options: BatchOptions) 
             flow, store, options, spark, stop=signals.event, duration=duration, on_batch=on_batch
         )
     render.print_continuous_report(report, args.json)
+    return 0
+
+
+def schemas(args: argparse.Namespace) -> int:
+    with open_flow(args.config, args.flow) as (flow, store):
+        report = schemas_verb(flow, store, dry_run=args.dry_run)
+    render.print_schema_sync(flow.name, report, args.dry_run, args.json)
     return 0
 
 

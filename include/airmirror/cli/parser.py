@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--for", dest="for_", metavar="DURATION", help="with --continuous: stop after 30s, 5m, 2h, 1d"
     )
 
+    schemas = flow_verb(
+        verbs,
+        "schemas",
+        "copy the subjects of a flow's topics to the target's schema registry (airmirror.schema.ids)",
+        commands.schemas,
+    )
+    schemas.add_argument("--dry-run", action="store_true", help="print what would be registered, change nothing")
     flow_verb(verbs, "status", "per-partition cursor, lag and gaps of a flow", commands.status)
     flow_verb(verbs, "heartbeat", "write one MM2 heartbeat of a flow to its target", commands.heartbeat)
     flow_verb(

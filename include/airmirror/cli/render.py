@@ -26,6 +26,7 @@ from airmirror.model import (
 from airmirror.replication.continuous import ContinuousReport
 from airmirror.replication.incarnations import TopicReset
 from airmirror.replication.pipeline import BatchSummary, ReplicateReport
+from airmirror.replication.schema_sync import SchemaSyncReport
 from airmirror.replication.status import FlowStatus, PartitionStatus
 
 
@@ -354,6 +355,25 @@ def print_takeover(plan: TakeoverPlan, as_json: bool) -> None:
             f"{recopied}; {len(p.syncs)} offset syncs imported{note}"
         )
     print(f"  {len(plan.checkpoints)} MM2 checkpoints imported")
+
+
+def print_schema_sync(flow: str, report: SchemaSyncReport, dry_run: bool, as_json: bool) -> None:
+    """``airmirror schemas``: each subject, its target subject and each version's ids."""
+    if as_json:
+        print(to_json({"flow": flow, "dry_run": dry_run, **report.as_dict()}))
+        return
+    verb = "would register" if dry_run else "registered"
+    print(
+        f"flow {flow} (airmirror.schema.ids = {report.mode.value}): {len(report.subjects)} subjects, "
+        f"{report.registered} versions {verb}"
+    )
+    for subject in report.subjects:
+        level = f", compatibility {subject.compatibility}" if subject.compatibility else ""
+        print(f"  {subject.subject} -> {subject.target_subject}{level}")
+        for v in subject.versions:
+            target = "-" if v.target_id is None else f"id {v.target_id} v{v.target_version}"
+            state = f" ({verb})" if v.registered else ""
+            print(f"    v{v.source_version} id {v.source_id} -> {target}{state}")
 
 
 def print_explanations(flows: dict[str, list[EffectiveSetting]], as_json: bool) -> None:

@@ -12,6 +12,9 @@ Contract:
    (:func:`use_resolver`), which also asks the configured secrets backends.
 4. A missing connection, another type or an extra that is not a flat object raises :class:`ConfigError`
    naming the connection and the key that asked for it; no message ever contains a connection's values.
+5. ``{alias}.schema.registry.airflow.conn.id = NAME`` names a connection of type ``http``: its host (with
+   ``schema`` http or https, default http) and port make the registry's URL, login and password its basic-auth
+   credentials, and its extra may hold the registry's TLS keys (``ssl.ca.location`` ...).  Resolved late, as rule 2.
 """
 
 from __future__ import annotations
@@ -21,20 +24,27 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from airmirror.errors import ConfigError
 
 CONN_ID_KEY = "airflow.conn.id"
 KAFKA_CONN_TYPE = "kafka"
+HTTP_CONN_TYPE = "http"
 
 
 @dataclass(frozen=True)
 class FoundConnection:
-    """What a resolver found: the connection's type and its extra (values never shown in reprs)."""
+    """What a resolver found: the connection's type and its extra, and for an ``http`` connection (a schema
+    registry's, rule 5) its host, port, schema, login and password (values never shown in reprs)."""
 
     conn_type: str
     extra: Mapping[str, Any] = field(repr=False)
+    host: str | None = field(default=None, repr=False)
+    port: int | None = None
+    schema: str | None = None
+    login: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
 
 
 Resolver = Callable[[str], FoundConnection | None]
@@ -53,11 +63,28 @@ def from_environment(name: str) -> FoundConnection | None:
         extra = fields.get("extra") or {}
         if isinstance(extra, str):
             extra = _json_object(extra, name)
-        return FoundConnection(str(fields.get("conn_type", "")), extra)
+        port = fields.get("port")
+        return FoundConnection(
+            str(fields.get("conn_type", "")),
+            extra,
+            host=fields.get("host"),
+            port=None if port in (None, "") else int(port),
+            schema=fields.get("schema"),
+            login=fields.get("login"),
+            password=fields.get("password"),
+        )
     uri = urlsplit(text)
     query = dict(parse_qsl(uri.query, keep_blank_values=True))
     extra = _json_object(query.pop("__extra__"), name) if "__extra__" in query else query
-    return FoundConnection(uri.scheme.replace("-", "_"), extra)
+    return FoundConnection(
+        uri.scheme.replace("-", "_"),
+        extra,
+        host=unquote(uri.hostname) if uri.hostname else None,
+        port=uri.port,
+        schema=unquote(uri.path.lstrip("/")) or None,
+        login=unquote(uri.username) if uri.username else None,
+        password=unquote(uri.password) if uri.password else None,
+    )
 
 
 def environment_variable(name: str) -> str:
@@ -75,6 +102,23 @@ def use_resolver(resolver: Resolver) -> None:
 
 def kafka_client_settings(name: str, asked_by: str, line: int | None = None) -> dict[str, str]:
     """The client settings in connection ``name``'s extra (rules 1 and 4); ``asked_by`` is the config key."""
+    return _flat_extra(_found(name, KAFKA_CONN_TYPE, asked_by, line), name, asked_by, line)
+
+
+def registry_client_settings(name: str, asked_by: str, line: int | None = None) -> dict[str, str]:
+    """A schema registry's client settings from ``http`` connection ``name`` (rules 4 and 5): ``url`` and
+    ``basic.auth.user.info`` when the connection has a host and a login, then the TLS keys of its extra."""
+    found = _found(name, HTTP_CONN_TYPE, asked_by, line)
+    settings = _flat_extra(found, name, asked_by, line)
+    if found.host:
+        host = found.host if "://" in found.host else f"{found.schema or 'http'}://{found.host}"
+        settings["url"] = host.rstrip("/") + (f":{found.port}" if found.port else "")
+    if found.login:
+        settings["basic.auth.user.info"] = f"{found.login}:{found.password or ''}"
+    return settings
+
+
+def _found(name: str, conn_type: str, asked_by: str, line: int | None) -> FoundConnection:
     try:
         found = _resolver(name)
     except ConfigError as error:
@@ -87,12 +131,16 @@ def kafka_client_settings(name: str, asked_by: str, line: int | None = None) -> 
             key=asked_by,
             line=line,
         )
-    if found.conn_type != KAFKA_CONN_TYPE:
+    if found.conn_type != conn_type:
         raise ConfigError(
-            f"Airflow connection '{name}' is of type '{found.conn_type}', expected '{KAFKA_CONN_TYPE}'",
+            f"Airflow connection '{name}' is of type '{found.conn_type}', expected '{conn_type}'",
             key=asked_by,
             line=line,
         )
+    return found
+
+
+def _flat_extra(found: FoundConnection, name: str, asked_by: str, line: int | None) -> dict[str, str]:
     if not isinstance(found.extra, Mapping) or any(isinstance(value, (dict, list)) for value in found.extra.values()):
         raise ConfigError(
             f"Airflow connection '{name}': its extra must be a flat object of client settings", key=asked_by, line=line

@@ -52,6 +52,8 @@ from airmirror.config.flow_settings import (
 )
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
+from airmirror.config.schema_registries import PREFIX as REGISTRY_PREFIX
+from airmirror.config.schema_registries import RegistryAccess, SchemaIds, registry_access, schema_ids_mode
 from airmirror.config.secrets import MaskedConfig, db_url_secrets, is_secret_key, secret_values
 from airmirror.config.settings_registry import (
     BATCH_LOG_REPLICATION_FACTOR,
@@ -81,6 +83,7 @@ from airmirror.config.settings_registry import (
     REPLICATION_POLICY_CLASS,
     REPLICATION_POLICY_SEPARATOR,
     SCHEDULE,
+    SCHEMA_IDS,
     SOURCE_RESET_POLICY,
     SPARK_CONF,
     SPARK_CONN_ID,
@@ -214,6 +217,9 @@ class MirrorConfig:
             self._classify(key, setting)
         for alias in self.clusters:
             self.bootstrap_servers(alias)
+        self.registries: dict[str, RegistryAccess | None] = {
+            alias: registry_access(alias, self._cluster[alias].get) for alias in self.clusters
+        }
         self._warn_about_ignored_keys()
         self._flows = {flow.name: flow for flow in self._build_flows()}
         self._check_dag_ids()
@@ -341,7 +347,9 @@ class MirrorConfig:
 
     @staticmethod
     def _is_cluster_client_key(key: str) -> bool:
-        return key != CONN_ID_KEY and not (_client_kind_prefix(key) or _is_worker_key(key) or _is_mm2_key(key))
+        return key != CONN_ID_KEY and not (
+            _client_kind_prefix(key) or _is_worker_key(key) or _is_mm2_key(key) or key.startswith(REGISTRY_PREFIX)
+        )
 
     @staticmethod
     def _parse_clusters(settings: Mapping[str, Setting]) -> tuple[str, ...]:
@@ -392,7 +400,9 @@ class MirrorConfig:
                 )
         for settings in self._cluster.values():
             for key, setting in settings.items():
-                if _is_worker_key(key) and key not in _WORKER_KEYS_READ:
+                if key.startswith(REGISTRY_PREFIX) and not is_declared(key):
+                    self._warn(f"{setting.describe()}: ignored, airmirror has no such schema registry setting")
+                elif _is_worker_key(key) and key not in _WORKER_KEYS_READ:
                     self._warn(f"{setting.describe()}: ignored, Kafka Connect worker setting")
                 elif _is_mm2_key(key):
                     self._warn(
@@ -550,6 +560,7 @@ class FlowConfig:
             task_retries=self.value(TASK_RETRIES),
             live=self.value(LIVE),
         )
+        self.schema_ids: SchemaIds = schema_ids_mode(self.setting(SCHEMA_IDS.name), config.registries, source, target)
         self.metadata_db_url: str = self.optional(METADATA_DB_URL) or f"sqlite:///{config.home}/metadata.db"
         self.metadata_retention: timedelta = self.value(METADATA_RETENTION)
         self.config_path: Path = config.path
@@ -566,11 +577,20 @@ class FlowConfig:
         :func:`airmirror.config.secrets.is_secret_key`), the secret librdkafka settings of the flow's clients (e.g. the
         password a JAAS login becomes) and the credentials of the metadata DB URL."""
         clients = (self._client(alias, kind).config for alias in (self.source, self.target) for kind in CLIENT_KINDS)
+        registries = (self._config.registries[alias] for alias in (self.source, self.target))
         return {
             *self._config.secret_values(),
             *(value for config in clients for value in secret_values(config)),
             *db_url_secrets(self.metadata_db_url),
+            *(value for registry in registries if registry is not None for value in registry.secret_values()),
         }
+
+    def registry(self, alias: str) -> RegistryAccess:
+        """Cluster ``alias``'s schema registry; only for a flow whose :attr:`schema_ids` is not ``off``."""
+        registry = self._config.registries[alias]
+        if registry is None:
+            raise ValueError(f"cluster {alias!r} has no schema registry")
+        return registry
 
     def setting(self, key: str) -> Setting | None:
         """The setting that supplies ``key``: ``{source}->{target}.KEY`` if present, else top-level ``KEY``."""

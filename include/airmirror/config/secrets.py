@@ -5,7 +5,8 @@ Contract:
 * :func:`is_secret_key` classifies a configuration key - a Java or librdkafka client key, an MM2 key
   (with any ``{cluster}.``/``{flow}.`` prefix), an ``airmirror.spark.conf.X`` key, or a DB URL query
   parameter - as secret when it names a password, passphrase, secret, token, credential (not a
-  ``credentials.provider`` class), JAAS login, private key, API key, or a cloud-storage access/account key.
+  ``credentials.provider`` class or a ``credentials.source``), JAAS login, private key, API key, a schema
+  registry's ``basic.auth.user.info``, or a cloud-storage access/account key.
   Matching is case-insensitive.
 * Secret values are shown as :data:`MASK` by :func:`mask_value`, :func:`masked` and the repr/str of
   :class:`MaskedConfig`.  :func:`masked_db_url` shows a DB URL's password as SQLAlchemy's
@@ -33,7 +34,7 @@ URL_MASK = "***"
 """SQLAlchemy's mask of a URL's password."""
 
 _SECRET_KEY = re.compile(
-    r"password|passwd|passphrase|secret|token|credential(?!s?\.provider)|jaas|private|api[._-]?key"
+    r"password|passwd|passphrase|secret|token|credential(?!s?\.(?:provider|source))|jaas|private|api[._-]?key|user\.info"
     r"|\bkey\.pem$|keystore\.key$|(?:access|account)\.key\b",
     re.IGNORECASE,
 )

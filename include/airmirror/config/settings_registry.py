@@ -69,6 +69,7 @@ class Group(Enum):
     POLICY = "Remote topic names"
     TOPIC_SYNC = "Remote topics: creation, configs and ACLs"
     COPY = "The copy"
+    SCHEMAS = "Schema registries"
     HEARTBEATS = "Heartbeats"
     CHECKPOINTS = "Checkpoints and consumer-group offsets"
     OFFSET_SYNCS = "MM2's offset-syncs topic"
@@ -530,6 +531,165 @@ SOURCE_RESET_POLICY = define(
         ),
         group=Group.COPY,
         origin=OURS,
+    )
+)
+
+# -- schema registries ----------------------------------------------------------------------------------------------
+SCHEMA_REGISTRY_URL = define(
+    SettingKey(
+        name="schema.registry.url",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc=(
+            "the cluster's schema registry (Confluent's REST API), one URL or several comma-separated; with a registry "
+            "on both clusters a flow translates schema ids (`airmirror.schema.ids`)"
+        ),
+        group=Group.SCHEMAS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+        default_doc="none: the cluster has no registry (unless its registry connection gives one)",
+    )
+)
+SCHEMA_REGISTRY_USER_INFO = define(
+    SettingKey(
+        name="schema.registry.basic.auth.user.info",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc="HTTP basic-auth credentials `user:password` of the registry (a secret: masked everywhere)",
+        group=Group.SCHEMAS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+        default_doc="none",
+    )
+)
+SCHEMA_REGISTRY_CREDENTIALS_SOURCE = define(
+    SettingKey(
+        name="schema.registry.basic.auth.credentials.source",
+        type=one_of("USER_INFO", "URL"),
+        default="USER_INFO",
+        doc="where basic-auth credentials come from: `USER_INFO` (the key above) or `URL` (`https://user:pass@host`)",
+        group=Group.SCHEMAS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+    )
+)
+SCHEMA_REGISTRY_SSL_CA = define(
+    SettingKey(
+        name="schema.registry.ssl.ca.location",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc="PEM file of the CA certificates that verify the registry's certificate",
+        group=Group.SCHEMAS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+        default_doc="the system's CAs",
+    )
+)
+SCHEMA_REGISTRY_SSL_CERTIFICATE = define(
+    SettingKey(
+        name="schema.registry.ssl.certificate.location",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc="PEM file of the client certificate (mutual TLS)",
+        group=Group.SCHEMAS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+        default_doc="none",
+    )
+)
+SCHEMA_REGISTRY_SSL_KEY = define(
+    SettingKey(
+        name="schema.registry.ssl.key.location",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc="PEM file of the client certificate's private key",
+        group=Group.SCHEMAS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+        default_doc="none",
+    )
+)
+SCHEMA_REGISTRY_SSL_KEY_PASSWORD = define(
+    SettingKey(
+        name="schema.registry.ssl.key.password",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc="password of that private key (a secret: masked everywhere)",
+        group=Group.SCHEMAS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+        default_doc="none",
+    )
+)
+SCHEMA_REGISTRY_CONN_ID = define(
+    SettingKey(
+        name="schema.registry.airflow.conn.id",
+        type=NON_EMPTY_TEXT,
+        default=None,
+        doc=(
+            "take the registry from this Airflow connection (type `http`: host, port, schema `http`/`https`, login and "
+            "password for basic auth; TLS keys above in its extra), resolved when a task runs; the file's keys win"
+        ),
+        group=Group.SCHEMAS,
+        origin=OURS,
+        scope=Scope.CLUSTER,
+        default_doc="none",
+    )
+)
+SCHEMA_IDS = define(
+    SettingKey(
+        name="airmirror.schema.ids",
+        type=one_of("translate", "keep", "off"),
+        default=None,
+        doc=(
+            "what happens to the schema ids in copied records: `translate` registers the source's subjects on the "
+            "target registry and rewrites each record's id to the target's; `keep` imports the schemas with their ids "
+            "(the target registry in IMPORT mode) and copies records unchanged; `off` leaves both registries alone"
+        ),
+        group=Group.SCHEMAS,
+        origin=OURS,
+        default_doc="`translate` when both clusters have a registry, `off` otherwise",
+    )
+)
+SCHEMA_UNKNOWN = define(
+    SettingKey(
+        name="airmirror.schema.unknown",
+        type=one_of("fail", "pass"),
+        default="fail",
+        doc=(
+            "a record whose schema id the source registry does not know: `fail` stops the batch naming topic, "
+            "partition, offset and id (nothing of that chunk written); `pass` copies it unchanged and counts it"
+        ),
+        group=Group.SCHEMAS,
+        origin=OURS,
+    )
+)
+SCHEMA_TOPICS = define(
+    SettingKey(
+        name="airmirror.schema.topics",
+        type=PATTERNS,
+        default="",
+        doc=(
+            "topics whose keys and values are framed by a schema-registry serializer although the source registry "
+            "has no `{topic}-key`/`{topic}-value` subject for them (e.g. with RecordNameStrategy)"
+        ),
+        group=Group.SCHEMAS,
+        origin=OURS,
+        default_doc="none: only topics with a subject",
+    )
+)
+SCHEMA_RECORD_SUBJECTS = define(
+    SettingKey(
+        name="airmirror.schema.record.subjects",
+        type=PATTERNS,
+        default="",
+        doc=(
+            "subjects not named after a topic (RecordNameStrategy, TopicRecordNameStrategy) to sync too; they keep "
+            "their names on the target"
+        ),
+        group=Group.SCHEMAS,
+        origin=OURS,
+        default_doc="none",
     )
 )
 

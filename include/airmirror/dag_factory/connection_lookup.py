@@ -23,7 +23,17 @@ def airflow_connection(name: str) -> FoundConnection | None:
     for key, value in extra.items():
         if value and is_secret_key(str(key)):
             mask_secret(str(value))
-    return FoundConnection(connection.conn_type or "", extra)
+    if connection.password:
+        mask_secret(connection.password)
+    return FoundConnection(
+        connection.conn_type or "",
+        extra,
+        host=connection.host,
+        port=connection.port,
+        schema=connection.schema,
+        login=connection.login,
+        password=connection.password,
+    )
 
 
 def resolve_connections_through_airflow() -> None:

@@ -2,7 +2,8 @@
 
 1. :func:`sync_flow_topics` - select the source topics, refuse a ``start_from`` that would move existing
    cursors without ``reset_cursor`` (before anything changes), create/grow/reconfigure remote topics, and copy
-   topic ACLs (:mod:`airmirror.kafka.acl_sync`).
+   topic ACLs (:mod:`airmirror.kafka.acl_sync`), and copy their subjects to the target's schema registry
+   (:mod:`airmirror.replication.schema_sync`).
 2. :func:`plan_batch` - resume the flow's unfinished batch if there is one (:mod:`airmirror.replication.resume`),
    otherwise plan a new one from the stored cursors (:mod:`airmirror.replication.plan_inputs`) and store it
    (state RUNNING) before anything is copied.  A resumed batch keeps its original ranges: a retry never
@@ -47,6 +48,7 @@ from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_inputs import plan_ranges, record_cap, refuse_moving_cursors
 from airmirror.replication.recording import after_commit, committed_batch, warm_writers
 from airmirror.replication.resume import revise_resumed_ranges
+from airmirror.replication.schema_sync import record_ids, store_new_ids, sync_schemas
 from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
 from airmirror.replication.streaming import close_stream, stream_ranges
 from airmirror.store import FlowLease, MetadataStore, describe_holder
@@ -106,6 +108,7 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
         ensure_batch_log(flow, target)
         if flow.topic_sync.sync_acls_enabled:
             sync_topic_acls(flow, source, target)
+        sync_schemas(flow, store, report.mappings)
     return report
 
 
@@ -186,12 +189,15 @@ def run_batch(
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be run")
     fence_partitions(flow, [r.key for r in planned.ranges if r.size > 0], planned.copy_tasks)
-    tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: spark_slots(spark()))
+    ids = record_ids(flow, store, {r.topic: r.remote_topic for r in planned.ranges if r.size > 0})
+    tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: spark_slots(spark()), record_ids=ids)
     if not tasks:
         return []
     store.set_copy_tasks(planned.batch_id, len(tasks))
     planned.copy_tasks = len(tasks)
-    return run_copy_job(spark(), tasks)
+    copied = run_copy_job(spark(), tasks)
+    store_new_ids(flow, store, copied)
+    return copied
 
 
 def record_batch(

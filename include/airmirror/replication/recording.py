@@ -108,6 +108,7 @@ def range_result(
         downstream_start=progress.downstream_start,
         downstream_end=progress.downstream_position if progress.records else None,
         end_epoch=progress.leader_epoch,
+        schema_passed=progress.passed,
     )
 
 

@@ -46,6 +46,7 @@ from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey, PlannedRange, RangeResult
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit
+from airmirror.replication.schema_sync import record_ids
 from airmirror.replication.spark.batch_log import (
     Progress,
     RunsRecord,
@@ -322,7 +323,8 @@ def run_stream(
     job is raised once the stream is closed (the next round streams again)."""
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
 
-    tasks = copy_tasks(flow, batch_id, ranges, lambda: spark_slots(spark), stream_until=until)
+    ids = record_ids(flow, store, {r.topic: r.remote_topic for r in ranges})
+    tasks = copy_tasks(flow, batch_id, ranges, lambda: spark_slots(spark), stream_until=until, record_ids=ids)
     store.set_copy_tasks(batch_id, len(tasks))
     recorder = StreamRecorder(flow, store, batch_id, ranges, lease, on_record)
     tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)

@@ -471,7 +471,7 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
     )
 
 
-TOTALS = ("records", "bytes", "gap_count", "gap_offsets")
+TOTALS = ("records", "bytes", "gap_count", "gap_offsets", "schema_passed")
 
 
 def _add_totals(
@@ -479,7 +479,13 @@ def _add_totals(
 ) -> None:
     """Add the committed ranges' records and bytes and the gaps ``found`` to the partitions' totals."""
     added = {
-        plan.key: {"records": result.records, "bytes": result.bytes, "gap_count": 0, "gap_offsets": 0}
+        plan.key: {
+            "records": result.records,
+            "bytes": result.bytes,
+            "gap_count": 0,
+            "gap_offsets": 0,
+            "schema_passed": result.schema_passed,
+        }
         for plan, result in pairs
     }
     for gap in found:

@@ -10,6 +10,7 @@ contracts in its module's docstring:
 * :mod:`airmirror.store.heartbeats`: heartbeat emissions and replication latency.
 * :mod:`airmirror.store.incarnation_rows`: cursor incarnations, remote topic ids, stops and source resets.
 * :mod:`airmirror.store.verify_results`: every ``airmirror verify`` and its result per partition.
+* :mod:`airmirror.store.schema_ids`: the schema id map and synced subjects of each flow.
 * :mod:`airmirror.store.retention`: pruning of the history older than ``airmirror.metadata.retention``.
 * :mod:`airmirror.store.flow_lease`: :meth:`MetadataStore.hold_flow` lets one run at a time work on a flow.
 * :mod:`airmirror.store.engine`: engines, transactions and schema migrations.
@@ -52,6 +53,7 @@ from airmirror.store.heartbeats import HeartbeatStore
 from airmirror.store.lag_samples import LagStore
 from airmirror.store.retention import RetentionStore
 from airmirror.store.rows import utcnow
+from airmirror.store.schema_ids import SchemaIdStore
 from airmirror.store.streams import StreamStore
 from airmirror.store.verify_results import VerificationStore
 
@@ -76,7 +78,14 @@ class SchemaNotCurrentError(ReplicationFailure):
 
 
 class MetadataStore(
-    BatchStore, StreamStore, CheckpointStore, HeartbeatStore, LagStore, VerificationStore, RetentionStore
+    BatchStore,
+    StreamStore,
+    CheckpointStore,
+    HeartbeatStore,
+    LagStore,
+    VerificationStore,
+    RetentionStore,
+    SchemaIdStore,
 ):
     """Repository over the metadata store tables (see the module docstring for the contracts)."""
 

@@ -33,6 +33,10 @@ Tables and their contracts:
 * ``airmirror_heartbeat_latency``: per (flow, heartbeat source alias, heartbeat target alias) the newest
   replication latency observed from a copied heartbeat.
 * ``airmirror_heartbeat_emissions``: per flow the newest heartbeat it wrote to its target.
+* ``airmirror_schema_ids``: per (flow, source schema id) the target registry's id (``airmirror.schema.ids``);
+  ``airmirror_schema_subjects``: per (flow, source subject) the target subject and the versions its newest schema
+  sync copied.  ``airmirror_partition_totals.schema_passed`` counts records copied unchanged because their schema id
+  was unknown (``airmirror.schema.unknown = pass``).
 * ``airmirror_remote_topics``: per (flow, remote topic) the topic id airmirror first wrote to; a remote topic
   with another id (or gone) is stopped (see :mod:`airmirror.replication.incarnations`).
 * ``airmirror_stops``: per (flow, source topic, partition) why replication of it is stopped; partition
@@ -270,6 +274,7 @@ partition_totals = Table(
     Column("bytes", BigInteger, nullable=False),
     Column("gap_count", BigInteger, nullable=False),
     Column("gap_offsets", BigInteger, nullable=False),
+    Column("schema_passed", BigInteger, nullable=False, server_default="0"),
 )
 
 lag_samples = Table(
@@ -356,6 +361,30 @@ partition_prunes = Table(
 )
 """When each source partition's offset-sync runs were last pruned, whichever process did it
 (:meth:`~airmirror.store.retention.RetentionStore.claim_prunes`)."""
+
+SUBJECT_LENGTH = 512
+"""The longest schema-registry subject the store keeps."""
+
+schema_ids = Table(
+    "airmirror_schema_ids",
+    metadata,
+    _flow(),
+    Column("source_id", BigInteger, primary_key=True),
+    Column("target_id", BigInteger, nullable=False),
+    Column("recorded_at", UTCDateTime(), nullable=False),
+)
+"""Per flow, the target registry's id of each source schema id the flow copied (:mod:`airmirror.store.schema_ids`)."""
+
+schema_subjects = Table(
+    "airmirror_schema_subjects",
+    metadata,
+    _flow(),
+    Column("subject", String(SUBJECT_LENGTH), primary_key=True),
+    Column("target_subject", String(SUBJECT_LENGTH), nullable=False),
+    Column("versions", Integer, nullable=False),
+    Column("synced_at", UTCDateTime(), nullable=False),
+)
+"""Per flow, each source subject its newest schema sync copied: the target subject and how many versions."""
 
 remote_topics = Table(
     "airmirror_remote_topics",

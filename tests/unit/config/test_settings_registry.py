@@ -17,6 +17,7 @@ from airmirror.config.settings_registry import (
     TRANSACTION_MAX_RECORDS,
     Group,
     Origin,
+    Scope,
     SettingKey,
     all_keys,
     declared,
@@ -59,7 +60,8 @@ def test_every_airmirror_key_is_airmirrors_and_every_other_key_is_mm2s_or_a_clus
         if key.name.startswith("airmirror."):
             assert key.origin is Origin.AIRMIRROR, key.name
         elif key.origin is Origin.AIRMIRROR:
-            assert key.name == "airflow.conn.id", key.name
+            assert key.scope is Scope.CLUSTER, key.name
+            assert key.name == "airflow.conn.id" or key.name.startswith("schema.registry."), key.name
 
 
 def test_an_unset_flow_takes_every_group_value_from_the_registry_defaults(tmp_path):

@@ -90,7 +90,8 @@ class Progress:
     first runs record: the log's end before the job that wrote it (``None`` while nothing was copied).
     ``source_topic_id`` and ``remote_topic_id`` name the incarnations of both topics: progress of other
     incarnations says nothing about this copy.  ``leader_epoch`` is the source leader epoch of the record at
-    ``position - 1`` when known, so that a resumed read validates its position against the leader.
+    ``position - 1`` when known, so that a resumed read validates its position against the leader.  ``passed``
+    counts the range's records copied unchanged with an unknown schema id (:mod:`airmirror.schemas.record_ids`).
     """
 
     batch_id: int
@@ -107,6 +108,7 @@ class Progress:
     source_topic_id: str | None = None
     remote_topic_id: str | None = None
     leader_epoch: int | None = None
+    passed: int = 0
 
     def encode(self) -> str:
         return json.dumps({"v": LOG_FORMAT_VERSION, **asdict(self)}, separators=(",", ":"))

@@ -48,6 +48,7 @@ from airmirror.replication.spark.progress import log_end, range_progress, unfini
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, copy_task
+from airmirror.schemas.record_ids import RecordIds
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ def copy_tasks(
     ranges: list[PlannedRange],
     slots: Callable[[], int],
     stream_until: float | None = None,
+    record_ids: RecordIds | None = None,
 ) -> list[CopyTask]:
     """The copy tasks of the batch's ranges that have records to copy and are not done in Kafka yet, at most
     ``slots()`` of them (see the module docstring; asked last, after the reads of the batch log and the target,
@@ -111,7 +113,8 @@ def copy_tasks(
     lowered here, with one warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`).
     With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
     task, which streams until then and at least up to the source's last stable offsets of now (rule 6 of
-    :mod:`airmirror.replication.spark.task_writer`)."""
+    :mod:`airmirror.replication.spark.task_writer`).  ``record_ids`` (``airmirror.schema.ids`` not ``off``, see
+    :func:`airmirror.replication.schema_sync.record_ids`) goes to every task."""
     catch_up: dict[PartitionKey, int] = {}
     if stream_until is not None:
         ranges = [replace(r, end=OPEN_END) for r in ranges]
@@ -160,6 +163,7 @@ def copy_tasks(
             target_consumer_config=consumer,
             source_consumer_config=source_consumer,
             stream_until=stream_until,
+            record_ids=record_ids,
         )
         for index, task_ranges in enumerate(spread(ranges, max(1, min(slots(), len(ranges)))))
     ]

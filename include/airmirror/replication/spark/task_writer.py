@@ -103,6 +103,7 @@ from airmirror.replication.spark.batch_log import (
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
+from airmirror.schemas.record_ids import IdTranslator, RecordIds
 
 TRANSACTION_TIMEOUT_MS = 900_000
 TRANSACTION_CALL_S = 30.0
@@ -163,7 +164,8 @@ class CopyTask:
     it.  ``buffer`` bounds what the task holds (:mod:`airmirror.replication.spark.task_buffer`).  The client
     configurations can hold credentials, so they are left out of the repr.  The access scopes name the ACL
     behind a refusal (:mod:`airmirror.kafka.authorization`).  ``stream_until`` (epoch seconds) makes it a streaming
-    task (rule 6 of the module docstring).
+    task (rule 6 of the module docstring).  ``record_ids`` makes the task translate schema ids
+    (:mod:`airmirror.schemas.record_ids`).
     """
 
     flow: str
@@ -181,6 +183,7 @@ class CopyTask:
     target_consumer_config: ClientConfig = field(repr=False)
     source_consumer_config: ClientConfig = field(repr=False)
     stream_until: float | None = None
+    record_ids: RecordIds | None = field(default=None, repr=False)
 
     @property
     def remote_topics(self) -> str:
@@ -296,7 +299,7 @@ class RangeState:
 
     def __init__(self, source: RangeTask, progress: Progress, deliveries: PartitionDeliveries) -> None:
         self.source, self.progress, self.deliveries = source, progress, deliveries
-        self.chunk_records = self.chunk_bytes = 0
+        self.chunk_records = self.chunk_bytes = self.chunk_passed = 0
 
 
 class TaskCopy:
@@ -311,6 +314,7 @@ class TaskCopy:
         self.group_metadata = anchor_group_metadata(task)
         self.states: dict[tuple[str, int], RangeState] = {}
         self.call_s = TRANSACTION_CALL_S if task.stream_until is None else STREAM_TRANSACTION_CALL_S
+        self.ids = None if task.record_ids is None else IdTranslator(task.record_ids)
 
     def fence(self, first_attempt: bool) -> None:
         """Fence older attempts and find where each range stands (rule 2 of the module docstring)."""
@@ -395,7 +399,7 @@ class TaskCopy:
             for got in rounds:
                 for key, messages in got.items():
                     state = self.states[key]
-                    copied = self.produce_records(state.source, state.deliveries, messages)
+                    copied = self.produce_records(state, messages)
                     state.chunk_records += len(messages)
                     state.chunk_bytes += copied
                     records += len(messages)
@@ -420,17 +424,24 @@ class TaskCopy:
             abort_quietly(producer)
             raise
 
-    def produce_records(self, source: RangeTask, deliveries: PartitionDeliveries, messages: list[Message]) -> int:
+    def produce_records(self, state: RangeState, messages: list[Message]) -> int:
         """Produce one range's records, in order, to its remote partition; returns their payload bytes.
 
-        Key, value and headers go out as they came in; the source timestamp is kept, except that a record
-        without one (-1) gets the produce time (librdkafka's timestamp 0).
+        Key, value and headers go out as they came in, except the schema ids of a topic whose records are framed
+        when the task translates them (:mod:`airmirror.schemas.record_ids`); the source timestamp is kept, except
+        that a record without one (-1) gets the produce time (librdkafka's timestamp 0).
         """
         produce, poll = self.producer.produce, self.producer.poll
+        source, deliveries = state.source, state.deliveries
         topic, partition = source.remote_topic, source.partition
+        ids = self.ids if self.ids is not None and self.ids.framed(source.topic) else None
         copied = 0
         for message in messages:
             key, value, offset = message.key(), message.value(), offset_of(message)
+            headers = message.headers()
+            if ids is not None:
+                key, value, headers, passed = ids.rewrite(source.topic, source.partition, offset, key, value, headers)
+                state.chunk_passed += passed
             deliveries.sent(offset)
             while True:
                 try:
@@ -440,7 +451,7 @@ class TaskCopy:
                         key,
                         partition=partition,
                         timestamp=max(message.timestamp()[1], 0),
-                        headers=message.headers(),
+                        headers=headers,
                     )
                     break
                 except BufferError:
@@ -482,7 +493,7 @@ class TaskCopy:
             producer.commit_transaction(self.call_s)
         for key, progress in committed.items():
             state = self.states[key]
-            state.progress, state.chunk_records, state.chunk_bytes = progress, 0, 0
+            state.progress, state.chunk_records, state.chunk_bytes, state.chunk_passed = progress, 0, 0, 0
 
     def chunk_progress(self, state: RangeState, reached: int, reached_epoch: int | None, done: bool) -> Progress:
         """Produce the chunk's runs records of one range and return its new progress (not yet committed)."""
@@ -516,6 +527,7 @@ class TaskCopy:
             source_topic_id=progress.source_topic_id,
             remote_topic_id=progress.remote_topic_id,
             leader_epoch=reached_epoch if state.chunk_records else progress.leader_epoch,
+            passed=progress.passed + state.chunk_passed,
         )
 
 
@@ -667,12 +679,16 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
             attempt = TaskCopy(task)
             attempt.fence(first_attempt)
             attempt.copy(reader)
+    schema_ids = {} if attempt.ids is None else {str(s): t for s, t in attempt.ids.new_ids.items()}
+    if attempt.ids is not None:
+        attempt.ids.close()
     return [
         RangeCopied(
             topic=state.source.topic,
             partition=state.source.partition,
             records=state.progress.records,
             bytes=state.progress.bytes,
+            schema_ids=schema_ids,
         )
         for state in attempt.states.values()
     ]

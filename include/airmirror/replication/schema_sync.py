@@ -1,0 +1,167 @@
+"""The schema step of a batch (``airmirror.schema.ids``): subjects copied to the target registry before the copy,
+and what the copy tasks need to rewrite ids.
+
+Contract:
+
+1. :func:`sync_schemas` runs after the topic sync and before planning (step 1 of
+   :mod:`airmirror.replication.pipeline`, and ``airmirror schemas``).  It copies the subjects of the flow's
+   replicated topics (``{topic}-key``, ``{topic}-value``) and those matching ``airmirror.schema.record.subjects``
+   (:mod:`airmirror.schemas.subject_copy`), then stores the id map and the synced subjects in ONE call each; a dry
+   run writes nothing anywhere.  A sync that fails half way leaves what it registered, which the next sync finds.
+2. :func:`record_ids` is read when the copy job is planned: the stored id map and, per source topic of the job, the
+   sides its records are framed on (a subject of the topic on the source registry, or both sides for a topic
+   matching ``airmirror.schema.topics``).  ``None`` when the flow's mode is ``off``.
+3. :func:`store_new_ids` stores the ids the copy tasks mapped in-run (:class:`~airmirror.model.RangeCopied`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from airmirror.config import FlowConfig
+from airmirror.config.schema_registries import SchemaIds
+from airmirror.config.settings_registry import SCHEMA_IDS, SCHEMA_RECORD_SUBJECTS, SCHEMA_TOPICS, SCHEMA_UNKNOWN
+from airmirror.errors import ConfigError
+from airmirror.kafka.clients import shared_clients, source_admin
+from airmirror.kafka.topics import TopicMapping, replicated_topics
+from airmirror.model import RangeCopied, SyncedSubject
+from airmirror.schemas.framing import Side
+from airmirror.schemas.record_ids import RecordIds
+from airmirror.schemas.registry_client import RegistryClient
+from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames, SubjectReport, topic_of
+from airmirror.store import MetadataStore
+from airmirror.store.rows import utcnow
+
+
+@dataclass
+class SchemaSyncReport:
+    """What a schema sync did (or, in a dry run, would do): per subject, and the id map it found."""
+
+    mode: SchemaIds
+    subjects: list[SubjectReport] = field(default_factory=list)
+    ids: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def registered(self) -> int:
+        """Versions registered on the target (a dry run: that would be)."""
+        return sum(s.registered for s in self.subjects)
+
+    def as_dict(self) -> dict[str, object]:
+        """The report as ``airmirror schemas --json`` prints it."""
+        return {
+            "mode": self.mode.value,
+            "registered": self.registered,
+            "subjects": [
+                {
+                    "subject": s.subject,
+                    "target_subject": s.target_subject,
+                    "compatibility": s.compatibility,
+                    "versions": [
+                        {
+                            "version": v.source_version,
+                            "source_id": v.source_id,
+                            "target_version": v.target_version,
+                            "target_id": v.target_id,
+                            "registered": v.registered,
+                        }
+                        for v in s.versions
+                    ],
+                }
+                for s in self.subjects
+            ],
+            "ids": {str(source): target for source, target in sorted(self.ids.items())},
+        }
+
+
+def subject_names(mappings: Iterable[TopicMapping]) -> SubjectNames:
+    """Source subject -> target subject for the flow's replicated topics."""
+    return SubjectNames({m.source_topic: m.remote_topic for m in mappings})
+
+
+def selected_subjects(flow: FlowConfig, subjects: Iterable[str], mappings: Iterable[TopicMapping]) -> list[str]:
+    """The source subjects a sync copies (rule 1), sorted."""
+    topics = {m.source_topic for m in mappings}
+    record_subjects = flow.value(SCHEMA_RECORD_SUBJECTS)
+    chosen = []
+    for subject in subjects:
+        named = topic_of(subject)
+        if (named is not None and named[0] in topics) or record_subjects.matches(subject):
+            chosen.append(subject)
+    return sorted(chosen)
+
+
+def sync_schemas(
+    flow: FlowConfig, store: MetadataStore | None, mappings: list[TopicMapping], *, dry_run: bool = False
+) -> SchemaSyncReport | None:
+    """Copy the flow's subjects to the target registry (rule 1); ``None`` when ``airmirror.schema.ids = off``.
+    ``store`` may be ``None`` only for a dry run."""
+    if flow.schema_ids is SchemaIds.OFF:
+        return None
+    with RegistryClient(flow.registry(flow.source)) as source, RegistryClient(flow.registry(flow.target)) as target:
+        copier = SubjectCopier(source, target, flow.schema_ids, subject_names(mappings), dry_run=dry_run)
+        report = SchemaSyncReport(flow.schema_ids)
+        for subject in selected_subjects(flow, source.subjects(), mappings):
+            report.subjects.append(copier.copy_subject(subject))
+        report.ids = dict(copier.ids)
+    if not dry_run:
+        if store is None:
+            raise ValueError("a schema sync that writes needs the flow's store")
+        now = utcnow()
+        store.record_schema_ids(flow.name, report.ids)
+        store.record_schema_subjects(
+            flow.name, [SyncedSubject(s.subject, s.target_subject, len(s.versions), now) for s in report.subjects]
+        )
+    return report
+
+
+def schemas_verb(flow: FlowConfig, store: MetadataStore, *, dry_run: bool) -> SchemaSyncReport:
+    """``airmirror schemas``: the schema sync of the flow's replicated topics on its own (rule 1); an
+    :class:`~airmirror.errors.InputError` naming the key when the flow's ids are ``off``."""
+    if flow.schema_ids is SchemaIds.OFF:
+        raise ConfigError(
+            f"flow {flow.name} does not sync schemas: give both clusters a registry "
+            f"({flow.source}.schema.registry.url, {flow.target}.schema.registry.url) and leave it unset, or set it to "
+            "translate or keep",
+            key=SCHEMA_IDS.name,
+            line=flow.line_of(SCHEMA_IDS.name),
+        )
+    with shared_clients():
+        mappings = replicated_topics(flow, source_admin(flow))
+    report = sync_schemas(flow, None if dry_run else store, mappings, dry_run=dry_run)
+    if report is None:
+        raise AssertionError("schema ids are not off")
+    return report
+
+
+def record_ids(flow: FlowConfig, store: MetadataStore, mappings: dict[str, str]) -> RecordIds | None:
+    """What the copy tasks of source topics ``mappings`` (source -> remote topic) need (rule 2)."""
+    if flow.schema_ids is SchemaIds.OFF:
+        return None
+    source, target = flow.registry(flow.source), flow.registry(flow.target)
+    with RegistryClient(source) as client:
+        subjects = client.subjects()
+    framed: dict[str, set[Side]] = {}
+    for subject in subjects:
+        named = topic_of(subject)
+        if named is not None and named[0] in mappings:
+            framed.setdefault(named[0], set()).add(named[1])
+    all_sides = flow.value(SCHEMA_TOPICS)
+    for topic in mappings:
+        if all_sides.matches(topic):
+            framed[topic] = set(Side)
+    return RecordIds(
+        mode=flow.schema_ids,
+        unknown=flow.value(SCHEMA_UNKNOWN),
+        ids=store.schema_ids(flow.name),
+        framed={topic: frozenset(sides) for topic, sides in framed.items()},
+        names=SubjectNames(mappings),
+        source=source.resolved(),
+        target=target.resolved(),
+    )
+
+
+def store_new_ids(flow: FlowConfig, store: MetadataStore, copied: Iterable[RangeCopied]) -> None:
+    """Add the ids the copy tasks mapped in-run to the flow's map (rule 3)."""
+    found = {int(source): target for result in copied for source, target in result.schema_ids.items()}
+    store.record_schema_ids(flow.name, found)

@@ -1,0 +1,258 @@
+"""Calls to a schema registry through Confluent's REST API (Confluent Schema Registry, Apicurio's ``ccompat``,
+Karapace, Redpanda): the few airmirror needs to copy subjects and map ids.
+
+Contract:
+
+* A client talks to one cluster's registry (:class:`~airmirror.config.schema_registries.RegistryAccess`): its URLs in
+  order (the next one when a URL cannot be reached), HTTP basic auth from ``basic.auth.user.info`` (or the URL's
+  user info with ``basic.auth.credentials.source = URL``), TLS from the ``ssl.*`` keys.
+* A registry that cannot be reached, or answers 5xx or 429, is retried with backoff for up to
+  :data:`UNAVAILABLE_AFTER_S`; then :class:`~airmirror.errors.RegistryUnavailable` names the cluster and the URL
+  (never credentials).
+  Any other refusal is a :class:`~airmirror.errors.RegistryRefusal` with the registry's own message and error code.
+  Both are :class:`~airmirror.errors.ReplicationFailure`: a run that meets them fails, having written nothing it
+  cannot resume.
+* "Not found" answers are values, not errors: :meth:`RegistryClient.schema` returns ``None`` for an unknown id.
+* Schemas by id never change, so they are cached for the life of the client.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import httpx
+
+from airmirror.config.schema_registries import RegistryAccess
+from airmirror.errors import RegistryRefusal, RegistryUnavailable
+
+UNAVAILABLE_AFTER_S = 30.0
+REQUEST_TIMEOUT_S = 10.0
+_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0)
+_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+NOT_FOUND_CODES = frozenset({40401, 40402, 40403, 40408})
+"""Confluent's error codes of an unknown subject, version, schema, or subject-level config."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A schema's reference to another subject's version, by the ``name`` the referring schema uses."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
+class SchemaText:
+    """A schema as a registry stores it: its text, type (``AVRO``, ``PROTOBUF`` or ``JSON``) and references."""
+
+    schema: str
+    schema_type: str = "AVRO"
+    references: tuple[Reference, ...] = ()
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body that registers or looks up this schema."""
+        body: dict[str, Any] = {"schema": self.schema}
+        if self.schema_type != "AVRO":
+            body["schemaType"] = self.schema_type
+        if self.references:
+            body["references"] = [{"name": r.name, "subject": r.subject, "version": r.version} for r in self.references]
+        return body
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SchemaText:
+        return cls(
+            schema=str(data["schema"]),
+            schema_type=str(data.get("schemaType") or "AVRO"),
+            references=tuple(
+                Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in data.get("references") or ()
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class SubjectVersion:
+    """One version of a subject: its number, schema id and schema."""
+
+    subject: str
+    version: int
+    schema_id: int
+    schema: SchemaText
+
+
+class RegistryClient:
+    """One cluster's registry (see the module docstring); close it, or use it as a context manager."""
+
+    def __init__(self, access: RegistryAccess) -> None:
+        settings = access.settings
+        self.alias = access.alias
+        self._urls = access.urls
+        auth: tuple[str, str] | None = None
+        if settings.get("basic.auth.credentials.source", "USER_INFO") == "URL":
+            parts = urlsplit(self._urls[0])
+            if parts.username:
+                auth = (parts.username, parts.password or "")
+        elif settings.get("basic.auth.user.info"):
+            user, _, password = settings["basic.auth.user.info"].partition(":")
+            auth = (user, password)
+        self._urls = tuple(_without_user_info(url) for url in self._urls)
+        self._http = httpx.Client(
+            auth=auth,
+            verify=_tls_context(settings),
+            timeout=REQUEST_TIMEOUT_S,
+            headers={"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE},
+        )
+        self._schemas: dict[int, SchemaText | None] = {}
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"RegistryClient({self.alias!r}, {', '.join(self._urls)})"
+
+    # -- reads --------------------------------------------------------------------------------------------------------
+    def subjects(self) -> list[str]:
+        """Every subject (soft-deleted ones left out)."""
+        return [str(subject) for subject in cast(list[Any], self._call("GET", "/subjects"))]
+
+    def versions(self, subject: str) -> list[int]:
+        """The subject's versions, oldest first; empty for an unknown subject."""
+        found = self._call("GET", f"/subjects/{_path(subject)}/versions", missing_ok=True)
+        return sorted(int(v) for v in cast(list[Any], found or []))
+
+    def version(self, subject: str, version: int) -> SubjectVersion:
+        """Version ``version`` of ``subject``."""
+        data = cast(dict[str, Any], self._call("GET", f"/subjects/{_path(subject)}/versions/{version}"))
+        return SubjectVersion(subject, int(data["version"]), int(data["id"]), SchemaText.from_json(data))
+
+    def schema(self, schema_id: int) -> SchemaText | None:
+        """The schema of id ``schema_id``; ``None`` when the registry does not know the id."""
+        if schema_id not in self._schemas:
+            data = self._call("GET", f"/schemas/ids/{schema_id}", missing_ok=True)
+            self._schemas[schema_id] = None if data is None else SchemaText.from_json(cast(dict[str, Any], data))
+        return self._schemas[schema_id]
+
+    def subject_versions(self, schema_id: int) -> list[tuple[str, int]]:
+        """The subjects and versions that hold id ``schema_id``; empty for an unknown id."""
+        found = self._call("GET", f"/schemas/ids/{schema_id}/versions", missing_ok=True)
+        return [(str(item["subject"]), int(item["version"])) for item in cast(list[Any], found or [])]
+
+    def lookup(self, subject: str, schema: SchemaText) -> tuple[int, int] | None:
+        """The id and version ``schema`` has under ``subject``, ``None`` when it is not registered there."""
+        found = self._call("POST", f"/subjects/{_path(subject)}", json=schema.body(), missing_ok=True)
+        if found is None:
+            return None
+        data = cast(dict[str, Any], found)
+        return int(data["id"]), int(data["version"])
+
+    def compatibility(self, subject: str | None = None) -> str | None:
+        """The compatibility level of ``subject`` (``None``: the registry's global level); ``None`` when the subject
+        has no level of its own and the registry says so (Confluent's 40408; Apicurio answers with ``NONE``)."""
+        found = self._call("GET", "/config" + (f"/{_path(subject)}" if subject else ""), missing_ok=True)
+        if found is None:
+            return None
+        data = cast(dict[str, Any], found)
+        level = data.get("compatibilityLevel") or data.get("compatibility")
+        return None if level is None else str(level)
+
+    # -- writes -------------------------------------------------------------------------------------------------------
+    def register(
+        self, subject: str, schema: SchemaText, *, schema_id: int | None = None, version: int | None = None
+    ) -> int:
+        """Register ``schema`` under ``subject`` (idempotent: a schema already there keeps its id); with
+        ``schema_id`` (and ``version``), under that id, which needs the subject in IMPORT mode.  Returns its id."""
+        body = schema.body()
+        if schema_id is not None:
+            body["id"] = schema_id
+        if version is not None:
+            body["version"] = version
+        data = cast(dict[str, Any], self._call("POST", f"/subjects/{_path(subject)}/versions", json=body))
+        return int(data["id"])
+
+    def set_compatibility(self, subject: str, level: str) -> None:
+        """Set ``subject``'s own compatibility level."""
+        self._call("PUT", f"/config/{_path(subject)}", json={"compatibility": level})
+
+    def set_mode(self, subject: str, mode: str) -> None:
+        """Set ``subject``'s mode (``IMPORT``, ``READWRITE``)."""
+        self._call("PUT", f"/mode/{_path(subject)}", json={"mode": mode})
+
+    # -- transport ----------------------------------------------------------------------------------------------------
+    def _call(self, method: str, path: str, *, json: Any = None, missing_ok: bool = False) -> Any:
+        """One request, retried per the module docstring; ``None`` for a "not found" answer when ``missing_ok``."""
+        deadline = time.monotonic() + UNAVAILABLE_AFTER_S
+        attempt, failure = 0, ""
+        while True:
+            for url in self._urls:
+                try:
+                    response = self._http.request(method, url + path, json=json)
+                except httpx.TransportError as error:
+                    failure = f"{url}: {type(error).__name__}"
+                    continue
+                if response.status_code < 300:
+                    return response.json() if response.content else None
+                failure = f"{url}: HTTP {response.status_code}"
+                if response.status_code >= 500 or response.status_code == 429:
+                    continue
+                code, message = _error_of(response)
+                if missing_ok and response.status_code == 404 and (code is None or code in NOT_FOUND_CODES):
+                    return None
+                raise RegistryRefusal(
+                    f"the schema registry of cluster {self.alias!r} refused {method} {path}: "
+                    f"HTTP {response.status_code}{f' (error {code})' if code else ''}: {message}",
+                    status=response.status_code,
+                    error_code=code,
+                )
+            if time.monotonic() >= deadline:
+                raise RegistryUnavailable(
+                    f"the schema registry of cluster {self.alias!r} is unavailable ({failure}) after "
+                    f"{UNAVAILABLE_AFTER_S:.0f} s; nothing was written for the records that need it, and the next run "
+                    "resumes where this one stopped"
+                )
+            time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            attempt += 1
+
+
+def _path(subject: str) -> str:
+    return quote(subject, safe="")
+
+
+def _without_user_info(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url
+    host = parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
+
+
+def _error_of(response: httpx.Response) -> tuple[int | None, str]:
+    """Confluent's ``error_code`` and ``message`` of a refusal (the body's start when it is not that JSON)."""
+    try:
+        data = response.json()
+    except ValueError:
+        return None, response.text[:200]
+    if not isinstance(data, dict):
+        return None, str(data)[:200]
+    code = data.get("error_code")
+    return (int(code) if isinstance(code, int) else None), str(data.get("message") or data)[:500]
+
+
+def _tls_context(settings: Any) -> ssl.SSLContext | bool:
+    """TLS verification (and client certificate) from the ``ssl.*`` settings; ``True`` (system CAs) when none."""
+    ca, cert = settings.get("ssl.ca.location"), settings.get("ssl.certificate.location")
+    if not ca and not cert:
+        return True
+    context = ssl.create_default_context(cafile=ca or None)
+    if cert:
+        context.load_cert_chain(cert, settings.get("ssl.key.location") or None, settings.get("ssl.key.password"))
+    return context

@@ -1,0 +1,221 @@
+"""Copying subjects from a source registry to a target registry, and the schema-id map that results.
+
+Contract (``airmirror.schema.ids``, :class:`~airmirror.config.schema_registries.SchemaIds`):
+
+1. **Names.**  A subject named after a replicated topic (TopicNameStrategy: ``{topic}-key``, ``{topic}-value``) is
+   registered on the target under the remote topic's subject, by the flow's replication policy; every other subject
+   (RecordNameStrategy and the like, and referenced subjects of no replicated topic) keeps its name
+   (:class:`SubjectNames`).
+2. **Order.**  A subject's versions are copied oldest first; a version's referenced schemas are copied before it
+   (recursively), and its references then name the referenced subjects' names and versions on the target.
+3. **Compatibility.**  A subject's own compatibility level on the source is set on the target subject before its
+   versions are registered.  A subject level equal to the source registry's global level is taken as none of its
+   own (Apicurio answers a subject without one with ``NONE``, its global default).
+4. **translate**: the target assigns its own ids (registering is idempotent: a schema already under the subject keeps
+   its id); each copied version adds ``source id -> target id`` to :attr:`SubjectCopier.ids`.
+5. **keep**: the target subject is put in IMPORT mode and each version registered under the source's id and
+   version.  An id the target already holds with another schema is an error naming the id, both subjects and both
+   registries; one it holds with the same schema is taken as copied.  A registry that registers the schema under
+   another id (it ignores IMPORT mode's ids, as Apicurio 3.3 does) is an error naming both ids.  The map is the
+   identity.
+6. **Dry run**: nothing is written; :meth:`SubjectCopier.copy_subject` reports what it would register.
+7. Copying is safe to repeat and to interrupt: a version already on the target is found, not registered again, so a
+   run that died half way is completed by the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from airmirror.config.schema_registries import SchemaIds
+from airmirror.errors import ReplicationFailure
+from airmirror.schemas.framing import Side
+from airmirror.schemas.registry_client import Reference, RegistryClient, SchemaText
+
+SUFFIXES = tuple(f"-{side.value}" for side in Side)
+
+
+def topic_of(subject: str) -> tuple[str, Side] | None:
+    """The topic and side a TopicNameStrategy subject names, ``None`` for another subject."""
+    for side in Side:
+        suffix = f"-{side.value}"
+        if subject.endswith(suffix) and len(subject) > len(suffix):
+            return subject[: -len(suffix)], side
+    return None
+
+
+@dataclass(frozen=True)
+class SubjectNames:
+    """Source subject -> target subject (rule 1): ``remote_topics`` maps each replicated source topic to its remote
+    topic; plain data, so it pickles to Spark executors."""
+
+    remote_topics: Mapping[str, str]
+
+    def target(self, subject: str) -> str:
+        named = topic_of(subject)
+        if named is None or named[0] not in self.remote_topics:
+            return subject
+        topic, side = named
+        return f"{self.remote_topics[topic]}-{side.value}"
+
+
+@dataclass(frozen=True)
+class CopiedVersion:
+    """One source version as it stands on the target: the target subject's version and the target id."""
+
+    source_subject: str
+    source_version: int
+    source_id: int
+    target_subject: str
+    target_version: int | None
+    target_id: int | None
+    registered: bool
+
+
+@dataclass
+class SubjectReport:
+    """What copying one subject did (or, in a dry run, would do)."""
+
+    subject: str
+    target_subject: str
+    versions: list[CopiedVersion] = field(default_factory=list)
+    compatibility: str | None = None
+
+    @property
+    def registered(self) -> int:
+        return sum(1 for v in self.versions if v.registered)
+
+
+class SubjectCopier:
+    """Copies subjects between two registries (see the module docstring); keeps what it copied, so a version
+    met again (a reference, or an id seen in a record) costs no request."""
+
+    def __init__(
+        self,
+        source: RegistryClient,
+        target: RegistryClient,
+        mode: SchemaIds,
+        names: SubjectNames,
+        *,
+        dry_run: bool = False,
+    ) -> None:
+        if mode is SchemaIds.OFF:
+            raise ValueError("nothing to copy with airmirror.schema.ids = off")
+        self.source, self.target, self.mode, self.names, self.dry_run = source, target, mode, names, dry_run
+        self.ids: dict[int, int] = {}
+        """Source id -> target id of every version copied (rules 4 and 5)."""
+        self._copied: dict[tuple[str, int], CopiedVersion] = {}
+        self._subjects_prepared: set[str] = set()
+        self._global_level: str | None = None
+
+    def copy_subject(self, subject: str) -> SubjectReport:
+        """Copy every version of ``subject`` (rules 2-7)."""
+        report = SubjectReport(subject, self.names.target(subject))
+        report.compatibility = self._prepare(subject)
+        for version in self.source.versions(subject):
+            report.versions.append(self.copy_version(subject, version))
+        return report
+
+    def copy_version(self, subject: str, version: int) -> CopiedVersion:
+        """Copy one version of ``subject`` (its references first); returns where it stands on the target."""
+        if (subject, version) in self._copied:
+            return self._copied[(subject, version)]
+        found = self.source.version(subject, version)
+        references = tuple(self._copy_reference(reference) for reference in found.schema.references)
+        schema = replace(found.schema, references=references)
+        self._prepare(subject)
+        target_subject = self.names.target(subject)
+        if self.mode is SchemaIds.KEEP:
+            copied = self._import(subject, version, found.schema_id, target_subject, schema)
+        else:
+            copied = self._register(subject, version, found.schema_id, target_subject, schema)
+        self._copied[(subject, version)] = copied
+        if copied.target_id is not None:
+            self.ids[found.schema_id] = copied.target_id
+        return copied
+
+    def copy_id(self, schema_id: int, subject_hint: str | None = None) -> int | None:
+        """Copy the schema of source id ``schema_id`` (an id met in a record that the map does not hold yet) through
+        one of the subjects that hold it, ``subject_hint`` if it is one of them; returns its target id, ``None``
+        when the source registry does not know the id."""
+        if schema_id in self.ids:
+            return self.ids[schema_id]
+        holders = self.source.subject_versions(schema_id)
+        if not holders:
+            if self.source.schema(schema_id) is None:
+                return None
+            raise ReplicationFailure(
+                f"schema id {schema_id} of the schema registry of cluster {self.source.alias!r} belongs to no subject, "
+                "so it cannot be registered on the target"
+            )
+        subject, version = next(((s, v) for s, v in holders if s == subject_hint), holders[0])
+        return self.copy_version(subject, version).target_id
+
+    # -- rules 3, 4 and 5 ---------------------------------------------------------------------------------------------
+    def _prepare(self, subject: str) -> str | None:
+        """Once per subject: the target subject's compatibility (rule 3) and, for keep, IMPORT mode (rule 5)."""
+        if subject in self._subjects_prepared:
+            return None
+        self._subjects_prepared.add(subject)
+        if self._global_level is None:
+            self._global_level = self.source.compatibility() or ""
+        level = self.source.compatibility(subject)
+        if level == self._global_level:
+            level = None
+        target_subject = self.names.target(subject)
+        if not self.dry_run:
+            if self.mode is SchemaIds.KEEP:
+                self.target.set_mode(target_subject, "IMPORT")
+            if level is not None and self.target.compatibility(target_subject) != level:
+                self.target.set_compatibility(target_subject, level)
+        return level
+
+    def _copy_reference(self, reference: Reference) -> Reference:
+        copied = self.copy_version(reference.subject, reference.version)
+        version = copied.target_version if copied.target_version is not None else reference.version
+        return Reference(reference.name, copied.target_subject, version)
+
+    def _register(
+        self, subject: str, version: int, source_id: int, target_subject: str, schema: SchemaText
+    ) -> CopiedVersion:
+        found = self.target.lookup(target_subject, schema)
+        registered = found is None
+        if registered and not self.dry_run:
+            self.target.register(target_subject, schema)
+            found = self.target.lookup(target_subject, schema)
+        target_id, target_version = found if found is not None else (None, None)
+        return CopiedVersion(subject, version, source_id, target_subject, target_version, target_id, registered)
+
+    def _import(
+        self, subject: str, version: int, source_id: int, target_subject: str, schema: SchemaText
+    ) -> CopiedVersion:
+        held = self.target.schema(source_id)
+        if held is not None and not same_schema(held, schema):
+            holders = ", ".join(f"{s} v{v}" for s, v in self.target.subject_versions(source_id)) or "no subject"
+            raise ReplicationFailure(
+                f"airmirror.schema.ids = keep: schema id {source_id} ({subject} v{version} on the registry of cluster "
+                f"{self.source.alias!r}) is taken on the registry of cluster {self.target.alias!r} by another schema "
+                f"({holders}); keep needs a target registry without that id (or use translate)"
+            )
+        found = self.target.lookup(target_subject, schema)
+        present = found is not None and found[0] == source_id
+        if not present and not self.dry_run:
+            given = self.target.register(target_subject, schema, schema_id=source_id, version=version)
+            if given != source_id:
+                raise ReplicationFailure(
+                    f"airmirror.schema.ids = keep: the registry of cluster {self.target.alias!r} registered {subject} "
+                    f"v{version} as {target_subject} under id {given}, not under the source's id {source_id}: it does "
+                    "not keep the ids of IMPORT mode; use airmirror.schema.ids = translate with this registry"
+                )
+        target_id = source_id if present or not self.dry_run else None
+        return CopiedVersion(subject, version, source_id, target_subject, version, target_id, not present)
+
+
+def same_schema(a: SchemaText, b: SchemaText) -> bool:
+    """Whether two registries hold the same schema: same type and text (whitespace aside), references by name."""
+    return (
+        a.schema_type == b.schema_type
+        and "".join(a.schema.split()) == "".join(b.schema.split())
+        and [r.name for r in a.references] == [r.name for r in b.references]
+    )
