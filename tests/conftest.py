@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
 from airmirror.mm2.policy import DefaultReplicationPolicy, is_cycle
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -36,6 +37,23 @@ def clusters(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
     finally:
         for name in ("a", "b"):
             stop_broker(name, home=test_home)
+
+
+@pytest.fixture(scope="session")
+def registries(test_home: Path) -> Iterator[dict[str, LocalRegistry]]:
+    """Schema registries ``a`` and ``b`` (Apicurio, Confluent's API), one per cluster of ``clusters``, shared by the
+    session; ``b`` holds padding schemas, so that ids differ between them (see ``tests/registry_helpers.py``)."""
+    from tests.registry_helpers import pad, registry_url
+
+    started: dict[str, LocalRegistry] = {}
+    try:
+        for name in ("a", "b"):
+            started[name] = start_registry(name, free_port(), test_home)
+        pad(registry_url(started["b"]), "session")
+        yield started
+    finally:
+        for name in started:
+            stop_registry(name, test_home)
 
 
 @pytest.fixture(autouse=True)
