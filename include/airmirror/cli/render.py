@@ -11,6 +11,7 @@ from typing import Any
 from airmirror.checkpoints.checkpoint_emitter import CheckpointReport
 from airmirror.checkpoints.translate_view import GroupInspection
 from airmirror.config.explain import EffectiveSetting
+from airmirror.config.schema_registries import SchemaIds
 from airmirror.heartbeats.heartbeat_emitter import HeartbeatReport
 from airmirror.kafka.acls import AclRequirement
 from airmirror.migration.takeover import TakeoverPlan
@@ -27,7 +28,7 @@ from airmirror.replication.continuous import ContinuousReport
 from airmirror.replication.incarnations import TopicReset
 from airmirror.replication.pipeline import BatchSummary, ReplicateReport
 from airmirror.replication.schema_sync import SchemaSyncReport
-from airmirror.replication.status import FlowStatus, PartitionStatus
+from airmirror.replication.status import FlowStatus, PartitionStatus, SchemaFigures
 
 
 def to_json(document: Any) -> str:
@@ -127,6 +128,8 @@ def print_status(
             f"{p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
         )
     print_partition_warnings(status)
+    if status.schemas.mode is not SchemaIds.OFF:
+        print(describe_schemas(status.schemas))
     if verification is not None:
         print_last_verification(verification)
     if emission is not None:
@@ -138,6 +141,14 @@ def print_status(
         )
     for sync in syncs:
         print(describe_sync(sync))
+
+
+def describe_schemas(figures: SchemaFigures) -> str:
+    """``schemas: translate, 3 subjects synced, 7 ids mapped, 0 records passed through``."""
+    return (
+        f"schemas: {figures.mode.value}, {figures.subjects} subjects synced, {figures.ids_mapped} ids mapped, "
+        f"{figures.records_passed} records passed through"
+    )
 
 
 def print_partition_warnings(status: FlowStatus) -> None:

@@ -17,6 +17,11 @@ not held back.
 
 Lag in seconds (:mod:`airmirror.replication.lag`): ``record_age_ms`` is the age of that same next record (the
 oldest one not yet copied) and ``replication_latency_ms`` the flow's newest latency observed from heartbeats.
+
+Schema registries (:class:`SchemaFigures`, read from the metadata DB only, so the replication view shows the same):
+the flow's ``airmirror.schema.ids`` mode, the subjects its newest schema sync copied, the source ids it has mapped
+to target ids, and the records it copied unchanged because their schema id was unknown
+(``airmirror.schema.unknown = pass``).  With the mode ``off`` every count is 0 and the DB is not read.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 
 from airmirror.config import FlowConfig
+from airmirror.config.schema_registries import SchemaIds
 from airmirror.kafka.clients import source_admin
 from airmirror.kafka.topics import replicated_topics
 from airmirror.model import JsonObject, SourceReset, Stop, json_object, to_json
@@ -59,6 +65,31 @@ class PartitionStatus:
 
 
 @dataclass(frozen=True)
+class SchemaFigures:
+    """A flow's schema registry figures (see the module docstring); ``mode`` is ``airmirror.schema.ids``."""
+
+    mode: SchemaIds = SchemaIds.OFF
+    subjects: int = 0
+    ids_mapped: int = 0
+    records_passed: int = 0
+
+    def as_dict(self) -> JsonObject:
+        return json_object(self)
+
+
+def schema_figures(flow: FlowConfig, store: MetadataStore) -> SchemaFigures:
+    """The flow's schema figures from the metadata DB (read-only; no registry or cluster is asked)."""
+    if flow.schema_ids is SchemaIds.OFF:
+        return SchemaFigures()
+    return SchemaFigures(
+        flow.schema_ids,
+        len(store.schema_subjects(flow.name)),
+        len(store.schema_ids(flow.name)),
+        store.schema_passed(flow.name),
+    )
+
+
+@dataclass(frozen=True)
 class FlowStatus:
     flow: str
     partitions: list[PartitionStatus]
@@ -67,6 +98,7 @@ class FlowStatus:
     future_tolerance_ms: int = FUTURE_TOLERANCE_MS
     stops: list[Stop] = field(default_factory=list)
     source_resets: list[SourceReset] = field(default_factory=list)
+    schemas: SchemaFigures = field(default_factory=SchemaFigures)
 
     @property
     def total_lag(self) -> int:
@@ -88,6 +120,7 @@ class FlowStatus:
             "partitions": to_json(self.partitions),
             "stops": to_json(self.stops),
             "source_resets": to_json(self.source_resets),
+            "schemas": self.schemas.as_dict(),
         }
 
 
@@ -138,4 +171,5 @@ def flow_status(
         future_tolerance_ms,
         store.stops(flow.name),
         store.source_resets(flow.name),
+        schema_figures(flow, store),
     )
