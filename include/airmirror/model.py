@@ -549,8 +549,9 @@ class HeartbeatEmission:
 class Verdict(str, enum.Enum):
     """How one partition's target compares with its source over the replicated range (``airmirror verify``).
 
-    The first four come from comparing records.  The others say why a partition with a cursor could not be
-    compared at all; none of them is ``equal``: a verification that could not look at data never proves it.
+    The first four and ``schema_id`` come from comparing records.  The others say why a partition with a cursor
+    could not be compared at all; none of them is ``equal``: a verification that could not look at data never
+    proves it.
     """
 
     EQUAL = "equal"
@@ -563,6 +564,9 @@ class Verdict(str, enum.Enum):
     TARGET_DELETED = "target_deleted"
     TARGET_RECREATED = "target_recreated"
     NO_RUNS = "no_runs"
+    SCHEMA_ID = "schema_id"
+    """A copy equal to its source record but for a schema id the flow's id map does not explain (compared records,
+    ``airmirror.schema.ids = translate``)."""
 
 
 @dataclass(frozen=True)
@@ -575,6 +579,11 @@ class ComparisonFigures:
     records absent on one side that compaction of that side explains (a tombstone, or a key written again
     later), which are not differences.  The digests are SHA-256, in offset order, over each side's records
     compared (key, value, headers, timestamp).
+
+    With ``airmirror.schema.ids = translate``, a source record is compared as the copy should hold it, its schema ids
+    mapped through the flow's id map (the source digest too); ``schema_id`` counts copies that differ from that only
+    in a schema id: unmapped, or another than the map gives.  ``schema_id_difference`` names the first of them in
+    words (source offset, side, source id, mapped id or ``unmapped``, the id the copy holds).
     """
 
     verdict: Verdict
@@ -588,6 +597,8 @@ class ComparisonFigures:
     compacted_target: int = 0
     source_digest: str = ""
     target_digest: str = ""
+    schema_id: int = 0
+    schema_id_difference: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
