@@ -107,6 +107,7 @@ def stream_delta(recorded: RangeResult, progress: Progress, records: Iterable[Ru
         downstream_start=runs[0].downstream_start if runs else None,
         downstream_end=progress.downstream_position if copied else None,
         end_epoch=progress.leader_epoch,
+        schema_passed=progress.passed - recorded.schema_passed,
     )
 
 
@@ -272,7 +273,11 @@ class StreamRecorder:
             key = PartitionKey(delta.topic, delta.partition)
             before = self.recorded[key]
             self.recorded[key] = replace(
-                before, end=delta.end, records=before.records + delta.records, bytes=before.bytes + delta.bytes
+                before,
+                end=delta.end,
+                records=before.records + delta.records,
+                bytes=before.bytes + delta.bytes,
+                schema_passed=before.schema_passed + delta.schema_passed,
             )
             self.unsampled[key] = delta
         if deltas:

@@ -634,6 +634,7 @@ def _store_outcomes(connection: Connection, batch_id: int, pairs: Sequence[tuple
                 "downstream_start": result.downstream_start,
                 "downstream_end": result.downstream_end,
                 "end_epoch": result.end_epoch,
+                "schema_passed": result.schema_passed,
             }
             for plan, result in pairs
         ],

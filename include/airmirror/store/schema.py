@@ -35,8 +35,8 @@ Tables and their contracts:
 * ``airmirror_heartbeat_emissions``: per flow the newest heartbeat it wrote to its target.
 * ``airmirror_schema_ids``: per (flow, source schema id) the target registry's id (``airmirror.schema.ids``);
   ``airmirror_schema_subjects``: per (flow, source subject) the target subject and the versions its newest schema
-  sync copied.  ``airmirror_partition_totals.schema_passed`` counts records copied unchanged because their schema id
-  was unknown (``airmirror.schema.unknown = pass``).
+  sync copied.  ``airmirror_partition_totals.schema_passed`` (and ``airmirror_batch_ranges.schema_passed``, per
+  range) counts records copied unchanged because their schema id was unknown (``airmirror.schema.unknown = pass``).
 * ``airmirror_remote_topics``: per (flow, remote topic) the topic id airmirror first wrote to; a remote topic
   with another id (or gone) is stopped (see :mod:`airmirror.replication.incarnations`).
 * ``airmirror_stops``: per (flow, source topic, partition) why replication of it is stopped; partition
@@ -207,6 +207,7 @@ batch_ranges = Table(
     Column("start_epoch", Integer),
     Column("truncated_at", BigInteger),
     Column("end_epoch", Integer),
+    Column("schema_passed", BigInteger),
 )
 
 cursors = Table(

@@ -73,6 +73,7 @@ def _recorded(connection: Connection, batch_id: int) -> dict[PartitionKey, Range
             downstream_start=row.downstream_start,
             downstream_end=row.downstream_end,
             end_epoch=row.end_epoch,
+            schema_passed=row.schema_passed or 0,
         )
         for row in rows
     }
@@ -156,4 +157,5 @@ def _outcome(batch_id: int, recorded: RangeResult, delta: RangeResult) -> dict[s
         else delta.downstream_start,
         "downstream_end": delta.downstream_end if delta.records else recorded.downstream_end,
         "end_epoch": delta.end_epoch if delta.end_epoch is not None else recorded.end_epoch,
+        "schema_passed": recorded.schema_passed + delta.schema_passed,
     }

@@ -1,5 +1,6 @@
 """Schema registries: the source-to-target schema id map and the subjects synced of each flow, and the records
-copied unchanged because their schema id was unknown (``airmirror.schema.unknown = pass``), per partition.
+copied unchanged because their schema id was unknown (``airmirror.schema.unknown = pass``), per partition and per
+batch range.
 
 Revision ID: 0014
 Revises: 0013
@@ -37,9 +38,13 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("airmirror_partition_totals") as table:
         table.add_column(sa.Column("schema_passed", sa.BigInteger(), nullable=False, server_default="0"))
+    with op.batch_alter_table("airmirror_batch_ranges") as table:
+        table.add_column(sa.Column("schema_passed", sa.BigInteger()))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("airmirror_batch_ranges") as table:
+        table.drop_column("schema_passed")
     with op.batch_alter_table("airmirror_partition_totals") as table:
         table.drop_column("schema_passed")
     op.drop_table("airmirror_schema_subjects")
