@@ -16,7 +16,15 @@ name                               kind     tags                        value
 ``airmirror.batch-duration-ms``    timer    (flow only)                 a batch's planning to its commit
 ``airmirror.checkpoint-latency-ms`` gauge   group                       a checkpoint write's acknowledgement time
                                                                         minus the checkpoints' timestamp
+``airmirror.schema-records-passed`` counter topic, partition            records a committed batch copied unchanged
+                                                                        because their schema id was unknown
+``airmirror.schema-subjects-synced`` gauge  mode                        subjects the newest schema sync copied
+``airmirror.schema-ids-mapped``    gauge    mode                        source schema ids mapped to target ids
 =================================  =======  ==========================  ==============================================
+
+The schema gauges (:func:`~airmirror.replication.status.schema_figures`, the figures of ``airmirror status``) are
+sent after every committed batch of a flow whose ``airmirror.schema.ids`` is not ``off``, tagged with that mode
+(``translate`` or ``keep``); like every counter, ``schema-records-passed`` is sent only when it counts something.
 
 Every tag set carries the flow as MM2 tags it, ``source`` and ``target`` (the cluster aliases).  Tags reach
 StatsD only with ``[metrics] statsd_influxdb_enabled`` (InfluxDB-style tags), and always reach Datadog and
@@ -34,8 +42,10 @@ from airflow.sdk.observability import stats
 
 from airmirror.checkpoints.checkpoint_emitter import CheckpointReport
 from airmirror.config import FlowConfig
+from airmirror.config.schema_registries import SchemaIds
 from airmirror.model import LagSample, PartitionKey
 from airmirror.replication.pipeline import BatchSummary
+from airmirror.replication.status import schema_figures
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -61,6 +71,7 @@ def publish_batch(flow: FlowConfig, store: MetadataStore, summary: BatchSummary)
                 ("record-count", result.records),
                 ("byte-count", result.bytes),
                 ("gap-count", result.end - result.start - result.records),
+                ("schema-records-passed", result.schema_passed),
             ):
                 if count > 0:
                     stats.incr(f"{PREFIX}.{name}", count, tags=partition)
@@ -68,6 +79,7 @@ def publish_batch(flow: FlowConfig, store: MetadataStore, summary: BatchSummary)
         if batch is not None and batch.finished_at is not None:
             stats.timing(f"{PREFIX}.batch-duration-ms", batch.finished_at - batch.created_at, tags=tags)
         publish_lag(flow, newest_samples(store.lag_samples(flow.name, since=datetime.now(UTC) - SAMPLE_WINDOW)))
+        publish_schemas(flow, store)
     except Exception as error:
         log.warning("metrics of batch %s of %s not sent: %s", summary.batch_id, flow.name, error)
 
@@ -92,6 +104,16 @@ def publish_lag(flow: FlowConfig, samples: Iterable[LagSample]) -> None:
         latency = sample.replication_latency_ms if sample.replication_latency_ms is not None else latency
     if latency is not None:
         stats.gauge(f"{PREFIX}.replication-latency-ms", latency, tags=tags)
+
+
+def publish_schemas(flow: FlowConfig, store: MetadataStore) -> None:
+    """The ``schema-subjects-synced`` and ``schema-ids-mapped`` gauges, unless the flow's schema ids are ``off``."""
+    if flow.schema_ids is SchemaIds.OFF:
+        return
+    figures = schema_figures(flow, store)
+    tags = flow_tags(flow, mode=figures.mode.value)
+    stats.gauge(f"{PREFIX}.schema-subjects-synced", figures.subjects, tags=tags)
+    stats.gauge(f"{PREFIX}.schema-ids-mapped", figures.ids_mapped, tags=tags)
 
 
 def publish_checkpoints(flow: FlowConfig, report: CheckpointReport) -> None:

@@ -9,11 +9,14 @@ with every cluster down.  Every figure is one the tasks recorded:
 - the flow's heartbeat latency (newest observation per heartbeat route);
 - per consumer group: the newest checkpoint (partitions, when) and the newest group offset sync outcome;
 - recent batches with their throughput;
+- the flow's schema figures: ``airmirror.schema.ids`` mode, subjects synced, ids mapped and records passed through
+  (:func:`~airmirror.replication.status.schema_figures`, the same figures ``airmirror status`` shows);
 - lag and latency over time (:data:`SERIES_WINDOW`), for the chart, downsampled by the database to at most
   :data:`SERIES_POINTS` points (:meth:`~airmirror.store.lag_samples.LagStore.lag_series`).
 
-Every read is bounded: the rows read grow with the partitions and groups of the flow (one each), never with
-the sample rate.  The view only reads, so it works on a store opened read-only.
+Every read is bounded: the rows read grow with the partitions and groups of the flow (one each) and with the
+schemas of its topics (the id map and synced subjects), never with the sample rate.  The view only reads, so it
+works on a store opened read-only.
 
 The view's JSON (``GET /api/flows/{flow}``) is :meth:`FlowView.as_json`: every field of every row, as
 :func:`~airmirror.model.to_json` writes it.
@@ -27,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 
 from airmirror.config import FlowConfig
 from airmirror.model import BatchRecord, BatchState, GroupSyncOutcome, JsonObject, LagSample, PartitionKey, json_object
+from airmirror.replication.status import SchemaFigures, schema_figures
 from airmirror.store import MetadataStore
 from airmirror.store.lag_samples import LagPoint
 
@@ -98,6 +102,7 @@ class FlowView:
     groups: list[GroupRow]
     batches: list[BatchRow]
     series: list[SeriesPoint]
+    schemas: SchemaFigures
 
     def as_json(self) -> JsonObject:
         return json_object(self)
@@ -120,6 +125,7 @@ def flow_view(flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime
         groups=_groups(flow, store),
         batches=[_batch_row(batch) for batch in store.batches(flow.name, limit=RECENT_BATCHES)],
         series=[_series_point(point) for point in store.lag_series(flow.name, since, now, SERIES_POINTS)],
+        schemas=schema_figures(flow, store),
     )
 
 

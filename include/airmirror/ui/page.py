@@ -1,8 +1,9 @@
 """HTML of the replication view: server-rendered, no scripts, every value escaped.
 
 Each partition row carries ``data-topic`` and ``data-partition`` and each figure cell a ``data-field`` naming its
-JSON field, so a browser test (or a person with the page's source) can find a figure without guessing at
-layout.  The chart is an inline SVG of total lag (records) and replication latency (ms) over time.
+JSON field (``schemas.X`` for a field of the view's ``schemas`` object), so a browser test (or a person with the
+page's source) can find a figure without guessing at layout.  The chart is an inline SVG of total lag (records)
+and replication latency (ms) over time.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from datetime import datetime
 from html import escape
 from urllib.parse import quote
 
+from airmirror.config.schema_registries import SchemaIds
+from airmirror.replication.status import SchemaFigures
 from airmirror.ui.flow_view import FlowView, SeriesPoint
 
 STYLE = """
@@ -57,6 +60,7 @@ def flow_page(view: FlowView) -> str:
         f'<p class="figures"><span>DAG <b>{escape(view.dag_id)}</b></span>'
         f'<span>heartbeat latency <b data-field="heartbeat_latency_ms">{escape(latency)}</b></span>'
         f"<span class=muted>as of {escape(view.heartbeat_latency_at or 'never')}</span></p>",
+        schemas_paragraph(view.schemas),
         "<h2>Lag and latency over time</h2>",
         chart(view.series),
         "<h2>Partitions</h2>",
@@ -137,6 +141,23 @@ def flow_page(view: FlowView) -> str:
         ),
     ]
     return _document(f"airmirror {view.flow}", "".join(body))
+
+
+def schemas_paragraph(figures: SchemaFigures) -> str:
+    """The flow's schema ids mode, and unless it is ``off`` subjects synced, ids mapped and records passed through."""
+
+    def figure(label: str, field: str, value: int | str) -> str:
+        shown = f"{value:,}" if isinstance(value, int) else value
+        return f'<span>{escape(label)} <b data-field="schemas.{field}">{escape(shown)}</b></span>'
+
+    shown = [figure("schema ids", "mode", figures.mode.value)]
+    if figures.mode is not SchemaIds.OFF:
+        shown += [
+            figure("subjects synced", "subjects", figures.subjects),
+            figure("ids mapped", "ids_mapped", figures.ids_mapped),
+            figure("records passed through", "records_passed", figures.records_passed),
+        ]
+    return f'<p class="figures">{"".join(shown)}</p>'
 
 
 def chart(points: Sequence[SeriesPoint], width: int = 900, height: int = 220) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from airmirror.config import load_config
-from airmirror.model import GroupSyncOutcome, GroupSyncRecord, HeartbeatLatency, LagSample
+from airmirror.model import GroupSyncOutcome, GroupSyncRecord, HeartbeatLatency, LagSample, SyncedSubject
 from airmirror.store import MetadataStore
 from airmirror.ui.flow_view import flow_view
 from airmirror.ui.page import flow_page
@@ -62,3 +62,31 @@ def test_an_empty_flow_still_renders(opened):
     flow, store = opened
     page = flow_page(flow_view(flow, "airmirror__a__b", store, now=NOW))
     assert "none yet" in page and "Not enough samples yet" in page
+
+
+def test_the_view_shows_the_schema_figures(tmp_path: Path):
+    config = tmp_path / "registries.properties"
+    config.write_text(
+        "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
+        "a.schema.registry.url = http://source:8081\nb.schema.registry.url = http://target:8081\n"
+    )
+    flow = load_config(config, env={}).flow("a->b")
+    store = MetadataStore.open(f"sqlite:///{tmp_path / 'registries.db'}")
+    try:
+        store.record_schema_subjects(flow.name, [SyncedSubject("orders-value", "a.orders-value", 2, NOW)])
+        store.record_schema_ids(flow.name, {1: 1001, 2: 1002})
+        view = flow_view(flow, "airmirror__a__b", store, now=NOW)
+    finally:
+        store.dispose()
+
+    assert view.as_json()["schemas"] == {"mode": "translate", "subjects": 1, "ids_mapped": 2, "records_passed": 0}
+    page = flow_page(view)
+    for field, shown in [("mode", "translate"), ("subjects", "1"), ("ids_mapped", "2"), ("records_passed", "0")]:
+        assert f'<b data-field="schemas.{field}">{shown}</b>' in page
+
+
+def test_a_flow_without_schema_ids_shows_only_the_mode(opened):
+    flow, store = opened
+    page = flow_page(flow_view(flow, "airmirror__a__b", store, now=NOW))
+    assert '<b data-field="schemas.mode">off</b>' in page
+    assert 'data-field="schemas.subjects"' not in page
