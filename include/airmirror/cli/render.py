@@ -308,14 +308,26 @@ def describe_verified_partition(p: PartitionVerification) -> str:
         else f"{p.verdict.value.upper()} {WHERE[p.verdict]} {p.first_offset}"
     )
     counts = ", ".join(
-        f"{n} {name}" for name, n in (("missing", p.missing), ("extra", p.extra), ("different", p.different)) if n
+        f"{n} {name}"
+        for name, n in (
+            ("missing", p.missing),
+            ("extra", p.extra),
+            ("different", p.different),
+            ("schema id", p.schema_id),
+        )
+        if n
+    )
+    schema_id = (
+        f"first schema id difference: {p.schema_id_difference}"
+        if p.schema_id_difference and p.verdict is not Verdict.SCHEMA_ID
+        else ""
     )
     compaction = ", ".join(
         f"{n} compacted on the {side}"
         for side, n in (("source", p.compacted_source), ("target", p.compacted_target))
         if n
     )
-    details = "; ".join(part for part in (p.reason, counts, compaction, p.note) if part)
+    details = "; ".join(part for part in (p.reason, counts, schema_id, compaction, p.note) if part)
     return (
         f"  {p.topic}-{p.partition} -> {p.remote_topic}: {verdict}; source [{p.source_start}, {p.source_end}) "
         f"{p.source_records} records, target [{p.target_start}, {p.target_end}) {p.target_records} records"
@@ -328,6 +340,7 @@ WHERE = {
     Verdict.EXTRA: "at target offset",
     Verdict.MISSING: "from source offset",
     Verdict.DIFFERENT: "at source offset",
+    Verdict.SCHEMA_ID: "at source offset",
 }
 
 

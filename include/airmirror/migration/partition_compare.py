@@ -24,6 +24,12 @@ Contract:
   ``retention.bytes`` explains them once the side has been read: :attr:`Lost.excused` is asked at the end, after
   every record has passed :meth:`Lost.weigh`.  A copy without its source record in a folded run is placed at
   the run's at-or-before source offset for that (:meth:`~airmirror.model.OffsetRun.upstream_at_most`).
+- Schema ids (``airmirror.schema.ids = translate``, :class:`SchemaIdMap`): a source record is compared as the copy
+  job writes it, its framed schema ids (key, value, ``__key_schema_id``/``__value_schema_id`` headers, as
+  :mod:`airmirror.schemas.record_ids` reads them) mapped through the flow's id map, and so are the keys compaction
+  looks for.  A copy that differs from that only in schema ids, or holds an id the map does not map (copied
+  unchanged), is **schema_id** at the source offset, the first of them named (:func:`describe_schema_id`): one
+  wrong or missing mapping is told apart from changed data.  A copy that differs in anything else is **different**.
 - The verdict is the first difference in target order; every difference is counted.
 """
 
@@ -33,27 +39,121 @@ import hashlib
 import struct
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from airmirror.migration.folded_alignment import compare_folded_run
 from airmirror.model import ComparisonFigures, OffsetRun, Verdict
+from airmirror.schemas.framing import HEADERS, Side, framed_id, with_id
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
+class SchemaIdSlot(NamedTuple):
+    """Where a source record names a schema id (``field``: ``key``, ``value`` or ``header`` at index ``header``),
+    the id, and the id the flow's map gives for it (``None``: unmapped)."""
+
+    field: str
+    header: int
+    source_id: int
+    mapped_id: int | None
+
+    def name(self, headers: Headers) -> str:
+        return f"header {headers[self.header][0]}" if self.field == "header" else self.field
+
+
 class Record(NamedTuple):
-    """What a comparison looks at of one record; ``headers`` is empty for a record without headers."""
+    """What a comparison looks at of one record; ``headers`` is empty for a record without headers.  A source
+    record read through a :class:`SchemaIdMap` carries its ``schema_ids``, which are not part of its content."""
 
     offset: int
     key: bytes | None
     value: bytes | None
     headers: Headers
     timestamp: int
+    schema_ids: tuple[SchemaIdSlot, ...] = ()
 
     def content(self) -> tuple[bytes | None, bytes | None, Headers, int]:
         return self.key, self.value, self.headers, self.timestamp
+
+
+@dataclass(frozen=True)
+class SchemaIdMap:
+    """A source topic's schema ids as the copy job translates them: ``ids`` the flow's id map (source id -> target
+    id), ``sides`` the topic's framed sides (:attr:`~airmirror.schemas.record_ids.RecordIds.framed`, never empty).
+    Plain data, so it pickles to Spark executors."""
+
+    ids: Mapping[int, int]
+    sides: frozenset[Side]
+
+    def expected(self, record: Record) -> Record:
+        """``record`` as its copy should be: each framed id replaced by the id the map gives (kept when unmapped),
+        every other byte as it is; the ids found in :attr:`Record.schema_ids`."""
+        slots: list[SchemaIdSlot] = []
+        key = self._payload(record.key, Side.KEY in self.sides, "key", -1, slots)
+        value = self._payload(record.value, Side.VALUE in self.sides, "value", -1, slots)
+        headers = record.headers
+        if any(name in HEADERS for name, _ in headers):
+            headers = tuple(
+                (name, self._payload(data, name in HEADERS, "header", index, slots))
+                for index, (name, data) in enumerate(headers)
+            )
+        if not slots:
+            return record
+        return Record(record.offset, key, value, headers, record.timestamp, tuple(slots))
+
+    def later_keys(self, keys: Callable[[], Iterator[bytes | None]]) -> Callable[[], Iterator[bytes | None]]:
+        """``keys`` (source keys beyond the compared range) as their copies should be."""
+        framed = Side.KEY in self.sides
+        return lambda: (self._payload(key, framed, "key", -1, []) for key in keys())
+
+    def _payload(
+        self, data: bytes | None, framed: bool, field: str, header: int, slots: list[SchemaIdSlot]
+    ) -> bytes | None:
+        source_id = framed_id(data) if framed else None
+        if source_id is None or data is None:
+            return data
+        mapped = self.ids.get(source_id)
+        slots.append(SchemaIdSlot(field, header, source_id, mapped))
+        return data if mapped is None or mapped == source_id else with_id(data, mapped)
+
+
+def schema_id_mismatch(source: Record, target: Record) -> tuple[SchemaIdSlot, int] | None:
+    """The first schema id that the copy ``target`` holds wrongly, with the id it holds, when ``target`` equals
+    ``source`` (read through a :class:`SchemaIdMap`) but for such ids; ``None`` when there is none or the copy
+    differs in anything else."""
+    key, value, headers = target.key, target.value, list(target.headers)
+    if len(headers) != len(source.headers):
+        return None
+    wrong: tuple[SchemaIdSlot, int] | None = None
+    for slot in source.schema_ids:
+        held = key if slot.field == "key" else value if slot.field == "value" else headers[slot.header][1]
+        held_id = framed_id(held)
+        if held is None or held_id is None:
+            return None
+        if wrong is None and (slot.mapped_id is None or held_id != slot.mapped_id):
+            wrong = slot, held_id
+        restored = with_id(held, slot.source_id if slot.mapped_id is None else slot.mapped_id)
+        if slot.field == "key":
+            key = restored
+        elif slot.field == "value":
+            value = restored
+        else:
+            headers[slot.header] = (headers[slot.header][0], restored)
+    if (key, value, tuple(headers), target.timestamp) != source.content():
+        return None
+    return wrong
+
+
+def describe_schema_id(source: Record, slot: SchemaIdSlot, held_id: int) -> str:
+    """``source offset 7, value: source id 3 maps to 1004, the copy holds 1009`` (``is unmapped`` for an id the
+    map does not give)."""
+    mapped = "is unmapped" if slot.mapped_id is None else f"maps to {slot.mapped_id}"
+    return (
+        f"source offset {source.offset}, {slot.name(source.headers)}: source id {slot.source_id} {mapped}, "
+        f"the copy holds {held_id}"
+    )
 
 
 #: The fewest bytes Kafka stores per record beside its key, value and headers (length, attributes, timestamp
@@ -146,11 +246,18 @@ class _Differences:
     def __init__(self, counts: Counter[str]) -> None:
         self.counts = counts
         self.first: tuple[int, Verdict, int] | None = None
+        self.first_schema_id: tuple[int, str] | None = None
 
     def add(self, place: int, verdict: Verdict, offset: int) -> None:
         self.counts[verdict.value] += 1
         if self.first is None or place < self.first[0]:
             self.first = (place, verdict, offset)
+
+    def schema_id(self, place: int, offset: int, described: str) -> None:
+        """A copy whose schema id the id map does not explain, ``described``."""
+        self.add(place, Verdict.SCHEMA_ID, offset)
+        if self.first_schema_id is None or place < self.first_schema_id[0]:
+            self.first_schema_id = (place, described)
 
 
 class _Reader:
@@ -202,7 +309,16 @@ class _Comparison:
 
     def pair(self, source: Record, target: Record) -> None:
         if source.content() != target.content():
-            self.differences.add(target.offset, Verdict.DIFFERENT, source.offset)
+            wrong = schema_id_mismatch(source, target) if source.schema_ids else None
+            if wrong is None:
+                self.differences.add(target.offset, Verdict.DIFFERENT, source.offset)
+            else:
+                self.differences.schema_id(target.offset, source.offset, describe_schema_id(source, *wrong))
+        elif source.schema_ids:
+            unmapped = next((slot for slot in source.schema_ids if slot.mapped_id is None), None)
+            if unmapped is not None:
+                described = describe_schema_id(source, unmapped, unmapped.source_id)
+                self.differences.schema_id(target.offset, source.offset, described)
         self.take_source(source)
         self.take_target(target)
 
@@ -293,7 +409,8 @@ class _Comparison:
         self.differences.add(place, verdict, offset)
 
     def difference_count(self) -> int:
-        return sum(self.counts[verdict.value] for verdict in (Verdict.MISSING, Verdict.EXTRA, Verdict.DIFFERENT)) + sum(
+        compared = (Verdict.MISSING, Verdict.EXTRA, Verdict.DIFFERENT, Verdict.SCHEMA_ID)
+        return sum(self.counts[verdict.value] for verdict in compared) + sum(
             len(entries) for side in (self.sources, self.targets) for entries in side.waiting.values()
         )
 
@@ -308,9 +425,13 @@ def compare_partition(
     source_later_keys: Callable[[], Iterator[bytes | None]] = lambda: iter(()),
     target_later_keys: Callable[[], Iterator[bytes | None]] = lambda: iter(()),
     lost: Lost | None = None,
+    schema_ids: SchemaIdMap | None = None,
 ) -> ComparisonFigures:
     """Compare ``source`` with ``target`` (each in offset order) per the module contract; ``lost``, when given,
-    is updated with how many of its records were read and whether retention by size excuses them."""
+    is updated with how many of its records were read and whether retention by size excuses them; with
+    ``schema_ids``, source records and keys are read through it."""
+    if schema_ids is not None:
+        source, source_later_keys = map(schema_ids.expected, source), schema_ids.later_keys(source_later_keys)
     sources, targets = _Side(source_compacted), _Side(target_compacted)
     comparison = _Comparison(runs, sources, targets, lost)
     comparison.walk(_Reader(source), _Reader(target))
@@ -332,6 +453,7 @@ def compare_partition(
         target_records=targets.records,
         source_digest=sources.digest.hexdigest(),
         target_digest=targets.digest.hexdigest(),
+        schema_id_difference="" if differences.first_schema_id is None else differences.first_schema_id[1],
         **counts,
     )
 
@@ -353,7 +475,7 @@ _FIXED = struct.Struct(">qiii")
 def canonical_bytes(record: Record) -> bytes:
     """The bytes a digest takes of a record: the timestamp, the key's and the value's lengths (-1 for null) and
     the header count, then the key, the value and each header (name and value, length-prefixed) in order."""
-    _, key, value, headers, timestamp = record
+    key, value, headers, timestamp = record.content()
     fixed = _FIXED.pack(timestamp, -1 if key is None else len(key), -1 if value is None else len(value), len(headers))
     if not headers:
         return b"".join((fixed, key or b"", value or b""))
@@ -380,5 +502,9 @@ def verdict_reason(figures: ComparisonFigures, lost: Lost | None = None) -> str:
         Verdict.MISSING: f"source offset {offset} is not in the target",
         Verdict.EXTRA: f"target offset {offset} is no copy of a source record",
         Verdict.DIFFERENT: f"the copy of source offset {offset} differs from it",
+        Verdict.SCHEMA_ID: (
+            f"the copy of source offset {offset} differs from it only in a schema id the id map does not explain "
+            f"({figures.schema_id_difference})"
+        ),
     }
     return reasons.get(figures.verdict, "")

@@ -18,6 +18,12 @@ Contract:
   :mod:`~airmirror.migration.verify_bounds`); the partition's note says what was left out.  A compacted topic
   (``cleanup.policy`` with ``compact``) may have lost superseded records and tombstones on either side after the
   copy: that is counted as compaction, not as a difference.
+- With ``airmirror.schema.ids = translate``, the records of a topic whose schema ids the copy translated are
+  compared through the flow's stored id map (:class:`~airmirror.migration.partition_compare.SchemaIdMap`): a
+  translated copy is ``equal``, a copy whose id the map does not explain is ``schema_id``.  Which topics are framed
+  is read from the source registry here, as the copy job reads it
+  (:func:`~airmirror.replication.schema_sync.record_ids`), never by a Spark task.  ``keep`` and ``off`` compare
+  bytes as they are.
 - Nothing changes on either cluster.  The result is stored in the metadata DB with its time
   (:meth:`~airmirror.store.MetadataStore.record_verification`) and shown by ``airmirror status``.
 """
@@ -34,11 +40,13 @@ from confluent_kafka.admin import ConfigEntry, TopicMetadata
 from pyspark.sql import SparkSession
 
 from airmirror.config import FlowConfig
+from airmirror.config.schema_registries import SchemaIds
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import ClusterAdmin, cluster_metadata, source_admin, target_admin
 from airmirror.kafka.offsets import offsets_for_time, partition_offsets
 from airmirror.kafka.topics import describe_topic_configs, topic_ids
+from airmirror.migration.partition_compare import SchemaIdMap
 from airmirror.migration.verify_bounds import (
     Horizons,
     Retention,
@@ -49,6 +57,7 @@ from airmirror.migration.verify_bounds import (
 )
 from airmirror.migration.verify_job import VerifyTask, run_verify_job
 from airmirror.model import CursorState, PartitionKey, PartitionVerification, Verdict, Verification
+from airmirror.replication.schema_sync import record_ids
 from airmirror.store import MetadataStore, describe_holder
 from airmirror.store.rows import utcnow
 
@@ -144,6 +153,18 @@ def retention_horizons(
     return found
 
 
+def schema_id_maps(flow: FlowConfig, store: MetadataStore, remotes: Mapping[str, str]) -> dict[str, SchemaIdMap]:
+    """Per source topic of ``remotes`` (source -> remote topic) whose schema ids the copy translates, how: the
+    stored id map (one object, shared by every topic's map, so it pickles once) and the topic's framed sides."""
+    if flow.schema_ids is not SchemaIds.TRANSLATE or not remotes:
+        return {}
+    found = record_ids(flow, store, dict(remotes))
+    if found is None:
+        return {}
+    ids = dict(found.ids)
+    return {topic: SchemaIdMap(ids, sides) for topic, sides in found.framed.items() if sides}
+
+
 def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str | None) -> VerificationPlan:
     """What to compare and what cannot be (see the module contract)."""
     subset = re.compile(topics_regex) if topics_regex else None
@@ -196,6 +217,7 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
     )
     source_config, target_config = flow.source_client("consumer"), flow.target_client("consumer")
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
+    id_maps = schema_id_maps(flow, store, {key.topic: remote[key].topic for key in compared})
     tasks = []
     for key in compared:
         remote_key, cursor = remote[key], cursors[key].next_offset
@@ -228,6 +250,7 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
                 target_access=target_access,
                 source_consumer_config=source_config,
                 target_consumer_config=target_config,
+                schema_ids=id_maps.get(key.topic),
             )
         )
     return VerificationPlan(tasks, verdicts)

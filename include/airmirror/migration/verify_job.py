@@ -3,8 +3,10 @@ its remote range and compares them record by record (:mod:`airmirror.migration.p
 
 Both reads are read_committed :class:`~airmirror.replication.spark.range_reader.RangeReader` reads, the copy's
 own read path, so records of aborted transactions and transaction markers are never compared.  A task holds
-one Arrow batch per side at a time: memory does not grow with the partition.  The job changes nothing on
-either cluster.  While it runs, the driver reports how many partitions are done every
+one Arrow batch per side at a time: memory does not grow with the partition.  A task whose topic's schema ids
+the copy translated reads its source records through the driver's
+:class:`~airmirror.migration.partition_compare.SchemaIdMap`; it never calls a schema registry.  The job changes
+nothing on either cluster.  While it runs, the driver reports how many partitions are done every
 :data:`PROGRESS_INTERVAL_S` through ``on_progress``.
 """
 
@@ -21,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from airmirror.kafka.authorization import AccessScope
 from airmirror.kafka.clients import ClientConfig
-from airmirror.migration.partition_compare import Lost, Record, compare_partition, verdict_reason
+from airmirror.migration.partition_compare import Lost, Record, SchemaIdMap, compare_partition, verdict_reason
 from airmirror.model import OffsetRun, PartitionVerification
 from airmirror.replication.spark.copy_job import task_failure
 from airmirror.replication.spark.range_reader import RangeReader, headers_of, offset_of
@@ -34,8 +36,9 @@ PROGRESS_INTERVAL_S = 1.0
 class VerifyTask:
     """What one Spark task compares: source ``[source_start, source_end)`` with remote ``[target_start,
     target_end)`` through ``runs``; keys in source ``[source_end, source_later_end)`` may explain a source
-    compaction; ``lost`` is what one side lost that only its ``retention.bytes`` may still explain.  Plain data,
-    so it pickles to executors; the client configurations are left out of the repr."""
+    compaction; ``lost`` is what one side lost that only its ``retention.bytes`` may still explain;
+    ``schema_ids`` how the copy translated the topic's schema ids (``None``: it copied them as they are).  Plain
+    data, so it pickles to executors; the client configurations and the id map are left out of the repr."""
 
     topic: str
     partition: int
@@ -54,6 +57,7 @@ class VerifyTask:
     target_access: AccessScope
     source_consumer_config: ClientConfig = field(repr=False)
     target_consumer_config: ClientConfig = field(repr=False)
+    schema_ids: SchemaIdMap | None = field(default=None, repr=False)
 
 
 def records_of(reader: RangeReader) -> Iterator[Record]:
@@ -103,6 +107,7 @@ def verify_partition(task: VerifyTask) -> PartitionVerification:
             target_compacted=task.target_compacted,
             source_later_keys=source_later_keys,
             lost=task.lost,
+            schema_ids=task.schema_ids,
         )
     note = task.note
     if task.lost is not None and task.lost.excused:
