@@ -1,9 +1,21 @@
-"""The record-by-record comparison behind ``airmirror verify``: every verdict, compaction, first offsets."""
+"""The record-by-record comparison behind ``airmirror verify``: every verdict, compaction, first offsets, and
+records compared through a schema id map."""
 
 from __future__ import annotations
 
-from airmirror.migration.partition_compare import Lost, Record, RunMap, compare_partition
+import pickle
+import struct
+
+from airmirror.migration.partition_compare import (
+    Lost,
+    Record,
+    RunMap,
+    SchemaIdMap,
+    compare_partition,
+    verdict_reason,
+)
 from airmirror.model import OffsetRun, Verdict
+from airmirror.schemas.framing import Side
 
 
 def record(offset: int, key: str | None, value: str | None = "v", headers=(), timestamp: int = 1000) -> Record:
@@ -299,3 +311,163 @@ def test_run_map_finds_a_folded_run_by_its_downstream_stop_and_maps_only_exact_r
         None,
         11,
     )
+
+
+# Schema ids: source ids 3 and 4 are mapped to target ids 1003 and 1004 (translate).
+ID_MAP = {3: 1003, 4: 1004}
+VALUES = SchemaIdMap(ID_MAP, frozenset({Side.VALUE}))
+BOTH = SchemaIdMap(ID_MAP, frozenset(Side))
+
+
+def framed(schema_id: int, body: bytes = b"payload") -> bytes:
+    return b"\x00" + struct.pack(">I", schema_id) + body
+
+
+def avro(offset: int, value_id: int = 3, key: bytes | None = b"k", headers=(), body: bytes = b"payload") -> Record:
+    return Record(offset, key, framed(value_id, body + str(offset).encode()), tuple(headers), 1000)
+
+
+def translated(records: list[Record], ids=ID_MAP, by: int = 100) -> list[Record]:
+    """The copies the copy job writes: each framed value's id mapped (unmapped ids kept), ``by`` offsets on."""
+
+    def mapped(data: bytes | None) -> bytes | None:
+        if data is None or data[:1] != b"\x00":
+            return data
+        schema_id = struct.unpack(">I", data[1:5])[0]
+        return framed(ids.get(schema_id, schema_id), data[5:])
+
+    return [Record(r.offset + by, r.key, mapped(r.value), r.headers, r.timestamp) for r in records]
+
+
+AVRO = [avro(o, 3 if o % 2 else 4) for o in range(10)]
+
+
+def test_a_translated_copy_compared_through_the_id_map_is_equal_with_equal_digests():
+    result = compare(AVRO, translated(AVRO), schema_ids=VALUES)
+    as_bytes = compare(AVRO, translated(AVRO))
+
+    assert (result.verdict, result.schema_id, result.schema_id_difference) == (Verdict.EQUAL, 0, "")
+    assert result.source_digest == result.target_digest
+    assert (as_bytes.verdict, as_bytes.different) == (Verdict.DIFFERENT, 10)
+
+
+def test_a_copy_holding_another_id_than_the_map_gives_is_a_schema_id_difference_naming_it():
+    target = translated(AVRO, {3: 1003, 4: 1009})
+
+    result = compare(AVRO, target, schema_ids=VALUES)
+
+    assert (result.verdict, result.first_offset, result.schema_id, result.different) == (Verdict.SCHEMA_ID, 0, 5, 0)
+    assert result.schema_id_difference == "source offset 0, value: source id 4 maps to 1004, the copy holds 1009"
+    assert verdict_reason(result) == (
+        "the copy of source offset 0 differs from it only in a schema id the id map does not explain "
+        "(source offset 0, value: source id 4 maps to 1004, the copy holds 1009)"
+    )
+
+
+def test_an_id_the_map_does_not_give_is_unmapped_whether_the_copy_translated_it_or_not():
+    partial = SchemaIdMap({4: 1004}, frozenset({Side.VALUE}))
+
+    translated_copy = compare(AVRO, translated(AVRO), schema_ids=partial)
+    passed_copy = compare(AVRO, translated(AVRO, {4: 1004}), schema_ids=partial)
+
+    assert (translated_copy.verdict, translated_copy.first_offset, translated_copy.schema_id) == (
+        Verdict.SCHEMA_ID,
+        1,
+        5,
+    )
+    assert translated_copy.schema_id_difference == (
+        "source offset 1, value: source id 3 is unmapped, the copy holds 1003"
+    )
+    assert (passed_copy.verdict, passed_copy.schema_id) == (Verdict.SCHEMA_ID, 5)
+    assert passed_copy.schema_id_difference == "source offset 1, value: source id 3 is unmapped, the copy holds 3"
+
+
+def test_a_copy_that_differs_beside_its_schema_id_is_different():
+    target = translated(AVRO)
+    target[3] = Record(103, b"k", framed(1009, b"other"), (), 1000)
+    unframed = translated(AVRO)
+    unframed[3] = Record(103, b"k", b"\x05" + AVRO[3].value[1:], (), 1000)
+
+    result = compare(AVRO, target, schema_ids=VALUES)
+    not_framed = compare(AVRO, unframed, schema_ids=VALUES)
+
+    assert (result.verdict, result.first_offset, result.different, result.schema_id) == (Verdict.DIFFERENT, 3, 1, 0)
+    assert (not_framed.verdict, not_framed.different, not_framed.schema_id) == (Verdict.DIFFERENT, 1, 0)
+
+
+def test_keys_and_header_ids_are_mapped_and_a_wrong_header_id_is_named_by_its_header():
+    guid = b"\x01" + bytes(16)
+    source = [
+        Record(
+            o,
+            framed(3, b"key"),
+            framed(4),
+            (("trace", b"t"), ("__value_schema_id", framed(4, b"")), ("__key_schema_id", guid)),
+            1000,
+        )
+        for o in range(3)
+    ]
+    target = [
+        Record(
+            100 + o,
+            framed(1003, b"key"),
+            framed(1004),
+            (("trace", b"t"), ("__value_schema_id", framed(1004 if o != 2 else 1007, b"")), ("__key_schema_id", guid)),
+            1000,
+        )
+        for o in range(3)
+    ]
+
+    result = compare(source, target, [OffsetRun(0, 3, 100)], schema_ids=BOTH)
+    key_unframed = compare(source, target, [OffsetRun(0, 3, 100)], schema_ids=VALUES)
+
+    assert (result.verdict, result.first_offset, result.schema_id) == (Verdict.SCHEMA_ID, 2, 1)
+    assert result.schema_id_difference == (
+        "source offset 2, header __value_schema_id: source id 4 maps to 1004, the copy holds 1007"
+    )
+    assert (key_unframed.verdict, key_unframed.different) == (Verdict.DIFFERENT, 3)  # the key is not a framed side
+
+
+def test_the_first_schema_id_difference_is_named_when_another_difference_comes_first():
+    target = translated(AVRO, {3: 1003, 4: 1009})
+    del target[0]
+
+    result = compare(AVRO, target, schema_ids=VALUES)
+
+    assert (result.verdict, result.first_offset, result.missing, result.schema_id) == (Verdict.MISSING, 0, 1, 4)
+    assert result.schema_id_difference.startswith("source offset 2, value: source id 4 maps to 1004")
+
+
+def test_a_translated_copy_in_a_folded_run_pairs_and_a_wrong_id_there_is_never_equal():
+    target = copied(translated(AVRO, by=0))
+    wrong = copied(translated(AVRO, {3: 1003, 4: 1009}, by=0))
+
+    equal = compare(AVRO, target, FOLDED, schema_ids=VALUES)
+    different = compare(AVRO, wrong, FOLDED, schema_ids=VALUES)
+
+    assert (equal.verdict, equal.source_digest == equal.target_digest) == (Verdict.EQUAL, True)
+    assert different.verdict is not Verdict.EQUAL
+
+
+def test_compaction_looks_for_translated_keys_on_the_source_and_beyond_the_compared_range():
+    source = [Record(o, framed(3, b"k"), framed(4, str(o).encode()), (), 1000) for o in range(3)]
+    target = [Record(100 + o, framed(1003, b"k"), framed(1004, str(o).encode()), (), 1000) for o in range(3)]
+    runs = [OffsetRun(0, 3, 100)]
+
+    def later(**options):
+        return compare(
+            [], target, runs, source_compacted=True, source_later_keys=lambda: iter([framed(3, b"k")]), **options
+        )
+
+    in_range = compare(source[2:], target, runs, source_compacted=True, schema_ids=BOTH)
+    by_target = compare(source, target[2:], runs, target_compacted=True, schema_ids=BOTH)
+    beyond, raw = later(schema_ids=BOTH), later()
+
+    assert (in_range.verdict, in_range.compacted_source) == (Verdict.EQUAL, 2)
+    assert (by_target.verdict, by_target.compacted_target) == (Verdict.EQUAL, 2)
+    assert (beyond.verdict, beyond.compacted_source) == (Verdict.EQUAL, 3)
+    assert (raw.verdict, raw.extra) == (Verdict.EXTRA, 3)
+
+
+def test_a_schema_id_map_pickles_for_spark_executors():
+    assert pickle.loads(pickle.dumps(BOTH)) == BOTH
