@@ -13,8 +13,9 @@ Contract:
 4. A missing connection, another type or an extra that is not a flat object raises :class:`ConfigError`
    naming the connection and the key that asked for it; no message ever contains a connection's values.
 5. ``{alias}.schema.registry.airflow.conn.id = NAME`` names a connection of type ``http``: its host (with
-   ``schema`` http or https, default http) and port make the registry's URL, login and password its basic-auth
-   credentials, and its extra may hold the registry's TLS keys (``ssl.ca.location`` ...).  Resolved late, as rule 2.
+   ``schema`` http or https, default http; a host may carry a path, e.g. ``registry.example.com/apis/ccompat/v7``)
+   and port make the registry's URL, login and password its basic-auth credentials, and its extra may hold the
+   registry's TLS keys (``ssl.ca.location`` ...).  Resolved late, as rule 2.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from airmirror.errors import ConfigError
 
@@ -111,8 +112,9 @@ def registry_client_settings(name: str, asked_by: str, line: int | None = None) 
     found = _found(name, HTTP_CONN_TYPE, asked_by, line)
     settings = _flat_extra(found, name, asked_by, line)
     if found.host:
-        host = found.host if "://" in found.host else f"{found.schema or 'http'}://{found.host}"
-        settings["url"] = host.rstrip("/") + (f":{found.port}" if found.port else "")
+        base = urlsplit(found.host if "://" in found.host else f"{found.schema or 'http'}://{found.host}")
+        netloc = base.netloc + (f":{found.port}" if found.port and base.port is None else "")
+        settings["url"] = urlunsplit(base._replace(netloc=netloc)).rstrip("/")
     if found.login:
         settings["basic.auth.user.info"] = f"{found.login}:{found.password or ''}"
     return settings
