@@ -44,6 +44,14 @@ class SchemaIdStore(EngineHolder):
             )
             return {int(row.source_id): int(row.target_id) for row in rows}
 
+    def schema_id_count(self, flow: str) -> int:
+        """How many source ids the flow's map holds (one query, whatever the map's size)."""
+        with self._transaction(f"count the schema ids of flow {flow!r}") as connection:
+            count = connection.execute(
+                select(func.count()).select_from(schema_ids).where(schema_ids.c.flow == flow)
+            ).scalar_one()
+        return int(count)
+
     def record_schema_subjects(self, flow: str, subjects: list[SyncedSubject]) -> None:
         """Record the subjects a schema sync of the flow copied."""
         rows = [

@@ -15,7 +15,7 @@ with every cluster down.  Every figure is one the tasks recorded:
   :data:`SERIES_POINTS` points (:meth:`~airmirror.store.lag_samples.LagStore.lag_series`).
 
 Every read is bounded: the rows read grow with the partitions and groups of the flow (one each) and with the
-schemas of its topics (the id map and synced subjects), never with the sample rate.  The view only reads, so it
+subjects of its topics (the id map is counted, not read), never with the sample rate.  The view only reads, so it
 works on a store opened read-only.
 
 The view's JSON (``GET /api/flows/{flow}``) is :meth:`FlowView.as_json`: every field of every row, as
