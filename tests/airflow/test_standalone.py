@@ -258,6 +258,8 @@ def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_
         cells = dict(shown)
         assert int(cells["records"].replace(",", "")) == known["records_copied"]
         assert int(cells["lag_records"].replace(",", "")) == known["lag"]
+        schema_mode = browser.evaluate("document.querySelector('[data-field=\"schemas.mode\"]').innerText")
+        assert schema_mode == status["schemas"]["mode"]
         browser.open(f"{airflow.url}/airmirror/", "!!document.querySelector('a[href=\"flows/a-%3Eb\"]')")
         index = browser.evaluate("document.documentElement.outerHTML")
         assert str(config.parent) not in index and str(airflow.home) not in index
