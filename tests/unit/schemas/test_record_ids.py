@@ -1,0 +1,196 @@
+"""The copy job's per-record id rewrite: translate and keep, ids mapped in the run, ids the source does not know."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+from airmirror.config.schema_registries import SchemaIds
+from airmirror.errors import UnknownSchemaId
+from airmirror.schemas.framing import Side, framed_id
+from airmirror.schemas.record_ids import Headers, IdTranslator, RecordIds
+from airmirror.schemas.subject_copy import SubjectNames
+from tests.unit.schemas.fake_registry import FakeRegistry
+
+BOTH = frozenset(Side)
+GUID_HEADER = bytes([1]) + bytes(range(16)) + b"\x00"
+V1 = '{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}'
+
+
+def frame(schema_id: int, rest: bytes = b"payload") -> bytes:
+    return b"\x00" + struct.pack(">I", schema_id) + rest
+
+
+@pytest.fixture
+def source() -> Iterator[FakeRegistry]:
+    with FakeRegistry(first_id=1) as registry:
+        yield registry
+
+
+@pytest.fixture
+def target() -> Iterator[FakeRegistry]:
+    with FakeRegistry(first_id=100) as registry:
+        yield registry
+
+
+@pytest.fixture
+def translators() -> Iterator[list[IdTranslator]]:
+    """The translators a test made, closed after it."""
+    made: list[IdTranslator] = []
+    yield made
+    for translator in made:
+        translator.close()
+
+
+def translator(
+    made: list[IdTranslator],
+    source: FakeRegistry,
+    target: FakeRegistry,
+    *,
+    mode: SchemaIds = SchemaIds.TRANSLATE,
+    unknown: str = "fail",
+    ids: Mapping[int, int] | None = None,
+    framed: frozenset[Side] = BOTH,
+) -> IdTranslator:
+    record_ids = RecordIds(
+        mode=mode,
+        unknown=unknown,
+        ids={} if ids is None else ids,
+        framed={"orders": framed},
+        names=SubjectNames({"orders": "a.orders"}),
+        source=source.access("a"),
+        target=target.access("b"),
+    )
+    made.append(IdTranslator(record_ids))
+    return made[-1]
+
+
+def test_translate_rewrites_key_value_and_header_ids_and_nothing_else(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    ids = translator(translators, source, target, ids={1: 101, 2: 102, 3: 103})
+    protobuf = frame(2, b"\x04\x02\x06\x00" + b"\x0a\x03abc")
+    headers = [
+        ("trace", frame(1)),
+        ("__value_schema_id", frame(3, b"\x00")),
+        ("__key_schema_id", GUID_HEADER),
+        ("empty", None),
+        ("text", "plain"),
+    ]
+    key, value, rewritten, passed = ids.rewrite("orders", 0, 5, frame(1, b"k"), protobuf, headers)
+    assert key == frame(101, b"k")
+    assert value == frame(102, b"\x04\x02\x06\x00" + b"\x0a\x03abc")
+    assert rewritten == [
+        ("trace", frame(1)),
+        ("__value_schema_id", frame(103, b"\x00")),
+        ("__key_schema_id", GUID_HEADER),
+        ("empty", None),
+        ("text", "plain"),
+    ]
+    assert passed is False
+    assert ids.new_ids == {}
+    assert source.requests == [] and target.requests == [], "a mapped id needs no registry"
+
+
+@pytest.mark.parametrize("payload", [None, b"", b"\x00\x00", b"\x01\x00\x00\x00\x01x", b"plain"])
+def test_an_unframed_payload_of_a_framed_side_is_copied_as_it_is(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator], payload: bytes | None
+) -> None:
+    ids = translator(translators, source, target, ids={1: 101})
+    assert ids.rewrite("orders", 0, 0, payload, payload, None) == (payload, payload, None, False)
+    assert source.requests == []
+
+
+def test_a_side_that_is_not_framed_is_not_read(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    ids = translator(translators, source, target, ids={1: 101}, framed=frozenset({Side.VALUE}))
+    key, value, _, _ = ids.rewrite("orders", 0, 0, frame(1), frame(1), None)
+    assert (key, value) == (frame(1), frame(101))
+
+
+def test_a_topic_without_framed_sides_is_copied_untouched(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    ids = translator(translators, source, target, ids={1: 101})
+    assert ids.framed("payments") == frozenset()
+    assert ids.rewrite("payments", 0, 0, frame(1), frame(1), []) == (frame(1), frame(1), [], False)
+
+
+def test_keep_leaves_the_bytes_as_they_are(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    ids = translator(translators, source, target, mode=SchemaIds.KEEP, ids={1: 1, 2: 2})
+    headers: Headers = [("__value_schema_id", frame(2, b""))]
+    assert ids.rewrite("orders", 0, 0, frame(1), frame(2), headers) == (frame(1), frame(2), headers, False)
+
+
+def test_keep_imports_an_unmapped_id_and_leaves_the_bytes(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    schema_id = source.add("orders-value", V1, schema_id=42)
+    ids = translator(translators, source, target, mode=SchemaIds.KEEP, framed=frozenset({Side.VALUE}))
+    assert ids.rewrite("orders", 0, 0, None, frame(schema_id), None) == (None, frame(schema_id), None, False)
+    assert ids.new_ids == {42: 42}
+    assert target.subjects == {"a.orders-value": [42]}
+
+
+def test_an_id_missing_from_the_map_is_copied_in_the_run_once(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    source.add("payments-value", '"string"')
+    late = source.add("orders-value", V1)
+    ids = translator(translators, source, target, ids={})
+    _, value, _, passed = ids.rewrite("orders", 1, 9, None, frame(late), None)
+    target_id = target.version("a.orders-value", 1)["id"]
+    assert target_id != late
+    assert (framed_id(value), passed) == (target_id, False)
+    assert ids.new_ids == {late: target_id} and ids.ids[late] == target_id
+    asked = len(source.requests)
+    _, again, _, _ = ids.rewrite("orders", 1, 10, None, frame(late), [("__value_schema_id", frame(late, b""))])
+    assert framed_id(again) == target_id
+    assert len(source.requests) == asked, "a mapped id is not asked for again"
+
+
+def test_an_id_unknown_to_the_source_fails_naming_topic_partition_offset_side_and_id(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    ids = translator(translators, source, target, ids={1: 101})
+    with pytest.raises(UnknownSchemaId) as unknown:
+        ids.rewrite("orders", 3, 1234, frame(1), frame(77), None)
+    message = str(unknown.value)
+    assert "orders-3@1234" in message
+    assert "the value names schema id 77" in message
+    assert "'a'" in message and "airmirror.schema.unknown" in message
+    assert target.writes() == []
+
+
+def test_an_unknown_header_id_fails_naming_its_side(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    ids = translator(translators, source, target, ids={1: 101})
+    with pytest.raises(UnknownSchemaId, match="orders-0@8: the key names schema id 66"):
+        ids.rewrite("orders", 0, 8, b"k", frame(1), [("__key_schema_id", frame(66, b""))])
+
+
+def test_pass_copies_a_record_with_an_unknown_id_unchanged_and_says_so(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    ids = translator(translators, source, target, unknown="pass", ids={1: 101})
+    assert ids.rewrite("orders", 0, 0, frame(1), frame(77), None) == (frame(101), frame(77), None, True)
+    asked = len(source.requests)
+    assert ids.rewrite("orders", 0, 1, frame(77), frame(1), None) == (frame(77), frame(101), None, True)
+    assert len(source.requests) == asked, "an unknown id is asked for once"
+    assert ids.rewrite("orders", 0, 2, frame(1), frame(1), None)[3] is False
+    assert ids.new_ids == {} and ids.unknown == {77}
+
+
+def test_what_a_copy_task_gets_pickles_and_shows_no_credentials(source: FakeRegistry) -> None:
+    access = source.access("a", url=source.url.replace("http://", "http://u:url-pw@"))
+    access.file_settings["basic.auth.user.info"] = "u:user-info-pw"
+    record_ids = RecordIds(SchemaIds.TRANSLATE, "fail", {1: 2}, {"orders": BOTH}, SubjectNames({}), access, access)
+    assert pickle.loads(pickle.dumps(record_ids)) == record_ids
+    assert "pw" not in repr(record_ids)

@@ -1,0 +1,256 @@
+"""Copying subjects between two fake registries: names, order, references, compatibility, dry run, keep, translate."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from airmirror.config.schema_registries import SchemaIds
+from airmirror.errors import ReplicationFailure
+from airmirror.schemas.framing import Side
+from airmirror.schemas.registry_client import RegistryClient
+from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames, topic_of
+from tests.unit.schemas.fake_registry import FakeRegistry
+
+NAMES = SubjectNames({"orders": "a.orders", "common": "a.common"})
+V1 = '{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}'
+V2 = '{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"n","type":"int","default":0}]}'
+
+
+@pytest.fixture
+def source() -> Iterator[FakeRegistry]:
+    with FakeRegistry(first_id=1) as registry:
+        yield registry
+
+
+@pytest.fixture
+def target() -> Iterator[FakeRegistry]:
+    with FakeRegistry(first_id=100) as registry:
+        yield registry
+
+
+@pytest.fixture(autouse=True)
+def clients_closed() -> Iterator[None]:
+    """Every client a test's copiers opened is closed after it."""
+    yield
+    while OPENED:
+        OPENED.pop().close()
+
+
+OPENED: list[RegistryClient] = []
+
+
+def copier(source: FakeRegistry, target: FakeRegistry, mode: SchemaIds, *, dry_run: bool = False) -> SubjectCopier:
+    """A copier from cluster ``a``'s registry ``source`` to cluster ``b``'s ``target``."""
+    clients = RegistryClient(source.access("a")), RegistryClient(target.access("b"))
+    OPENED.extend(clients)
+    return SubjectCopier(*clients, mode, NAMES, dry_run=dry_run)
+
+
+def registered(registry: FakeRegistry) -> list[str]:
+    """The subjects registered into, in the order of the requests."""
+    return [r.path.split("/")[2] for r in registry.writes() if r.path.endswith("/versions")]
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        ("orders-value", ("orders", Side.VALUE)),
+        ("orders-key", ("orders", Side.KEY)),
+        ("my-topic-value", ("my-topic", Side.VALUE)),
+        ("-value", None),
+        ("-key", None),
+        ("com.example.Order", None),
+        ("orders-values", None),
+    ],
+)
+def test_topic_of_names_topic_and_side_of_topic_name_strategy_subjects(
+    subject: str, expected: tuple[str, Side] | None
+) -> None:
+    assert topic_of(subject) == expected
+
+
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        ("orders-value", "a.orders-value"),
+        ("orders-key", "a.orders-key"),
+        ("common-value", "a.common-value"),
+        ("other-value", "other-value"),
+        ("com.example.Order", "com.example.Order"),
+        ("orders", "orders"),
+    ],
+)
+def test_subjects_of_replicated_topics_are_named_after_the_remote_topic_others_keep_their_names(
+    subject: str, expected: str
+) -> None:
+    assert NAMES.target(subject) == expected
+
+
+def test_off_has_nothing_to_copy(source: FakeRegistry, target: FakeRegistry) -> None:
+    with pytest.raises(ValueError, match="off"):
+        copier(source, target, SchemaIds.OFF)
+
+
+def test_translate_copies_every_version_oldest_first_under_the_remote_subject(
+    source: FakeRegistry, target: FakeRegistry
+) -> None:
+    first, second = source.add("orders-value", V1), source.add("orders-value", V2)
+    copy = copier(source, target, SchemaIds.TRANSLATE)
+    report = copy.copy_subject("orders-value")
+    assert (report.subject, report.target_subject, report.registered) == ("orders-value", "a.orders-value", 2)
+    assert [(v.source_version, v.target_version) for v in report.versions] == [(1, 1), (2, 2)]
+    assert [target.version("a.orders-value", n)["schema"] for n in (1, 2)] == [V1, V2]
+    new_first, new_second = (target.version("a.orders-value", n)["id"] for n in (1, 2))
+    assert copy.ids == {first: new_first, second: new_second}
+    assert {new_first, new_second}.isdisjoint({first, second}), "the target assigns its own ids"
+    assert "orders-value" not in target.subjects
+
+
+def test_copying_again_registers_nothing(source: FakeRegistry, target: FakeRegistry) -> None:
+    source.add("orders-value", V1)
+    source.add("orders-value", V2)
+    first = copier(source, target, SchemaIds.TRANSLATE)
+    first.copy_subject("orders-value")
+    writes = len(target.writes())
+    again = copier(source, target, SchemaIds.TRANSLATE)
+    report = again.copy_subject("orders-value")
+    assert report.registered == 0
+    assert again.ids == first.ids
+    assert len(target.writes()) == writes
+
+
+def test_references_are_copied_first_and_renamed(source: FakeRegistry, target: FakeRegistry) -> None:
+    source.add("shared.Address", "message Old {}", "PROTOBUF")
+    source.add("shared.Address", "message Address {}", "PROTOBUF")
+    source.add("common-value", "message Common {}", "PROTOBUF")
+    source.add(
+        "orders-value",
+        'import "address.proto"; import "common.proto"; message Order {}',
+        "PROTOBUF",
+        (("address.proto", "shared.Address", 2), ("common.proto", "common-value", 1)),
+    )
+    copy = copier(source, target, SchemaIds.TRANSLATE)
+    report = copy.copy_subject("orders-value")
+    assert registered(target) == ["shared.Address", "a.common-value", "a.orders-value"]
+    assert report.registered == 1
+    assert target.version("a.orders-value", 1)["references"] == [
+        {"name": "address.proto", "subject": "shared.Address", "version": 1},
+        {"name": "common.proto", "subject": "a.common-value", "version": 1},
+    ]
+    assert target.version("shared.Address", 1)["schema"] == "message Address {}"
+    assert len(copy.ids) == 3
+
+
+def test_a_subjects_own_compatibility_is_set_on_the_target(source: FakeRegistry, target: FakeRegistry) -> None:
+    source.add("orders-value", V1)
+    source.levels["orders-value"] = "FULL"
+    report = copier(source, target, SchemaIds.TRANSLATE).copy_subject("orders-value")
+    assert report.compatibility == "FULL"
+    assert target.levels == {"a.orders-value": "FULL"}
+    config_write, registration = (r.path for r in target.writes())
+    assert (config_write, registration) == ("/config/a.orders-value", "/subjects/a.orders-value/versions")
+
+
+@pytest.mark.parametrize("level", [None, "BACKWARD"], ids=["none of its own", "the global level"])
+def test_no_compatibility_is_set_for_a_subject_without_a_level_of_its_own(
+    source: FakeRegistry, target: FakeRegistry, level: str | None
+) -> None:
+    source.add("orders-value", V1)
+    if level is not None:
+        source.levels["orders-value"] = level
+    report = copier(source, target, SchemaIds.TRANSLATE).copy_subject("orders-value")
+    assert report.compatibility is None
+    assert target.levels == {}
+
+
+def test_a_target_already_at_the_level_is_left_alone(source: FakeRegistry, target: FakeRegistry) -> None:
+    source.add("orders-value", V1)
+    source.levels["orders-value"] = "NONE"
+    target.levels["a.orders-value"] = "NONE"
+    copier(source, target, SchemaIds.TRANSLATE).copy_subject("orders-value")
+    assert not any(r.path.startswith("/config/") for r in target.writes())
+
+
+@pytest.mark.parametrize("mode", [SchemaIds.TRANSLATE, SchemaIds.KEEP])
+def test_a_dry_run_writes_nothing_and_reports_what_it_would_register(
+    source: FakeRegistry, target: FakeRegistry, mode: SchemaIds
+) -> None:
+    source.add("common-value", "message Common {}", "PROTOBUF")
+    source.add("orders-value", "message Order {}", "PROTOBUF", (("common.proto", "common-value", 1),))
+    source.add("orders-value", "message Order { int32 n = 1; }", "PROTOBUF", (("common.proto", "common-value", 1),))
+    source.levels["orders-value"] = "FULL"
+    copy = copier(source, target, mode, dry_run=True)
+    report = copy.copy_subject("orders-value")
+    assert target.writes() == []
+    assert target.subjects == {} and target.levels == {} and target.modes == {}
+    assert report.compatibility == "FULL"
+    assert [(v.target_subject, v.registered, v.target_id) for v in report.versions] == [
+        ("a.orders-value", True, None),
+        ("a.orders-value", True, None),
+    ]
+    assert copy.ids == {}
+
+
+def test_keep_imports_the_source_ids_in_import_mode(source: FakeRegistry, target: FakeRegistry) -> None:
+    source.add("orders-value", V1, schema_id=7)
+    source.add("orders-value", V2, schema_id=9)
+    copy = copier(source, target, SchemaIds.KEEP)
+    report = copy.copy_subject("orders-value")
+    assert target.modes == {"a.orders-value": "IMPORT"}
+    assert target.subjects == {"a.orders-value": [7, 9]}
+    assert copy.ids == {7: 7, 9: 9}
+    assert [(v.target_version, v.target_id, v.registered) for v in report.versions] == [(1, 7, True), (2, 9, True)]
+    assert [r.body.get("id") for r in target.writes() if r.path.endswith("/versions")] == [7, 9]
+
+
+def test_keep_takes_an_id_the_target_holds_with_the_same_schema_as_copied(
+    source: FakeRegistry, target: FakeRegistry
+) -> None:
+    source.add("orders-value", V1, schema_id=7)
+    target.add("a.orders-value", V1, schema_id=7)
+    report = copier(source, target, SchemaIds.KEEP).copy_subject("orders-value")
+    assert [(v.target_id, v.registered) for v in report.versions] == [(7, False)]
+    assert registered(target) == []
+
+
+def test_keep_refuses_an_id_taken_on_the_target_by_another_schema_naming_both(
+    source: FakeRegistry, target: FakeRegistry
+) -> None:
+    source.add("orders-value", V1, schema_id=7)
+    target.add("payments-value", '"string"', schema_id=7)
+    with pytest.raises(ReplicationFailure) as failure:
+        copier(source, target, SchemaIds.KEEP).copy_subject("orders-value")
+    message = str(failure.value)
+    assert "schema id 7" in message and "orders-value v1" in message and "payments-value v1" in message
+    assert "'a'" in message and "'b'" in message
+    assert registered(target) == []
+
+
+def test_keep_refuses_a_target_that_registers_under_another_id(source: FakeRegistry) -> None:
+    source.add("orders-value", V1, schema_id=7)
+    with FakeRegistry(first_id=500, ignores_import_ids=True) as target:
+        with pytest.raises(ReplicationFailure) as failure:
+            copier(source, target, SchemaIds.KEEP).copy_subject("orders-value")
+        assert target.subjects == {"a.orders-value": [500]}
+    message = str(failure.value)
+    assert "under id 500" in message and "source's id 7" in message and "'b'" in message
+    assert "translate" in message
+
+
+def test_copy_id_copies_through_the_hinted_subject_and_remembers(source: FakeRegistry, target: FakeRegistry) -> None:
+    shared = source.add("orders-value", V1)
+    assert source.add("other-value", V1) == shared, "one schema, one id, under two subjects"
+    copy = copier(source, target, SchemaIds.TRANSLATE)
+    target_id = copy.copy_id(shared, "other-value")
+    assert target_id is not None and target_id != shared
+    assert target.subjects == {"other-value": [target_id]}
+    requests = len(source.requests)
+    assert copy.copy_id(shared, "orders-value") == target_id
+    assert len(source.requests) == requests
+
+
+def test_copy_id_of_an_unknown_id_is_none(source: FakeRegistry, target: FakeRegistry) -> None:
+    assert copier(source, target, SchemaIds.TRANSLATE).copy_id(404) is None
+    assert target.writes() == []
