@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass
 
 from airmirror.config.mirror_config import FlowConfig, MirrorConfig
 from airmirror.config.properties import Setting
+from airmirror.config.schema_registries import PREFIX as REGISTRY_PREFIX
+from airmirror.config.schema_registries import SchemaIds
 from airmirror.config.secrets import mask_value, masked_db_url
-from airmirror.config.settings_registry import METADATA_DB_URL, SPARK_CONF, Scope, SettingKey, all_keys
+from airmirror.config.settings_registry import METADATA_DB_URL, SCHEMA_IDS, SPARK_CONF, Scope, SettingKey, all_keys
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +48,9 @@ def _flow_key(flow: FlowConfig, key: SettingKey[object]) -> EffectiveSetting:
     if key is METADATA_DB_URL and text is None:
         text = flow.metadata_db_url
         return EffectiveSetting(key=key.name, value=_shown(key, text), source="default (AIRMIRROR_HOME)")
+    if key is SCHEMA_IDS and setting is None:
+        why = "both clusters have" if flow.schema_ids is SchemaIds.TRANSLATE else "not both clusters have"
+        return EffectiveSetting(key=key.name, value=flow.schema_ids.value, source=f"default ({why} a schema registry)")
     return EffectiveSetting(key=key.name, value=_shown(key, text), source=_source(setting, key.default))
 
 
@@ -58,10 +63,11 @@ def _worker_key(config: MirrorConfig, flow: FlowConfig, key: SettingKey[object])
 def _cluster_keys(config: MirrorConfig, alias: str, key: SettingKey[object]) -> EffectiveSetting:
     name = f"{alias}.{key.name}"
     setting = config.cluster_setting(alias, key.name)
-    connection = config.connection_id(alias)
+    registry_key = key.name.startswith(REGISTRY_PREFIX)
+    connection = config.registry_connection_id(alias) if registry_key else config.connection_id(alias)
     if setting is not None:
         return EffectiveSetting(key=name, value=_shown(key, setting.value), source=_source(setting, None))
-    if connection is not None and key.name != "airflow.conn.id":
+    if connection is not None and not key.name.endswith("airflow.conn.id"):
         return EffectiveSetting(key=name, value="", source=f"Airflow connection '{connection}' (read when a task runs)")
     return EffectiveSetting(key=name, value="", source="unset")
 

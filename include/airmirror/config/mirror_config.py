@@ -289,6 +289,11 @@ class MirrorConfig:
         setting = self._cluster[alias].get(CONN_ID_KEY)
         return None if setting is None else setting.value.strip()
 
+    def registry_connection_id(self, alias: str) -> str | None:
+        """The Airflow connection ``{alias}.schema.registry.airflow.conn.id`` names, if any."""
+        registry = self.registries[alias]
+        return None if registry is None or registry.conn_id is None else registry.conn_id.value.strip()
+
     def with_connection(self, alias: str, config: Mapping[str, str]) -> MaskedConfig:
         """``config`` over the client settings of the cluster's Airflow connection, when it names one; the
         connection is resolved on first use and kept for the life of this config (connections module, rule 2).

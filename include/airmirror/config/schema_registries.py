@@ -20,11 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from urllib.parse import urlsplit
 
 from airmirror.config.connections import registry_client_settings
 from airmirror.config.properties import Setting
-from airmirror.config.secrets import MaskedConfig, is_secret_key
+from airmirror.config.secrets import MaskedConfig, is_secret_key, url_passwords
 from airmirror.config.settings_registry import SCHEMA_IDS, SCHEMA_REGISTRY_CONN_ID, SettingKey, all_keys
 from airmirror.errors import ConfigError
 
@@ -90,11 +89,10 @@ class RegistryAccess:
         only while the connection is not resolved yet (Airflow masks a connection's secrets itself)."""
         settings = self.file_settings if self._resolved is None and self.conn_id is not None else self.settings
         secrets = {value for key, value in settings.items() if value and is_secret_key(key)}
-        for url in settings.get("url", "").split(","):
-            password = urlsplit(url.strip()).password
-            if password:
-                secrets.add(password)
-        return secrets
+        user_info = settings.get("basic.auth.user.info", "")
+        if ":" in user_info and user_info.partition(":")[2]:
+            secrets.add(user_info.partition(":")[2])
+        return secrets | url_passwords(settings.get("url", ""))
 
     def resolved(self) -> RegistryAccess:
         """This access with its connection resolved, for a process that cannot resolve connections (an executor)."""

@@ -9,7 +9,8 @@ Contract:
   registry's ``basic.auth.user.info``, or a cloud-storage access/account key.
   Matching is case-insensitive.
 * Secret values are shown as :data:`MASK` by :func:`mask_value`, :func:`masked` and the repr/str of
-  :class:`MaskedConfig`.  :func:`masked_db_url` shows a DB URL's password as SQLAlchemy's
+  :class:`MaskedConfig`; the password of a URL in any value (``https://user:password@host``) as :data:`URL_MASK`.
+  :func:`masked_db_url` shows a DB URL's password as SQLAlchemy's
   ``render_as_string(hide_password=True)`` does (:data:`URL_MASK`), and the values of secret query
   parameters (``?password=``, ``?sslpassword=``, ``?aws_token=`` ...), which SQLAlchemy leaves in clear, the
   same way.
@@ -47,9 +48,29 @@ def is_secret_key(key: str) -> bool:
     return _SECRET_KEY.search(key) is not None
 
 
+_URL_PASSWORD = re.compile(
+    r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^:@/\s,]*):(?P<password>[^@/\s,]*)@", re.IGNORECASE
+)
+
+
 def mask_value(key: str, value: V) -> V | str:
-    """``value``, or :data:`MASK` when ``key`` is a secret key."""
-    return MASK if is_secret_key(key) else value
+    """``value``, or :data:`MASK` when ``key`` is a secret key; the password of every URL in a text value (e.g. a
+    schema registry's ``https://user:password@host``) is :data:`URL_MASK` whatever the key."""
+    if is_secret_key(key):
+        return MASK
+    if isinstance(value, str) and "://" in value:
+        return masked_url_passwords(value)
+    return value
+
+
+def masked_url_passwords(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` in it replaced by :data:`URL_MASK`."""
+    return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{URL_MASK}@", text)
+
+
+def url_passwords(text: str) -> set[str]:
+    """The passwords of every ``scheme://user:password@`` in ``text`` (comma-separated URLs included)."""
+    return {m["password"] for m in _URL_PASSWORD.finditer(text) if m["password"]}
 
 
 def masked(config: Mapping[str, V]) -> dict[str, V | str]:

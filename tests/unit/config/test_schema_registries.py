@@ -208,13 +208,6 @@ def test_explain_masks_the_user_info(tmp_path: Path) -> None:
     assert rows["b.schema.registry.url"].value == "http://reg-b:8081"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "explain.py _shown masks by key name only: schema.registry.url is not a secret key, so the password in the "
-        "URL's user info is shown in clear by validate --explain"
-    ),
-)
 def test_validate_explain_shows_no_registry_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, A_REGISTRY + B_REGISTRY)
     assert main(["validate", str(path), "--explain"]) == 0
