@@ -124,7 +124,7 @@ def test_a_translated_copy_is_equal_and_a_tampered_id_mapping_is_named(
     assert "1 schema_id" in unmapped.stdout
     assert "SCHEMA_ID at source offset 0" in unmapped.stdout
     assert f"source id {source_id} is unmapped, the copy holds {target_id}" in unmapped.stdout
-    assert f"{RECORDS} schema id" in unmapped.stdout
+    assert f"{RECORDS} schema_id" in unmapped.stdout
     with MetadataStore.open(load_config(config).flow("a->b").metadata_db_url) as store:
         stored = store.last_verification("a->b")
     assert stored is not None and [(p.verdict, p.schema_id) for p in stored.partitions] == [

@@ -313,7 +313,7 @@ def describe_verified_partition(p: PartitionVerification) -> str:
             ("missing", p.missing),
             ("extra", p.extra),
             ("different", p.different),
-            ("schema id", p.schema_id),
+            ("schema_id", p.schema_id),
         )
         if n
     )
