@@ -5,7 +5,10 @@ Contract:
 1. **Which records.**  Only the sides (key, value) of a topic that :attr:`RecordIds.framed` lists are read: those with
    a ``{topic}-key``/``{topic}-value`` subject on the source registry, both sides of a topic matching
    ``airmirror.schema.topics``.  A payload of such a side that is not framed (:mod:`airmirror.schemas.framing`: null,
-   short, another first byte) is copied as it is; every other record is copied as it is, untouched.
+   short, another first byte) is copied as it is; every other record is copied as it is, untouched.  A record whose
+   ``__key_schema_id`` / ``__value_schema_id`` header names the side's schema (an id or a GUID) carries that side's
+   payload unframed, as confluent-kafka's deserializers read it (the header first): the payload is copied as it is,
+   even when it starts with a zero byte.
 2. **translate**: a framed id is replaced by its target id, and so is the id form of a ``__key_schema_id`` /
    ``__value_schema_id`` header; nothing else changes (Protobuf message indexes, payload, other headers, their order).
    **keep**: nothing changes, but every id is checked to be on the target.
@@ -51,6 +54,13 @@ class RecordIds:
     target: RegistryAccess = field(repr=False)
 
 
+def header_sides(headers: Headers) -> frozenset[Side]:
+    """The sides whose schema a header names (rule 1): their payloads are not framed."""
+    if not isinstance(headers, list):
+        return frozenset()
+    return frozenset(HEADERS[name] for name, data in headers if name in HEADERS and data is not None)
+
+
 class IdTranslator:
     """One copy task's translation (rules 2-4); its registry clients are opened on first need and closed by
     :meth:`close`."""
@@ -72,7 +82,7 @@ class IdTranslator:
     ) -> tuple[bytes | None, bytes | None, Headers, bool]:
         """The record to write for source record ``topic``/``partition``@``offset`` of a framed topic, and whether it
         was passed through unchanged with an unknown id (rule 4)."""
-        sides = self.framed(topic)
+        sides = self.framed(topic) - header_sides(headers)
         passed = False
         if Side.KEY in sides:
             key, unknown = self._payload(topic, partition, offset, Side.KEY, key)
