@@ -1,0 +1,667 @@
+"""Schema registry migration end to end (issue 24): real Kafka, real Spark, real registries (Apicurio 3.3.3 serving
+Confluent's API), confluent-kafka's own serializers on the source and deserializers on the target, each target
+consumer reading only the target registry.
+
+Every test but the ``keep`` and registry-down ones shares the session registries ``a`` and ``b`` (``b`` padded, so
+ids differ) and names its subjects and schemas after its own ``prefix``; ids are always read from the registries,
+never assumed.  ``keep`` needs ids a target registry gives in the same order as the source, and the registry-down test
+stops one: both use a fresh pair of their own (module scope, data kept on disk across a restart).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaReference, record_subject_name_strategy
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2
+
+from airmirror.devtools.local_kafka import LocalBroker, free_port
+from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
+from airmirror.errors import RegistryUnavailable, ReplicationFailure
+from airmirror.kafka.clients import shared_clients
+from airmirror.replication.options import BatchOptions
+from airmirror.replication.pipeline import copy_and_record, plan_batch, sync_flow_topics
+from airmirror.schemas import registry_client
+from tests.conftest import write_config
+from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms
+from tests.mirror_helpers import opened, replicate
+from tests.registry_helpers import (
+    avro_deserializer,
+    avro_serializer,
+    client,
+    get,
+    json_deserializer,
+    json_serializer,
+    message_classes,
+    protobuf_deserializer,
+    protobuf_frame,
+    protobuf_framed,
+    protobuf_serializer,
+    register,
+    registry_url,
+    set_compatibility,
+    subject_version,
+    versions,
+)
+
+pytestmark = pytest.mark.integration
+
+KEY, VALUE = MessageField.KEY, MessageField.VALUE
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------------
+def schema_config(
+    tmp_path: Path, clusters: dict[str, LocalBroker], prefix: str, url_a: str, url_b: str, extra: str = ""
+) -> Path:
+    """A flow a->b of the test's topics with a registry per cluster (ids translated unless ``extra`` says)."""
+    body = f"a->b.enabled = true\ntopics = {prefix}.*\na.schema.registry.url = {url_a}\nb.schema.registry.url = {url_b}"
+    return write_config(tmp_path / "mm2.properties", clusters, body + ("\n" + extra if extra else ""))
+
+
+def urls(registries: dict[str, LocalRegistry]) -> tuple[str, str]:
+    return registry_url(registries["a"]), registry_url(registries["b"])
+
+
+def framed_id(data: bytes | None) -> int | None:
+    """The schema id in Confluent's frame (magic byte 0, 4-byte id), read here independently of airmirror."""
+    if data is None or len(data) < 5 or data[0] != 0:
+        return None
+    found: int = struct.unpack(">I", data[1:5])[0]
+    return found
+
+
+def with_id(data: bytes, schema_id: int) -> bytes:
+    return data[:1] + struct.pack(">I", schema_id) + data[5:]
+
+
+def translated(data: bytes | None, ids: dict[int, int]) -> bytes | None:
+    """``data`` as a translated copy holds it: its framed id replaced through ``ids``."""
+    source_id = framed_id(data)
+    return data if source_id is None or data is None else with_id(data, ids[source_id])
+
+
+def id_map(url_a: str, url_b: str, subjects: dict[str, str]) -> dict[int, int]:
+    """Source id -> target id of every version of each source subject -> its target subject, read from both
+    registries (the truth a translated copy must follow)."""
+    ids = {}
+    for source, target in subjects.items():
+        for version in versions(url_a, source):
+            found_a, found_b = subject_version(url_a, source, version), subject_version(url_b, target, version)
+            assert found_b is not None, f"{target} v{version} missing on the target registry"
+            assert found_a is not None
+            ids[int(found_a["id"])] = int(found_b["id"])
+    return ids
+
+
+def committed_records(bootstrap: str, topic: str, partition: int = 0) -> list[Record]:
+    """The partition's committed records (read_committed); none while the topic does not exist."""
+    if end_offset(bootstrap, topic, partition) == 0:
+        return []
+    return [record for _, record in read_partition(bootstrap, topic, partition)]
+
+
+def stored_ids(config: Path) -> dict[int, int]:
+    with opened(config) as (flow, store):
+        return store.schema_ids(flow.name)
+
+
+def avro(name: str, namespace: str, fields: list[dict[str, Any]]) -> str:
+    return json.dumps({"type": "record", "name": name, "namespace": namespace, "fields": fields})
+
+
+def order_schemas(prefix: str) -> tuple[str, str, str, str]:
+    """Avro schemas named after the test: a key, an address (referenced), an order v1 and a compatible v2."""
+    key = avro("OrderKey", prefix, [{"name": "id", "type": "long"}])
+    address = avro("Address", prefix, [{"name": "street", "type": "string"}])
+    order = [{"name": "id", "type": "long"}, {"name": "addr", "type": f"{prefix}.Address"}]
+    v1 = avro("Order", prefix, order)
+    v2 = avro("Order", prefix, [*order, {"name": "note", "type": "string", "default": ""}])
+    return key, address, v1, v2
+
+
+def order(i: int, prefix: str, v2: bool = False) -> dict[str, Any]:
+    value: dict[str, Any] = {"id": i, "addr": {"street": f"{prefix} street {i}"}}
+    if v2:
+        value["note"] = f"note {i}"
+    return value
+
+
+def assert_copied(source: list[Record], target: list[Record], ids: dict[int, int], sides: tuple[str, ...]) -> None:
+    """The target holds the source record for record: ``sides`` (``key``/``value``) with ids translated, every other
+    byte, header and timestamp as they were."""
+    assert len(target) == len(source)
+    for s, t in zip(source, target, strict=True):
+        expected_key = translated(s.key, ids) if "key" in sides else s.key
+        expected_value = translated(s.value, ids) if "value" in sides else s.value
+        assert (t.key, t.value, t.headers, t.timestamp) == (expected_key, expected_value, s.headers, s.timestamp)
+
+
+# -- 1. translate: Avro keys and values, two versions, a reference ---------------------------------------------------
+def test_avro_keys_and_values_of_two_versions_with_a_reference_decode_with_the_target_registry_only(
+    clusters, registries, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    topic, remote, address_subject = f"{prefix}.orders", f"a.{prefix}.orders", f"{prefix}.Address"
+    key_schema, address, v1, v2 = order_schemas(prefix)
+    register(url_a, address_subject, address)
+    set_compatibility(url_a, f"{topic}-value", "BACKWARD")
+    references = [SchemaReference(f"{prefix}.Address", address_subject, 1)]
+    serialize_key = avro_serializer(url_a, key_schema)
+    serialize_v1 = avro_serializer(url_a, Schema(v1, "AVRO", references))
+    serialize_v2 = avro_serializer(url_a, Schema(v2, "AVRO", references))
+    keys = [{"id": i} for i in range(7)]
+    values: list[dict[str, Any] | None] = [order(i, prefix) for i in range(3)]
+    values += [order(i, prefix, v2=True) for i in range(3, 6)] + [None]  # the last one a tombstone
+    now = recent_ms()
+    source = [
+        Record(
+            serialize_key(k, topic, KEY),
+            None if v is None else (serialize_v2 if "note" in v else serialize_v1)(v, topic, VALUE),
+            (("trace", f"t{i}".encode()),),
+            now + i,
+        )
+        for i, (k, v) in enumerate(zip(keys, values, strict=True))
+    ]
+    create_topic(a, topic)
+    produce(a, topic, 0, source)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+
+    assert replicate(config, spark).summary.records == 7
+
+    assert versions(url_b, f"{remote}-value") == [1, 2]
+    assert versions(url_b, f"{remote}-key") == [1]
+    assert versions(url_b, address_subject) == [1]
+    assert get(url_b, f"/config/{remote}-value")["compatibilityLevel"] == "BACKWARD"
+    for version in (1, 2):
+        on_b = subject_version(url_b, f"{remote}-value", version)
+        assert on_b["references"] == [{"name": f"{prefix}.Address", "subject": address_subject, "version": 1}]
+        assert subject_version(url_b, address_subject, 1)["id"] < on_b["id"]  # the reference was registered first
+    ids = id_map(url_a, url_b, {f"{topic}-key": f"{remote}-key", f"{topic}-value": f"{remote}-value"})
+    target = committed_records(b, remote)
+    assert_copied(source, target, ids, ("key", "value"))
+    deserialize = avro_deserializer(url_b)
+    assert [deserialize(r.key, remote, KEY) for r in target] == keys
+    assert [None if r.value is None else deserialize(r.value, remote, VALUE) for r in target] == values
+    assert ids.items() <= stored_ids(config).items()
+
+
+# -- 2. translate: JSON Schema with a $ref, two versions -------------------------------------------------------------
+def test_json_schema_values_of_two_versions_with_a_reference_decode_with_the_target_registry_only(
+    clusters, registries, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    topic, remote, base_subject = f"{prefix}.json", f"a.{prefix}.json", f"{prefix}.base-json"
+    draft = "http://json-schema.org/draft-07/schema#"
+    base = {"$schema": draft, "type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}
+    register(url_a, base_subject, json.dumps(base), "JSON")
+    properties: dict[str, Any] = {"base": {"$ref": "base.json"}, "n": {"type": "integer"}}
+    v1 = {"$schema": draft, "title": prefix, "type": "object", "properties": properties, "required": ["base", "n"]}
+    v2 = {**v1, "properties": {**properties, "tag": {"type": "string"}}}
+    references = [SchemaReference("base.json", base_subject, 1)]
+    serialize_v1 = json_serializer(url_a, Schema(json.dumps(v1), "JSON", references))
+    serialize_v2 = json_serializer(url_a, Schema(json.dumps(v2), "JSON", references))
+    values = [{"base": {"b": i}, "n": i} for i in range(3)] + [
+        {"base": {"b": i}, "n": i, "tag": f"x{i}"} for i in (3, 4)
+    ]
+    now = recent_ms()
+    source = [
+        Record(f"k{i}".encode(), (serialize_v2 if "tag" in v else serialize_v1)(v, topic, VALUE), (), now + i)
+        for i, v in enumerate(values)
+    ]
+    create_topic(a, topic)
+    produce(a, topic, 0, source)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+
+    assert replicate(config, spark).summary.records == 5
+
+    assert versions(url_b, f"{remote}-value") == [1, 2]
+    assert versions(url_b, base_subject) == [1]
+    on_b = subject_version(url_b, f"{remote}-value", 2)
+    assert on_b["schemaType"] == "JSON" and json.loads(on_b["schema"]) == v2
+    assert on_b["references"] == [{"name": "base.json", "subject": base_subject, "version": 1}]
+    ids = id_map(url_a, url_b, {f"{topic}-value": f"{remote}-value"})
+    target = committed_records(b, remote)
+    assert_copied(source, target, ids, ("value",))
+    deserialize = json_deserializer(url_b)
+    assert [deserialize(r.value, remote, VALUE) for r in target] == values
+
+
+# -- 3. translate: Protobuf, nested message indexes, an import -------------------------------------------------------
+def proto_files(prefix: str, v2: bool) -> tuple[descriptor_pb2.FileDescriptorProto, descriptor_pb2.FileDescriptorProto]:
+    """``{prefix}/other.proto`` (message Other) and ``{prefix}/main.proto``, which imports it: messages First and
+    Outer, Outer nesting Skip and Inner (Inner's indexes: [1, 1]); v2 adds a field to Inner."""
+    other = descriptor_pb2.FileDescriptorProto(name=f"{prefix}/other.proto", package=prefix, syntax="proto3")
+    other.message_type.add(name="Other").field.add(name="v", number=1, type=9, label=1)
+    main = descriptor_pb2.FileDescriptorProto(
+        name=f"{prefix}/main.proto", package=prefix, syntax="proto3", dependency=[other.name]
+    )
+    main.message_type.add(name="First").field.add(name="a", number=1, type=5, label=1)
+    outer = main.message_type.add(name="Outer")
+    outer.field.add(name="x", number=1, type=9, label=1)
+    outer.nested_type.add(name="Skip").field.add(name="s", number=1, type=9, label=1)
+    inner = outer.nested_type.add(name="Inner")
+    inner.field.add(name="n", number=1, type=3, label=1)
+    inner.field.add(name="o", number=2, type=11, label=1, type_name=f".{prefix}.Other")
+    if v2:
+        inner.field.add(name="note", number=3, type=9, label=1)
+    return other, main
+
+
+def proto_key_text(prefix: str) -> str:
+    """A key schema as Java clients register it, .proto text: the key is ``Wrapper.Id`` (indexes [1, 0])."""
+    return (
+        f'syntax = "proto3";\npackage {prefix}.keys;\n\nmessage Unused {{\n  string u = 1;\n}}\n\n'
+        "message Wrapper {\n  message Id {\n    int64 id = 1;\n  }\n  string w = 1;\n}\n"
+    )
+
+
+def proto_key_class(prefix: str) -> Any:
+    file = descriptor_pb2.FileDescriptorProto(name=f"{prefix}/keys.proto", package=f"{prefix}.keys", syntax="proto3")
+    file.message_type.add(name="Unused").field.add(name="u", number=1, type=9, label=1)
+    wrapper = file.message_type.add(name="Wrapper")
+    wrapper.field.add(name="w", number=1, type=9, label=1)
+    wrapper.nested_type.add(name="Id").field.add(name="id", number=1, type=3, label=1)
+    return message_classes(file)(f"{prefix}.keys.Wrapper.Id")
+
+
+def test_protobuf_nested_messages_with_an_import_keep_their_indexes_and_name_the_same_schema_on_the_target(
+    clusters, registries, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    topic, remote = f"{prefix}.proto", f"a.{prefix}.proto"
+    pool_v1, pool_v2 = message_classes(*proto_files(prefix, False)), message_classes(*proto_files(prefix, True))
+    v1_class, other_v1 = pool_v1(f"{prefix}.Outer.Inner"), pool_v1(f"{prefix}.Other")
+    v2_class, other_v2 = pool_v2(f"{prefix}.Outer.Inner"), pool_v2(f"{prefix}.Other")
+    serialize_v1, serialize_v2 = protobuf_serializer(url_a, v1_class), protobuf_serializer(url_a, v2_class)
+    key_id = register(url_a, f"{topic}-key", proto_key_text(prefix), "PROTOBUF")
+    key_class = proto_key_class(prefix)
+    messages = [v1_class(n=i, o=other_v1(v=f"o{i}")) for i in range(3)]
+    messages += [v2_class(n=i, o=other_v2(v=f"o{i}"), note=f"note {i}") for i in (3, 4)]
+    now = recent_ms()
+    source = [
+        Record(
+            protobuf_framed(key_id, [1, 0], key_class(id=i)),
+            (serialize_v2 if i >= 3 else serialize_v1)(message, topic, VALUE),
+            (),
+            now + i,
+        )
+        for i, message in enumerate(messages)
+    ]
+    create_topic(a, topic)
+    produce(a, topic, 0, source)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+
+    assert replicate(config, spark).summary.records == 5
+
+    assert versions(url_b, f"{remote}-value") == [1, 2] and versions(url_b, f"{remote}-key") == [1]
+    assert versions(url_b, f"{prefix}/other.proto") == [1]
+    on_b = subject_version(url_b, f"{remote}-value", 1)
+    assert on_b["references"] == [{"name": f"{prefix}/other.proto", "subject": f"{prefix}/other.proto", "version": 1}]
+    ids = id_map(url_a, url_b, {f"{topic}-key": f"{remote}-key", f"{topic}-value": f"{remote}-value"})
+    target = committed_records(b, remote)
+    assert_copied(source, target, ids, ("key", "value"))
+    classes = {
+        subject_version(url_b, f"{remote}-value", 1)["id"]: v1_class,
+        subject_version(url_b, f"{remote}-value", 2)["id"]: v2_class,
+    }
+    for i, (s, t, message) in enumerate(zip(source, target, messages, strict=True)):
+        for side, indexes, expected, decode_class in (
+            ("key", [1, 0], key_class(id=i), key_class),
+            ("value", [1, 1], message, None),
+        ):
+            source_id, source_indexes, _ = protobuf_frame(getattr(s, side))
+            target_id, target_indexes, _ = protobuf_frame(getattr(t, side))
+            assert source_indexes == target_indexes == indexes
+            on_a, on_b = get(url_a, f"/schemas/ids/{source_id}"), get(url_b, f"/schemas/ids/{target_id}")
+            assert on_b["schemaType"] == "PROTOBUF" and on_b["schema"] == on_a["schema"]
+            decode_class = decode_class or classes[target_id]
+            field = KEY if side == "key" else VALUE
+            assert protobuf_deserializer(decode_class)(getattr(t, side), remote, field) == expected
+    assert get(url_b, f"/schemas/ids/{ids[key_id]}")["schema"] == proto_key_text(prefix)
+
+
+# -- 4. in-run mapping: a schema registered after the run's schema sync ----------------------------------------------
+def test_a_schema_registered_after_the_sync_is_mapped_by_the_copy_tasks_in_the_same_run(
+    clusters, registries, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    topic, remote = f"{prefix}.late", f"a.{prefix}.late"
+    no_reference = avro("Order", prefix, [{"name": "id", "type": "long"}])
+    evolved = avro("Order", prefix, [{"name": "id", "type": "long"}, {"name": "extra", "type": "int", "default": 0}])
+    create_topic(a, topic)
+    now = recent_ms()
+    first = [Record(b"k0", avro_serializer(url_a, no_reference)({"id": 0}, topic, VALUE), (), now)]
+    produce(a, topic, 0, first)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+    assert replicate(config, spark).summary.records == 1
+    mapped_first = stored_ids(config)
+
+    with opened(config) as (flow, store), shared_clients():
+        topics = sync_flow_topics(flow, store, BatchOptions())
+        assert store.schema_ids(flow.name) == mapped_first  # nothing new to sync yet
+        serialize = avro_serializer(url_a, evolved)  # registers v2 on a now, after the run's sync
+        late = [Record(f"k{i}".encode(), serialize({"id": i, "extra": i}, topic, VALUE), (), now + i) for i in (1, 2)]
+        produce(a, topic, 0, late)
+        planned = plan_batch(flow, store, topics.mappings, BatchOptions())
+        copy_and_record(flow, store, planned, lambda: spark, None)
+        mapped_after = store.schema_ids(flow.name)
+
+    new_id = framed_id(late[0].value)
+    assert new_id not in mapped_first and new_id in mapped_after
+    assert versions(url_b, f"{remote}-value") == [1, 2]
+    assert mapped_after[new_id] == subject_version(url_b, f"{remote}-value", 2)["id"]
+    target = committed_records(b, remote)
+    assert_copied(first + late, target, mapped_after, ("value",))
+    deserialize = avro_deserializer(url_b)
+    assert [deserialize(r.value, remote, VALUE) for r in target] == [
+        {"id": 0},
+        {"id": 1, "extra": 1},
+        {"id": 2, "extra": 2},
+    ]
+    assert replicate(config, spark).summary is None  # nothing left, nothing copied twice
+
+
+# -- 5. an id the source registry does not know: fail, then pass -----------------------------------------------------
+def test_an_unknown_id_fails_the_chunk_then_passes_through_exactly_once(clusters, registries, spark, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    topic, remote = f"{prefix}.raw", f"a.{prefix}.raw"
+    unknown = 987_654
+    assert get(url_a, f"/schemas/ids/{unknown}") is None
+    thing = avro("Thing", prefix, [{"name": "n", "type": "int"}])
+    serialize = avro_serializer(url_a, thing, **{"subject.name.strategy": record_subject_name_strategy})
+    now = recent_ms()
+    source = [Record(f"k{i}".encode(), serialize({"n": i}, topic, VALUE), (), now + i) for i in range(6)]
+    source[3] = Record(b"k3", b"\x00" + struct.pack(">I", unknown) + b"not avro", (), now + 3)
+    create_topic(a, topic)
+    produce(a, topic, 0, source)
+    schema_topics = f"airmirror.schema.topics = {prefix}.raw"
+    failing = schema_config(
+        tmp_path, clusters, prefix, url_a, url_b, f"{schema_topics}\nairmirror.schema.unknown = fail"
+    )
+
+    with pytest.raises(ReplicationFailure) as failed:
+        replicate(failing, spark)
+    message = str(failed.value)
+    assert f"{topic}-0@3" in message and str(unknown) in message and "'a'" in message, message
+    assert committed_records(b, remote) == []
+
+    passing = schema_config(
+        tmp_path, clusters, prefix, url_a, url_b, f"{schema_topics}\nairmirror.schema.unknown = pass"
+    )
+    assert replicate(passing, spark).summary.records == 6
+    assert replicate(passing, spark).summary is None
+    thing_id = framed_id(source[0].value)
+    on_b = subject_version(url_b, f"{prefix}.Thing", 1)  # copied in-run, under its own (RecordNameStrategy) subject
+    ids = {thing_id: on_b["id"], unknown: unknown}
+    assert_copied(source, committed_records(b, remote), ids, ("value",))
+    with opened(passing) as (flow, store):
+        assert store.schema_passed(flow.name) == 1
+        assert store.schema_ids(flow.name)[thing_id] == on_b["id"]
+    deserialize = avro_deserializer(url_b)
+    target = committed_records(b, remote)
+    assert [deserialize(r.value, remote, VALUE)["n"] for r in target if r.key != b"k3"] == [0, 1, 2, 4, 5]
+
+
+# -- 6 and 7: a fresh pair of registries of this module --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalRegistry]]:
+    """Registries ``fa`` and ``fb``, fresh (no padding, so that both give the same ids in the same order), their
+    schemas kept on disk across a restart; the keep test needs them fresh and runs first."""
+    home = tmp_path_factory.mktemp("fresh-registries")
+    ports = {"fa": free_port()}
+    ports["fb"] = free_port(avoid=(ports["fa"],))
+    with ThreadPoolExecutor(2) as pool:
+        futures = {
+            name: pool.submit(start_registry, name, port, home, home / f"{name}-data") for name, port in ports.items()
+        }
+        started = {name: future.result() for name, future in futures.items()}
+    try:
+        yield started
+    finally:
+        for name in started:
+            stop_registry(name, home)
+
+
+def test_keep_copies_records_unchanged_and_an_id_taken_on_the_target_fails_naming_both(
+    clusters, fresh, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = registry_url(fresh["fa"]), registry_url(fresh["fb"])
+    topic, remote = f"{prefix}.kept", f"a.{prefix}.kept"
+    key_schema = avro("OrderKey", prefix, [{"name": "id", "type": "long"}])
+    v1 = avro("Order", prefix, [{"name": "id", "type": "long"}])
+    v2 = avro("Order", prefix, [{"name": "id", "type": "long"}, {"name": "note", "type": "string", "default": ""}])
+    serialize_key = avro_serializer(url_a, key_schema)
+    now = recent_ms()
+    # Registered on a in the order airmirror copies them to b (subjects sorted: -key first; versions in order).
+    source = [
+        Record(serialize_key({"id": 0}, topic, KEY), avro_serializer(url_a, v1)({"id": 0}, topic, VALUE), (), now)
+    ]
+    source.append(
+        Record(
+            serialize_key({"id": 1}, topic, KEY),
+            avro_serializer(url_a, v2)({"id": 1, "note": "n"}, topic, VALUE),
+            (),
+            now + 1,
+        )
+    )
+    create_topic(a, topic)
+    produce(a, topic, 0, source)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b, "airmirror.schema.ids = keep")
+
+    assert replicate(config, spark).summary.records == 2
+
+    target = committed_records(b, remote)
+    assert target == source  # nothing rewritten
+    for subject, target_subject in ((f"{topic}-key", f"{remote}-key"), (f"{topic}-value", f"{remote}-value")):
+        for version in versions(url_a, subject):
+            assert (
+                subject_version(url_b, target_subject, version)["id"] == subject_version(url_a, subject, version)["id"]
+            )
+    deserialize = avro_deserializer(url_b)
+    assert [(deserialize(r.key, remote, KEY), deserialize(r.value, remote, VALUE)) for r in target] == [
+        ({"id": 0}, {"id": 0}),
+        ({"id": 1}, {"id": 1, "note": "n"}),
+    ]
+    assert set(stored_ids(config).items()) == {
+        (i, i) for i in map(framed_id, [*(r.key for r in source), *(r.value for r in source)])
+    }
+
+    # The clash: a v3 on a whose id b already gives another schema.
+    v3 = avro("Order", prefix, [{"name": "id", "type": "long"}, {"name": "n3", "type": "int", "default": 3}])
+    third = Record(
+        serialize_key({"id": 2}, topic, KEY), avro_serializer(url_a, v3)({"id": 2, "n3": 3}, topic, VALUE), (), now + 2
+    )
+    clash_id = framed_id(third.value)
+    for index in range(20):
+        if get(url_b, f"/schemas/ids/{clash_id}") is not None:
+            break
+        register(url_b, f"{prefix}-taken-{index}", avro(f"Taken{index}", prefix, [{"name": "t", "type": "int"}]))
+    holders = get(url_b, f"/schemas/ids/{clash_id}/versions")
+    assert holders and holders[0]["subject"].startswith(f"{prefix}-taken-"), holders
+    produce(a, topic, 0, [third])
+
+    with pytest.raises(ReplicationFailure) as failed:
+        replicate(config, spark)
+    message = str(failed.value)
+    assert f"schema id {clash_id}" in message, message
+    assert f"{topic}-value v3" in message and holders[0]["subject"] in message, message
+    assert "cluster 'a'" in message and "cluster 'b'" in message, message
+    assert committed_records(b, remote) == source
+
+
+@contextmanager
+def stopped(registry: LocalRegistry) -> Iterator[None]:
+    """``registry`` (of the fresh pair) down within the block, then started again on its port with its schemas."""
+    assert stop_registry(registry.name, registry.home)
+    try:
+        yield
+    finally:
+        start_registry(registry.name, registry.port, registry.home, registry.home / f"{registry.name}-data")
+
+
+def test_a_registry_that_is_down_fails_the_run_clearly_and_the_next_run_copies_exactly_once(
+    clusters, fresh, spark, prefix, tmp_path, monkeypatch
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    registry = fresh["fa"]
+    url_a, url_b = registry_url(registry), registry_url(fresh["fb"])
+    topic, remote = f"{prefix}.down", f"a.{prefix}.down"
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    value_schema = avro("Reading", prefix, [{"name": "n", "type": "int"}, {"name": "s", "type": "string"}])
+    serialize = avro_serializer(url_a, value_schema)
+    values = [{"n": i, "s": f"reading {i}"} for i in range(5)]
+    now = recent_ms()
+    source = [Record(f"k{i}".encode(), serialize(v, topic, VALUE), (), now + i) for i, v in enumerate(values)]
+    create_topic(a, topic)
+    produce(a, topic, 0, source)
+    config = schema_config(
+        tmp_path, clusters, prefix, url_a, url_b, f"a.schema.registry.basic.auth.user.info = airmirror:{secret}"
+    )
+    monkeypatch.setattr(registry_client, "UNAVAILABLE_AFTER_S", 2.0)  # the driver's retry window, not 30 s
+
+    with stopped(registry), pytest.raises(RegistryUnavailable) as before_the_run:  # step 1's schema sync
+        replicate(config, spark)
+    with opened(config) as (flow, store), shared_clients():
+        topics = sync_flow_topics(flow, store, BatchOptions())
+        planned = plan_batch(flow, store, topics.mappings, BatchOptions())
+        assert planned.batch_id is not None
+        with stopped(registry), pytest.raises(RegistryUnavailable) as before_the_copy:  # step 3 reads the subjects
+            copy_and_record(flow, store, planned, lambda: spark, None)
+    for failed in (before_the_run, before_the_copy):
+        message = str(failed.value)
+        assert "cluster 'a'" in message and f"127.0.0.1:{registry.port}" in message, message
+        assert secret not in message and "airmirror:" not in message, message
+    assert committed_records(b, remote) == []
+
+    resumed = replicate(config, spark)
+    assert resumed.planned.batch_id == planned.batch_id and resumed.summary.records == 5
+    assert replicate(config, spark).summary is None
+    ids = id_map(url_a, url_b, {f"{topic}-value": f"{remote}-value"})
+    target = committed_records(b, remote)
+    assert_copied(source, target, ids, ("value",))
+    deserialize = avro_deserializer(url_b)
+    assert [deserialize(r.value, remote, VALUE) for r in target] == values
+
+
+# -- 8. airmirror schemas --------------------------------------------------------------------------------------------
+def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AIRMIRROR_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_the_schemas_verb_lists_in_a_dry_run_registers_without_and_refuses_a_flow_without_registries(
+    clusters, registries, prefix, tmp_path, test_home
+):
+    url_a, url_b = urls(registries)
+    topic, remote, address_subject = f"{prefix}.cli", f"a.{prefix}.cli", f"{prefix}.Address"
+    _, address, v1, v2 = order_schemas(prefix)
+    register(url_a, address_subject, address)
+    references = [{"name": f"{prefix}.Address", "subject": address_subject, "version": 1}]
+    source_ids = [register(url_a, f"{topic}-value", schema, references=references) for schema in (v1, v2)]
+    create_topic(clusters["a"].bootstrap, topic)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+
+    dry = run_cli(test_home, "schemas", str(config), "--flow", "a->b", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    report = json.loads(dry.stdout)
+    assert report["dry_run"] is True and report["mode"] == "translate"
+    [subject] = report["subjects"]
+    assert (subject["subject"], subject["target_subject"]) == (f"{topic}-value", f"{remote}-value")
+    assert [(v["version"], v["source_id"], v["registered"]) for v in subject["versions"]] == [
+        (1, source_ids[0], True),
+        (2, source_ids[1], True),
+    ]
+    assert versions(url_b, f"{remote}-value") == [] and versions(url_b, address_subject) == []
+
+    real = run_cli(test_home, "schemas", str(config), "--flow", "a->b", "--json")
+    assert real.returncode == 0, real.stderr
+    report = json.loads(real.stdout)
+    assert report["dry_run"] is False and report["registered"] == 2
+    assert versions(url_b, f"{remote}-value") == [1, 2] and versions(url_b, address_subject) == [1]
+    target_ids = [subject_version(url_b, f"{remote}-value", v)["id"] for v in (1, 2)]
+    assert [v["target_id"] for v in report["subjects"][0]["versions"]] == target_ids
+    assert {int(k): v for k, v in report["ids"].items()}.items() >= dict(
+        zip(source_ids, target_ids, strict=True)
+    ).items()
+
+    plain = write_config(tmp_path / "plain.properties", clusters, f"a->b.enabled = true\ntopics = {prefix}.*")
+    refused = run_cli(test_home, "schemas", str(plain), "--flow", "a->b", "--dry-run")
+    assert refused.returncode == 2 and "airmirror.schema.ids" in refused.stderr, refused.stderr
+
+
+# -- 9. schema ids in headers ----------------------------------------------------------------------------------------
+def header_id_serializer(payload: bytes, ctx: SerializationContext | None, schema_id: Any) -> bytes:
+    """confluent-kafka's ``schema.id.serializer`` hook writing the id form (magic 0) into the header: its own
+    ``header_schema_id_serializer`` writes a GUID, which Apicurio does not give."""
+    assert ctx is not None and isinstance(ctx.headers, list)
+    ctx.headers.append((f"__{'key' if ctx.field == KEY else 'value'}_schema_id", schema_id.id_to_bytes()))
+    return payload
+
+
+def test_schema_ids_in_headers_are_rewritten_and_the_unframed_payloads_left_as_they_are(
+    clusters, registries, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    topic, remote = f"{prefix}.headed", f"a.{prefix}.headed"
+    key_schema = avro("Key", prefix, [{"name": "k", "type": "string"}])
+    # n = 0 first: the raw payload starts with a zero byte, as a framed one would.
+    value_schema = avro("Reading", prefix, [{"name": "n", "type": "int"}, {"name": "s", "type": "string"}])
+    conf = {"schema.id.serializer": header_id_serializer}
+    key_serializer = AvroSerializer(client(url_a), key_schema, conf=conf)
+    value_serializer = AvroSerializer(client(url_a), value_schema, conf=conf)
+    now = recent_ms()
+    source, values = [], []
+    for i in range(3):
+        headers: list[tuple[str, bytes]] = [("trace", f"t{i}".encode())]
+        value = {"n": 0, "s": f"reading {i}"}
+        key = key_serializer({"k": f"key {i}"}, SerializationContext(topic, KEY, headers))
+        data = value_serializer(value, SerializationContext(topic, VALUE, headers))
+        assert data[0] == 0 and framed_id(data) is not None  # looks framed, but is not: its id is in the header
+        source.append(Record(key, data, tuple(headers), now + i))
+        values.append(value)
+    guid_header = b"\x01" + uuid.uuid4().bytes  # a GUID (magic 1): no id to rewrite
+    source.append(Record(None, source[0].value, (("__value_schema_id", guid_header),), now + 3))
+    create_topic(a, topic)
+    produce(a, topic, 0, source)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+
+    assert replicate(config, spark).summary.records == 4
+
+    ids = id_map(url_a, url_b, {f"{topic}-key": f"{remote}-key", f"{topic}-value": f"{remote}-value"})
+    target = committed_records(b, remote)
+    assert len(target) == 4
+    for s, t in zip(source, target, strict=True):
+        assert (t.key, t.value, t.timestamp) == (s.key, s.value, s.timestamp)  # payloads untouched
+        expected = tuple(
+            (name, translated(data, ids) if name in ("__key_schema_id", "__value_schema_id") else data)
+            for name, data in s.headers
+        )
+        assert t.headers == expected
+    assert target[3].headers == source[3].headers
+    key_deserializer, value_deserializer = AvroDeserializer(client(url_b)), AvroDeserializer(client(url_b))
+    for t, value in zip(target[:3], values, strict=True):
+        headers = list(t.headers)
+        assert value_deserializer(t.value, SerializationContext(remote, VALUE, headers)) == value
+        assert key_deserializer(t.key, SerializationContext(remote, KEY, headers))["k"].startswith("key ")
