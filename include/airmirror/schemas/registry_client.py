@@ -156,9 +156,12 @@ class RegistryClient:
         return int(data["id"]), int(data["version"])
 
     def compatibility(self, subject: str | None = None) -> str | None:
-        """The compatibility level of ``subject`` (``None``: the registry's global level); ``None`` when the subject
-        has no level of its own and the registry says so (Confluent's 40408; Apicurio answers with ``NONE``)."""
-        found = self._call("GET", "/config" + (f"/{_path(subject)}" if subject else ""), missing_ok=True)
+        """The compatibility level in force for ``subject``: its own, else the registry's global level (asked with
+        ``defaultToGlobal``: without it, Apicurio answers ``NONE`` for a subject without a level of its own, whatever
+        the global level); with ``subject`` ``None``, the global level.  ``None`` when the registry answers "not
+        found" (Apicurio, for a subject that has neither versions nor a level)."""
+        path = f"/config/{_path(subject)}?defaultToGlobal=true" if subject else "/config"
+        found = self._call("GET", path, missing_ok=True)
         if found is None:
             return None
         data = cast(dict[str, Any], found)
@@ -231,8 +234,7 @@ def _without_user_info(url: str) -> str:
     parts = urlsplit(url)
     if parts.username is None:
         return url
-    host = parts.hostname or ""
-    return urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))  # an IPv6 host keeps its brackets
 
 
 def _error_of(response: httpx.Response) -> tuple[int | None, str]:

@@ -9,8 +9,10 @@ Contract (``airmirror.schema.ids``, :class:`~airmirror.config.schema_registries.
 2. **Order.**  A subject's versions are copied oldest first; a version's referenced schemas are copied before it
    (recursively), and its references then name the referenced subjects' names and versions on the target.
 3. **Compatibility.**  A subject's own compatibility level on the source is set on the target subject before its
-   versions are registered.  A subject level equal to the source registry's global level is taken as none of its
-   own (Apicurio answers a subject without one with ``NONE``, its global default).
+   versions are registered, unless the target subject already has that level in force (its own, or the target
+   registry's global level).  Levels are read as in force (:meth:`RegistryClient.compatibility`), so a subject whose
+   level equals the source registry's global level is taken as having none of its own, and its target subject keeps
+   the target registry's global level.
 4. **translate**: the target assigns its own ids (registering is idempotent: a schema already under the subject keeps
    its id); each copied version adds ``source id -> target id`` to :attr:`SubjectCopier.ids`.
 5. **keep**: the target subject is put in IMPORT mode and each version registered under the source's id and
@@ -106,7 +108,8 @@ class SubjectCopier:
         self.ids: dict[int, int] = {}
         """Source id -> target id of every version copied (rules 4 and 5)."""
         self._copied: dict[tuple[str, int], CopiedVersion] = {}
-        self._subjects_prepared: set[str] = set()
+        self._levels: dict[str, str | None] = {}
+        """The source subjects prepared (rule 3), with their own compatibility level."""
         self._global_level: str | None = None
 
     def copy_subject(self, subject: str) -> SubjectReport:
@@ -154,15 +157,16 @@ class SubjectCopier:
 
     # -- rules 3, 4 and 5 ---------------------------------------------------------------------------------------------
     def _prepare(self, subject: str) -> str | None:
-        """Once per subject: the target subject's compatibility (rule 3) and, for keep, IMPORT mode (rule 5)."""
-        if subject in self._subjects_prepared:
-            return None
-        self._subjects_prepared.add(subject)
+        """Once per subject: the target subject's compatibility (rule 3) and, for keep, IMPORT mode (rule 5); returns
+        the subject's own level on the source (``None``: none of its own)."""
+        if subject in self._levels:
+            return self._levels[subject]
         if self._global_level is None:
             self._global_level = self.source.compatibility() or ""
         level = self.source.compatibility(subject)
         if level == self._global_level:
             level = None
+        self._levels[subject] = level
         target_subject = self.names.target(subject)
         if not self.dry_run:
             if self.mode is SchemaIds.KEEP:
