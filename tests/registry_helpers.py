@@ -8,6 +8,7 @@ the same id on both.  Tests share them: each names its subjects after its own ``
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from collections.abc import Callable
@@ -137,6 +138,32 @@ def message_classes(*files: descriptor_pb2.FileDescriptorProto) -> Callable[[str
     return lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
 
 
+def registry_message_class(url: str, schema_id: int, indexes: list[int]) -> type[Message]:
+    """The Protobuf message class of ``schema_id`` and message ``indexes`` built from what the registry at ``url``
+    alone holds: the schema's file and, recursively, its references, each as confluent-kafka's serializer registers
+    them (base64 of a FileDescriptorProto)."""
+    pool = descriptor_pool.DescriptorPool()
+
+    def add(schema: dict[str, Any]) -> descriptor_pb2.FileDescriptorProto:
+        for reference in schema.get("references") or ():
+            found = subject_version(url, reference["subject"], reference["version"])
+            assert found is not None, f"reference {reference} missing on {url}"
+            add(found)
+        file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(schema["schema"]))
+        try:
+            pool.FindFileByName(file.name)
+        except KeyError:
+            pool.Add(file)
+        return file
+
+    file = add(get(url, f"/schemas/ids/{schema_id}"))
+    names, messages = [], file.message_type
+    for index in indexes:
+        names.append(messages[index].name)
+        messages = messages[index].nested_type
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(".".join([file.package, *names])))
+
+
 def protobuf_serializer(
     url: str, message_class: type[Message], **conf: Any
 ) -> Callable[[Message, str, MessageField], bytes]:
@@ -166,7 +193,7 @@ def protobuf_frame(data: bytes) -> tuple[int, list[int], bytes]:
     """A Protobuf record's schema id, message indexes and serialized message (confluent-kafka's own reading)."""
     schema_id = SchemaId("PROTOBUF")
     rest = schema_id.from_bytes(io.BytesIO(data))
-    return schema_id.id, list(schema_id.message_indexes or [0]), rest.read()
+    return schema_id.id, list(schema_id.message_indexes), rest.read()
 
 
 def protobuf_framed(schema_id: int, indexes: list[int], message: Message) -> bytes:

@@ -22,11 +22,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, record_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
+from google.protobuf.json_format import MessageToDict
 
 from airmirror.devtools.local_kafka import LocalBroker, free_port
 from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
@@ -34,11 +36,13 @@ from airmirror.errors import RegistryUnavailable, ReplicationFailure
 from airmirror.kafka.clients import shared_clients
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import copy_and_record, plan_batch, sync_flow_topics
+from airmirror.replication.schema_sync import schemas_verb
 from airmirror.schemas import registry_client
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms
 from tests.mirror_helpers import opened, replicate
 from tests.registry_helpers import (
+    CONTENT_TYPE,
     avro_deserializer,
     avro_serializer,
     client,
@@ -51,6 +55,7 @@ from tests.registry_helpers import (
     protobuf_framed,
     protobuf_serializer,
     register,
+    registry_message_class,
     registry_url,
     set_compatibility,
     subject_version,
@@ -200,7 +205,7 @@ def test_avro_keys_and_values_of_two_versions_with_a_reference_decode_with_the_t
 
 
 # -- 2. translate: JSON Schema with a $ref, two versions -------------------------------------------------------------
-def test_json_schema_values_of_two_versions_with_a_reference_decode_with_the_target_registry_only(
+def test_json_schema_keys_and_values_of_two_versions_with_a_reference_decode_with_the_target_registry_only(
     clusters, registries, spark, prefix, tmp_path
 ):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
@@ -215,29 +220,31 @@ def test_json_schema_values_of_two_versions_with_a_reference_decode_with_the_tar
     references = [SchemaReference("base.json", base_subject, 1)]
     serialize_v1 = json_serializer(url_a, Schema(json.dumps(v1), "JSON", references))
     serialize_v2 = json_serializer(url_a, Schema(json.dumps(v2), "JSON", references))
+    key_schema = {"$schema": draft, "title": f"{prefix}-key", "type": "object", "properties": {"k": {"type": "string"}}}
+    serialize_key = json_serializer(url_a, json.dumps(key_schema))
+    keys = [{"k": f"key {i}"} for i in range(5)]
     values = [{"base": {"b": i}, "n": i} for i in range(3)] + [
         {"base": {"b": i}, "n": i, "tag": f"x{i}"} for i in (3, 4)
     ]
     now = recent_ms()
-    source = [
-        Record(f"k{i}".encode(), (serialize_v2 if "tag" in v else serialize_v1)(v, topic, VALUE), (), now + i)
-        for i, v in enumerate(values)
-    ]
+    serialized = [(serialize_v2 if "tag" in v else serialize_v1)(v, topic, VALUE) for v in values]
+    source = [Record(serialize_key(k, topic, KEY), serialized[i], (), now + i) for i, k in enumerate(keys)]
     create_topic(a, topic)
     produce(a, topic, 0, source)
     config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
 
     assert replicate(config, spark).summary.records == 5
 
-    assert versions(url_b, f"{remote}-value") == [1, 2]
+    assert versions(url_b, f"{remote}-value") == [1, 2] and versions(url_b, f"{remote}-key") == [1]
     assert versions(url_b, base_subject) == [1]
     on_b = subject_version(url_b, f"{remote}-value", 2)
     assert on_b["schemaType"] == "JSON" and json.loads(on_b["schema"]) == v2
     assert on_b["references"] == [{"name": "base.json", "subject": base_subject, "version": 1}]
-    ids = id_map(url_a, url_b, {f"{topic}-value": f"{remote}-value"})
+    ids = id_map(url_a, url_b, {f"{topic}-key": f"{remote}-key", f"{topic}-value": f"{remote}-value"})
     target = committed_records(b, remote)
-    assert_copied(source, target, ids, ("value",))
+    assert_copied(source, target, ids, ("key", "value"))
     deserialize = json_deserializer(url_b)
+    assert [deserialize(r.key, remote, KEY) for r in target] == keys
     assert [deserialize(r.value, remote, VALUE) for r in target] == values
 
 
@@ -333,6 +340,10 @@ def test_protobuf_nested_messages_with_an_import_keep_their_indexes_and_name_the
             decode_class = decode_class or classes[target_id]
             field = KEY if side == "key" else VALUE
             assert protobuf_deserializer(decode_class)(getattr(t, side), remote, field) == expected
+        # The value once more, with a message class built from what registry b alone holds (its file and import).
+        target_id, indexes, payload = protobuf_frame(t.value)
+        from_b = registry_message_class(url_b, target_id, indexes)
+        assert MessageToDict(from_b.FromString(payload)) == MessageToDict(message)
     assert get(url_b, f"/schemas/ids/{ids[key_id]}")["schema"] == proto_key_text(prefix)
 
 
@@ -562,6 +573,44 @@ def test_a_registry_that_is_down_fails_the_run_clearly_and_the_next_run_copies_e
     assert [deserialize(r.value, remote, VALUE) for r in target] == values
 
 
+@contextmanager
+def global_levels(levels: dict[str, str]) -> Iterator[None]:
+    """Each registry (by URL) at a global compatibility level within the block, its own level again after it."""
+    before = {url: get(url, "/config")["compatibilityLevel"] for url in levels}
+    try:
+        for url, level in levels.items():
+            put_global_level(url, level)
+        yield
+    finally:
+        for url, level in before.items():
+            put_global_level(url, level)
+
+
+def put_global_level(url: str, level: str) -> None:
+    httpx.put(f"{url}/config", json={"compatibility": level}, headers=CONTENT_TYPE, timeout=30).raise_for_status()
+
+
+def test_a_subject_without_a_level_of_its_own_keeps_the_target_registrys_global_level(
+    clusters, fresh, prefix, tmp_path
+):
+    url_a, url_b = registry_url(fresh["fa"]), registry_url(fresh["fb"])
+    inherits, own = f"{prefix}.inherits", f"{prefix}.own"
+    for topic in (inherits, own):
+        create_topic(clusters["a"].bootstrap, topic)
+        register(url_a, f"{topic}-value", avro("Level", prefix, [{"name": "n", "type": "int"}]))
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+    with global_levels({url_a: "BACKWARD", url_b: "FORWARD"}):
+        set_compatibility(url_a, f"{own}-value", "NONE")  # a level of its own, unlike a's global one
+        with opened(config) as (flow, store):
+            report = schemas_verb(flow, store, dry_run=False)
+        in_force = {
+            topic: get(url_b, f"/config/a.{topic}-value?defaultToGlobal=true")["compatibilityLevel"]
+            for topic in (inherits, own)
+        }
+    assert {s.subject: s.compatibility for s in report.subjects} == {f"{inherits}-value": None, f"{own}-value": "NONE"}
+    assert in_force == {inherits: "FORWARD", own: "NONE"}
+
+
 # -- 8. airmirror schemas --------------------------------------------------------------------------------------------
 def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AIRMIRROR_HOME": str(home)}
@@ -579,28 +628,37 @@ def test_the_schemas_verb_lists_in_a_dry_run_registers_without_and_refuses_a_flo
     register(url_a, address_subject, address)
     references = [{"name": f"{prefix}.Address", "subject": address_subject, "version": 1}]
     source_ids = [register(url_a, f"{topic}-value", schema, references=references) for schema in (v1, v2)]
+    record_subject = f"{prefix}.Rec"  # RecordNameStrategy: synced by airmirror.schema.record.subjects, name kept
+    record_id = register(url_a, record_subject, avro("Rec", prefix, [{"name": "r", "type": "int"}]))
     create_topic(clusters["a"].bootstrap, topic)
-    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b, f"airmirror.schema.record.subjects = {prefix}.Rec")
 
     dry = run_cli(test_home, "schemas", str(config), "--flow", "a->b", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     report = json.loads(dry.stdout)
     assert report["dry_run"] is True and report["mode"] == "translate"
-    [subject] = report["subjects"]
-    assert (subject["subject"], subject["target_subject"]) == (f"{topic}-value", f"{remote}-value")
+    listed = {s["subject"]: s for s in report["subjects"]}
+    assert sorted(listed) == sorted([f"{topic}-value", record_subject])
+    subject = listed[f"{topic}-value"]
+    assert subject["target_subject"] == f"{remote}-value"
     assert [(v["version"], v["source_id"], v["registered"]) for v in subject["versions"]] == [
         (1, source_ids[0], True),
         (2, source_ids[1], True),
     ]
-    assert versions(url_b, f"{remote}-value") == [] and versions(url_b, address_subject) == []
+    assert listed[record_subject]["target_subject"] == record_subject
+    assert [(v["source_id"], v["registered"]) for v in listed[record_subject]["versions"]] == [(record_id, True)]
+    for untouched in (f"{remote}-value", address_subject, record_subject):
+        assert versions(url_b, untouched) == [], untouched
 
     real = run_cli(test_home, "schemas", str(config), "--flow", "a->b", "--json")
     assert real.returncode == 0, real.stderr
     report = json.loads(real.stdout)
-    assert report["dry_run"] is False and report["registered"] == 2
+    assert report["dry_run"] is False and report["registered"] == 3
     assert versions(url_b, f"{remote}-value") == [1, 2] and versions(url_b, address_subject) == [1]
+    assert versions(url_b, record_subject) == [1]
     target_ids = [subject_version(url_b, f"{remote}-value", v)["id"] for v in (1, 2)]
-    assert [v["target_id"] for v in report["subjects"][0]["versions"]] == target_ids
+    listed = {s["subject"]: s for s in report["subjects"]}
+    assert [v["target_id"] for v in listed[f"{topic}-value"]["versions"]] == target_ids
     assert {int(k): v for k, v in report["ids"].items()}.items() >= dict(
         zip(source_ids, target_ids, strict=True)
     ).items()
