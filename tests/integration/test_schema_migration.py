@@ -2,10 +2,11 @@
 Confluent's API), confluent-kafka's own serializers on the source and deserializers on the target, each target
 consumer reading only the target registry.
 
-Every test but the ``keep`` and registry-down ones shares the session registries ``a`` and ``b`` (``b`` padded, so
-ids differ) and names its subjects and schemas after its own ``prefix``; ids are always read from the registries,
-never assumed.  ``keep`` needs ids a target registry gives in the same order as the source, and the registry-down test
-stops one: both use a fresh pair of their own (module scope, data kept on disk across a restart).
+Most tests share the session registries ``a`` and ``b`` (``b`` padded, so ids differ) and name their subjects and
+schemas after their own ``prefix``; ids are always read from the registries, never assumed.  ``keep`` needs a target
+registry that gives ids in the same order as the source, the registry-down test stops one and the compatibility test
+changes global levels: they use a fresh pair of this module (``fresh``: data kept on disk across a restart), the keep
+test first.
 """
 
 from __future__ import annotations
@@ -196,6 +197,7 @@ def test_avro_keys_and_values_of_two_versions_with_a_reference_decode_with_the_t
         assert on_b["references"] == [{"name": f"{prefix}.Address", "subject": address_subject, "version": 1}]
         assert subject_version(url_b, address_subject, 1)["id"] < on_b["id"]  # the reference was registered first
     ids = id_map(url_a, url_b, {f"{topic}-key": f"{remote}-key", f"{topic}-value": f"{remote}-value"})
+    assert any(s != t for s, t in ids.items()), f"the registries gave the same ids {ids}: nothing shows a rewrite"
     target = committed_records(b, remote)
     assert_copied(source, target, ids, ("key", "value"))
     deserialize = avro_deserializer(url_b)
