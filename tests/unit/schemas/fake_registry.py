@@ -14,7 +14,8 @@ Contract (the calls :class:`~airmirror.schemas.registry_client.RegistryClient` m
   ``ignores_import_ids`` (as Apicurio 3.3 does), under an id of its own.
 * **Lookup** (``POST /subjects/{s}``): 404 with error 40401 for an unknown subject, 40403 for a schema not under it.
 * **Config and mode.**  ``GET /config`` answers the global level; ``GET /config/{s}`` a subject's own level, 404 with
-  error 40408 when it has none; ``PUT /config/{s}`` and ``PUT /mode/{s}`` set them.
+  error 40408 when it has none (with ``?defaultToGlobal=true``: the global level); ``PUT /config/{s}`` and
+  ``PUT /mode/{s}`` set them.  A query string is not part of a recorded request's path.
 * **Versions** are listed newest first: the API promises no order, and this one catches a client relying on one.
 * **Faults.**  :meth:`FakeRegistry.fail_next` answers the next requests, whatever they ask, with a given status.
 * **Record.**  Every request is in :attr:`FakeRegistry.requests` (method, path, ``Authorization`` header, JSON body).
@@ -128,17 +129,18 @@ class FakeRegistry:
     # -- the API ------------------------------------------------------------------------------------------------------
     def answer(self, method: str, path: str, authorization: str | None, body: Any) -> Answer:
         """The status and JSON answer of one request."""
+        path, _, query = path.partition("?")
         with self._lock:
             self.requests.append(Request(method, path, authorization, body))
             if self._faults:
                 return self._faults.pop(0)
-            for route_method, pattern, call in self._routes():
+            for route_method, pattern, call in self._routes("defaultToGlobal=true" in query.split("&")):
                 match = pattern.fullmatch(path)
                 if match and route_method == method:
                     return call(*(unquote(group) for group in match.groups()), body=body)
             return _error(404, 404, f"no route {method} {path}")
 
-    def _routes(self) -> list[tuple[str, re.Pattern[str], Callable[..., Answer]]]:
+    def _routes(self, default_to_global: bool) -> list[tuple[str, re.Pattern[str], Callable[..., Answer]]]:
         return [
             ("GET", re.compile(r"/subjects"), self._list_subjects),
             ("GET", re.compile(r"/subjects/([^/]+)/versions"), self._list_versions),
@@ -148,7 +150,7 @@ class FakeRegistry:
             ("GET", re.compile(r"/schemas/ids/(\d+)"), self._get_schema),
             ("GET", re.compile(r"/schemas/ids/(\d+)/versions"), self._holders),
             ("GET", re.compile(r"/config"), self._global_config),
-            ("GET", re.compile(r"/config/([^/]+)"), self._subject_config),
+            ("GET", re.compile(r"/config/([^/]+)"), functools.partial(self._subject_config, default=default_to_global)),
             ("PUT", re.compile(r"/config/([^/]+)"), self._set_config),
             ("PUT", re.compile(r"/mode/([^/]+)"), self._set_mode),
         ]
@@ -210,8 +212,10 @@ class FakeRegistry:
     def _global_config(self, *, body: Any) -> Answer:
         return 200, {"compatibilityLevel": self.global_level}
 
-    def _subject_config(self, subject: str, *, body: Any) -> Answer:
+    def _subject_config(self, subject: str, *, body: Any, default: bool) -> Answer:
         if subject not in self.levels:
+            if default:
+                return 200, {"compatibilityLevel": self.global_level}
             return _error(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
         return 200, {"compatibilityLevel": self.levels[subject]}
 

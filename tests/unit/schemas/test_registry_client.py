@@ -82,7 +82,7 @@ def test_not_found_answers_are_values_when_missing_is_expected(fake: FakeRegistr
         assert client.subject_versions(12345) == []
         assert client.lookup("unknown-value", SchemaText('"int"')) is None
         assert client.lookup("known-value", SchemaText('"long"')) is None
-        assert client.compatibility("known-value") is None
+        assert client.compatibility("known-value") == "BACKWARD"  # none of its own: the global level is in force
 
 
 def test_not_found_where_something_must_exist_is_a_refusal(fake: FakeRegistry) -> None:
@@ -212,13 +212,6 @@ def test_subjects_are_quoted_in_paths(fake: FakeRegistry) -> None:
     assert fake.requests[-1].path == "/subjects/com.example%2FOdd%20Name/versions"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "registry_client._without_user_info rebuilds the netloc from parts.hostname, which drops an IPv6 host's "
-        "brackets: http://u:p@[::1]:8081 becomes http://::1:8081, which httpx refuses (InvalidURL, not retried)"
-    ),
-)
 def test_user_info_is_taken_off_an_ipv6_url_leaving_a_valid_url() -> None:
     access = FakeRegistry().access("a", url=f"http://u:{PASSWORD}@[::1]:8081")
     with RegistryClient(access) as client:
