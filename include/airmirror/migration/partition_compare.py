@@ -25,11 +25,12 @@ Contract:
   every record has passed :meth:`Lost.weigh`.  A copy without its source record in a folded run is placed at
   the run's at-or-before source offset for that (:meth:`~airmirror.model.OffsetRun.upstream_at_most`).
 - Schema ids (``airmirror.schema.ids = translate``, :class:`SchemaIdMap`): a source record is compared as the copy
-  job writes it, its framed schema ids (key, value, ``__key_schema_id``/``__value_schema_id`` headers, as
-  :mod:`airmirror.schemas.record_ids` reads them) mapped through the flow's id map, and so are the keys compaction
-  looks for.  A copy that differs from that only in schema ids, or holds an id the map does not map (copied
-  unchanged), is **schema_id** at the source offset, the first of them named (:func:`describe_schema_id`): one
-  wrong or missing mapping is told apart from changed data.  A copy that differs in anything else is **different**.
+  job writes it, its framed schema ids (key, value, ``__key_schema_id``/``__value_schema_id`` headers, found by
+  :func:`~airmirror.schemas.framing.id_slots` as the copy job finds them) mapped through the flow's id map, and so
+  are the keys compaction looks for.  A copy that differs from that only in schema ids, or holds an id the map does
+  not map (copied unchanged), is **schema_id** at the source offset, the first of them named
+  (:func:`describe_schema_id`): one wrong or missing mapping is told apart from changed data.  A copy that differs
+  in anything else is **different**.
 - The verdict is the first difference in target order; every difference is counted.
 """
 
@@ -45,22 +46,25 @@ from typing import NamedTuple
 
 from airmirror.migration.folded_alignment import compare_folded_run
 from airmirror.model import ComparisonFigures, OffsetRun, Verdict
-from airmirror.schemas.framing import HEADERS, Side, framed_id, with_id
+from airmirror.schemas.framing import HeaderValue, IdSlot, Side, framed_id, id_slots, slot_data, with_ids
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
 class SchemaIdSlot(NamedTuple):
-    """Where a source record names a schema id (``field``: ``key``, ``value`` or ``header`` at index ``header``),
-    the id, and the id the flow's map gives for it (``None``: unmapped)."""
+    """Where a source record names a schema id (:class:`~airmirror.schemas.framing.IdSlot`), and the id the flow's
+    map gives for it (``None``: unmapped)."""
 
-    field: str
-    header: int
-    source_id: int
+    slot: IdSlot
     mapped_id: int | None
 
+    @property
+    def source_id(self) -> int:
+        return self.slot.schema_id
+
     def name(self, headers: Headers) -> str:
-        return f"header {headers[self.header][0]}" if self.field == "header" else self.field
+        slot = self.slot
+        return f"header {headers[slot.header][0]}" if slot.header >= 0 else slot.side.value
 
 
 class Record(NamedTuple):
@@ -82,6 +86,7 @@ class Record(NamedTuple):
 class SchemaIdMap:
     """A source topic's schema ids as the copy job translates them: ``ids`` the flow's id map (source id -> target
     id), ``sides`` the topic's framed sides (:attr:`~airmirror.schemas.record_ids.RecordIds.framed`, never empty).
+    The ids a record names are found by :func:`~airmirror.schemas.framing.id_slots`, as the copy job finds them.
     Plain data, so it pickles to Spark executors."""
 
     ids: Mapping[int, int]
@@ -90,58 +95,50 @@ class SchemaIdMap:
     def expected(self, record: Record) -> Record:
         """``record`` as its copy should be: each framed id replaced by the id the map gives (kept when unmapped),
         every other byte as it is; the ids found in :attr:`Record.schema_ids`."""
-        slots: list[SchemaIdSlot] = []
-        key = self._payload(record.key, Side.KEY in self.sides, "key", -1, slots)
-        value = self._payload(record.value, Side.VALUE in self.sides, "value", -1, slots)
-        headers = record.headers
-        if any(name in HEADERS for name, _ in headers):
-            headers = tuple(
-                (name, self._payload(data, name in HEADERS, "header", index, slots))
-                for index, (name, data) in enumerate(headers)
-            )
+        slots = id_slots(self.sides, record.key, record.value, record.headers)
         if not slots:
             return record
-        return Record(record.offset, key, value, headers, record.timestamp, tuple(slots))
+        found = tuple(SchemaIdSlot(slot, self.ids.get(slot.schema_id)) for slot in slots)
+        mapped = {s.slot: s.mapped_id for s in found if s.mapped_id is not None and s.mapped_id != s.source_id}
+        key, value, headers = with_ids(record.key, record.value, record.headers, mapped)
+        return Record(record.offset, key, value, _headers(headers), record.timestamp, found)
 
     def later_keys(self, keys: Callable[[], Iterator[bytes | None]]) -> Callable[[], Iterator[bytes | None]]:
         """``keys`` (source keys beyond the compared range) as their copies should be."""
-        framed = Side.KEY in self.sides
-        return lambda: (self._payload(key, framed, "key", -1, []) for key in keys())
+        sides = self.sides & {Side.KEY}
+        return lambda: (self._key(key, sides) for key in keys())
 
-    def _payload(
-        self, data: bytes | None, framed: bool, field: str, header: int, slots: list[SchemaIdSlot]
-    ) -> bytes | None:
-        source_id = framed_id(data) if framed else None
-        if source_id is None or data is None:
-            return data
-        mapped = self.ids.get(source_id)
-        slots.append(SchemaIdSlot(field, header, source_id, mapped))
-        return data if mapped is None or mapped == source_id else with_id(data, mapped)
+    def _key(self, key: bytes | None, sides: frozenset[Side]) -> bytes | None:
+        mapped = {
+            slot: self.ids[slot.schema_id] for slot in id_slots(sides, key, None, None) if slot.schema_id in self.ids
+        }
+        return with_ids(key, None, None, mapped)[0] if mapped else key
+
+
+def _headers(headers: Sequence[tuple[str, HeaderValue]] | None) -> Headers:
+    """Headers as a comparison holds them (values are bytes or ``None``, as a consumer returns them)."""
+    return tuple(
+        (name, data if isinstance(data, bytes) or data is None else data.encode()) for name, data in headers or ()
+    )
 
 
 def schema_id_mismatch(source: Record, target: Record) -> tuple[SchemaIdSlot, int] | None:
     """The first schema id that the copy ``target`` holds wrongly, with the id it holds, when ``target`` equals
     ``source`` (read through a :class:`SchemaIdMap`) but for such ids; ``None`` when there is none or the copy
     differs in anything else."""
-    key, value, headers = target.key, target.value, list(target.headers)
-    if len(headers) != len(source.headers):
+    if len(target.headers) != len(source.headers):
         return None
     wrong: tuple[SchemaIdSlot, int] | None = None
-    for slot in source.schema_ids:
-        held = key if slot.field == "key" else value if slot.field == "value" else headers[slot.header][1]
-        held_id = framed_id(held)
-        if held is None or held_id is None:
+    restored: dict[IdSlot, int] = {}
+    for found in source.schema_ids:
+        held_id = framed_id(slot_data(target.key, target.value, target.headers, found.slot))
+        if held_id is None:
             return None
-        if wrong is None and (slot.mapped_id is None or held_id != slot.mapped_id):
-            wrong = slot, held_id
-        restored = with_id(held, slot.source_id if slot.mapped_id is None else slot.mapped_id)
-        if slot.field == "key":
-            key = restored
-        elif slot.field == "value":
-            value = restored
-        else:
-            headers[slot.header] = (headers[slot.header][0], restored)
-    if (key, value, tuple(headers), target.timestamp) != source.content():
+        if wrong is None and (found.mapped_id is None or held_id != found.mapped_id):
+            wrong = found, held_id
+        restored[found.slot] = found.source_id if found.mapped_id is None else found.mapped_id
+    key, value, headers = with_ids(target.key, target.value, target.headers, restored)
+    if (key, value, _headers(headers), target.timestamp) != source.content():
         return None
     return wrong
 

@@ -2,13 +2,11 @@
 
 Contract:
 
-1. **Which records.**  Only the sides (key, value) of a topic that :attr:`RecordIds.framed` lists are read: those with
-   a ``{topic}-key``/``{topic}-value`` subject on the source registry, both sides of a topic matching
-   ``airmirror.schema.topics``.  A payload of such a side that is not framed (:mod:`airmirror.schemas.framing`: null,
-   short, another first byte) is copied as it is; every other record is copied as it is, untouched.  A record whose
-   ``__key_schema_id`` / ``__value_schema_id`` header names the side's schema (an id or a GUID) carries that side's
-   payload unframed, as confluent-kafka's deserializers read it (the header first): the payload is copied as it is,
-   even when it starts with a zero byte.
+1. **Which records.**  Only the records of a topic that :attr:`RecordIds.framed` lists are read, and of them the ids
+   :func:`~airmirror.schemas.framing.id_slots` finds: the frames of the sides it lists (those with a
+   ``{topic}-key``/``{topic}-value`` subject on the source registry, both sides of a topic matching
+   ``airmirror.schema.topics``), and schema-id headers.  A payload that is not framed (null, short, another first
+   byte, or a side a header names) is copied as it is; every other record is copied as it is, untouched.
 2. **translate**: a framed id is replaced by its target id, and so is the id form of a ``__key_schema_id`` /
    ``__value_schema_id`` header; nothing else changes (Protobuf message indexes, payload, other headers, their order).
    **keep**: nothing changes, but every id is checked to be on the target.
@@ -31,7 +29,7 @@ from dataclasses import dataclass, field
 
 from airmirror.config.schema_registries import RegistryAccess, SchemaIds
 from airmirror.errors import UnknownSchemaId
-from airmirror.schemas.framing import HEADERS, Side, framed_id, with_id
+from airmirror.schemas.framing import IdSlot, Side, id_slots, with_ids
 from airmirror.schemas.registry_client import RegistryClient
 from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames
 
@@ -52,13 +50,6 @@ class RecordIds:
     names: SubjectNames = field(repr=False)
     source: RegistryAccess = field(repr=False)
     target: RegistryAccess = field(repr=False)
-
-
-def header_sides(headers: Headers) -> frozenset[Side]:
-    """The sides whose schema a header names (rule 1): their payloads are not framed."""
-    if not isinstance(headers, list):
-        return frozenset()
-    return frozenset(HEADERS[name] for name, data in headers if name in HEADERS and data is not None)
 
 
 class IdTranslator:
@@ -82,44 +73,40 @@ class IdTranslator:
     ) -> tuple[bytes | None, bytes | None, Headers, bool]:
         """The record to write for source record ``topic``/``partition``@``offset`` of a framed topic, and whether it
         was passed through unchanged with an unknown id (rule 4)."""
-        sides = self.framed(topic) - header_sides(headers)
+        listed = headers if isinstance(headers, list) else None
+        slots = id_slots(self.framed(topic), key, value, listed)
+        if not slots:
+            return key, value, headers, False
+        replaced: dict[IdSlot, int] = {}
         passed = False
-        if Side.KEY in sides:
-            key, unknown = self._payload(topic, partition, offset, Side.KEY, key)
-            passed = passed or unknown
-        if Side.VALUE in sides:
-            value, unknown = self._payload(topic, partition, offset, Side.VALUE, value)
-            passed = passed or unknown
-        if isinstance(headers, list) and any(name in HEADERS for name, _ in headers):
-            rewritten: list[tuple[str, str | bytes | None]] = []
-            for name, data in headers:
-                side = HEADERS.get(name)
-                if side is not None and isinstance(data, bytes):
-                    data, unknown = self._payload(topic, partition, offset, side, data)
-                    passed = passed or unknown
-                rewritten.append((name, data))
-            headers = rewritten
-        return key, value, headers, passed
+        for slot in slots:
+            target_id = self._target_id(topic, partition, offset, slot, listed)
+            if target_id is None:
+                passed = True
+            elif target_id != slot.schema_id:
+                replaced[slot] = target_id
+        if not replaced:
+            return key, value, headers, passed
+        key, value, rewritten = with_ids(key, value, listed, replaced)
+        return key, value, rewritten, passed
 
-    def _payload(
-        self, topic: str, partition: int, offset: int, side: Side, data: bytes | None
-    ) -> tuple[bytes | None, bool]:
-        source_id = framed_id(data)
-        if source_id is None or data is None:
-            return data, False
+    def _target_id(self, topic: str, partition: int, offset: int, slot: IdSlot, headers: Headers) -> int | None:
+        """The target id of ``slot``'s id (rule 3), ``None`` for an unknown id under ``pass`` (rule 4)."""
+        source_id = slot.schema_id
         target_id = self.ids.get(source_id)
         if target_id is None:
-            target_id = self._copy(topic, side, source_id)
-        if target_id is None:
-            if self.record_ids.unknown == "fail":
-                raise UnknownSchemaId(
-                    f"{topic}-{partition}@{offset}: the {side.value} names schema id {source_id}, which the schema "
-                    f"registry of cluster {self.record_ids.source.alias!r} does not know (airmirror.schema.unknown "
-                    "= fail); nothing of this chunk was written. Register the schema, or set airmirror.schema.unknown "
-                    "= pass to copy such records unchanged"
-                )
-            return data, True
-        return (data if target_id == source_id else with_id(data, target_id)), False
+            target_id = self._copy(topic, slot.side, source_id)
+        if target_id is None and self.record_ids.unknown == "fail":
+            where = slot.side.value
+            if slot.header >= 0 and isinstance(headers, list):
+                where = f"header {headers[slot.header][0]}"
+            raise UnknownSchemaId(
+                f"{topic}-{partition}@{offset}: the {where} names schema id {source_id}, which the schema "
+                f"registry of cluster {self.record_ids.source.alias!r} does not know (airmirror.schema.unknown "
+                "= fail); nothing of this chunk was written. Register the schema, or set airmirror.schema.unknown "
+                "= pass to copy such records unchanged"
+            )
+        return target_id
 
     def _copy(self, topic: str, side: Side, source_id: int) -> int | None:
         """Rule 3; ``None`` for an id the source does not know (remembered, so it is asked once)."""

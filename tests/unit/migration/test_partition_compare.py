@@ -396,23 +396,19 @@ def test_a_copy_that_differs_beside_its_schema_id_is_different():
 
 
 def test_keys_and_header_ids_are_mapped_and_a_wrong_header_id_is_named_by_its_header():
-    guid = b"\x01" + bytes(16)
+    # the value's schema is named by its header (its payload is then not framed, whatever its first byte); the key's
+    # by its frame
+    raw_value = b"\x00\x00\x00\x00\x09 an unframed Avro payload"
     source = [
-        Record(
-            o,
-            framed(3, b"key"),
-            framed(4),
-            (("trace", b"t"), ("__value_schema_id", framed(4, b"")), ("__key_schema_id", guid)),
-            1000,
-        )
+        Record(o, framed(3, b"key"), raw_value, (("trace", b"t"), ("__value_schema_id", framed(4, b""))), 1000)
         for o in range(3)
     ]
     target = [
         Record(
             100 + o,
             framed(1003, b"key"),
-            framed(1004),
-            (("trace", b"t"), ("__value_schema_id", framed(1004 if o != 2 else 1007, b"")), ("__key_schema_id", guid)),
+            raw_value,
+            (("trace", b"t"), ("__value_schema_id", framed(1004 if o != 2 else 1007, b""))),
             1000,
         )
         for o in range(3)
@@ -426,6 +422,14 @@ def test_keys_and_header_ids_are_mapped_and_a_wrong_header_id_is_named_by_its_he
         "source offset 2, header __value_schema_id: source id 4 maps to 1004, the copy holds 1007"
     )
     assert (key_unframed.verdict, key_unframed.different) == (Verdict.DIFFERENT, 3)  # the key is not a framed side
+
+
+def test_a_guid_header_is_left_as_it_is_and_its_side_read_unframed():
+    guid = b"\x01" + bytes(16)
+    source = [Record(o, framed(3, b"key"), framed(4), (("__value_schema_id", guid),), 1000) for o in range(2)]
+    target = [Record(100 + o, framed(1003, b"key"), framed(4), (("__value_schema_id", guid),), 1000) for o in range(2)]
+
+    assert compare(source, target, [OffsetRun(0, 2, 100)], schema_ids=BOTH).verdict == Verdict.EQUAL
 
 
 def test_the_first_schema_id_difference_is_named_when_another_difference_comes_first():

@@ -172,7 +172,7 @@ def test_an_unknown_header_id_fails_naming_its_side(
     source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
 ) -> None:
     ids = translator(translators, source, target, ids={1: 101})
-    with pytest.raises(UnknownSchemaId, match="orders-0@8: the key names schema id 66"):
+    with pytest.raises(UnknownSchemaId, match="orders-0@8: the header __key_schema_id names schema id 66"):
         ids.rewrite("orders", 0, 8, b"k", frame(1), [("__key_schema_id", frame(66, b""))])
 
 
