@@ -23,6 +23,9 @@ Contract (``airmirror.schema.ids``, :class:`~airmirror.config.schema_registries.
 6. **Dry run**: nothing is written; :meth:`SubjectCopier.copy_subject` reports what it would register.
 7. Copying is safe to repeat and to interrupt: a version already on the target is found, not registered again, so a
    run that died half way is completed by the next.
+8. **An id met in a record** (:meth:`SubjectCopier.copy_id`) is copied through a subject that holds it, the record
+   topic's subject first; when no live subject holds it (all of them soft-deleted: the registry still serves the
+   schema by id), it is registered under the record topic's target subject, as a serializer would have.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from airmirror.config.schema_registries import SchemaIds
-from airmirror.errors import ReplicationFailure
+from airmirror.errors import RegistryRefusal, ReplicationFailure
 from airmirror.schemas.framing import Side
 from airmirror.schemas.registry_client import Reference, RegistryClient, SchemaText
 
@@ -67,7 +70,7 @@ class CopiedVersion:
     """One source version as it stands on the target: the target subject's version and the target id."""
 
     source_subject: str
-    source_version: int
+    source_version: int | None
     source_id: int
     target_subject: str
     target_version: int | None
@@ -144,16 +147,22 @@ class SubjectCopier:
         when the source registry does not know the id."""
         if schema_id in self.ids:
             return self.ids[schema_id]
-        holders = self.source.subject_versions(schema_id)
-        if not holders:
-            if self.source.schema(schema_id) is None:
-                return None
+        holders = sorted(self.source.subject_versions(schema_id), key=lambda held: held[0] != subject_hint)
+        for subject, version in holders:
+            try:
+                return self.copy_version(subject, version).target_id
+            except RegistryRefusal as refusal:
+                if refusal.status != 404:  # a soft-deleted subject still lists the id but no longer serves the version
+                    raise
+        schema = self.source.schema(schema_id)
+        if schema is None:
+            return None
+        if subject_hint is None:
             raise ReplicationFailure(
                 f"schema id {schema_id} of the schema registry of cluster {self.source.alias!r} belongs to no subject, "
                 "so it cannot be registered on the target"
             )
-        subject, version = next(((s, v) for s, v in holders if s == subject_hint), holders[0])
-        return self.copy_version(subject, version).target_id
+        return self._copy_orphan(schema_id, schema, subject_hint).target_id
 
     # -- rules 3, 4 and 5 ---------------------------------------------------------------------------------------------
     def _prepare(self, subject: str) -> str | None:
@@ -175,13 +184,27 @@ class SubjectCopier:
                 self.target.set_compatibility(target_subject, level)
         return level
 
+    def _copy_orphan(self, schema_id: int, schema: SchemaText, subject: str) -> CopiedVersion:
+        """A schema that no live subject holds (its subjects were soft-deleted), registered under ``subject``'s
+        target name, as a serializer writing the record's topic would have (rule 8)."""
+        references = tuple(self._copy_reference(reference) for reference in schema.references)
+        schema = replace(schema, references=references)
+        target_subject = self.names.target(subject)
+        if self.mode is SchemaIds.KEEP:
+            copied = self._import(subject, None, schema_id, target_subject, schema)
+        else:
+            copied = self._register(subject, None, schema_id, target_subject, schema)
+        if copied.target_id is not None:
+            self.ids[schema_id] = copied.target_id
+        return copied
+
     def _copy_reference(self, reference: Reference) -> Reference:
         copied = self.copy_version(reference.subject, reference.version)
         version = copied.target_version if copied.target_version is not None else reference.version
         return Reference(reference.name, copied.target_subject, version)
 
     def _register(
-        self, subject: str, version: int, source_id: int, target_subject: str, schema: SchemaText
+        self, subject: str, version: int | None, source_id: int, target_subject: str, schema: SchemaText
     ) -> CopiedVersion:
         found = self.target.lookup(target_subject, schema)
         registered = found is None
@@ -192,7 +215,7 @@ class SubjectCopier:
         return CopiedVersion(subject, version, source_id, target_subject, target_version, target_id, registered)
 
     def _import(
-        self, subject: str, version: int, source_id: int, target_subject: str, schema: SchemaText
+        self, subject: str, version: int | None, source_id: int, target_subject: str, schema: SchemaText
     ) -> CopiedVersion:
         held = self.target.schema(source_id)
         if held is not None and not same_schema(held, schema):

@@ -254,3 +254,19 @@ def test_copy_id_copies_through_the_hinted_subject_and_remembers(source: FakeReg
 def test_copy_id_of_an_unknown_id_is_none(source: FakeRegistry, target: FakeRegistry) -> None:
     assert copier(source, target, SchemaIds.TRANSLATE).copy_id(404) is None
     assert target.writes() == []
+
+
+def test_copy_id_of_a_schema_whose_subjects_were_deleted_registers_it_under_the_record_topics_subject(
+    source: FakeRegistry, target: FakeRegistry
+) -> None:
+    orphan = source.add("orders-value", V1)
+    del source.subjects["orders-value"]  # soft-deleted: the registry still serves the schema by id
+    copy = copier(source, target, SchemaIds.TRANSLATE)
+
+    target_id = copy.copy_id(orphan, "orders-value")
+
+    assert target_id is not None
+    assert target.subjects == {"a.orders-value": [target_id]}
+    assert copy.ids == {orphan: target_id}
+    with pytest.raises(ReplicationFailure, match="belongs to no subject"):
+        copier(source, target, SchemaIds.TRANSLATE).copy_id(orphan)
