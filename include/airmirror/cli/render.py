@@ -387,9 +387,10 @@ def print_schema_sync(flow: str, report: SchemaSyncReport, dry_run: bool, as_jso
         print(to_json({"flow": flow, "dry_run": dry_run, **report.as_dict()}))
         return
     verb = "would register" if dry_run else "registered"
+    unchanged = f", {report.unchanged} subjects unchanged" if report.unchanged else ""
     print(
         f"flow {flow} (airmirror.schema.ids = {report.mode.value}): {len(report.subjects)} subjects, "
-        f"{report.registered} versions {verb}"
+        f"{report.registered} versions {verb}{unchanged}"
     )
     for subject in report.subjects:
         level = f", compatibility {subject.compatibility}" if subject.compatibility else ""

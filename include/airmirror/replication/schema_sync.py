@@ -11,7 +11,12 @@ Contract:
 2. :func:`record_ids` is read when the copy job is planned: the stored id map and, per source topic of the job, the
    sides its records are framed on (a subject of the topic on the source registry, or both sides for a topic
    matching ``airmirror.schema.topics``).  ``None`` when the flow's mode is ``off``.
-3. :func:`store_new_ids` stores the ids the copy tasks mapped in-run (:class:`~airmirror.model.RangeCopied`).
+3. :func:`store_new_ids` stores the ids the copy tasks mapped in-run (:class:`~airmirror.model.RangeCopied`); a live
+   stream's tasks map theirs too, and the next sync stores them (a sync copies every version of a changed subject).
+4. **Cost per run.**  A run's sync asks the source for its subjects and each selected subject's versions; a subject
+   whose version count and target name the store already holds is left alone, so a run without new schemas registers
+   nothing and reads nothing more.  ``airmirror schemas`` always copies every selected subject (a compatibility level
+   changed on the source, or a subject deleted on the target, is copied again then).
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class SchemaSyncReport:
     mode: SchemaIds
     subjects: list[SubjectReport] = field(default_factory=list)
     ids: dict[int, int] = field(default_factory=dict)
+    unchanged: int = 0
+    """Subjects left alone: an earlier sync copied every version they have (rule 4)."""
 
     @property
     def registered(self) -> int:
@@ -52,6 +59,7 @@ class SchemaSyncReport:
         return {
             "mode": self.mode.value,
             "registered": self.registered,
+            "unchanged": self.unchanged,
             "subjects": [
                 {
                     "subject": s.subject,
@@ -92,17 +100,32 @@ def selected_subjects(flow: FlowConfig, subjects: Iterable[str], mappings: Itera
 
 
 def sync_schemas(
-    flow: FlowConfig, store: MetadataStore | None, mappings: list[TopicMapping], *, dry_run: bool = False
+    flow: FlowConfig,
+    store: MetadataStore | None,
+    mappings: list[TopicMapping],
+    *,
+    dry_run: bool = False,
+    full: bool = False,
 ) -> SchemaSyncReport | None:
     """Copy the flow's subjects to the target registry (rule 1); ``None`` when ``airmirror.schema.ids = off``.
-    ``store`` may be ``None`` only for a dry run."""
+    ``store`` may be ``None`` only for a dry run.  Unless ``full``, a subject whose versions the store says an
+    earlier sync copied, under the same target subject, is left alone (rule 4)."""
     if flow.schema_ids is SchemaIds.OFF:
         return None
+    synced = {} if full or store is None else {s.subject: s for s in store.schema_subjects(flow.name)}
     with RegistryClient(flow.registry(flow.source)) as source, RegistryClient(flow.registry(flow.target)) as target:
         copier = SubjectCopier(source, target, flow.schema_ids, subject_names(mappings), dry_run=dry_run)
         report = SchemaSyncReport(flow.schema_ids)
         for subject in selected_subjects(flow, source.subjects(), mappings):
-            report.subjects.append(copier.copy_subject(subject))
+            versions = source.versions(subject)
+            known = synced.get(subject)
+            if known is not None and (known.versions, known.target_subject) == (
+                len(versions),
+                copier.names.target(subject),
+            ):
+                report.unchanged += 1
+                continue
+            report.subjects.append(copier.copy_subject(subject, versions))
         report.ids = dict(copier.ids)
     if not dry_run:
         if store is None:
@@ -128,7 +151,7 @@ def schemas_verb(flow: FlowConfig, store: MetadataStore, *, dry_run: bool) -> Sc
         )
     with shared_clients():
         mappings = replicated_topics(flow, source_admin(flow))
-    report = sync_schemas(flow, None if dry_run else store, mappings, dry_run=dry_run)
+    report = sync_schemas(flow, None if dry_run else store, mappings, dry_run=dry_run, full=True)
     if report is None:
         raise AssertionError("schema ids are not off")
     return report

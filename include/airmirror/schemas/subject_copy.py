@@ -115,11 +115,11 @@ class SubjectCopier:
         """The source subjects prepared (rule 3), with their own compatibility level."""
         self._global_level: str | None = None
 
-    def copy_subject(self, subject: str) -> SubjectReport:
-        """Copy every version of ``subject`` (rules 2-7)."""
+    def copy_subject(self, subject: str, versions: list[int] | None = None) -> SubjectReport:
+        """Copy every version of ``subject`` (rules 2-7); ``versions`` when the caller has just listed them."""
         report = SubjectReport(subject, self.names.target(subject))
         report.compatibility = self._prepare(subject)
-        for version in self.source.versions(subject):
+        for version in self.source.versions(subject) if versions is None else versions:
             report.versions.append(self.copy_version(subject, version))
         return report
 
