@@ -187,8 +187,9 @@ class RegistryClient:
         self._call("PUT", f"/config/{_path(subject)}", json={"compatibility": level})
 
     def set_mode(self, subject: str, mode: str) -> None:
-        """Set ``subject``'s mode (``IMPORT``, ``READWRITE``)."""
-        self._call("PUT", f"/mode/{_path(subject)}", json={"mode": mode})
+        """Set ``subject``'s mode (``IMPORT``, ``READWRITE``), also when it holds versions already (Confluent's
+        ``force``: IMPORT is otherwise refused for a subject that is not empty)."""
+        self._call("PUT", f"/mode/{_path(subject)}?force=true", json={"mode": mode})
 
     # -- transport ----------------------------------------------------------------------------------------------------
     def _call(self, method: str, path: str, *, json: Any = None, missing_ok: bool = False) -> Any:

@@ -19,7 +19,8 @@ Contract (``airmirror.schema.ids``, :class:`~airmirror.config.schema_registries.
    version.  An id the target already holds with another schema is an error naming the id, both subjects and both
    registries; one it holds with the same schema is taken as copied.  A registry that registers the schema under
    another id (it ignores IMPORT mode's ids, as Apicurio 3.3 does) is an error naming both ids.  The map is the
-   identity.
+   identity.  The target subjects stay in IMPORT mode (producers cannot register schemas there meanwhile); set them
+   to READWRITE when producers move to the target.
 6. **Dry run**: nothing is written; :meth:`SubjectCopier.copy_subject` reports what it would register.
 7. Copying is safe to repeat and to interrupt: a version already on the target is found, not registered again, so a
    run that died half way is completed by the next.
