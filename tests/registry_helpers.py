@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -57,14 +57,21 @@ def pad(url: str, label: str) -> None:
         register(url, f"{label}-padding-{index}", json.dumps(schema))
 
 
+SERIALIZER_CONF: dict[str, Any] = {"subject.name.strategy": topic_subject_name_strategy}
+"""Confluent's TopicNameStrategy, named: the serializers' default (AssociatedNameStrategy) first asks the registry for
+associations, which Apicurio 3.3 does not have, one more request per schema."""
+
+
 def client(url: str) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": url})
+    """A confluent-kafka client of ``url`` whose requests time out (a request answered with nothing is retried, not
+    waited for forever)."""
+    return SchemaRegistryClient({"url": url, "timeout": 20})
 
 
 def avro_serializer(url: str, schema: str | Schema, **conf: Any) -> Callable[[Any, str, MessageField], bytes]:
     """``serialize(obj, topic, field)`` with confluent-kafka's AvroSerializer (auto-registers under
     TopicNameStrategy unless ``conf`` says otherwise)."""
-    serializer = AvroSerializer(client(url), schema, conf=conf or None)
+    serializer = AvroSerializer(client(url), schema, conf={**SERIALIZER_CONF, **conf})
 
     def serialize(obj: Any, topic: str, field: MessageField = MessageField.VALUE) -> bytes:
         return serializer(obj, SerializationContext(topic, field))
@@ -83,7 +90,7 @@ def avro_deserializer(url: str) -> Callable[[bytes, str, MessageField], Any]:
 
 
 def json_serializer(url: str, schema: str | Schema, **conf: Any) -> Callable[[Any, str, MessageField], bytes]:
-    serializer = JSONSerializer(schema, client(url), conf=conf or None)
+    serializer = JSONSerializer(schema, client(url), conf={**SERIALIZER_CONF, **conf})
 
     def serialize(obj: Any, topic: str, field: MessageField = MessageField.VALUE) -> bytes:
         return serializer(obj, SerializationContext(topic, field))
@@ -169,7 +176,9 @@ def protobuf_serializer(
 ) -> Callable[[Message, str, MessageField], bytes]:
     """``serialize(message, topic, field)`` with confluent-kafka's ProtobufSerializer: it registers the message's
     file (base64 of its FileDescriptorProto) under TopicNameStrategy and each import under its file name."""
-    serializer = ProtobufSerializer(message_class, client(url), conf={"use.deprecated.format": False, **conf})
+    serializer = ProtobufSerializer(
+        message_class, client(url), conf={**SERIALIZER_CONF, "use.deprecated.format": False, **conf}
+    )
 
     def serialize(message: Message, topic: str, field: MessageField = MessageField.VALUE) -> bytes:
         return serializer(message, SerializationContext(topic, field))
