@@ -47,7 +47,18 @@ What it does (every number in one run, on one machine: only the ratios between c
    Then, as a control, how long the target broker takes to bring up as many new partitions again
    (``broker_creation_s``: until a topic created right after them accepts a write), which a first copy into an
    empty cluster waits for, and the first copy's ratio without it (``first_copy_ratio_less_broker_creation``).
-8. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
+8. Schema ids (issue 24, ``avro_data.py``): a real schema registry per cluster (Apicurio, the target's padded so
+   ids differ) and a topic of ``--records`` Avro values of about ``--record-size`` bytes over ``--partitions``,
+   framed as confluent-kafka's AvroSerializer frames them (its schema registered by a real AvroSerializer), copied
+   by fresh ``airmirror replicate`` runs with ``airmirror.schema.ids = off`` and ``= translate`` (each id
+   rewritten per record), alternating over ``--schema-ids-rounds`` rounds (off first in odd rounds, translate
+   first in even ones), each into its own remote topic.  An ``off`` copy must equal the source; a ``translate``
+   copy must equal the source with every value naming the target registry's id, and its first records must
+   decode with AvroDeserializer against the target registry alone.  Reported as ``schema_ids``: each run's
+   figures, and translate over off in throughput (``ratio_steady``: the copy jobs; ``ratio_wall``: whole runs)
+   and in CPU seconds (``cpu_ratio``: the process tree; ``task_cpu_ratio``: the copy tasks' Python workers, where
+   ids are rewritten, the figure least disturbed by other load); issue 24's goal is ``ratio_steady`` >= 0.9.
+9. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
 
 Numbers per copier:
 - ``wall_s``: process start to every record visible on the target (last stable offsets polled every 0.1 s)
@@ -82,7 +93,8 @@ airmirror, mm2_tuned, mm2_eos), ``--skip-live``,
 ``--big-partition-records N`` (the small run is N/10),
 ``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
 ``--partition-scaling-records N``, ``--partition-scaling-partitions FEW,MANY``, ``--skip-partition-scaling``,
-``--partition-scaling-only``,
+``--partition-scaling-only``, ``--schema-ids-rounds N``, ``--skip-schema-ids``, ``--schema-ids-only`` (only the
+schema-id case, over ``--records`` x ``--record-size`` x ``--partitions``),
 ``--timeout``, ``--settle-seconds`` (pause before each copier run, default 3), ``--results-dir``, ``--keep``
 (keep brokers' data and logs).
 
@@ -93,6 +105,10 @@ The big-partition case alone, at its defaults (loads and digests 11 million reco
 The partition-scaling case alone (issue 22)::
 
     .venv/bin/python benchmarks/bench.py --partition-scaling-only
+
+The schema-id case alone (issue 24)::
+
+    .venv/bin/python benchmarks/bench.py --schema-ids-only
 """
 
 from __future__ import annotations
@@ -112,6 +128,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
+from avro_data import AvroValues, Registries, decoded_values, latest_id, start_registries, stop_registries
 from confluent_kafka.admin import AdminClient
 from copiers import CopierRun, TreeUsage, airmirror_properties, mm2_properties, run_copier
 from kafka_io import (
@@ -146,6 +163,9 @@ PARTITION_SCALING_TOPIC_PARTITIONS = 10
 PARTITION_SCALING_RECORD_SIZE = 100
 PARTITION_SCALING_BATCHES = ("first_copy", "incremental", "nothing_new")
 PARTITION_SCALING_RATIO_TARGET = 2.0
+SCHEMA_IDS_MODES = ("off", "translate")
+SCHEMA_IDS_GOAL = 0.9
+SCHEMA_IDS_DECODED = 3
 COPY_JOB_LOG = re.compile(
     r"copy job of batch \d+: (?P<ranges>\d+) ranges, (?P<records>\d+) records, (?P<bytes>\d+) bytes"
     r" in (?P<seconds>[\d.]+) s"
@@ -316,11 +336,14 @@ def airmirror_flow(
     alias: str,
     master: str | None,
     target_producer: dict[str, object] | None = None,
+    extra_lines: tuple[str, ...] = (),
 ) -> AirmirrorFlow:
-    """A one-flow config ``alias->{alias}t``; ``target_producer`` settings go in as ``{target}.producer.KEY``."""
+    """A one-flow config ``alias->{alias}t``; ``target_producer`` settings go in as ``{target}.producer.KEY``, and
+    ``extra_lines`` (``{source}`` and ``{target}`` replaced by the aliases) after them."""
     config = workdir / f"{alias}.properties"
     target_alias = f"{alias}t"
     extra = [f"{target_alias}.producer.{key} = {value}" for key, value in (target_producer or {}).items()]
+    extra += [line.format(source=alias, target=target_alias) for line in extra_lines]
     config.write_text(
         airmirror_properties(
             alias, target_alias, clusters.source, clusters.target, source.name, workdir / f"{alias}.db", master, extra
@@ -337,7 +360,10 @@ def run_airmirror(
     timeout: float,
     name: str = "airmirror",
     timeline: bool = False,
+    verify_copy: bool = True,
 ) -> dict:
+    """One fresh ``airmirror replicate`` of the whole source topic, measured; the copy is checked against the source
+    unless ``verify_copy`` is false (the caller checks it)."""
     watch = TargetWatch(clusters.target, flow.remote_topic(source.name), expected_counts(source))
     run = run_copier(
         name, airmirror_command(flow.config, flow.flow), watch, workdir, ends_by_itself=True, timeout=timeout
@@ -349,9 +375,11 @@ def run_airmirror(
         )
     result = summarize(run, source, copy_job_seconds(run.stderr))
     result["peak_rss_by_role_mb"] = run.peak_rss_by_role_mb
+    result["cpu_s_by_role"] = run.cpu_s_by_role
     if timeline:
         result["rss_timeline"] = run.rss_timeline
-    verify(clusters, source, flow.remote_topic(source.name))
+    if verify_copy:
+        verify(clusters, source, flow.remote_topic(source.name))
     return result
 
 
@@ -673,6 +701,105 @@ def run_big_partition(clusters: Clusters, args: argparse.Namespace, workdir: Pat
     }
 
 
+def run_schema_ids(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
+    """Issue 24: the same Avro records copied with ``airmirror.schema.ids = off`` and ``= translate``, alternating
+    over ``--schema-ids-rounds`` rounds; throughput translate over off, whose goal is :data:`SCHEMA_IDS_GOAL`.  The
+    registries run under ``workdir`` for the length of the case."""
+    registries = start_registries(workdir)
+    try:
+        time.sleep(args.settle_seconds)
+        started = time.monotonic()
+        values = AvroValues(registries.source, "bench-avro", args.record_size)
+        create_topic(clusters.source, "bench-avro", args.partitions)
+        payload = load_topic(clusters.source, "bench-avro", args.partitions, args.records, 0, values=values)
+        digest = topic_digest(clusters.source, "bench-avro", args.partitions)
+        source = SourceTopic("bench-avro", args.partitions, args.records, payload, digest)
+        seconds = time.monotonic() - started
+        log(f"loaded bench-avro: {args.records} Avro records, {payload / 1e6:.0f} MB in {seconds:.1f} s")
+        runs = []
+        for round_ in range(1, args.schema_ids_rounds + 1):
+            for mode in SCHEMA_IDS_MODES if round_ % 2 else SCHEMA_IDS_MODES[::-1]:
+                time.sleep(args.settle_seconds)
+                runs.append(schema_ids_run(clusters, source, registries, values, args, workdir, mode, round_))
+                log(f"schema ids {mode}, round {round_}: {runs[-1]}")
+    finally:
+        stop_registries(workdir)
+    return {
+        "records": args.records,
+        "record_size": args.record_size,
+        "partitions": args.partitions,
+        "payload_mb": round(payload / 1e6, 1),
+        "rounds": args.schema_ids_rounds,
+        "source_schema_id": values.schema_id,
+        "runs": runs,
+        **schema_ids_ratios(runs),
+        "goal": SCHEMA_IDS_GOAL,
+    }
+
+
+def schema_ids_run(
+    clusters: Clusters,
+    source: SourceTopic,
+    registries: Registries,
+    values: AvroValues,
+    args: argparse.Namespace,
+    workdir: Path,
+    mode: str,
+    round_: int,
+) -> dict:
+    """One fresh ``airmirror replicate`` of the Avro topic with ``airmirror.schema.ids = mode``, checked: ``off``
+    copies the source as it is; ``translate`` copies it with every value naming the target's id, which decodes with
+    the target registry alone."""
+    lines = (
+        f"{{source}}.schema.registry.url = {registries.source.url}",
+        f"{{target}}.schema.registry.url = {registries.target.url}",
+        f"airmirror.schema.ids = {mode}",
+    )
+    flow = airmirror_flow(clusters, source, workdir, f"ids{mode[0]}{round_}", args.spark_master, extra_lines=lines)
+    result = run_airmirror(
+        clusters, source, flow, workdir, args.timeout, name=f"airmirror_ids_{mode}_{round_}", verify_copy=False
+    )
+    remote = flow.remote_topic(source.name)
+    figures = {"mode": mode, "round": round_, **result, "load_avg_1m_after": round(os.getloadavg()[0], 2)}
+    if mode == "off":
+        verify(clusters, source, remote)
+        return figures
+    target_id = latest_id(registries.target, f"{remote}-value")
+    if target_id == values.schema_id:
+        raise SystemExit(f"the schema has id {target_id} on both registries: nothing to translate")
+    translated = topic_digest(clusters.source, source.name, source.partitions, value_schema_id=target_id)
+    verify(clusters, SourceTopic(source.name, source.partitions, source.records, 0, translated), remote)
+    shown = min(SCHEMA_IDS_DECODED, source.records // source.partitions)
+    decoded = decoded_values(clusters.target, remote, 0, registries.target, shown)
+    wanted = [values.record(i * source.partitions) for i in range(shown)]
+    if decoded != wanted:
+        raise SystemExit(
+            f"VERIFICATION FAILED: {remote} does not decode with the target registry: {str(decoded)[:300]} "
+            f"!= {str(wanted)[:300]}"
+        )
+    return {**figures, "target_schema_id": target_id}
+
+
+def schema_ids_ratios(runs: list[dict]) -> dict:
+    """Translate over off, summed over the rounds: throughput of the copy jobs and of whole runs (above 1:
+    translate is faster), and CPU seconds of the whole process tree and of the copy tasks' Python workers alone
+    (above 1: translate spends more).  The CPU ratios hardly depend on what else the machine runs; on an idle
+    machine, where the copy tasks keep every core busy, the throughput ratio is about 1 / ``task_cpu_ratio``."""
+    figures = {run["mode"]: dict.fromkeys(("steady_s", "wall_s", "cpu_s", "task_cpu_s"), 0.0) for run in runs}
+    for run in runs:
+        total = figures[run["mode"]]
+        for key in ("steady_s", "wall_s", "cpu_s"):
+            total[key] += run[key]
+        total["task_cpu_s"] += run["cpu_s_by_role"].get("python", 0.0)
+    off, translate = figures["off"], figures["translate"]
+    return {
+        "ratio_steady": ratio(off["steady_s"], translate["steady_s"]),
+        "ratio_wall": ratio(off["wall_s"], translate["wall_s"]),
+        "cpu_ratio": ratio(translate["cpu_s"], off["cpu_s"]),
+        "task_cpu_ratio": ratio(translate["task_cpu_s"], off["task_cpu_s"]),
+    }
+
+
 def ratio(numerator: float, denominator: float) -> float:
     return round(numerator / denominator, 2)
 
@@ -706,6 +833,7 @@ def table(document: dict) -> str:
         _scaling_lines,
         _partition_scaling_lines,
         _big_partition_lines,
+        _schema_ids_lines,
     ):
         lines += section(document)
     return "\n".join(lines)
@@ -876,6 +1004,36 @@ def _big_partition_lines(document: dict) -> list[str]:
     return lines
 
 
+def _schema_ids_lines(document: dict) -> list[str]:
+    """The schema-id case (no lines when the bench did not run it)."""
+    lines: list[str] = []
+    case = document.get("schema_ids")
+    if case:
+        verdict = "meets" if case["ratio_steady"] >= case["goal"] else "BELOW"
+        lines += [
+            "",
+            f"schema ids: {case['records']:,} Avro records x ~{case['record_size']} B x {case['partitions']} "
+            f"partitions, {case['rounds']} rounds of off and translate",
+            "",
+            "| airmirror.schema.ids | round | wall s | copy job s | steady MB/s | CPU s | copy tasks' CPU s "
+            "| load avg after |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for run in case["runs"]:
+            lines.append(
+                f"| {run['mode']} | {run['round']} | {run['wall_s']:.1f} | {run['steady_s']:.2f} "
+                f"| {run['steady_mb_s']:.1f} | {run['cpu_s']:.1f} | {run['cpu_s_by_role'].get('python', 0.0):.1f} "
+                f"| {run['load_avg_1m_after']:.1f} |"
+            )
+        lines += [
+            "",
+            f"translate / off: throughput {case['ratio_steady']:.2f} over the copy jobs ({verdict} issue 24's goal of "
+            f"{case['goal']}), {case['ratio_wall']:.2f} over whole runs; CPU {case['cpu_ratio']:.2f}, "
+            f"copy tasks' CPU {case['task_cpu_ratio']:.2f}",
+        ]
+    return lines
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="airmirror vs MM2 vs a raw pipe (see the module docstring)")
     parser.add_argument("--records", type=int, default=500_000)
@@ -914,6 +1072,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-partition-scaling", action="store_true", help="no partition-scaling case")
     only = "only the partition-scaling case: no main load, copiers, latency, scaling, live or big partition"
     parser.add_argument("--partition-scaling-only", action="store_true", help=only)
+    parser.add_argument(
+        "--schema-ids-rounds", type=int, default=2, help="rounds of the schema-id case: one off, one translate run each"
+    )
+    parser.add_argument("--skip-schema-ids", action="store_true", help="no schema-id case")
+    only = "only the schema-id case (issue 24), over --records x --record-size x --partitions"
+    parser.add_argument("--schema-ids-only", action="store_true", help=only)
     parser.add_argument("--timeout", type=float, default=300.0, help="per copier run, seconds")
     parser.add_argument(
         "--settle-seconds",
@@ -933,22 +1097,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown or not args.live_copiers:
         named = ", ".join(sorted(unknown)) or "none"
         parser.error(f"--live-copiers: unknown copiers or none ({named}); any of {', '.join(LIVE_COPIERS)}")
-    if args.big_partition_only:
-        if args.skip_big_partition:
-            parser.error("--big-partition-only and --skip-big-partition exclude each other")
-        args.copiers = []
-        args.skip_live = True
-    if args.partition_scaling_only:
-        if args.skip_partition_scaling or args.big_partition_only:
-            parser.error("--partition-scaling-only excludes --skip-partition-scaling and --big-partition-only")
-        args.copiers = []
-        args.skip_live = args.skip_big_partition = True
+    apply_only_flags(parser, args)
+    if args.schema_ids_rounds < 1:
+        parser.error("--schema-ids-rounds must be at least 1")
     args.partition_scaling_partitions = partition_counts(parser, args.partition_scaling_partitions)
     if not args.skip_big_partition and args.big_partition_records < 10:
         parser.error("--big-partition-records must be at least 10 (the small run has a tenth)")
     if "airmirror" not in args.copiers:
         args.skip_latency = args.skip_scaling = True
     return args
+
+
+def apply_only_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--big-partition-only``, ``--partition-scaling-only`` and ``--schema-ids-only``: skip every other case."""
+    if args.big_partition_only:
+        if args.skip_big_partition:
+            parser.error("--big-partition-only and --skip-big-partition exclude each other")
+        args.copiers = []
+        args.skip_live = args.skip_schema_ids = True
+    if args.partition_scaling_only:
+        if args.skip_partition_scaling or args.big_partition_only:
+            parser.error("--partition-scaling-only excludes --skip-partition-scaling and --big-partition-only")
+        args.copiers = []
+        args.skip_live = args.skip_big_partition = args.skip_schema_ids = True
+    if args.schema_ids_only:
+        if args.skip_schema_ids or args.big_partition_only or args.partition_scaling_only:
+            parser.error("--schema-ids-only excludes --skip-schema-ids and the other --...-only flags")
+        args.copiers = []
+        args.skip_live = args.skip_big_partition = args.skip_partition_scaling = True
 
 
 def partition_counts(parser: argparse.ArgumentParser, value: str) -> tuple[int, int]:
@@ -1006,7 +1182,7 @@ def run_copier_cases(clusters: Clusters, args: argparse.Namespace, workdir: Path
 
 
 def run_separate_cases(clusters: Clusters, args: argparse.Namespace, workdir: Path, document: dict) -> None:
-    """The cases with topics of their own (live, scaling, partition scaling, big partition), unless skipped;
+    """The cases with topics of their own (live, scaling, partition scaling, big partition, schema ids), unless skipped;
     results go into ``document``."""
     if not args.skip_live:
         document["live_lag_ms"] = run_live_case(clusters, args, workdir)
@@ -1016,6 +1192,8 @@ def run_separate_cases(clusters: Clusters, args: argparse.Namespace, workdir: Pa
         document["partition_scaling"] = run_partition_scaling(clusters, args, workdir)
     if not args.skip_big_partition:
         document["big_partition"] = run_big_partition(clusters, args, workdir)
+    if not args.skip_schema_ids:
+        document["schema_ids"] = run_schema_ids(clusters, args, workdir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1039,6 +1217,7 @@ def main(argv: list[str] | None = None) -> int:
             "partition_scaling": None
             if args.skip_partition_scaling
             else {"records": args.partition_scaling_records, "partitions": list(args.partition_scaling_partitions)},
+            "schema_ids_rounds": None if args.skip_schema_ids else args.schema_ids_rounds,
         },
         "copiers": {},
     }

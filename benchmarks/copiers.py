@@ -34,6 +34,7 @@ class CopierRun:
     stderr: str
     peak_rss_by_role_mb: dict[str, float] = field(default_factory=dict)
     rss_timeline: list[list[float]] = field(default_factory=list)
+    cpu_s_by_role: dict[str, float] = field(default_factory=dict)
 
     @property
     def wall_s(self) -> float:
@@ -127,6 +128,13 @@ class TreeUsage:
         """CPU seconds (user + system) the tree used from creation to the last sample."""
         return sum(used - self._cpu_start.get(pid, 0.0) for pid, used in self._cpu.items())
 
+    def cpu_s_by_role(self) -> dict[str, float]:
+        """:meth:`cpu_s` split by role (see the class docstring): for airmirror, ``python`` is its copy tasks'."""
+        by_role = dict.fromkeys(self.ROLES, 0.0)
+        for pid, used in self._cpu.items():
+            by_role[self._roles.get(pid, "other")] += used - self._cpu_start.get(pid, 0.0)
+        return {role: round(seconds, 2) for role, seconds in by_role.items() if seconds}
+
     def role_peaks_mb(self) -> dict[str, float]:
         return {role: round(peak / 2**20) for role, peak in self.role_peaks.items() if peak}
 
@@ -183,6 +191,7 @@ def run_copier(
         stderr,
         usage.role_peaks_mb(),
         usage.timeline,
+        usage.cpu_s_by_role(),
     )
     if run.all_visible_s is None or (ends_by_itself and run.returncode != 0):
         tail = "\n".join(stderr.splitlines()[-30:])

@@ -79,11 +79,20 @@ def warm_up_cluster(bootstrap: str) -> None:
 
 
 def load_topic(
-    bootstrap: str, topic: str, partitions: int, records: int, size: int, *, first: int = 0, stamp_now: bool = False
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    size: int,
+    *,
+    first: int = 0,
+    stamp_now: bool = False,
+    values: Callable[[int], bytes] | None = None,
 ) -> int:
     """Produce ``records`` records of ``size``-byte values round-robin over the partitions; returns payload bytes.
 
-    Values are slices of a random block (incompressible, all different); keys are the record number, except
+    Values are slices of a random block (incompressible, all different), or ``values(i)`` for record number ``i``
+    when given (``size`` then unused); keys are the record number, except
     a null key every :data:`NULL_KEY_EVERY` records; every :data:`HEADER_EVERY`-th record has two headers,
     the second with a null value; timestamps are explicit, increasing and in the recent past (CreateTime),
     one millisecond apart, so ``records`` ms before now at the first record.  ``stamp_now`` stamps each record
@@ -108,7 +117,7 @@ def load_topic(
     for i in range(first, first + records):
         key = None if i % NULL_KEY_EVERY == 0 else b"%012d" % i
         start = (i * 7919) % 65536
-        value = block[start : start + size]
+        value = block[start : start + size] if values is None else values(i)
         headers = [("seq", b"%d" % i), ("empty", None)] if i % HEADER_EVERY == 0 else None
         payload += len(value) + (len(key) if key else 0)
         while True:
@@ -264,21 +273,56 @@ def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[l
         consumer.close()
 
 
-def partition_digest(bootstrap: str, topic: str, partition: int) -> tuple[int, str]:
-    """``(record count, digest)`` of every committed record of one partition, in offset order."""
+class Reframed:
+    """A consumed message whose value, when framed by a schema-registry serializer (magic byte 0, 4-byte id), names
+    ``schema_id`` instead: what a copy that translated schema ids must hold."""
+
+    def __init__(self, message, schema_id: int) -> None:
+        self.message = message
+        self.frame = b"\0" + struct.pack(">I", schema_id)
+
+    def key(self):
+        return self.message.key()
+
+    def value(self):
+        value = self.message.value()
+        return self.frame + value[5:] if value and len(value) >= 5 and value[0] == 0 else value
+
+    def headers(self):
+        return self.message.headers()
+
+    def timestamp(self):
+        return self.message.timestamp()
+
+
+def partition_digest(bootstrap: str, topic: str, partition: int, value_schema_id: int | None = None) -> tuple[int, str]:
+    """``(record count, digest)`` of every committed record of one partition, in offset order; with
+    ``value_schema_id``, of the records with their framed values naming that schema id (:class:`Reframed`)."""
     hasher = hashlib.blake2b(digest_size=20)
     count = 0
     for records in committed_messages(bootstrap, topic, partition):
+        if value_schema_id is not None:
+            records = [Reframed(m, value_schema_id) for m in records]
         record_digest(records, hasher)
         count += len(records)
     return count, hasher.hexdigest()
 
 
-def topic_digest(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, str]]:
-    """Per-partition ``(count, digest)``, partitions digested in parallel processes."""
+def topic_digest(
+    bootstrap: str, topic: str, partitions: int, value_schema_id: int | None = None
+) -> list[tuple[int, str]]:
+    """Per-partition ``(count, digest)`` (see :func:`partition_digest`), partitions digested in parallel processes."""
     context = multiprocessing.get_context("spawn")  # no fork of a process running librdkafka threads
     with ProcessPoolExecutor(max_workers=min(partitions, os.cpu_count() or 1), mp_context=context) as pool:
-        return list(pool.map(partition_digest, [bootstrap] * partitions, [topic] * partitions, range(partitions)))
+        return list(
+            pool.map(
+                partition_digest,
+                [bootstrap] * partitions,
+                [topic] * partitions,
+                range(partitions),
+                [value_schema_id] * partitions,
+            )
+        )
 
 
 def topics_digest(bootstrap: str, topics: list[str], partitions: int) -> list[tuple[int, str]]:

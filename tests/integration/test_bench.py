@@ -4,7 +4,8 @@ The big-partition case (issue 9) runs tiny too (20,000 records and 2,000), so it
 case runs airmirror and MM2 with exactly-once (MM2 tuned differs from the latter only by the exactly-once keys, and
 its tuned settings are exercised by the throughput copiers), to spare one more MM2 start-up.  The
 partition-scaling case (issue 22) is skipped here: even tiny, it is six more airmirror runs (each a Spark start-up);
-its flags and table are checked without brokers below.
+its flags and table are checked without brokers below.  The schema-id case (issue 24) runs one round: a registry per
+cluster, and one ``off`` and one ``translate`` copy of the same Avro records, each checked.
 
 No timing is asserted: the bench only has to run, check its copies and report every figure.
 """
@@ -65,6 +66,8 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
             "--skip-partition-scaling",
             "--live-copiers",
             "airmirror,mm2_eos",
+            "--schema-ids-rounds",
+            "1",
             "--results-dir",
             str(tmp_path),
         ],
@@ -105,6 +108,11 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     assert "peak_rss_ratio_big_vs_small" in completed.stdout
     assert "verified" in completed.stderr
     assert "partition_scaling" not in document
+    ids = document["schema_ids"]
+    assert [(run["mode"], run["round"]) for run in ids["runs"]] == [("off", 1), ("translate", 1)]
+    assert ids["runs"][1]["target_schema_id"] != ids["source_schema_id"]
+    assert all(ids[f] > 0 for f in ("ratio_steady", "ratio_wall", "cpu_ratio", "task_cpu_ratio")), ids
+    assert "| airmirror.schema.ids | round |" in completed.stdout and "translate / off: throughput" in completed.stdout
 
 
 def test_partition_scaling_flags_select_the_case_alone_and_check_the_counts() -> None:
@@ -115,6 +123,35 @@ def test_partition_scaling_flags_select_the_case_alone_and_check_the_counts() ->
     for wrong in ("10", "20,15", "20,25", "x,20"):
         with pytest.raises(SystemExit):
             bench.parse_args(["--partition-scaling-partitions", wrong])
+
+
+def test_schema_ids_only_runs_that_case_alone_and_skips_it_under_the_other_only_flags() -> None:
+    args = bench.parse_args(["--schema-ids-only", "--records", "1000"])
+    skipped = (args.skip_live, args.skip_big_partition, args.skip_partition_scaling)
+    assert args.copiers == [] and skipped == (True, True, True)
+    assert not args.skip_schema_ids and args.schema_ids_rounds == 2 and args.records == 1000
+    assert bench.parse_args(["--big-partition-only"]).skip_schema_ids
+    assert bench.parse_args(["--partition-scaling-only"]).skip_schema_ids
+    assert not bench.parse_args([]).skip_schema_ids
+    for wrong in (["--schema-ids-only", "--skip-schema-ids"], ["--schema-ids-rounds", "0"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(wrong)
+
+
+def test_schema_ids_ratios_sum_the_rounds_and_the_table_shows_each_run() -> None:
+    def run(mode: str, round_: int, steady_s: float, wall_s: float, cpu_s: float) -> dict:
+        figures = {"steady_s": steady_s, "wall_s": wall_s, "cpu_s": cpu_s, "steady_mb_s": 9.0, "load_avg_1m_after": 1.5}
+        return {"mode": mode, "round": round_, **figures, "cpu_s_by_role": {"python": cpu_s / 2}}
+
+    runs = [run("off", 1, 4.0, 10.0, 8.0), run("translate", 1, 5.0, 11.0, 9.0), run("translate", 2, 5.0, 9.0, 11.0)]
+    runs.append(run("off", 2, 6.0, 10.0, 12.0))
+    ratios = bench.schema_ids_ratios(runs)
+    assert ratios == {"ratio_steady": 1.0, "ratio_wall": 1.0, "cpu_ratio": 1.0, "task_cpu_ratio": 1.0}
+    case = {"records": 1000, "record_size": 1024, "partitions": 3, "rounds": 2, "runs": runs, "goal": 0.9, **ratios}
+    document = {"params": {}, "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"}, "copiers": {}, "ratios": {}}
+    text = bench.table({**document, "schema_ids": case})
+    assert "| translate | 2 | 9.0 | 5.00 | 9.0 | 11.0 | 5.5 | 1.5 |" in text
+    assert "translate / off: throughput 1.00 over the copy jobs (meets issue 24's goal of 0.9)" in text
 
 
 def test_partition_scaling_table_shows_each_batch_and_its_ratio() -> None:

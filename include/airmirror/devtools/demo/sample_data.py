@@ -1,4 +1,5 @@
-"""Sample topics for the demo: keyed orders with headers, and a compacted customers table."""
+"""Sample topics for the demo: keyed orders with headers, a compacted customers table, and orders in Avro (produced by
+:mod:`airmirror.devtools.demo.avro_orders`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ORDERS_TOPIC = "orders"
 CUSTOMERS_TOPIC = "customers"
+AVRO_TOPIC = "orders-avro"
 CUSTOMERS = 1000
 
 
@@ -20,6 +22,7 @@ def create_sample_topics(bootstrap: str) -> None:
     wanted = [
         NewTopic(ORDERS_TOPIC, 6, 1, config={"retention.ms": str(7 * 24 * 3600 * 1000)}),
         NewTopic(CUSTOMERS_TOPIC, 3, 1, config={"cleanup.policy": "compact"}),
+        NewTopic(AVRO_TOPIC, 3, 1),
     ]
     missing = [t for t in wanted if t.topic not in existing]
     for future in admin.create_topics(missing).values() if missing else []:
