@@ -194,3 +194,19 @@ def test_what_a_copy_task_gets_pickles_and_shows_no_credentials(source: FakeRegi
     record_ids = RecordIds(SchemaIds.TRANSLATE, "fail", {1: 2}, {"orders": BOTH}, SubjectNames({}), access, access)
     assert pickle.loads(pickle.dumps(record_ids)) == record_ids
     assert "pw" not in repr(record_ids)
+
+
+@pytest.mark.parametrize("framed", [BOTH, frozenset({Side.VALUE}), frozenset({Side.KEY})])
+def test_the_short_way_for_records_without_schema_id_headers_equals_the_general_one(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator], framed: frozenset[Side]
+) -> None:
+    ids = translator(translators, source, target, ids={1: 101, 2: 2, 3: 7}, framed=framed)
+    payloads = [None, b"", b"\x00", b"\x00\x00\x00\x01", b"plain", frame(1), frame(2), frame(3, b"")]
+    payloads.append(frame(3, b"\x02\x04"))
+    headers: list[Headers] = [None, [], [("trace", b"t")], [("trace", None)]]
+    for key in payloads:
+        for value in payloads:
+            for listed in headers:
+                short = ids.rewrite("orders", 0, 0, key, value, listed)
+                general = ids._rewrite_slots("orders", 0, 0, key, value, listed)
+                assert short == general, (key, value, listed)
