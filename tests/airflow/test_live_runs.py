@@ -62,8 +62,9 @@ def task_instances(run) -> dict:
 
 
 class AdvancingGroup(threading.Thread):
-    """A consumer group that commits one offset further on every partition each second (up to 20, offsets the
-    test copied before the live run), so each checkpoint emission has something new to write."""
+    """A consumer group that commits one offset further on every partition each second, from 1 to 20 (offsets the
+    test copied before the live run) and round again, so each checkpoint emission has something new to write however
+    late a loaded machine starts the live run's tasks."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         super().__init__(daemon=True)
@@ -71,10 +72,10 @@ class AdvancingGroup(threading.Thread):
         self.halt = threading.Event()
 
     def run(self) -> None:
-        offset = 1
-        while not self.halt.wait(0 if offset == 1 else 1.0) and offset <= 20:
+        offset, first = 1, True
+        while not self.halt.wait(0 if first else 1.0):
             commit_offsets(self.bootstrap, self.group, {(self.topic, p): offset for p in range(PARTITIONS)})
-            offset += 1
+            offset, first = offset % 20 + 1, False
 
     def stop(self) -> None:
         self.halt.set()

@@ -59,9 +59,15 @@ def settled_configs(
         time.sleep(0.2)
 
 
-def replica_counts(admin: AdminClient, topic: str) -> list[int]:
-    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
-    return [len(partition.replicas) for partition in partitions.values()]
+def replica_counts(admin: AdminClient, topic: str, timeout: float = 30) -> list[int]:
+    """The replica count of each partition of ``topic``, once the broker's metadata lists its partitions (a topic
+    created a moment ago may be listed without them on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+        if partitions or time.monotonic() > deadline:
+            return [len(partition.replicas) for partition in partitions.values()]
+        time.sleep(0.2)
 
 
 def line_of(config: Path, key: str) -> int:
