@@ -20,12 +20,13 @@ from pathlib import Path
 
 import fastavro
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, topic_subject_name_strategy
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from airmirror.devtools.local_kafka import free_port
 from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
+from airmirror.devtools.local_registry.clients import TOPIC_SUBJECTS, registry_client
 
 REGISTRIES = ("bench-source", "bench-target")
 TARGET_PADDING = 3
@@ -42,18 +43,6 @@ ORDER_SCHEMA = {
     ],
 }
 _ID = struct.Struct(">I")
-REGISTRY_TIMEOUT_S = 10
-"""Each registry call's timeout: confluent-kafka's client has none by default, and once, under load, a call that
-Apicurio never answered kept the bench waiting; a timed-out call is retried by the client (``max.retries``)."""
-
-
-SUBJECTS = {"subject.name.strategy": topic_subject_name_strategy}
-"""Confluent's TopicNameStrategy, named: by default the serializers first ask the registry for associations, which
-Apicurio 3.3 does not have (one more request per schema, answered 404)."""
-
-
-def registry_client(url: str) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": url, "timeout": REGISTRY_TIMEOUT_S})
 
 
 @dataclass(frozen=True)
@@ -96,7 +85,7 @@ class AvroValues:
         self.block = os.urandom(size + 65536)
         self.payload_size = 0
         self.payload_size = max(0, size - len(self.body(0)) - 5 - 2)  # 2: the payload's length, as an Avro varint
-        serializer = AvroSerializer(registry_client(registry.url), json.dumps(ORDER_SCHEMA), conf=SUBJECTS)
+        serializer = AvroSerializer(registry_client(registry.url), json.dumps(ORDER_SCHEMA), conf=TOPIC_SUBJECTS)
         framed = serializer(self.record(0), SerializationContext(topic, MessageField.VALUE))
         self.schema_id: int = _ID.unpack_from(framed, 1)[0]
         self.frame = b"\0" + _ID.pack(self.schema_id)
@@ -125,7 +114,7 @@ class AvroValues:
 def decoded_values(bootstrap: str, topic: str, partition: int, registry: LocalRegistry, count: int) -> list[dict]:
     """The first ``count`` values of ``topic``-``partition`` (fewer if there are fewer after 30 s), decoded by
     AvroDeserializer with the schemas of ``registry`` alone."""
-    deserializer = AvroDeserializer(registry_client(registry.url), conf=SUBJECTS)
+    deserializer = AvroDeserializer(registry_client(registry.url), conf=TOPIC_SUBJECTS)
     context = SerializationContext(topic, MessageField.VALUE)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-avro-decode", "enable.auto.commit": False})
     messages: list = []

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, topic_subject_name_strategy
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -26,6 +26,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from airmirror.devtools.local_registry import LocalRegistry
+from airmirror.devtools.local_registry.clients import TOPIC_SUBJECTS, registry_client
 
 CONTENT_TYPE = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 PADDING = [
@@ -57,15 +58,8 @@ def pad(url: str, label: str) -> None:
         register(url, f"{label}-padding-{index}", json.dumps(schema))
 
 
-SERIALIZER_CONF: dict[str, Any] = {"subject.name.strategy": topic_subject_name_strategy}
-"""Confluent's TopicNameStrategy, named: the serializers' default (AssociatedNameStrategy) first asks the registry for
-associations, which Apicurio 3.3 does not have, one more request per schema."""
-
-
-def client(url: str) -> SchemaRegistryClient:
-    """A confluent-kafka client of ``url`` whose requests time out (a request answered with nothing is retried, not
-    waited for forever)."""
-    return SchemaRegistryClient({"url": url, "timeout": 20})
+SERIALIZER_CONF = TOPIC_SUBJECTS
+client = registry_client
 
 
 def avro_serializer(url: str, schema: str | Schema, **conf: Any) -> Callable[[Any, str, MessageField], bytes]:

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, topic_subject_name_strategy
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from airmirror.devtools.demo.sample_data import AVRO_TOPIC, CUSTOMERS
+from airmirror.devtools.local_registry.clients import TOPIC_SUBJECTS, registry_client
 
 ORDER_SCHEMA = json.dumps(
     {
@@ -52,18 +53,6 @@ LOCAL_SCHEMA = json.dumps(
     }
 )
 _FRAME = struct.Struct(">bI")
-REGISTRY_TIMEOUT_S = 10
-"""Each registry call's timeout: confluent-kafka's client has none by default, and a call Apicurio never answered
-(seen once under heavy load) would wait forever; a timed-out call is retried by the client (``max.retries``)."""
-
-
-SUBJECTS = {"subject.name.strategy": topic_subject_name_strategy}
-"""Confluent's TopicNameStrategy, named: by default the serializers first ask the registry for associations, which
-Apicurio 3.3 does not have (one more request per schema, answered 404)."""
-
-
-def registry_client(url: str) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": url, "timeout": REGISTRY_TIMEOUT_S})
 
 
 @dataclass(frozen=True)
@@ -90,7 +79,7 @@ def avro_order(number: int) -> dict[str, Any]:
 def produce_avro_orders(bootstrap: str, registry_url: str, first: int, count: int) -> None:
     """Produce orders ``first .. first + count - 1`` to :data:`AVRO_TOPIC`, values serialized by AvroSerializer
     against ``registry_url`` (which registers :data:`ORDER_SCHEMA` under the topic's value subject)."""
-    serializer = AvroSerializer(registry_client(registry_url), ORDER_SCHEMA, conf=SUBJECTS)
+    serializer = AvroSerializer(registry_client(registry_url), ORDER_SCHEMA, conf=TOPIC_SUBJECTS)
     context = SerializationContext(AVRO_TOPIC, MessageField.VALUE)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     for number in range(first, first + count):
@@ -120,7 +109,7 @@ def decode_orders(bootstrap: str, topic: str, registry_url: str, count: int, tim
     """The first ``count`` committed records of ``topic`` (fewer if there are fewer after ``timeout`` seconds), their
     values decoded by AvroDeserializer with the schemas of ``registry_url`` only; sorted by partition and offset.
     Raises what the deserializer raises for a value it cannot decode (a schema id the registry does not know)."""
-    deserializer = AvroDeserializer(registry_client(registry_url), conf=SUBJECTS)
+    deserializer = AvroDeserializer(registry_client(registry_url), conf=TOPIC_SUBJECTS)
     context = SerializationContext(topic, MessageField.VALUE)
     consumer = Consumer(
         {
