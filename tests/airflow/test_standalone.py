@@ -5,6 +5,7 @@ The live topic holds a record stamped a day ahead: the scheduler's runs copy pas
 Flow b->a is live (``airmirror.live = true``): its scheduled run replicates for its 20 s data interval while the
 executor runs the emission tasks beside it.
 
+Airflow keeps its metadata in PostgreSQL here, as in production (see :mod:`airmirror.devtools.local_airflow`).
 Slow (it starts Airflow's scheduler, DAG processor, API server and triggerer); CI runs it.
 """
 
@@ -35,6 +36,7 @@ from tests.kafka_helpers import (
     records_of,
     sample_records,
 )
+from tests.postgres_server import postgres_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -86,12 +88,13 @@ def airflow_env(e2e_clusters, test_home, tmp_path_factory) -> Iterator[tuple[Loc
             ]
         ),
     )
-    airflow = LocalAirflow(test_home, free_port())
-    try:
-        airflow.start(config)
-        yield airflow, brokers, prefix, config
-    finally:
-        airflow.stop(timeout=10)
+    with postgres_server() as metadata_server:
+        airflow = LocalAirflow(test_home, free_port(), metadata_db=metadata_server.create_database("airflow"))
+        try:
+            airflow.start(config)
+            yield airflow, brokers, prefix, config
+        finally:
+            airflow.stop(timeout=10)
 
 
 def test_scheduled_run_replicates_the_flow_past_a_record_stamped_in_the_future(airflow_env):

@@ -1,6 +1,8 @@
-"""A local ``airflow standalone`` (SQLite, LocalExecutor) running airmirror's DAGs, and a REST client for it.
+"""A local ``airflow standalone`` (LocalExecutor) running airmirror's DAGs, and a REST client for it.
 
-Used by ``make demo`` and the end-to-end tests.  The process runs in its own process group (``setsid``) so
+Used by ``make demo`` (metadata in SQLite under the home) and the end-to-end tests (metadata in a PostgreSQL
+database: under SQLite's one write lock, Airflow 3.3's API at times answers a backfill 503 after the scheduler
+has already seen some of its runs, and the scheduler then dies on the vanished rows).  The process runs in its own process group (``setsid``) so
 that stopping it stops the scheduler, DAG processor, API server and triggerer it spawned.  Its state
 (AIRFLOW_HOME, log, pid file) lives under ``{home}/airflow``.
 """
@@ -13,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,9 @@ class LocalAirflow:
 
     home: Path
     port: int
+    metadata_db: str | None = field(default=None, repr=False)
+    """SQLAlchemy URL (``postgresql+psycopg://...``) of Airflow's metadata DB; None: SQLite in ``airflow_home``.
+    Kept out of the repr: it carries a password."""
 
     @property
     def airflow_home(self) -> Path:
@@ -60,8 +65,7 @@ class LocalAirflow:
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__PARALLELISM": "4",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{__name__}.SQLITE_CONNECT_ARGS",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": f"{__name__}.SQLITE_CONNECT_ARGS",
+            **self._database_environment(),
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -72,6 +76,18 @@ class LocalAirflow:
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+
+    def _database_environment(self) -> dict[str, str]:
+        if self.metadata_db is None:
+            return {
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{__name__}.SQLITE_CONNECT_ARGS",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": f"{__name__}.SQLITE_CONNECT_ARGS",
+            }
+        # psycopg 3 serves SQLAlchemy's sync and async engines alike (Airflow would derive asyncpg otherwise).
+        return {
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata_db,
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": self.metadata_db,
         }
 
     def start(self, config: Path, timeout: float = 180) -> None:
@@ -147,6 +163,9 @@ class LocalAirflow:
 
 
 BUSY_RETRY_S = 60.0
+SCHEDULER_GONE_S = 120.0
+"""How long the scheduler may miss its health check before a wait gives up: a loaded 2-core machine delays its
+heartbeats by tens of seconds at times; a dead scheduler never comes back."""
 
 
 @dataclass
@@ -196,9 +215,18 @@ class AirflowApi:
     def wait_for_runs(
         self, dag_id: str, count: int, timeout: float = 300, run_type: str | None = None
     ) -> list[dict[str, Any]]:
-        """Wait until ``count`` runs (of ``run_type`` if given) have finished; fail on a failed run."""
+        """Wait until ``count`` runs (of ``run_type`` if given) have finished; fail on a failed run, and as soon
+        as the scheduler has been unhealthy for :data:`SCHEDULER_GONE_S` (``airflow standalone`` does not restart
+        a scheduler that died, so no run would ever finish)."""
         deadline = time.monotonic() + timeout
+        healthy_at = time.monotonic()
         while time.monotonic() < deadline:
+            if self.scheduler_healthy():
+                healthy_at = time.monotonic()
+            elif time.monotonic() - healthy_at > SCHEDULER_GONE_S:
+                raise ReplicationFailure(
+                    f"{dag_id}: Airflow's scheduler unhealthy for {SCHEDULER_GONE_S:.0f}s; see the standalone log"
+                )
             runs = [r for r in self.dag_runs(dag_id) if run_type is None or r["run_type"] == run_type]
             failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
             if failed:
@@ -208,6 +236,10 @@ class AirflowApi:
                 return done
             time.sleep(2)
         raise ReplicationFailure(f"{dag_id}: fewer than {count} successful runs within {timeout:.0f}s")
+
+    def scheduler_healthy(self) -> bool:
+        health: dict[str, Any] = self.call("GET", "/monitor/health")
+        return bool(health.get("scheduler", {}).get("status") == "healthy")
 
     def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
         entry = self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")
