@@ -2,9 +2,10 @@
 
 Used by ``make demo`` (metadata in SQLite under the home) and the end-to-end tests (metadata in a PostgreSQL
 database: under SQLite's one write lock, Airflow 3.3's API at times answers a backfill 503 after the scheduler
-has already seen some of its runs, and the scheduler then dies on the vanished rows).  The process runs in its own process group (``setsid``) so
-that stopping it stops the scheduler, DAG processor, API server and triggerer it spawned.  Its state
-(AIRFLOW_HOME, log, pid file) lives under ``{home}/airflow``.
+has already seen some of its runs, and the scheduler then dies on the vanished rows).
+
+The process runs in its own process group (``setsid``) so that stopping it stops the scheduler, DAG processor,
+API server and triggerer it spawned.  Its state (AIRFLOW_HOME, log, pid file) lives under ``{home}/airflow``.
 """
 
 from __future__ import annotations
