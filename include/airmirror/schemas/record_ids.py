@@ -15,7 +15,7 @@ Contract:
    topic's subject when it holds the id) and added to :attr:`IdTranslator.new_ids`, which the driver stores.
 4. **An id the source registry does not know**: with ``airmirror.schema.unknown = fail``,
    :class:`~airmirror.errors.UnknownSchemaId` naming topic, partition, offset, side and id: the chunk is aborted, so
-   nothing of it is written; with ``pass`` the record is copied unchanged and counted (:meth:`IdTranslator.rewrite`
+   nothing of it is written; with ``pass`` the record is copied unchanged and counted (:meth:`IdTranslator.rewriter`
    says so).  A registry that is down fails the task (:mod:`airmirror.schemas.registry_client`), before its chunk
    commits.
 5. Whatever is rewritten, offsets and exactly-once are those of the copy: the rewrite is a pure function of the
@@ -24,7 +24,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from airmirror.config.schema_registries import RegistryAccess, SchemaIds
@@ -35,6 +35,9 @@ from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames
 
 Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]] | None
 """A record's headers as confluent-kafka types them; a consumer returns a list (or ``None``), rewritten as a list."""
+Rewrite = Callable[[int, bytes | None, bytes | None, Headers], tuple[bytes | None, bytes | None, Headers, bool]]
+"""One source partition's rewrite (:meth:`IdTranslator.rewriter`): offset, key, value, headers in; key, value,
+headers to write and whether the record passed with an unknown id out."""
 
 
 @dataclass(frozen=True)
@@ -66,48 +69,62 @@ class IdTranslator:
         """Ids this task mapped itself (rule 3), source -> target."""
         self.unknown: set[int] = set()
         self._copier: SubjectCopier | None = None
-        self._sides: dict[str, tuple[bool, bool]] = {}
         self._frames: dict[bytes, bytes] = {}
+        """Source frame (magic byte and id) -> the frame to write instead, empty when the id maps to itself."""
 
     def framed(self, topic: str) -> frozenset[Side]:
         """The framed sides of ``topic`` (empty: its records are copied untouched)."""
         return self.record_ids.framed.get(topic, frozenset())
 
-    def rewrite(
-        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, headers: Headers
-    ) -> tuple[bytes | None, bytes | None, Headers, bool]:
-        """The record to write for source record ``topic``/``partition``@``offset`` of a framed topic, and whether it
-        was passed through unchanged with an unknown id (rule 4).
+    def rewriter(self, topic: str, partition: int) -> Rewrite:
+        """The rewrite of source partition ``topic``/``partition``'s records (a framed topic): called with a record's
+        offset, key, value and headers, it returns the record to write and whether it was passed through unchanged
+        with an unknown id (rule 4).
 
         A record without a schema-id header, whose ids are all in the map, takes a short way: its ids are only the
-        frames of its topic's framed sides (:func:`~airmirror.schemas.framing.id_slots` without headers), rewritten
-        with a frame cached per source id.  Every other record takes :func:`~airmirror.schemas.framing.id_slots`
-        itself.  A unit test holds both ways equal."""
-        if not (isinstance(headers, list) and any(name in HEADERS for name, _ in headers)):
-            sides = self._sides.get(topic)
-            if sides is None:
-                framed = self.framed(topic)
-                sides = self._sides[topic] = (Side.KEY in framed, Side.VALUE in framed)
-            new_key = self._reframed(key) if sides[0] else key
-            new_value = self._reframed(value) if sides[1] else value
-            if new_key is not _MISS and new_value is not _MISS:
-                return new_key, new_value, headers, False  # type: ignore[return-value]
-        return self._rewrite_slots(topic, partition, offset, key, value, headers)
+        frames of its topic's framed sides (:func:`~airmirror.schemas.framing.id_slots` without headers), and each
+        is swapped for a frame cached per source frame, the topic's sides looked up once per call of this method.
+        Every other record takes :func:`~airmirror.schemas.framing.id_slots` itself.  A unit test holds both ways
+        equal."""
+        framed = self.framed(topic)
+        key_framed, value_framed = Side.KEY in framed, Side.VALUE in framed
+        frames, slots = self._frames, self._rewrite_slots
 
-    def _reframed(self, data: bytes | None) -> bytes | object | None:
-        """``data`` naming its mapped id (itself when not framed or mapped to the same id); :data:`_MISS` when its id
-        is not in the map yet (the slow path maps it, or fails or passes it)."""
-        if data is None or len(data) < FRAME_LENGTH or data[0] != MAGIC_ID:
-            return data
-        raw = data[1:FRAME_LENGTH]
-        frame = self._frames.get(raw)
-        if frame is None:
-            target_id = self.ids.get(int.from_bytes(raw, "big"))
-            if target_id is None:
-                return _MISS
-            target = target_id.to_bytes(4, "big")
-            frame = self._frames[raw] = b"" if target == raw else bytes([MAGIC_ID]) + target
-        return b"".join((frame, memoryview(data)[FRAME_LENGTH:])) if frame else data
+        def reframed(data: bytes | None) -> bytes | object | None:
+            """``data`` naming its mapped id (itself when not framed or mapped to the same id); :data:`_MISS` when
+            its id is not in the map yet (the general way maps it, or fails or passes it)."""
+            if data is None:
+                return data
+            frame = frames.get(data[:FRAME_LENGTH])
+            if frame is None:
+                if len(data) < FRAME_LENGTH or data[0] != MAGIC_ID:
+                    return data
+                frame = self._frame(data[:FRAME_LENGTH])
+                if frame is None:
+                    return _MISS
+            return frame + data[FRAME_LENGTH:] if frame else data
+
+        def rewrite(
+            offset: int, key: bytes | None, value: bytes | None, headers: Headers
+        ) -> tuple[bytes | None, bytes | None, Headers, bool]:
+            if headers is None or (isinstance(headers, list) and not any(name in HEADERS for name, _ in headers)):
+                new_key = reframed(key) if key_framed else key
+                new_value = reframed(value) if value_framed else value
+                if new_key is not _MISS and new_value is not _MISS:
+                    return new_key, new_value, headers, False  # type: ignore[return-value]
+            return slots(topic, partition, offset, key, value, headers)
+
+        return rewrite
+
+    def _frame(self, source: bytes) -> bytes | None:
+        """The frame to write for framed prefix ``source`` (empty when its id maps to itself), cached; ``None`` when
+        its id is not in the map."""
+        target_id = self.ids.get(int.from_bytes(source[1:], "big"))
+        if target_id is None:
+            return None
+        target = bytes([MAGIC_ID]) + target_id.to_bytes(4, "big")
+        frame = self._frames[source] = b"" if target == source else target
+        return frame
 
     def _rewrite_slots(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, headers: Headers

@@ -74,7 +74,7 @@ def test_translate_rewrites_key_value_and_header_ids_and_nothing_else(
     ids = translator(translators, source, target, ids={1: 101, 2: 102, 3: 103})
     protobuf = frame(2, b"\x04\x02\x06\x00" + b"\x0a\x03abc")
     headers = [("trace", frame(1)), ("empty", None), ("text", "plain")]
-    key, value, rewritten, passed = ids.rewrite("orders", 0, 5, frame(1, b"k"), protobuf, headers)
+    key, value, rewritten, passed = ids.rewriter("orders", 0)(5, frame(1, b"k"), protobuf, headers)
     assert key == frame(101, b"k")
     assert value == frame(102, b"\x04\x02\x06\x00" + b"\x0a\x03abc")
     assert rewritten == headers
@@ -83,7 +83,7 @@ def test_translate_rewrites_key_value_and_header_ids_and_nothing_else(
     # they start with a zero byte.
     raw = frame(1, b"raw")
     headers = [("trace", frame(1)), ("__value_schema_id", frame(3, b"\x00")), ("__key_schema_id", GUID_HEADER)]
-    key, value, rewritten, passed = ids.rewrite("orders", 0, 6, raw, raw, headers)
+    key, value, rewritten, passed = ids.rewriter("orders", 0)(6, raw, raw, headers)
     assert (key, value) == (raw, raw)
     assert rewritten == [
         ("trace", frame(1)),
@@ -100,7 +100,7 @@ def test_an_unframed_payload_of_a_framed_side_is_copied_as_it_is(
     source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator], payload: bytes | None
 ) -> None:
     ids = translator(translators, source, target, ids={1: 101})
-    assert ids.rewrite("orders", 0, 0, payload, payload, None) == (payload, payload, None, False)
+    assert ids.rewriter("orders", 0)(0, payload, payload, None) == (payload, payload, None, False)
     assert source.requests == []
 
 
@@ -108,7 +108,7 @@ def test_a_side_that_is_not_framed_is_not_read(
     source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
 ) -> None:
     ids = translator(translators, source, target, ids={1: 101}, framed=frozenset({Side.VALUE}))
-    key, value, _, _ = ids.rewrite("orders", 0, 0, frame(1), frame(1), None)
+    key, value, _, _ = ids.rewriter("orders", 0)(0, frame(1), frame(1), None)
     assert (key, value) == (frame(1), frame(101))
 
 
@@ -117,7 +117,7 @@ def test_a_topic_without_framed_sides_is_copied_untouched(
 ) -> None:
     ids = translator(translators, source, target, ids={1: 101})
     assert ids.framed("payments") == frozenset()
-    assert ids.rewrite("payments", 0, 0, frame(1), frame(1), []) == (frame(1), frame(1), [], False)
+    assert ids.rewriter("payments", 0)(0, frame(1), frame(1), []) == (frame(1), frame(1), [], False)
 
 
 def test_keep_leaves_the_bytes_as_they_are(
@@ -125,7 +125,7 @@ def test_keep_leaves_the_bytes_as_they_are(
 ) -> None:
     ids = translator(translators, source, target, mode=SchemaIds.KEEP, ids={1: 1, 2: 2})
     headers: Headers = [("__value_schema_id", frame(2, b""))]
-    assert ids.rewrite("orders", 0, 0, frame(1), frame(2), headers) == (frame(1), frame(2), headers, False)
+    assert ids.rewriter("orders", 0)(0, frame(1), frame(2), headers) == (frame(1), frame(2), headers, False)
 
 
 def test_keep_imports_an_unmapped_id_and_leaves_the_bytes(
@@ -133,7 +133,7 @@ def test_keep_imports_an_unmapped_id_and_leaves_the_bytes(
 ) -> None:
     schema_id = source.add("orders-value", V1, schema_id=42)
     ids = translator(translators, source, target, mode=SchemaIds.KEEP, framed=frozenset({Side.VALUE}))
-    assert ids.rewrite("orders", 0, 0, None, frame(schema_id), None) == (None, frame(schema_id), None, False)
+    assert ids.rewriter("orders", 0)(0, None, frame(schema_id), None) == (None, frame(schema_id), None, False)
     assert ids.new_ids == {42: 42}
     assert target.subjects == {"a.orders-value": [42]}
 
@@ -144,13 +144,13 @@ def test_an_id_missing_from_the_map_is_copied_in_the_run_once(
     source.add("payments-value", '"string"')
     late = source.add("orders-value", V1)
     ids = translator(translators, source, target, ids={})
-    _, value, _, passed = ids.rewrite("orders", 1, 9, None, frame(late), None)
+    _, value, _, passed = ids.rewriter("orders", 1)(9, None, frame(late), None)
     target_id = target.version("a.orders-value", 1)["id"]
     assert target_id != late
     assert (framed_id(value), passed) == (target_id, False)
     assert ids.new_ids == {late: target_id} and ids.ids[late] == target_id
     asked = len(source.requests)
-    _, again, headers, _ = ids.rewrite("orders", 1, 10, None, b"raw", [("__value_schema_id", frame(late, b""))])
+    _, again, headers, _ = ids.rewriter("orders", 1)(10, None, b"raw", [("__value_schema_id", frame(late, b""))])
     assert again == b"raw" and headers == [("__value_schema_id", frame(target_id, b""))]
     assert len(source.requests) == asked, "a mapped id is not asked for again"
 
@@ -160,7 +160,7 @@ def test_an_id_unknown_to_the_source_fails_naming_topic_partition_offset_side_an
 ) -> None:
     ids = translator(translators, source, target, ids={1: 101})
     with pytest.raises(UnknownSchemaId) as unknown:
-        ids.rewrite("orders", 3, 1234, frame(1), frame(77), None)
+        ids.rewriter("orders", 3)(1234, frame(1), frame(77), None)
     message = str(unknown.value)
     assert "orders-3@1234" in message
     assert "the value names schema id 77" in message
@@ -173,18 +173,18 @@ def test_an_unknown_header_id_fails_naming_its_side(
 ) -> None:
     ids = translator(translators, source, target, ids={1: 101})
     with pytest.raises(UnknownSchemaId, match="orders-0@8: the header __key_schema_id names schema id 66"):
-        ids.rewrite("orders", 0, 8, b"k", frame(1), [("__key_schema_id", frame(66, b""))])
+        ids.rewriter("orders", 0)(8, b"k", frame(1), [("__key_schema_id", frame(66, b""))])
 
 
 def test_pass_copies_a_record_with_an_unknown_id_unchanged_and_says_so(
     source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
 ) -> None:
     ids = translator(translators, source, target, unknown="pass", ids={1: 101})
-    assert ids.rewrite("orders", 0, 0, frame(1), frame(77), None) == (frame(101), frame(77), None, True)
+    assert ids.rewriter("orders", 0)(0, frame(1), frame(77), None) == (frame(101), frame(77), None, True)
     asked = len(source.requests)
-    assert ids.rewrite("orders", 0, 1, frame(77), frame(1), None) == (frame(77), frame(101), None, True)
+    assert ids.rewriter("orders", 0)(1, frame(77), frame(1), None) == (frame(77), frame(101), None, True)
     assert len(source.requests) == asked, "an unknown id is asked for once"
-    assert ids.rewrite("orders", 0, 2, frame(1), frame(1), None)[3] is False
+    assert ids.rewriter("orders", 0)(2, frame(1), frame(1), None)[3] is False
     assert ids.new_ids == {} and ids.unknown == {77}
 
 
@@ -207,6 +207,6 @@ def test_the_short_way_for_records_without_schema_id_headers_equals_the_general_
     for key in payloads:
         for value in payloads:
             for listed in headers:
-                short = ids.rewrite("orders", 0, 0, key, value, listed)
+                short = ids.rewriter("orders", 0)(0, key, value, listed)
                 general = ids._rewrite_slots("orders", 0, 0, key, value, listed)
                 assert short == general, (key, value, listed)

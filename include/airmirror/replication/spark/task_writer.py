@@ -434,13 +434,14 @@ class TaskCopy:
         produce, poll = self.producer.produce, self.producer.poll
         source, deliveries = state.source, state.deliveries
         topic, partition = source.remote_topic, source.partition
-        ids = self.ids if self.ids is not None and self.ids.framed(source.topic) else None
+        ids = self.ids
+        rewrite = ids.rewriter(source.topic, source.partition) if ids is not None and ids.framed(source.topic) else None
         copied = 0
         for message in messages:
             key, value, offset = message.key(), message.value(), offset_of(message)
             headers = message.headers()
-            if ids is not None:
-                key, value, headers, passed = ids.rewrite(source.topic, source.partition, offset, key, value, headers)
+            if rewrite is not None:
+                key, value, headers, passed = rewrite(offset, key, value, headers)
                 state.chunk_passed += passed
             deliveries.sent(offset)
             while True:
