@@ -21,18 +21,6 @@ MAPPINGS = [TopicMapping("orders", "a.orders", 1), TopicMapping("plain", "a.plai
 
 
 @pytest.fixture
-def source() -> Iterator[FakeRegistry]:
-    with FakeRegistry(first_id=1) as registry:
-        yield registry
-
-
-@pytest.fixture
-def target() -> Iterator[FakeRegistry]:
-    with FakeRegistry(first_id=100) as registry:
-        yield registry
-
-
-@pytest.fixture
 def store(tmp_path: Path) -> Iterator[MetadataStore]:
     opened = MetadataStore.open(f"sqlite:///{tmp_path / 'metadata.db'}")
     yield opened

@@ -25,18 +25,6 @@ def frame(schema_id: int, rest: bytes = b"payload") -> bytes:
 
 
 @pytest.fixture
-def source() -> Iterator[FakeRegistry]:
-    with FakeRegistry(first_id=1) as registry:
-        yield registry
-
-
-@pytest.fixture
-def target() -> Iterator[FakeRegistry]:
-    with FakeRegistry(first_id=100) as registry:
-        yield registry
-
-
-@pytest.fixture
 def translators() -> Iterator[list[IdTranslator]]:
     """The translators a test made, closed after it."""
     made: list[IdTranslator] = []

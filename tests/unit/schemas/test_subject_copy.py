@@ -18,18 +18,6 @@ V1 = '{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}'
 V2 = '{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"n","type":"int","default":0}]}'
 
 
-@pytest.fixture
-def source() -> Iterator[FakeRegistry]:
-    with FakeRegistry(first_id=1) as registry:
-        yield registry
-
-
-@pytest.fixture
-def target() -> Iterator[FakeRegistry]:
-    with FakeRegistry(first_id=100) as registry:
-        yield registry
-
-
 @pytest.fixture(autouse=True)
 def clients_closed() -> Iterator[None]:
     """Every client a test's copiers opened is closed after it."""
