@@ -14,8 +14,9 @@ A :class:`StandInCluster` holds partition logs, committed group offsets and tran
   the group's committed offsets (with their metadata) only when the transaction commits.
 * **Deliveries.**  ``produce()`` queues; ``poll()``/``flush()`` deliver the queue in produce order, calling the
   ``on_delivery`` callback with a :class:`~confluent_kafka.Message` carrying the record's offset on the log.
-  A failed delivery makes the transaction abortable and the records queued behind it stay queued (``flush``
-  returns their count) until ``abort_transaction()`` purges them (reported with ``_PURGE_QUEUE``).
+  A failed delivery makes the transaction abortable: a later ``produce()`` raises ``_STATE`` ("Erroneous state"),
+  and the records queued behind it stay queued (``flush`` returns their count) until ``abort_transaction()`` purges
+  them (reported with ``_PURGE_QUEUE``).
 * **Injected faults.**  :meth:`StandInCluster.fail` makes a later call of a producer method raise a
   :class:`~confluent_kafka.KafkaException` with a real :class:`~confluent_kafka.KafkaError` (fatal, retriable
   or abortable as built; :func:`fenced`, :func:`timed_out`, :func:`abortable`), optionally after the call took
@@ -399,6 +400,8 @@ class StandInProducer:
             raise KafkaException(KafkaError(KafkaError._FATAL, "Fatal error: " + self.fatal.str(), fatal=True))
         if self.transaction is None:
             raise KafkaException(KafkaError(KafkaError._STATE, "No transaction in progress"))
+        if self.requires_abort is not None:
+            raise KafkaException(KafkaError(KafkaError._STATE, "Unable to produce message: Local: Erroneous state"))
         self.queue.append(Queued(topic, partition, key, value, headers, timestamp, self.transaction))
 
     def send_offsets_to_transaction(

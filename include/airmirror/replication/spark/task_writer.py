@@ -113,6 +113,8 @@ call stuck behind a restarted coordinator ends the worker sooner (its retry fenc
 HARD_DEADLINE_GRACE_S = 10.0
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
+FAILED_DELIVERY_POLLS = 10
+FAILED_DELIVERY_POLL_S = 0.1
 TOPICS_NAMED = 3  # a refusal names at most this many of a task's remote topics
 
 
@@ -458,14 +460,28 @@ class TaskCopy:
                 except BufferError:
                     poll(0.05)
                 except KafkaException as error:
-                    if error.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    code = error.args[0].code()
+                    if code == KafkaError.MSG_SIZE_TOO_LARGE:
                         raise record_too_large(
                             self.task, source, offset, len(key or b"") + len(value or b"")
                         ) from error
+                    if code == KafkaError._STATE:
+                        self.raise_failed_delivery()
                     raise
             copied += (len(key) if key else 0) + (len(value) if value else 0)
         poll(0)
         return copied
+
+    def raise_failed_delivery(self) -> None:
+        """Raise the chunk's first failed delivery, when one is reported within :data:`FAILED_DELIVERY_POLLS` short
+        polls.  A record the broker refused (one too large for the target, say) fails the transaction, and the
+        producer refuses every later ``produce()`` naming only its state ("Erroneous state"), often before the
+        refused record's report has been served: the report names the record and the cause."""
+        for _ in range(FAILED_DELIVERY_POLLS):
+            self.producer.poll(0 if self.deliveries.errors else FAILED_DELIVERY_POLL_S)
+            if self.deliveries.errors:
+                break
+        self.deliveries.raise_errors()
 
     def commit_chunk(self, reader: RangesReader) -> None:
         """Write the runs and progress of every range the chunk changed, their anchors, and commit."""

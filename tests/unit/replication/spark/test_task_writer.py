@@ -439,6 +439,19 @@ def test_the_task_deliveries_route_reports_by_remote_partition_and_raise_the_fir
     assert raised.value.args[0] is lost
 
 
+def test_a_record_refused_as_too_large_is_named_when_the_next_produce_meets_the_failed_transaction(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+    target.fail_delivery(REMOTE, 0, KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large"), at=6)
+
+    with pytest.raises(ReplicationFailure, match=r"record orders-0@5 \(\d+ bytes .*max\.message\.bytes"):
+        copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+    assert copied(target) == sources(source)[:4]
+
+
 def test_a_record_the_target_refuses_as_too_large_fails_naming_the_record_and_the_settings() -> None:
     deliveries = TaskDeliveries(task_of())
     deliveries.partitions[(REMOTE, 0)].sent(41)
