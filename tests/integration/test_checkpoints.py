@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import struct
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Re
 
 from airmirror.mm2.wire_formats import Checkpoint
 from airmirror.model import GroupSyncOutcome, PartitionKey
+from tests.cli_helpers import airmirror_process
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, read_partition
 from tests.mirror_helpers import (
@@ -39,8 +38,7 @@ def config_for(tmp_path: Path, clusters, prefix: str, extra: str = "", name: str
     return write_config(tmp_path / name, clusters, f"a->b.enabled = true\ntopics = {prefix}.*\n{extra}")
 
 
-def airmirror(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=300)
+airmirror = airmirror_process
 
 
 def checkpoints_of(bootstrap: str, group: str) -> list[Checkpoint]:

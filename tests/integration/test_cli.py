@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from airmirror.config import load_config
 from airmirror.store import MetadataStore
+from tests.cli_helpers import airmirror_process
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
 
@@ -23,8 +22,7 @@ a->b.enabled = true
 """
 
 
-def airmirror(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
+airmirror = airmirror_process
 
 
 @pytest.mark.parametrize(

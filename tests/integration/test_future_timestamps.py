@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 
 import pytest
 
+from tests.cli_helpers import airmirror_process
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, records_of, sample_records
 
@@ -20,8 +20,8 @@ DAY_MS = 86_400_000
 ACCEPTS_FUTURE = {"message.timestamp.after.max.ms": str(7 * DAY_MS)}
 
 
-def airmirror(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
+def airmirror(*args: str) -> subprocess.CompletedProcess[str]:
+    result = airmirror_process(*args)
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 

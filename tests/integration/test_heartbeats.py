@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +21,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
 from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
+from tests.cli_helpers import airmirror_process
 from tests.conftest import write_config
 from tests.kafka_helpers import read_partition
 from tests.mirror_helpers import kafka_string, opened, replicate
@@ -56,8 +55,7 @@ def end_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def airmirror(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=300)
+airmirror = airmirror_process
 
 
 def test_heartbeat_is_written_in_mm2_format_to_a_compacted_topic(isolated, tmp_path):

@@ -10,8 +10,6 @@ group stopped, nor read MM2's topics, and says which ACL (``airmirror acls --tak
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +32,7 @@ from confluent_kafka.admin import (
 from airmirror.cli import main
 from airmirror.devtools.local_kafka import LocalBroker, User, free_port, start_broker, stop_broker
 from airmirror.mm2.wire_formats import Checkpoint
+from tests.cli_helpers import airmirror_process
 from tests.conftest import write_config
 from tests.kafka_helpers import Record
 from tests.polling import wait_until
@@ -77,8 +76,7 @@ def guarded(test_home: Path) -> Iterator[dict[str, LocalBroker]]:
             stop_broker(name, home=test_home)
 
 
-def airmirror(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
+airmirror = airmirror_process
 
 
 def run_json(*args: str) -> dict:

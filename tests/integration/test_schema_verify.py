@@ -8,17 +8,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from airmirror.cli import main
 from airmirror.config import load_config
 from airmirror.migration.verification import verify_flow
 from airmirror.model import Verdict, Verification
 from airmirror.schemas.framing import framed_id
 from airmirror.store import MetadataStore
+from tests.cli_helpers import Run, airmirror_in_process
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, produce, read_partition, recent_ms
 from tests.mirror_helpers import replicate
@@ -37,24 +36,10 @@ ORDER = json.dumps(
 RECORDS = 20
 
 
-@dataclass(frozen=True)
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 @pytest.fixture
-def airmirror(capsys) -> Callable[..., Run]:
+def airmirror() -> Callable[..., Run]:
     """The ``airmirror`` command, run in this process (its ``main``), with what it printed."""
-
-    def run(*args: str) -> Run:
-        capsys.readouterr()
-        code = main(list(args))
-        printed = capsys.readouterr()
-        return Run(code, printed.out, printed.err)
-
-    return run
+    return airmirror_in_process
 
 
 def verify(config: Path, spark) -> Verification:

@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
 from airmirror.devtools.local_kafka.nodes import port_is_free
 from airmirror.mm2.wire_formats import Checkpoint, Heartbeat
+from tests.cli_helpers import airmirror_process
 from tests.kafka_helpers import Record, recent_ms, sample_records
 from tests.polling import wait_until
 from tests.secured_clusters import (
@@ -54,8 +55,7 @@ QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
 
 
-def airmirror(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=600)
+airmirror = airmirror_process
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,12 @@ partitions whose MM2 offset syncs retention made useless: groups there translate
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
 import subprocess
 import time
 import uuid
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,13 +21,13 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from airmirror.checkpoints.translation import Translator
-from airmirror.cli import main
 from airmirror.config import load_config
 from airmirror.devtools.local_kafka import LocalBroker
 from airmirror.devtools.mm2 import mm2_command, write_mm2_files
 from airmirror.mm2.wire_formats import Checkpoint
 from airmirror.model import PartitionKey
 from airmirror.store import MetadataStore
+from tests.cli_helpers import Run, airmirror_in_process
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, end_offset, produce, read_partition, records_of, sample_records
 from tests.mirror_helpers import commit_offsets
@@ -43,19 +41,7 @@ LATER_RECORDS = 100
 GROUP_POSITION = 150
 
 
-@dataclass(frozen=True)
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def airmirror(*args: str) -> Run:
-    """The ``airmirror`` command, run in this process (its ``main``), with what it printed."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = main(list(args))
-    return Run(code, out.getvalue(), err.getvalue())
+airmirror = airmirror_in_process
 
 
 def mm2_properties(clusters, prefix: str) -> str:

@@ -10,20 +10,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from airmirror.cli import main
 from airmirror.config import load_config
 from airmirror.migration.verification import verify_flow
 from airmirror.model import PartitionKey, Verdict
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, replicate_once, sync_flow_topics
 from airmirror.store import MetadataStore, folding, retention
+from tests.cli_helpers import Run, airmirror_in_process
 from tests.conftest import write_config
 from tests.kafka_helpers import (
     Record,
@@ -40,24 +39,10 @@ from tests.kafka_helpers import (
 pytestmark = pytest.mark.integration
 
 
-@dataclass(frozen=True)
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 @pytest.fixture
-def airmirror(capsys) -> Callable[..., Run]:
+def airmirror() -> Callable[..., Run]:
     """The ``airmirror`` command, run in this process (its ``main``), with what it printed."""
-
-    def run(*args: str) -> Run:
-        capsys.readouterr()
-        code = main(list(args))
-        printed = capsys.readouterr()
-        return Run(code, printed.out, printed.err)
-
-    return run
+    return airmirror_in_process
 
 
 def replicate(config: Path, spark, **options) -> None:
