@@ -16,6 +16,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,14 +32,16 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2
 from google.protobuf.json_format import MessageToDict
 
+from airmirror.config import FlowConfig
 from airmirror.devtools.local_kafka import LocalBroker, free_port
 from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
 from airmirror.errors import RegistryUnavailable, ReplicationFailure
 from airmirror.kafka.clients import shared_clients
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import copy_and_record, plan_batch, sync_flow_topics
+from airmirror.replication.pipeline import PlannedBatch, copy_and_record, plan_batch, sync_flow_topics
 from airmirror.replication.schema_sync import schemas_verb
 from airmirror.schemas import registry_client
+from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms
 from tests.mirror_helpers import opened, replicate
@@ -350,45 +353,64 @@ def test_protobuf_nested_messages_with_an_import_keep_their_indexes_and_name_the
 
 
 # -- 4. in-run mapping: a schema registered after the run's schema sync ----------------------------------------------
-def test_a_schema_registered_after_the_sync_is_mapped_by_the_copy_tasks_in_the_same_run(
-    clusters, registries, spark, prefix, tmp_path
-):
-    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    url_a, url_b = urls(registries)
-    topic, remote = f"{prefix}.late", f"a.{prefix}.late"
+LATE_DECODED = [{"id": 0}, {"id": 1, "extra": 1}, {"id": 2, "extra": 2}]
+
+
+@contextmanager
+def late_schema_batch(
+    clusters: dict[str, LocalBroker], spark: Any, tmp_path: Path, prefix: str, urls: tuple[str, str], topic: str
+) -> Iterator[tuple[FlowConfig, MetadataStore, PlannedBatch, list[Record]]]:
+    """A run of topic ``topic`` stopped before its copy: an earlier run copied its first record (schema v1); this
+    run's schema sync found nothing new, then v2 was registered on the source and two records of it produced.
+    Yields the flow, its store, the planned batch and the three records; the copy tasks must map v2."""
+    a = clusters["a"].bootstrap
+    url_a, url_b = urls
     no_reference = avro("Order", prefix, [{"name": "id", "type": "long"}])
     evolved = avro("Order", prefix, [{"name": "id", "type": "long"}, {"name": "extra", "type": "int", "default": 0}])
     create_topic(a, topic)
     now = recent_ms()
-    first = [Record(b"k0", avro_serializer(url_a, no_reference)({"id": 0}, topic, VALUE), (), now)]
+    first = [Record(b"k0", avro_serializer(url_a, no_reference)(LATE_DECODED[0], topic, VALUE), (), now)]
     produce(a, topic, 0, first)
     config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
     assert replicate(config, spark).summary.records == 1
     mapped_first = stored_ids(config)
-
     with opened(config) as (flow, store), shared_clients():
         topics = sync_flow_topics(flow, store, BatchOptions())
         assert store.schema_ids(flow.name) == mapped_first  # nothing new to sync yet
         serialize = avro_serializer(url_a, evolved)  # registers v2 on a now, after the run's sync
-        late = [Record(f"k{i}".encode(), serialize({"id": i, "extra": i}, topic, VALUE), (), now + i) for i in (1, 2)]
+        late = [Record(f"k{i}".encode(), serialize(LATE_DECODED[i], topic, VALUE), (), now + i) for i in (1, 2)]
         produce(a, topic, 0, late)
-        planned = plan_batch(flow, store, topics.mappings, BatchOptions())
-        copy_and_record(flow, store, planned, lambda: spark, None)
-        mapped_after = store.schema_ids(flow.name)
-
-    new_id = framed_id(late[0].value)
-    assert new_id not in mapped_first and new_id in mapped_after
-    assert versions(url_b, f"{remote}-value") == [1, 2]
-    assert mapped_after[new_id] == subject_version(url_b, f"{remote}-value", 2)["id"]
-    target = committed_records(b, remote)
-    assert_copied(first + late, target, mapped_after, ("value",))
-    deserialize = avro_deserializer(url_b)
-    assert [deserialize(r.value, remote, VALUE) for r in target] == [
-        {"id": 0},
-        {"id": 1, "extra": 1},
-        {"id": 2, "extra": 2},
-    ]
+        assert framed_id(late[0].value) not in mapped_first
+        yield flow, store, plan_batch(flow, store, topics.mappings, BatchOptions()), first + late
     assert replicate(config, spark).summary is None  # nothing left, nothing copied twice
+
+
+def assert_late_schema_copied(
+    bootstrap: str, url_b: str, remote: str, source: list[Record], mapped: dict[int, int]
+) -> None:
+    """The records of :func:`late_schema_batch` are on the target once, v2 mapped to the target's second version."""
+    new_id = framed_id(source[1].value)
+    assert new_id in mapped and mapped[new_id] == subject_version(url_b, f"{remote}-value", 2)["id"]
+    assert versions(url_b, f"{remote}-value") == [1, 2]
+    target = committed_records(bootstrap, remote)
+    assert_copied(source, target, mapped, ("value",))
+    deserialize = avro_deserializer(url_b)
+    assert [deserialize(r.value, remote, VALUE) for r in target] == LATE_DECODED
+
+
+def test_a_schema_registered_after_the_sync_is_mapped_by_the_copy_tasks_in_the_same_run(
+    clusters, registries, spark, prefix, tmp_path
+):
+    topic, remote = f"{prefix}.late", f"a.{prefix}.late"
+    with late_schema_batch(clusters, spark, tmp_path, prefix, urls(registries), topic) as (
+        flow,
+        store,
+        planned,
+        source,
+    ):
+        copy_and_record(flow, store, planned, lambda: spark, None)
+        mapped = store.schema_ids(flow.name)
+    assert_late_schema_copied(clusters["b"].bootstrap, urls(registries)[1], remote, source, mapped)
 
 
 # -- 5. an id the source registry does not know: fail, then pass -----------------------------------------------------
@@ -573,6 +595,31 @@ def test_a_registry_that_is_down_fails_the_run_clearly_and_the_next_run_copies_e
     assert_copied(source, target, ids, ("value",))
     deserialize = avro_deserializer(url_b)
     assert [deserialize(r.value, remote, VALUE) for r in target] == values
+
+
+def test_a_target_registry_down_while_a_copy_task_maps_a_new_id_is_waited_for_and_the_copy_is_exact(
+    clusters, fresh, spark, prefix, tmp_path
+):
+    """The copy task, not the driver, meets the outage: the schema registered after the run's sync must be copied to
+    the target registry by the task, which retries while the registry restarts (its client's 30 s, then Spark's task
+    attempts); the records are copied once, naming the target's id."""
+    pair = (registry_url(fresh["fa"]), registry_url(fresh["fb"]))
+    topic, remote = f"{prefix}.blip", f"a.{prefix}.blip"
+    down = fresh["fb"]
+    with late_schema_batch(clusters, spark, tmp_path, prefix, pair, topic) as (flow, store, planned, source):
+        assert stop_registry(down.name, down.home)
+        with ThreadPoolExecutor(1) as pool:
+            restarted = pool.submit(restart_after, 3.0, down)
+            copy_and_record(flow, store, planned, lambda: spark, None)
+            restarted.result()
+        mapped = store.schema_ids(flow.name)
+    assert_late_schema_copied(clusters["b"].bootstrap, pair[1], remote, source, mapped)
+
+
+def restart_after(seconds: float, registry: LocalRegistry) -> None:
+    """Start the stopped ``registry`` again, on its port and with its schemas, ``seconds`` from now."""
+    time.sleep(seconds)
+    start_registry(registry.name, registry.port, registry.home, registry.home / f"{registry.name}-data")
 
 
 @contextmanager
