@@ -108,7 +108,7 @@ def verify(args: argparse.Namespace) -> int:
     """Exit 0 when every partition is equal, 1 when any differs."""
     topics = parse_batch_options(named=flag, topics=args.topics).topics_regex
     with open_flow(args.config, args.flow) as (flow, store):
-        spark = BackgroundSession(flow.spark.master, f"airmirror verify {flow.name}", flow.spark.conf)
+        spark = BackgroundSession(flow.spark.master, f"airmirror verify {flow.name}", flow.spark.conf).start()
         verification = verify_flow(flow, store, spark, topics, render.print_verify_progress)
     render.print_verification(verification, args.json)
     return 0 if verification.equal else 1

@@ -58,7 +58,14 @@ from airmirror.kafka.topics import TopicMapping
 from airmirror.model import RangeResult
 from airmirror.replication.incarnations import TopicsStopped, raise_for_stops
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import BatchSummary, PlannedBatch, copy_and_record, plan_batch, sync_flow_topics
+from airmirror.replication.pipeline import (
+    BatchSummary,
+    PlannedBatch,
+    copy_and_record,
+    plan_batch,
+    start_early,
+    sync_flow_topics,
+)
 from airmirror.replication.streaming import run_stream, stream_until
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.store.flow_lease import FlowBusyError
@@ -194,6 +201,7 @@ def replicate_continuously(
         shared_clients(),
         store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease,
     ):
+        start_early(spark_factory)
         topics = TopicSync(flow, store, options)
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             try:

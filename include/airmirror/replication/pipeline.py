@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from airmirror import names
 from airmirror.config import FlowConfig
@@ -236,10 +236,26 @@ class ReplicateReport:
     seconds: float
 
 
+@runtime_checkable
+class StartsEarly(Protocol):
+    """A Spark session factory that can begin making its session before its first call."""
+
+    def start(self) -> object: ...
+
+
+def start_early(spark_factory: object) -> None:
+    """Begin making the session now if the factory can (a
+    :class:`~airmirror.replication.spark.session.BackgroundSession`); called once the run holds the flow's lease,
+    so a run that loses the lease never starts Spark."""
+    if isinstance(spark_factory, StartsEarly):
+        spark_factory.start()
+
+
 def replicate_once(
     flow: FlowConfig, store: MetadataStore, options: BatchOptions, spark_factory: Any, holder: str | None = None
 ) -> ReplicateReport:
-    """All four steps in one process (the CLI); ``spark_factory()`` returns a SparkSession when needed.
+    """All four steps in one process (the CLI); ``spark_factory()`` returns a SparkSession when needed
+    (a :class:`~airmirror.replication.spark.session.BackgroundSession` is started once the lease is held).
 
     Unless it is a dry run, the run holds the flow's lease (:mod:`airmirror.store.flow_lease`) from before
     step 1 to the end: a second run of the flow fails at once, having changed nothing, and says which run
@@ -252,6 +268,7 @@ def replicate_once(
         else store.hold_flow(flow.name, holder or describe_holder("airmirror replicate"))
     )
     with shared_clients(), holding as lease:
+        start_early(spark_factory)
         topics = sync_flow_topics(flow, store, options)
         planned = plan_batch(flow, store, topics.mappings, options)
         summary = None if planned.batch_id is None else copy_and_record(flow, store, planned, spark_factory, lease)

@@ -43,19 +43,32 @@ def spark_session(master: str, app_name: str, conf: Mapping[str, str] | None = N
 
 
 class BackgroundSession:
-    """A Spark session that starts in a daemon thread at once, while the caller prepares the batch.
+    """A Spark session started in a daemon thread by :meth:`start`, while the caller prepares the batch.
 
-    Calling the instance waits for the session and returns it, or re-raises what stopped it from starting.
-    A process that never calls it exits without waiting: the Spark JVM exits with its Python parent.
+    Nothing starts at construction: a run starts the session once it holds the flow's lease
+    (:func:`airmirror.replication.pipeline.start_early`), so a run that loses the lease exits at once without a
+    Spark JVM.  Calling the instance starts the session if :meth:`start` was not called, waits for it and returns
+    it, or re-raises what stopped it from starting.  A process that never calls it exits without waiting: the Spark
+    JVM exits with its Python parent.
     """
 
     def __init__(self, master: str, app_name: str, conf: Mapping[str, str] | None = None) -> None:
         self._ready = threading.Event()
         self._session: SparkSession | None = None
         self._error: BaseException | None = None
-        threading.Thread(
+        self._thread = threading.Thread(
             target=self._start, args=(master, app_name, conf), name="spark-session-start", daemon=True
-        ).start()
+        )
+        self._start_once = threading.Lock()
+        self._started = False
+
+    def start(self) -> BackgroundSession:
+        """Begin starting the session in the background (once; later calls do nothing); returns ``self``."""
+        with self._start_once:
+            if not self._started:
+                self._thread.start()
+                self._started = True
+        return self
 
     def _start(self, master: str, app_name: str, conf: Mapping[str, str] | None) -> None:
         try:
@@ -66,6 +79,7 @@ class BackgroundSession:
             self._ready.set()
 
     def __call__(self) -> SparkSession:
+        self.start()
         self._ready.wait()
         if self._error is not None:
             raise self._error
