@@ -13,20 +13,18 @@ No timing is asserted: the bench only has to run, check its copies and report ev
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bench_runner import REPO, run_bench
 from tests.polling import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bench  # noqa: E402  (benchmarks/ is no package)
-import copiers  # noqa: E402
-import live  # noqa: E402
+sys.path.insert(0, str(REPO / "benchmarks"))  # benchmarks/ is no package
+import bench
+import copiers
+import live
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 COPIERS = ("raw_pipe", "mm2_default", "mm2_tuned", "airmirror")
@@ -46,39 +44,12 @@ BIG_FIGURES = {
 
 
 def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Path) -> None:
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "bench.py"),
-            "--records",
-            "3000",
-            "--record-size",
-            "512",
-            "--partitions",
-            "3",
-            "--big-partition-records",
-            "20000",
-            "--live-rate",
-            "300",
-            "--live-seconds",
-            "3",
-            "--settle-seconds",
-            "0",
-            "--skip-partition-scaling",
-            "--skip-scaling",
-            "--live-copiers",
-            "airmirror,mm2_eos",
-            "--skip-schema-ids",
-            "--results-dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    completed, document = run_bench(
+        tmp_path,
+        *("--records", "3000", "--record-size", "512", "--partitions", "3", "--big-partition-records", "20000"),
+        *("--live-rate", "300", "--live-seconds", "3", "--settle-seconds", "0", "--live-copiers", "airmirror,mm2_eos"),
+        *("--skip-partition-scaling", "--skip-scaling", "--skip-schema-ids"),
     )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    [result] = tmp_path.glob("*.json")
-    document = json.loads(result.read_text())
     assert set(document["copiers"]) == set(COPIERS)
     for name, figures in document["copiers"].items():
         assert set(figures) >= FIGURES, name

@@ -5,44 +5,22 @@ of ``test_bench.py`` rather than after it.  No timing is asserted."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench_runner import run_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_tiny_schema_ids_case_checks_both_copies_and_reports_every_ratio(tmp_path: Path) -> None:
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "bench.py"),
-            "--schema-ids-only",
-            "--schema-ids-rounds",
-            "1",
-            "--records",
-            "3000",
-            "--record-size",
-            "512",
-            "--partitions",
-            "3",
-            "--settle-seconds",
-            "0",
-            "--results-dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    completed, document = run_bench(
+        tmp_path,
+        *("--schema-ids-only", "--schema-ids-rounds", "1", "--records", "3000", "--record-size", "512"),
+        *("--partitions", "3", "--settle-seconds", "0"),
     )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    (result,) = tmp_path.glob("*.json")
-    ids = json.loads(result.read_text())["schema_ids"]
+    ids = document["schema_ids"]
     assert [(run["mode"], run["round"]) for run in ids["runs"]] == [("off", 1), ("translate", 1)]
     assert ids["runs"][1]["target_schema_id"] != ids["source_schema_id"]
     assert all(ids[f] > 0 for f in ("ratio_steady", "ratio_wall", "cpu_ratio", "task_cpu_ratio")), ids

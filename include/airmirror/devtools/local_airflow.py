@@ -32,6 +32,11 @@ connection waits up to 30 s for the write lock instead of sqlite3's 5 s, which t
 outlast at times on a loaded 2-core machine (the API then answered 500 "database is locked")."""
 
 
+def scheduler_is_healthy(health: dict[str, Any]) -> bool:
+    """Whether Airflow's ``/api/v2/monitor/health`` answer ``health`` says its scheduler is healthy."""
+    return bool(health.get("scheduler", {}).get("status") == "healthy")
+
+
 @dataclass(frozen=True)
 class LocalAirflow:
     """Where a local standalone Airflow lives and listens."""
@@ -122,7 +127,7 @@ class LocalAirflow:
                 raise ReplicationFailure(f"airflow standalone exited; see {self.log_file}")
             try:
                 health = httpx.get(f"{self.url}/api/v2/monitor/health", timeout=5).json()
-                if health.get("scheduler", {}).get("status") == "healthy" and self.password_file().exists():
+                if scheduler_is_healthy(health) and self.password_file().exists():
                     return
             except (httpx.HTTPError, ValueError):
                 pass
@@ -239,8 +244,7 @@ class AirflowApi:
         raise ReplicationFailure(f"{dag_id}: fewer than {count} successful runs within {timeout:.0f}s")
 
     def scheduler_healthy(self) -> bool:
-        health: dict[str, Any] = self.call("GET", "/monitor/health")
-        return bool(health.get("scheduler", {}).get("status") == "healthy")
+        return scheduler_is_healthy(self.call("GET", "/monitor/health"))
 
     def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
         entry = self.call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")

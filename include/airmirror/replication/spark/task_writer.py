@@ -478,9 +478,9 @@ class TaskCopy:
         producer refuses every later ``produce()`` naming only its state ("Erroneous state"), often before the
         refused record's report has been served: the report names the record and the cause."""
         for _ in range(FAILED_DELIVERY_POLLS):
-            self.producer.poll(0 if self.deliveries.errors else FAILED_DELIVERY_POLL_S)
             if self.deliveries.errors:
                 break
+            self.producer.poll(FAILED_DELIVERY_POLL_S)
         self.deliveries.raise_errors()
 
     def commit_chunk(self, reader: RangesReader) -> None:
