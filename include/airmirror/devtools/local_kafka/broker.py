@@ -634,7 +634,11 @@ def _server_properties(meta: _Meta, node: NodeDir, cluster_root: Path) -> str:
         "log.cleaner.backoff.ms": 1000,
         # A node restarted after a crash may only re-register once its old session expired (default 9 s).
         "broker.session.timeout.ms": 4000,
-        "broker.heartbeat.interval.ms": 500,
+        "broker.heartbeat.interval.ms": 1000,
+        # The controller appends a no-op record to the metadata log this often when idle (default 500 ms). With
+        # the heartbeats above, an idle node takes 3.4% of a core instead of 4.9% (measured on the 2-core VM):
+        # a machine that runs several local clusters for weeks or for a test suite keeps the difference.
+        "metadata.max.idle.interval.ms": 10000,
         **meta.broker_config,
     }
     return "".join(f"{key}={str(value).translate(_PROPERTIES_ESCAPES)}\n" for key, value in settings.items())
