@@ -19,10 +19,11 @@ demo: setup
 stop: setup
 	$(PY) -m airmirror.devtools.demo stop
 
-# The suite runs in two pytest-xdist workers, each with its own session clusters and Spark session (--dist
-# loadscope keeps a module and its module-scoped clusters on one worker): about 27 minutes on 2 cores instead of
-# about 40 in one process (TEST_WORKERS=0).
-TEST_WORKERS ?= 2
+# The suite runs in three pytest-xdist workers, each with its own session clusters and Spark session (--dist
+# loadscope keeps a module and its module-scoped clusters on one worker). The 2 cores are busy throughout; a third
+# worker fills the moments the others wait on brokers, Airflow or Spark (about a minute less than with two).
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 3
 test: setup
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=40
 
