@@ -48,7 +48,9 @@ class HeadlessChromium:
         wait_until(port_file.exists, 60, "chromium's DevTools port")
         port = int(port_file.read_text().split()[0])
         pages = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
-        self.socket = connect(next(p for p in pages if p["type"] == "page")["webSocketDebuggerUrl"], max_size=None)
+        page = next(p for p in pages if p["type"] == "page")
+        # legacy=True: websockets' way to hold a connection for the browser's life (closed by __exit__), not a `with`
+        self.socket = connect(page["webSocketDebuggerUrl"], max_size=None, legacy=True)
         self.ids = count(1)
 
     def __enter__(self) -> HeadlessChromium:
