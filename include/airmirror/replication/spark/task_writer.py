@@ -114,6 +114,8 @@ HARD_DEADLINE_GRACE_S = 10.0
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
 FAILED_DELIVERY_POLLS = 10
+PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+"""Delivery errors of records librdkafka dropped because their transaction had failed: consequences, not causes."""
 FAILED_DELIVERY_POLL_S = 0.1
 TOPICS_NAMED = 3  # a refusal names at most this many of a task's remote topics
 
@@ -249,10 +251,18 @@ class TaskDeliveries:
                 (self.ranges[remote], upstream, error, len(message.key() or b"") + len(message.value() or b""))
             )
 
+    def cause(self) -> tuple[RangeTask | None, int, KafkaError, int] | None:
+        """The first failure that is not a record purged because its transaction had failed already (librdkafka
+        may report those before the failure that caused them); the first purge if there is nothing else."""
+        causes = [failure for failure in self.errors if failure[2].code() not in PURGED] or self.errors
+        return causes[0] if causes else None
+
     def raise_errors(self) -> None:
-        if not self.errors:
+        """Raise :meth:`cause`, if any: a record too large for the target names its source offset and size."""
+        failure = self.cause()
+        if failure is None:
             return
-        source, upstream, error, size = self.errors[0]
+        source, upstream, error, size = failure
         if source is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             raise record_too_large(self.task, source, upstream, size)
         topic = self.task.log_topic if source is None else source.remote_topic
@@ -473,12 +483,14 @@ class TaskCopy:
         return copied
 
     def raise_failed_delivery(self) -> None:
-        """Raise the chunk's first failed delivery, when one is reported within :data:`FAILED_DELIVERY_POLLS` short
-        polls.  A record the broker refused (one too large for the target, say) fails the transaction, and the
-        producer refuses every later ``produce()`` naming only its state ("Erroneous state"), often before the
-        refused record's report has been served: the report names the record and the cause."""
+        """Raise the chunk's failed delivery (:meth:`TaskDeliveries.cause`), waiting up to
+        :data:`FAILED_DELIVERY_POLLS` short polls for one that is not a purge.  A record the broker refused (one
+        too large for the target, say) fails the transaction, and the producer refuses every later ``produce()``
+        naming only its state ("Erroneous state"), often before the refused record's report has been served, and
+        purges the records still queued: the refused record's report names the record and the cause."""
         for _ in range(FAILED_DELIVERY_POLLS):
-            if self.deliveries.errors:
+            cause = self.deliveries.cause()
+            if cause is not None and cause[2].code() not in PURGED:
                 break
             self.producer.poll(FAILED_DELIVERY_POLL_S)
         self.deliveries.raise_errors()

@@ -452,6 +452,20 @@ def test_a_record_refused_as_too_large_is_named_when_the_next_produce_meets_the_
     assert copied(target) == sources(source)[:4]
 
 
+def test_records_purged_after_the_failed_transaction_do_not_hide_the_record_that_failed_it() -> None:
+    """librdkafka may report the batch log's records it purged before the refused record's own report."""
+    deliveries = TaskDeliveries(task_of())
+    deliveries.partitions[(REMOTE, 0)].sent(41)
+    purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
+    deliveries(purged, delivery(LOG, 0, -1))
+    failure = deliveries.cause()
+    assert failure is not None and failure[2] is purged  # nothing else reported yet
+    deliveries(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), delivery(REMOTE, 0, -1, value=b"x" * 99))
+
+    with pytest.raises(ReplicationFailure, match=r"record orders-0@41 \(100 bytes .*max\.message\.bytes"):
+        deliveries.raise_errors()
+
+
 def test_a_record_the_target_refuses_as_too_large_fails_naming_the_record_and_the_settings() -> None:
     deliveries = TaskDeliveries(task_of())
     deliveries.partitions[(REMOTE, 0)].sent(41)
