@@ -47,5 +47,8 @@ PY
 
 if [ "${AIRMIRROR_KAFKA_JARS:-1}" = 1 ]; then
     "$py" -c "from airmirror.devtools.local_kafka.jars import kafka_classpath; kafka_classpath()"
+    # local Kafka nodes start on about half the CPU from a class archive (airmirror.devtools.local_kafka.class_archive)
+    "$py" -m airmirror.devtools.local_kafka.class_archive_build ||
+        echo "warning: no Kafka class archive built; local Kafka nodes start without it" >&2
     "$py" -c "from airmirror.devtools.local_registry import install; install()"
 fi

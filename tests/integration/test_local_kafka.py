@@ -25,7 +25,8 @@ from airmirror.devtools.local_kafka import (
     start_broker,
     stop_broker,
 )
-from airmirror.devtools.local_kafka.nodes import port_is_free
+from airmirror.devtools.local_kafka.jars import kafka_classpath
+from airmirror.devtools.local_kafka.nodes import java_executable, port_is_free
 from airmirror.errors import InputError, ReplicationFailure
 from tests.kafka_helpers import Record, create_topic, produce, read_partition
 
@@ -341,3 +342,25 @@ def test_maven_failure_leaves_no_cache_entry(tmp_path: Path, monkeypatch: pytest
 def test_malformed_coordinates_are_rejected() -> None:
     with pytest.raises(ValueError, match="group:artifact:version"):
         resolve_maven_artifacts(["org.apache.kafka:kafka-clients"], "clients")
+
+
+def test_the_class_archive_build_dumps_classes_that_a_kafka_jvm_maps(tmp_path: Path) -> None:
+    """The builder's child dumps an archive from a real node, and a JVM on the Kafka class path maps it
+    (``-Xshare:on`` fails the JVM when it cannot)."""
+    archive = tmp_path / "kafka-node.jsa"
+    dumped = subprocess.run(
+        [sys.executable, "-m", "airmirror.devtools.local_kafka.class_archive_build", "--dump", str(archive)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert dumped.returncode == 0, dumped.stderr[-4000:]
+    assert archive.stat().st_size > 0
+    java = [java_executable(), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", kafka_classpath()]
+    mapped = subprocess.run(
+        [*java, "kafka.tools.StorageTool", "random-uuid"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert mapped.returncode == 0, mapped.stdout + mapped.stderr

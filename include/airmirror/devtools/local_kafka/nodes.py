@@ -24,6 +24,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from airmirror.devtools.local_kafka.class_archive import java_options
 from airmirror.errors import ReplicationFailure
 
 HOST = "127.0.0.1"
@@ -224,7 +225,8 @@ def wait_ready(
         time.sleep(0.2)
 
 
-def _java() -> str:
+def java_executable() -> str:
+    """The ``java`` local nodes run: ``$JAVA_HOME/bin/java``, else the first on ``PATH``."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / "java").is_file():
         return str(Path(java_home) / "bin" / "java")
@@ -235,9 +237,11 @@ def _java() -> str:
 
 
 def _jvm_command(node: NodeDir, heap: str, classpath: str, main_class: str, *args: str) -> list[str]:
+    java = java_executable()
     return [
-        _java(),
+        java,
         heap,
+        *java_options(java, classpath),
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={node.log4j_file}",

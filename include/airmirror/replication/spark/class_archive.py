@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
@@ -97,26 +98,38 @@ def build_archive(force: bool = False) -> Path | None:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_orphans(path.parent)
+    jars = pyspark_jars()
+
+    def record_owner() -> None:
+        if jars is not None:
+            path.with_suffix(OWNER_SUFFIX).write_text(install_identity(jars))
+
+    dump_into_place(MODULE, path, "the Spark class archive", BUILD_TIMEOUT_S, before_rename=record_owner)
+    return path
+
+
+def dump_into_place(
+    module: str, path: Path, what: str, timeout: float, before_rename: Callable[[], None] = lambda: None
+) -> None:
+    """Run ``python -m module --dump PARTIAL`` (``PARTIAL`` a temporary file beside ``path``) and rename
+    ``PARTIAL`` to ``path`` (atomically) only when the child exited cleanly with a dump written, calling
+    ``before_rename`` first; the temporary file is removed otherwise.  Raises :class:`RuntimeError` naming
+    ``what``, with the child's output, when no dump was made."""
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", MODULE, "--dump", str(partial)],
+            [sys.executable, "-m", module, "--dump", str(partial)],
             capture_output=True,
             text=True,
-            timeout=BUILD_TIMEOUT_S,
+            timeout=timeout,
             check=False,
         )
         if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
-            raise RuntimeError(
-                f"the Spark class archive was not dumped (exit {done.returncode}):\n{done.stdout}{done.stderr}"
-            )
-        jars = pyspark_jars()
-        if jars is not None:
-            path.with_suffix(OWNER_SUFFIX).write_text(install_identity(jars))
+            raise RuntimeError(f"{what} was not dumped (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+        before_rename()
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
-    return path
 
 
 def install_identity(jars: Path) -> str:
