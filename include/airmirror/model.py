@@ -400,7 +400,9 @@ class GroupSyncOutcome(str, enum.Enum):
 class BatchRecord:
     """A batch as stored.  ``records``/``bytes`` are totals, set once the batch is committed.  ``copy_tasks`` is
     how many copy tasks its latest copy job ran (``None`` before the first; see
-    :data:`PER_PARTITION_COPY_TASKS`)."""
+    :data:`PER_PARTITION_COPY_TASKS`).  ``log_floor`` is the batch log's high watermark before its first copy job
+    (``None`` before it, or when an earlier airmirror ran that job): every batch-log record of the batch lies at or
+    above it (:mod:`airmirror.replication.spark.batch_log`)."""
 
     id: int
     flow: str
@@ -413,6 +415,7 @@ class BatchRecord:
     bytes: int | None
     error: str | None
     copy_tasks: int | None = None
+    log_floor: int | None = None
 
 
 PER_PARTITION_COPY_TASKS = 0

@@ -295,8 +295,10 @@ def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(
     with store:
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options, stream=True)
-        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, stream_until=time.time() - 60)
-        store.set_copy_tasks(planned.batch_id, len(tasks))
+        tasks = copy_tasks(
+            flow, planned.batch_id, planned.ranges, lambda: 1, scan_from=None, stream_until=time.time() - 60
+        )
+        store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)
         summary = copy_task(tasks[0], first_attempt=True)
     assert sorted((s.partition, s.records) for s in summary) == [(0, 1200), (1, 1200)]
     for p in range(2):

@@ -101,9 +101,9 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
     with opened(config, f"{alias}->b") as (flow, store):
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: len(planned.ranges))
+        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: len(planned.ranges), scan_from=None)
         assert [len(task.ranges) for task in tasks] == [1, 1]
-        store.set_copy_tasks(planned.batch_id, len(tasks))  # as run_batch does before the job
+        store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)  # as run_batch does before the job
         for task in tasks:
             if task.ranges[0].topic == topics.y:
                 with pytest.raises((ReplicationFailure, KafkaException)):  # the broker refused the big record

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from airmirror import names
@@ -59,13 +59,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class PlannedBatch:
-    """A batch ready to run: ``batch_id`` is None for a dry run, which stores nothing."""
+    """A batch ready to run: ``batch_id`` is None for a dry run, which stores nothing.  ``copy_tasks`` and
+    ``log_floor`` are the stored batch's (:class:`~airmirror.model.BatchRecord`)."""
 
     batch_id: int | None
     ranges: list[PlannedRange]
     resumed: bool = False
     copy_tasks: int | None = None
     stream: bool = False
+    log_floor: int | None = None
 
     @property
     def offsets(self) -> int:
@@ -136,6 +138,7 @@ def unfinished_batch(flow: FlowConfig, store: MetadataStore) -> PlannedBatch | N
         resumed=True,
         copy_tasks=batch.copy_tasks,
         stream=bool(batch.params.get(STREAM_PARAM)),
+        log_floor=batch.log_floor,
     )
 
 
@@ -150,7 +153,7 @@ def plan_batch(
     if resumed is not None and resumed.stream and resumed.batch_id is not None:
         if options.dry_run:
             return PlannedBatch(None, resumed.ranges, resumed=True, stream=True)
-        close_stream(flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks)
+        close_stream(flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks, resumed.log_floor)
         resumed = None
     if stream and resumed is None and not options.dry_run:
         ranges = stream_ranges(plan_ranges(flow, store, mappings, options, every_partition=True))
@@ -164,9 +167,16 @@ def plan_batch(
         if options.dry_run:
             return PlannedBatch(None, resumed.ranges, resumed=True)
         ranges = revise_resumed_ranges(
-            flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks, mappings, record_cap(flow, options)
+            flow,
+            store,
+            resumed.batch_id,
+            resumed.ranges,
+            resumed.copy_tasks,
+            resumed.log_floor,
+            mappings,
+            record_cap(flow, options),
         )
-        return PlannedBatch(resumed.batch_id, ranges, resumed=True, copy_tasks=resumed.copy_tasks)
+        return replace(resumed, ranges=ranges)
     ranges = plan_ranges(flow, store, mappings, options)
     if options.dry_run or not ranges:
         return PlannedBatch(None, ranges)
@@ -184,16 +194,25 @@ def run_batch(
     then: they are fenced first, and only then is the new job's task count stored, so that whatever dies next,
     the next job fences this one's attempts (rule 1 of :mod:`airmirror.replication.spark.task_writer`)."""
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
-    from airmirror.replication.spark.progress import fence_partitions
+    from airmirror.replication.spark.progress import fence_partitions, scan_floor
 
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be run")
     fence_partitions(flow, [r.key for r in planned.ranges if r.size > 0], planned.copy_tasks)
     ids = record_ids(flow, store, {r.topic: r.remote_topic for r in planned.ranges if r.size > 0})
-    tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: spark_slots(spark()), record_ids=ids)
+    tasks = copy_tasks(
+        flow,
+        planned.batch_id,
+        planned.ranges,
+        lambda: spark_slots(spark()),
+        scan_from=scan_floor(planned.copy_tasks, planned.log_floor),
+        record_ids=ids,
+    )
     if not tasks:
         return []
-    store.set_copy_tasks(planned.batch_id, len(tasks))
+    store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)
+    if planned.copy_tasks is None:
+        planned.log_floor = tasks[0].log_end
     planned.copy_tasks = len(tasks)
     copied = run_copy_job(spark(), tasks)
     store_new_ids(flow, store, copied)
@@ -207,7 +226,7 @@ def record_batch(
     actions.  With a ``lease``, nothing is committed unless it still holds the flow."""
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be recorded")
-    committed = committed_batch(flow, planned.batch_id, planned.ranges, planned.copy_tasks)
+    committed = committed_batch(flow, planned.batch_id, planned.ranges, planned.copy_tasks, planned.log_floor)
     if lease is not None:
         lease.check()
     store.commit_batch(planned.batch_id, committed.results)

@@ -45,7 +45,7 @@ from airmirror.replication.lag import sample_lag
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.offset_syncs_topic import write_offset_syncs
 from airmirror.replication.spark.batch_log import Progress, RunsRecord, read_runs, runs_key, tombstone
-from airmirror.replication.spark.progress import range_progress, unfinished
+from airmirror.replication.spark.progress import range_progress, scan_floor, unfinished
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -72,11 +72,11 @@ def warm_writers(flow: FlowConfig) -> None:
 
 
 def committed_batch(
-    flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None
+    flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None, log_floor: int | None
 ) -> CommittedBatch:
     """Every range's result as committed in the target's batch log; fails if any range is not done.
-    ``copy_tasks`` is the batch's (:attr:`~airmirror.model.BatchRecord.copy_tasks`)."""
-    progress = range_progress(flow, ranges, copy_tasks)
+    ``copy_tasks`` and ``log_floor`` are the batch's (:class:`~airmirror.model.BatchRecord`)."""
+    progress = range_progress(flow, ranges, copy_tasks, scan_floor(copy_tasks, log_floor))
     pending = unfinished(ranges, progress, batch_id)
     if pending:
         listed = ", ".join(str(r.key) for r in pending)

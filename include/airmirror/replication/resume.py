@@ -44,7 +44,7 @@ from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.replication.incarnations import writable_mappings
 from airmirror.replication.spark.batch_log import Progress
-from airmirror.replication.spark.progress import fence_partitions, range_progress, unfinished, untouched
+from airmirror.replication.spark.progress import fence_partitions, range_progress, scan_floor, unfinished, untouched
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -56,18 +56,19 @@ def revise_resumed_ranges(
     batch_id: int,
     ranges: list[PlannedRange],
     copy_tasks: int | None,
+    log_floor: int | None,
     mappings: list[TopicMapping],
     cap: int | None,
 ) -> list[PlannedRange]:
     """Apply rules 1-3 of the module docstring to a resumed batch's ``ranges``, after fencing every attempt
-    still at work on them (``copy_tasks`` is the batch's: :attr:`~airmirror.model.BatchRecord.copy_tasks`); returns
-    the ranges as they stand now.  ``mappings`` are the topics the run selected whose remote topics may be
+    still at work on them (``copy_tasks`` and ``log_floor`` are the batch's: :class:`~airmirror.model.BatchRecord`);
+    returns the ranges as they stand now.  ``mappings`` are the topics the run selected whose remote topics may be
     written (step 1's)."""
     pending = [r for r in ranges if r.size > 0]
     if not pending:
         return ranges
     fence_partitions(flow, [r.key for r in pending], copy_tasks)
-    progress = range_progress(flow, ranges, copy_tasks)
+    progress = range_progress(flow, ranges, copy_tasks, scan_floor(copy_tasks, log_floor))
     open_ranges = unfinished(ranges, progress, batch_id)
     fresh = {r.key for r in untouched(open_ranges, progress, batch_id)}
     committed = {r.key: p.position for r in open_ranges if r.key not in fresh and (p := progress[r.key]) is not None}

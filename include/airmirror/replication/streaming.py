@@ -48,6 +48,7 @@ from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit
 from airmirror.replication.schema_sync import record_ids
 from airmirror.replication.spark.batch_log import (
+    SCAN_STALL_S,
     Progress,
     RunsRecord,
     decode_runs,
@@ -58,7 +59,7 @@ from airmirror.replication.spark.batch_log import (
     runs_source,
     scan_runs,
 )
-from airmirror.replication.spark.progress import fence_partitions, range_progress
+from airmirror.replication.spark.progress import fence_partitions, range_progress, scan_floor
 from airmirror.replication.spark.range_reader import OPEN_END, offset_of
 from airmirror.store import FlowBusyError, FlowLease, MetadataStore
 
@@ -69,7 +70,6 @@ RECORD_INTERVAL_S = 0.5
 SAMPLE_INTERVAL_S = 5.0
 """How often a stream samples its partitions' lag, heartbeat latency and positions for the source group (rule
 3): each sample reads the clusters, and the lag history keeps one row per partition per sample."""
-DRAIN_TIMEOUT_S = 120.0
 PASSING_ERRORS = (
     KafkaError._TRANSPORT,
     KafkaError._ALL_BROKERS_DOWN,
@@ -163,16 +163,19 @@ class StreamTail:
         below the read (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
         return sorted(key for key, progress in self.latest.items() if progress.done)
 
-    def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
-        """Read up to the log's high watermark as it is now (call it after fencing the stream's tasks)."""
+    def drain(self, stall: float = SCAN_STALL_S) -> None:
+        """Read up to the log's high watermark as it is now (call it after fencing the stream's tasks); fails once
+        the tail has moved past no offset for ``stall`` seconds."""
         _, high = log_watermarks(self._consumer_config, self.log_topic)
-        deadline = time.monotonic() + timeout
+        position, moved_at = self.position, time.monotonic()
         while self.position < high:
-            if time.monotonic() > deadline:
+            if time.monotonic() - moved_at > stall:
                 raise ReplicationFailure(
-                    f"the batch log {self.log_topic} stayed below offset {high} for {timeout:.0f}s"
+                    f"the batch log {self.log_topic} stayed at offset {self.position}, below {high}, for {stall:.0f}s"
                 )
             self.read(0.2)
+            if self.position > position:
+                position, moved_at = self.position, time.monotonic()
 
     def deltas(
         self, recorded: Mapping[PartitionKey, RangeResult]
@@ -329,8 +332,10 @@ def run_stream(
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
 
     ids = record_ids(flow, store, {r.topic: r.remote_topic for r in ranges})
-    tasks = copy_tasks(flow, batch_id, ranges, lambda: spark_slots(spark), stream_until=until, record_ids=ids)
-    store.set_copy_tasks(batch_id, len(tasks))
+    tasks = copy_tasks(
+        flow, batch_id, ranges, lambda: spark_slots(spark), scan_from=None, stream_until=until, record_ids=ids
+    )
+    store.set_copy_tasks(batch_id, len(tasks), tasks[0].log_end)
     recorder = StreamRecorder(flow, store, batch_id, ranges, lease, on_record)
     tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)
     try:
@@ -376,12 +381,20 @@ def run_stream(
 
 
 def close_stream(
-    flow: FlowConfig, store: MetadataStore, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None
+    flow: FlowConfig,
+    store: MetadataStore,
+    batch_id: int,
+    ranges: list[PlannedRange],
+    copy_tasks: int | None,
+    log_floor: int | None,
 ) -> None:
-    """Rule 5: commit the stream batch a dead driver left RUNNING, with what its tasks committed in Kafka."""
+    """Rule 5: commit the stream batch a dead driver left RUNNING, with what its tasks committed in Kafka
+    (``copy_tasks`` and ``log_floor`` are the batch's: :class:`~airmirror.model.BatchRecord`)."""
     fence_partitions(flow, [r.key for r in ranges], copy_tasks)
     recorder = StreamRecorder(flow, store, batch_id, ranges, None, None)
-    found = range_progress(flow, [replace(r, end=OPEN_END) for r in ranges], copy_tasks)
+    found = range_progress(
+        flow, [replace(r, end=OPEN_END) for r in ranges], copy_tasks, scan_floor(copy_tasks, log_floor)
+    )
     moved = {
         key: p
         for key, p in found.items()

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Connection, Row, Select, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, Row, Select, case, func, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from airmirror.errors import ReplicationFailure
@@ -132,15 +132,21 @@ class BatchStore(EngineHolder):
             if updated.rowcount != 1:
                 raise ValueError(f"batch {batch_id} has no range for {planned.key}")
 
-    def set_copy_tasks(self, batch_id: int, count: int) -> None:
+    def set_copy_tasks(self, batch_id: int, count: int, log_end: int) -> None:
         """Record that the RUNNING batch's copy job is about to run ``count`` copy tasks (see
-        :attr:`~airmirror.model.BatchRecord.copy_tasks`).  Call it only after fencing the attempts of the count
-        recorded before, and before the job starts."""
+        :attr:`~airmirror.model.BatchRecord.copy_tasks`), the batch log ending at ``log_end`` before it: the batch's
+        log floor when this is its first job (:attr:`~airmirror.model.BatchRecord.log_floor`; a later job keeps the
+        floor).  Call it only after fencing the attempts of the count recorded before, and before the job starts."""
         if count < 1:
             raise ValueError(f"a copy job runs at least one task, not {count}")
+        first_job = batches.c.copy_tasks.is_(None)
         with self._transaction(f"record the copy tasks of batch {batch_id}") as connection:
             _lock_running_batch(connection, batch_id, "copied")
-            connection.execute(batches.update().where(batches.c.id == batch_id).values(copy_tasks=count))
+            connection.execute(
+                batches.update()
+                .where(batches.c.id == batch_id)
+                .values(copy_tasks=count, log_floor=case((first_job, log_end), else_=batches.c.log_floor))
+            )
 
     def drop_ranges(self, batch_id: int, keys: Iterable[PartitionKey]) -> None:
         """Remove ranges from a RUNNING batch; their cursors stay where they are."""
@@ -439,6 +445,7 @@ def _batch_records(connection: Connection, rows: Sequence[Row[Any]]) -> list[Bat
             bytes=row.bytes,
             error=row.error,
             copy_tasks=row.copy_tasks,
+            log_floor=row.log_floor,
         )
         for row in rows
     ]

@@ -8,7 +8,8 @@ Tables and their contracts:
 
 * ``airmirror_batches``: one row per micro-batch.  At most one batch per flow is ``RUNNING``; a
   partial unique index enforces this in the database.  ``copy_tasks`` is how many copy tasks the batch's
-  latest copy job ran (``NULL`` before its first; see :data:`airmirror.model.PER_PARTITION_COPY_TASKS`).
+  latest copy job ran (``NULL`` before its first; see :data:`airmirror.model.PER_PARTITION_COPY_TASKS`), and
+  ``log_floor`` the batch log's high watermark before that first job (:attr:`airmirror.model.BatchRecord.log_floor`).
 * ``airmirror_batch_ranges``: the planned source range of each partition of a batch, plus what was
   copied once the batch commits.
 * ``airmirror_cursors``: per (flow, topic, partition) the next source offset to copy.  It only
@@ -176,6 +177,7 @@ batches = Table(
     Column("bytes", BigInteger),
     Column("error", Text),
     Column("copy_tasks", Integer),
+    Column("log_floor", BigInteger),
 )
 Index("ix_airmirror_batches_flow_id", batches.c.flow, batches.c.id)
 Index("ix_airmirror_batches_flow_finished_at", batches.c.flow, batches.c.finished_at)

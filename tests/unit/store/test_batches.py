@@ -182,12 +182,25 @@ def test_offsets_lost_to_retention_are_recorded_as_a_gap_with_the_batch_planned_
 def test_the_copy_task_count_is_recorded_only_on_a_running_batch(store: MetadataStore) -> None:
     batch_id = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
 
-    store.set_copy_tasks(batch_id, 3)
+    store.set_copy_tasks(batch_id, 3, 120)
 
     running = store.unfinished_batch(FLOW)
     assert running is not None and running.copy_tasks == 3
     store.commit_batch(batch_id, [copied(planned(0, 0, 10))])
     with pytest.raises(ReplicationFailure, match="only a RUNNING batch can be copied"):
-        store.set_copy_tasks(batch_id, 4)
+        store.set_copy_tasks(batch_id, 4, 130)
     with pytest.raises(ValueError):
-        store.set_copy_tasks(batch_id, 0)
+        store.set_copy_tasks(batch_id, 0, 130)
+
+
+def test_the_log_floor_is_the_batch_logs_end_before_the_first_copy_job(store: MetadataStore) -> None:
+    """Every batch-log record of a batch lies above the log's end before its first job; a later job of the same
+    batch (a resumed batch) keeps that floor, whatever the log's end is then."""
+    batch_id = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
+    assert store.unfinished_batch(FLOW).log_floor is None
+
+    store.set_copy_tasks(batch_id, 2, 120)
+    store.set_copy_tasks(batch_id, 3, 480)
+
+    running = store.unfinished_batch(FLOW)
+    assert (running.copy_tasks, running.log_floor) == (3, 120)

@@ -27,8 +27,21 @@ which source records of which batch are in the target.  Rules:
 * Progress is read only after ``init_transactions()`` fenced any older producer of the partition, and a
   scan waits until the committed end of the log reaches the high watermark seen when it began, so no
   committed progress record can be missed behind another partition's open transaction.
+* **A scan starts at the batch's log floor, never at the log's start.**  Every record a batch's copy jobs write
+  lies at or above the log's high watermark before its first job, which the metadata DB stores with the batch
+  (its *log floor*, :attr:`~airmirror.model.BatchRecord.log_floor`).  Only progress of the unfinished batch
+  decides where a range resumes, so a partition without a trusted anchor is looked up from the floor on
+  (:func:`read_progress`), and before the batch's first job, when nothing of it can be in the log, not at all:
+  what a lookup reads is bounded by what the batch wrote, never by the flow's age.  (A batch begun by an
+  airmirror that stored no floor, but whose job has run, is scanned from the log start once.)
+* **Every partition of a stream has an anchor.**  A streaming task commits the progress of its ranges without
+  a trusted anchor at once, before copying (rule 6 of :mod:`~airmirror.replication.spark.task_writer`), so a
+  partition that never holds a record is anchored too, and one bounded recovery after the anchor group expired
+  or was deleted puts every partition back on the fast path.
 * Runs records are kept until the metadata DB has committed their batch; :func:`tombstone` then writes
-  tombstones for them, so compaction removes them.
+  tombstones for them, so compaction removes them.  The topic's settings (:data:`LOG_TOPIC_CONFIG`) let the
+  cleaner reclaim superseded records, tombstones and transaction markers within minutes, so the log's live
+  records stay bounded by the partitions and the last minutes' writes, whatever the flow's age.
 """
 
 from __future__ import annotations
@@ -65,9 +78,17 @@ RUN_STRUCT = struct.Struct(">qqq")
 LOG_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "max.message.bytes": str(16 * 1024 * 1024),
-    "segment.ms": str(3600 * 1000),
+    "segment.ms": str(60 * 1000),
+    "delete.retention.ms": str(60 * 1000),
+    "min.cleanable.dirty.ratio": "0.1",
+    "max.compaction.lag.ms": str(5 * 60 * 1000),
 }
-SCAN_TIMEOUT_S = 120.0
+"""The batch log's topic settings: compacted, segments rolled every minute (the cleaner never touches the active
+one), tombstones and transaction markers dropped a minute after their segment was cleaned, and cleaning due once
+a tenth of the log is dirty or a record has waited five minutes."""
+SCAN_STALL_S = 120.0
+"""How long a scan of the batch log may go without reading past one more offset before it fails: an open
+transaction of another producer holds a read_committed scan at its first record until it ends."""
 NEW_LOG_ERRORS = (
     KafkaError._UNKNOWN_PARTITION,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
@@ -237,33 +258,52 @@ def read_progress(
     log_topic: str,
     flow: str,
     partitions: Mapping[tuple[str, int], tuple[str, int]],
+    scan_from: int | None,
     before_scan: Callable[[], None] | None = None,
 ) -> dict[tuple[str, int], Progress | None]:
-    """The newest committed progress of every partition, keyed like ``partitions``.
+    """The newest committed progress of every partition, keyed like ``partitions``, as far as it can concern the
+    batch whose log floor is ``scan_from`` (see the module docstring).
 
     ``partitions`` maps each remote ``(topic, partition)`` to its source ``(topic, partition)``.  Trusted
-    anchors answer first; every partition without one is looked up by scanning the batch log, after
-    ``before_scan()`` (which may fence the attempts whose open transactions would hold the scan up).
+    anchors answer first; every partition without one is looked up in the batch log from ``scan_from`` on
+    (:func:`scan_progress`), after ``before_scan()`` (which may fence the attempts whose open transactions would
+    hold the scan up), and is ``None`` when the log holds nothing for it there.  With ``scan_from`` ``None`` (the
+    batch's first job has not run) nothing is scanned.
     """
     anchors = read_anchors(consumer_config, anchor_group, list(partitions))
-    missing = {progress_key(flow, *partitions[remote]): remote for remote, anchor in anchors.items() if anchor is None}
-    if not missing:
+    missing = {remote: partitions[remote] for remote, anchor in anchors.items() if anchor is None}
+    if not missing or scan_from is None:
         return anchors
     if before_scan is not None:
         before_scan()
-    found: dict[tuple[str, int], Progress | None] = dict(anchors)
-    for key, value, _ in scan_log(consumer_config, log_topic, 0):
-        if key in missing:
-            found[missing[key]] = Progress.decode(value)
+    return {**anchors, **scan_progress(consumer_config, log_topic, flow, missing, scan_from)}
+
+
+def scan_progress(
+    consumer_config: Mapping[str, Any],
+    log_topic: str,
+    flow: str,
+    partitions: Mapping[tuple[str, int], tuple[str, int]],
+    scan_from: int,
+) -> dict[tuple[str, int], Progress | None]:
+    """The newest progress record at or above ``scan_from`` of every partition (remote ``(topic, partition)``
+    to source ``(topic, partition)``, as in :func:`read_progress`), ``None`` where there is none."""
+    keys = {progress_key(flow, *source): remote for remote, source in partitions.items()}
+    found: dict[tuple[str, int], Progress | None] = dict.fromkeys(partitions)
+    for key, value, _ in scan_log(consumer_config, log_topic, scan_from):
+        if key in keys:
+            found[keys[key]] = Progress.decode(value)
     return found
 
 
 def scan_log(
-    consumer_config: Mapping[str, Any], log_topic: str, from_offset: int, timeout: float = SCAN_TIMEOUT_S
+    consumer_config: Mapping[str, Any], log_topic: str, from_offset: int, stall: float = SCAN_STALL_S
 ) -> Iterator[tuple[bytes, bytes | None, int]]:
     """Committed ``(key, value, offset)`` of the batch log from ``from_offset`` (or the log start, if later)
     up to the high watermark seen at the start (:func:`log_watermarks`), so every transaction committed before
-    the call is read even while its markers are still being written; waits out other open transactions."""
+    the call is read even while its markers are still being written; waits out other open transactions.  The
+    scan takes as long as what it reads, but fails once it has read past no offset for ``stall`` seconds,
+    saying how far it got."""
     low, high = log_watermarks(consumer_config, log_topic)
     consumer = log_consumer(consumer_config)
     try:
@@ -271,13 +311,14 @@ def scan_log(
         if start >= high:
             return
         consumer.assign([TopicPartition(log_topic, 0, start)])
-        deadline = time.monotonic() + timeout
-        position = start
+        position, read = start, 0
+        moved_at = time.monotonic()
         while position < high:
-            if time.monotonic() > deadline:
+            if time.monotonic() - moved_at > stall:
                 raise ReplicationFailure(
-                    f"the batch log {log_topic} stayed below offset {high} for {timeout:.0f}s (an open "
-                    "transaction that is never committed?); run again once it has timed out"
+                    f"a scan of the batch log {log_topic} read {read} records of offsets {start} to {position} and "
+                    f"then stayed at offset {position}, below {high}, for {stall:.0f}s (an open transaction that is "
+                    "never committed?); run again once it has timed out"
                 )
             for message in consumer.consume(1000, 0.2):
                 error = message.error()
@@ -286,13 +327,15 @@ def scan_log(
                         continue
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(error)
-                    position = max(position, offset_of(message))
-                    continue
-                offset = offset_of(message)
-                position = offset + 1
-                key = message.key()
-                if key is not None:
-                    yield key, message.value(), offset
+                    reached = offset_of(message)
+                else:
+                    reached = offset_of(message) + 1
+                    read += 1
+                    key = message.key()
+                    if key is not None:
+                        yield key, message.value(), reached - 1
+                if reached > position:
+                    position, moved_at = reached, time.monotonic()
     finally:
         consumer.close()
 

@@ -27,11 +27,12 @@ from airmirror.replication.spark.task_writer import fence_attempts
 
 
 def range_progress(
-    flow: FlowConfig, ranges: list[PlannedRange], copy_tasks: int | None
+    flow: FlowConfig, ranges: list[PlannedRange], copy_tasks: int | None, scan_from: int | None
 ) -> dict[PartitionKey, Progress | None]:
-    """The newest committed progress of every range that copies records; ``copy_tasks`` is the batch's
-    (:attr:`~airmirror.model.BatchRecord.copy_tasks`), whose attempts are fenced before a scan that an open
-    transaction would hold up."""
+    """The newest committed progress of every range that copies records, as far as it concerns the batch; a range
+    without a trusted anchor is looked up in the batch log from ``scan_from`` on (:func:`scan_floor`), after
+    fencing the attempts of the batch's copy tasks (``copy_tasks``, :attr:`~airmirror.model.BatchRecord.copy_tasks`)
+    when an open transaction would hold the scan up."""
     copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
     keys = [PartitionKey(topic, partition) for topic, partition in copied.values()]
     group, log_topic = names.anchor_group(flow.source, flow.target), names.batch_log_topic(flow.source)
@@ -42,9 +43,20 @@ def range_progress(
             log_topic,
             flow.name,
             copied,
+            scan_from,
             before_scan=lambda: fence_if_open(flow, keys, copy_tasks),
         )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
+
+
+def scan_floor(copy_tasks: int | None, log_floor: int | None) -> int | None:
+    """Where a lookup of a batch's progress scans the batch log from (see
+    :mod:`~airmirror.replication.spark.batch_log`): the batch's ``log_floor``; before its first copy job
+    (``copy_tasks`` ``None``) nowhere, since nothing of it can be in the log; the log start for a batch whose job
+    ran under an airmirror that stored no floor."""
+    if log_floor is not None:
+        return log_floor
+    return None if copy_tasks is None else 0
 
 
 def attempt_ids(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> list[str]:

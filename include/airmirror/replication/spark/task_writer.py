@@ -18,8 +18,9 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
 2. After fencing, every range's newest committed :class:`~airmirror.replication.spark.batch_log.Progress` is
    read (one request for all anchors): a trusted anchor; else, on a task's first attempt, what the driver found
    just before the job (:mod:`airmirror.replication.spark.progress`: it fenced every attempt first, so nothing
-   but this task can have committed since); else, on a retry, a scan of the batch log.  A missing anchor never
-   means "not copied".  Progress recorded for other incarnations of the source or the remote topic (see
+   but this task can have committed since); else, on a retry, a scan of the batch log from the batch's log floor
+   (``CopyTask.scan_from``: every record of the batch lies above it).  A missing anchor never means "not
+   copied".  Progress recorded for other incarnations of the source or the remote topic (see
    :mod:`airmirror.replication.incarnations`) is ignored: the range starts afresh.  Per range
    (:func:`resume_from`):
    - progress of batch N, done: the range was copied by an earlier attempt; nothing is read or written.
@@ -66,7 +67,10 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    after which the newest committed progress of each partition is final (it either finished at
    ``stream_until`` or was stopped: both leave the target at a chunk boundary).  The reader is opened after
    fencing, at each range's progress, so it never seeks.  A chunk's transactional calls are bounded by
-   :data:`STREAM_TRANSACTION_CALL_S` (see :func:`hard_deadline`).
+   :data:`STREAM_TRANSACTION_CALL_S` (see :func:`hard_deadline`).  Right after fencing, the ranges that had no
+   trusted anchor get their progress and anchors committed in a transaction of no records
+   (:meth:`TaskCopy.anchor`), so that every partition, one that is never written included, is found by its anchor
+   at the next stream's start, and a lost anchor group costs one bounded lookup.
 
 Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
 (a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
@@ -97,9 +101,9 @@ from airmirror.replication.spark.batch_log import (
     encode_runs,
     progress_key,
     read_anchors,
-    read_progress,
     runs_key,
     runs_parts,
+    scan_progress,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
@@ -165,7 +169,8 @@ class CopyTask:
     """Everything one Spark task needs to copy its ranges; plain data, so it pickles to executors.
 
     ``log_end`` is the batch log's end offset before the job: every runs record the job writes lies at or after
-    it.  ``buffer`` bounds what the task holds (:mod:`airmirror.replication.spark.task_buffer`).  The client
+    it; ``scan_from`` is the batch's log floor, where a retry looks up a range without a trusted anchor (rule 2).
+    ``buffer`` bounds what the task holds (:mod:`airmirror.replication.spark.task_buffer`).  The client
     configurations can hold credentials, so they are left out of the repr.  The access scopes name the ACL
     behind a refusal (:mod:`airmirror.kafka.authorization`).  ``stream_until`` (epoch seconds) makes it a streaming
     task (rule 6 of the module docstring).  ``record_ids`` makes the task translate schema ids
@@ -178,6 +183,7 @@ class CopyTask:
     anchor_group: str
     log_topic: str
     log_end: int
+    scan_from: int
     bounds: TransactionBounds
     ranges: tuple[RangeTask, ...]
     source_access: AccessScope
@@ -335,19 +341,30 @@ class TaskCopy:
         with hard_deadline(TRANSACTION_CALL_S, f"init_transactions of {task.transactional_id}"):
             self.producer.init_transactions(TRANSACTION_CALL_S)
         remotes = {r.remote: r for r in task.ranges}
+        found = read_anchors(task.target_consumer_config, task.anchor_group, list(remotes))
+        unanchored = [remote for remote, anchor in found.items() if anchor is None]
         if first_attempt:
-            anchors = read_anchors(task.target_consumer_config, task.anchor_group, list(remotes))
-            found = {
-                remote: anchor if anchor is not None else remotes[remote].known for remote, anchor in anchors.items()
-            }
-        else:
-            sources = {remote: (r.topic, r.partition) for remote, r in remotes.items()}
-            found = read_progress(task.target_consumer_config, task.anchor_group, task.log_topic, task.flow, sources)
+            found.update((remote, remotes[remote].known) for remote in unanchored)
+        elif unanchored:
+            sources = {remote: (remotes[remote].topic, remotes[remote].partition) for remote in unanchored}
+            found.update(scan_progress(task.target_consumer_config, task.log_topic, task.flow, sources, task.scan_from))
         for remote, source in remotes.items():
             progress = resume_from(task.batch_id, source, found[remote])
             self.states[(source.topic, source.partition)] = RangeState(
                 source, progress, self.deliveries.partitions[remote]
             )
+        if task.stream_until is not None and unanchored:
+            self.anchor([(remotes[remote].topic, remotes[remote].partition) for remote in unanchored])
+
+    def anchor(self, keys: list[tuple[str, int]]) -> None:
+        """Commit the progress of these ranges as it stands, with their anchors, in a transaction of no records
+        (rule 6)."""
+        self.producer.begin_transaction()
+        try:
+            self.commit_progress({key: self.states[key].progress for key in keys})
+        except BaseException:
+            abort_quietly(self.producer)
+            raise
 
     def copy(self, reader: RangesReader) -> None:
         """Copy every range from its progress on (call :meth:`fence` first), until each is done."""
@@ -497,32 +514,36 @@ class TaskCopy:
 
     def commit_chunk(self, reader: RangesReader) -> None:
         """Write the runs and progress of every range the chunk changed, their anchors, and commit."""
-        task, producer = self.task, self.producer
         committed: dict[tuple[str, int], Progress] = {}
-        anchors: list[TopicPartition] = []
         for key, state in self.states.items():
             read = reader.reads.get(key)
             if state.progress.done or read is None:
                 continue
             if not state.chunk_records and read.reached == state.progress.position and not read.done:
                 continue
-            progress = self.chunk_progress(state, read.reached, read.reached_epoch, read.done)
+            committed[key] = self.chunk_progress(state, read.reached, read.reached_epoch, read.done)
+        self.commit_progress(committed)
+        for key, progress in committed.items():
+            state = self.states[key]
+            state.progress, state.chunk_records, state.chunk_bytes, state.chunk_passed = progress, 0, 0, 0
+
+    def commit_progress(self, committed: Mapping[tuple[str, int], Progress]) -> None:
+        """Write the progress records of ``committed`` (source partition to its new progress), their anchors in one
+        offset commit, and commit the open transaction."""
+        task, producer = self.task, self.producer
+        anchors: list[TopicPartition] = []
+        for key, progress in committed.items():
             encoded = progress.encode()
             producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, *key), partition=0)
+            source = self.states[key].source
             anchors.append(
-                TopicPartition(
-                    state.source.remote_topic, state.source.partition, progress.downstream_position, metadata=encoded
-                )
+                TopicPartition(source.remote_topic, source.partition, progress.downstream_position, metadata=encoded)
             )
-            committed[key] = progress
         if anchors:
             with hard_deadline(self.call_s, f"sending the anchors of {task.transactional_id}"):
                 producer.send_offsets_to_transaction(anchors, self.group_metadata, self.call_s)
         with hard_deadline(self.call_s, f"a commit of {task.transactional_id}"):
             producer.commit_transaction(self.call_s)
-        for key, progress in committed.items():
-            state = self.states[key]
-            state.progress, state.chunk_records, state.chunk_bytes, state.chunk_passed = progress, 0, 0, 0
 
     def chunk_progress(self, state: RangeState, reached: int, reached_epoch: int | None, done: bool) -> Progress:
         """Produce the chunk's runs records of one range and return its new progress (not yet committed)."""

@@ -31,6 +31,7 @@ TASK = CopyTask(
     anchor_group="airmirror-eos-a-b",
     log_topic="airmirror-batches.a.internal",
     log_end=0,
+    scan_from=0,
     bounds=TransactionBounds(1000, 1 << 20, 5.0),
     ranges=(RANGE,),
     source_access=AccessScope("a", "User:mirror", ()),

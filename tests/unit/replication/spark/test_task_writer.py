@@ -14,6 +14,7 @@ from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope
 from airmirror.model import OffsetRun
 from airmirror.replication.spark.batch_log import Progress, decode_runs
+from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer
 from airmirror.replication.spark.task_writer import (
     CopyTask,
@@ -58,6 +59,7 @@ def task_of(
         anchor_group=GROUP,
         log_topic=LOG,
         log_end=0,
+        scan_from=0,
         bounds=bounds,
         ranges=ranges or (range_task(),),
         source_access=AccessScope("a", "User:mirror", ()),
@@ -379,18 +381,75 @@ def test_a_stream_commits_records_by_its_time_bound_and_no_empty_chunk_but_the_l
     source.seconds_per_poll = 1.0
     source.fill(TOPIC, 0, 3)
     # once the first chunk is written, the read moves past aborted records: only the last chunk records that
-    target.before("commit_transaction", lambda: source.skip(TOPIC, 0, 2))
+    target.before("commit_transaction", lambda: source.skip(TOPIC, 0, 2), at=2)  # the first anchors the range
     stream = range_task(end=2**63 - 1, catch_up=3)
     until = source.clock.time() + 20
     task = replace(task_of(stream, bounds=replace(ROOMY, max_seconds=2.0)), stream_until=until)
 
     copy_task(task, first_attempt=True)
 
-    chunks = target.committed()
+    _, *chunks = target.committed()  # the first anchors the range: see the next test
     assert [len(written(target, chunk, REMOTE)) for chunk in chunks] == [3, 0]
     assert [p.position for c in chunks for p in progress_in(target, c) if p] == [3, 5]
     assert not any(p.done for c in chunks for p in progress_in(target, c) if p)
     assert source.clock.time() >= until
+
+
+def test_a_stream_anchors_its_ranges_without_an_anchor_before_copying_and_only_those(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    """A partition never written gets an anchor in the stream's first transaction, so the next stream's driver and
+    tasks find every partition by its anchor; once all are anchored, a stream commits no transaction without
+    records but its last."""
+    source.seconds_per_poll = 1.0
+    source.fill(TOPIC, 0, 3)
+    source.log(TOPIC, 1)  # never written
+    ranges = (range_task(end=OPEN_END, catch_up=3), replace(range_task(end=OPEN_END, catch_up=0), partition=1))
+    until = source.clock.time() + 5
+    first = replace(task_of(*ranges), stream_until=until)
+
+    copy_task(first, first_attempt=True)
+
+    anchoring = target.committed()[0]
+    assert written(target, anchoring, REMOTE) == []
+    assert sorted((p.position, p.records) for p in progress_in(target, anchoring) if p) == [(0, 0), (0, 0)]
+    assert anchor(target, 0) is not None and anchor(target, 1) is not None
+    assert anchor(target, 1).batch_id == 7
+
+    transactions = len(target.committed())
+    source.fill(TOPIC, 0, 2)
+    second = replace(
+        task_of(replace(ranges[0], start=3, catch_up=5), replace(ranges[1], catch_up=0), batch_id=8),
+        stream_until=source.clock.time() + 5,
+    )
+    copy_task(second, first_attempt=True)
+
+    later = target.committed()[transactions:]
+    assert [len(written(target, chunk, REMOTE)) for chunk in later] == [2]  # no transaction anchors ranges
+    assert copied(target) == sources(source)
+
+
+def test_a_retry_looks_up_a_range_without_an_anchor_from_the_batchs_log_floor_only(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    """A scan for progress starts at the batch's log floor (``scan_from``): what lies below it is older batches'
+    and is never read, so the lookup's cost does not grow with the flow's age."""
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+    copy_task(task_of(range_task(end=4), batch_id=6), first_attempt=True)
+    floor = len(target.log(LOG, 0))
+    fail_in_the_second_chunk(target, "failed-delivery")
+    task = replace(task_of(range_task(start=4), bounds=by_records(4)), scan_from=floor)
+    with pytest.raises(KafkaException):
+        copy_task(task, first_attempt=True)
+    target.groups.clear()
+    consumers = len(target.consumers)
+
+    copy_task(task, first_attempt=False)
+
+    assert copied(target) == sources(source)
+    scans = [offset for c in target.consumers[consumers:] for topic, _, offset in c.assignments if topic == LOG]
+    assert scans and min(scans) >= floor > 0
 
 
 def delivery(topic: str, partition: int, offset: int, value: bytes = b"v") -> Message:
