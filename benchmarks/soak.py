@@ -1,30 +1,63 @@
-"""Soak: does a live run stay flat?  ``make soak`` (not part of ``make test``; ``SOAK_ARGS`` passes flags).
+"""Soak: do live runs, back to back, stay flat?  ``make soak`` (not part of ``make test``; ``SOAK_ARGS`` passes flags).
 
-What it does, on one machine, in a fresh temporary home:
+A live DAG run is one process that streams for its window and exits; the next run is a new process that continues
+where it stopped.  The soak runs such windows back to back, each
+``airmirror replicate CONFIG --flow src->tgt --continuous --for WINDOW --json`` as a process of its own, and checks
+that nothing a window leaves behind (in the metadata DB, in the batch log, on the clusters) makes later windows
+slower or bigger.  On one machine, in a fresh temporary home:
 
-1. Starts two local single-node Kafka clusters (the brokers the tests use, checking retention every 30 s) and a
-   source topic of ``--partitions`` partitions whose ``retention.ms`` is ``--topic-retention`` (20-second
-   segments); airmirror gives the remote topic the same.  Exact offset-sync runs leave the metadata DB once
-   Kafka deleted their records on both clusters, so with Kafka's default 7-day retention the DB would grow for
-   7 days and then stay flat the same way.
-2. Starts a producer writing ``--rate`` records a second (``--record-size`` bytes, keyed, stamped now; every
-   delivery report checked) and ``airmirror replicate --continuous --for MINUTES`` as a user runs it, with
-   ``airmirror.metadata.retention`` at ``--retention`` so that the metadata DB reaches its steady state within
-   the run (at the default of 7 days it would keep growing for 7 days, then stay flat the same way).
-3. Every ``--sample-seconds`` samples the run's whole process tree (CLI, Spark JVM, Python workers): threads,
-   open file descriptors and RSS; and the metadata DB's size on disk (SQLite file and its WAL).
-4. Halfway (``--restart-at``), restarts the target broker; the run must keep going.
-5. Once the run ends by itself (exit 0 required), stops the producer, runs one plain ``replicate`` to copy what
-   was produced after the live run's window, and compares target and source record by record: per partition,
-   key, value, headers and timestamp of every record, in order.  Retention deletes each side's oldest records
-   on its own schedule, so what both still hold is compared: the source's records must be the target's last
-   ones, none missing, none twice, and the source's newest record the target's newest.
-6. Judges flatness after ``--flat-after`` minutes: the samples from then on are split in two halves, and each
-   series' peak in the second may exceed its peak in the first by at most 2 threads of the airmirror process
-   itself, or 10% for the process tree's threads, descriptors and RSS and for the DB's size (:data:`LIMITS`).
+1. **Clusters and topics.**  Two local single-node Kafka clusters (the tests' brokers, checking retention every
+   30 s).  On the source, topic ``soak`` of ``--partitions`` partitions and topic ``soak-idle`` of
+   ``--idle-partitions`` partitions that nothing ever writes (none when 0), both with ``retention.ms`` at
+   ``--topic-retention`` and segments of a tenth of it; the flow selects both (``topics = soak, soak-idle``) and
+   airmirror gives the remote topics the same retention.  ``airmirror.metadata.retention`` is ``--retention``, so
+   that the metadata DB reaches its steady state within the run (exact offset-sync runs leave it only once Kafka
+   deleted their records on both clusters: under Kafka's default 7 days the DB grows for 7 days, then stays flat
+   the same way).
+2. **Load.**  A producer writes ``--rate`` records a second in total, round-robin over ``soak``'s partitions
+   (``--record-size``-byte values, keyed, stamped now; every delivery report checked), from before the first
+   window to the end of the last.
+3. **Windows.**  A window starts once the previous window's whole process group has exited, as long as less than
+   ``--minutes`` have passed since the first window started; each runs for ``--window``.  Each window's row:
 
-Writes ``benchmarks/results/soak-<UTC timestamp>.json`` (the series, the verdicts) and prints a table.
-Exit 0 when the run lasted, the series are flat and the target equals the source; 1 otherwise.
+   - ``start_min``: minutes from the first window's start to this window's;
+   - ``exit_code`` (0 required), and ``records`` and ``retries`` from the process's JSON report;
+   - ``first_record_s``: seconds from starting the process to its first copied record, measured from outside:
+     every 0.2 s the soak sums the high watermarks (read_uncommitted, so written records count before their
+     transaction commits) of every partition of both remote topics, and notes the first poll above the sum taken
+     just before the process started.  A transaction marker moves a high watermark too; a window that ended
+     cleanly leaves no transaction open, so the next one sees no marker before its first chunk;
+   - ``rss_mb``, ``threads``, ``fds``: the peaks of the process tree's summed RSS, threads and open descriptors
+     (CLI, Spark JVM, Python workers), sampled when the process starts and every ``--sample-seconds``;
+   - ``db_kb``: the metadata DB's size on disk (SQLite file and its WAL) once the process exited;
+   - ``log_records`` (``log_tombstones`` among them) and ``log_scan_s``: after the window, before the next, the
+     batch log (``names.batch_log_topic("src")`` on the target: one partition, compacted) read by a read_committed
+     consumer from its log start to the high watermark a read_uncommitted query returned just before (librdkafka
+     answers a read_committed client's watermark query with the last stable offset), every record counted,
+     tombstones included, and the seconds from creating that consumer to its end of log: what a copy task's scan
+     of the log, its slow path to a partition's progress, costs at least;
+   - ``faults``: the faults injected in or before the window.
+4. **Faults** (:data:`FAULTS`, none under ``--no-faults``), each at a fraction of ``--minutes`` since the first
+   window's start.  A ``during`` fault is injected in the first window that runs at that time (by its
+   ``--window``), once half a window passed since its process started and it copied its first record (in the next
+   window if it never does); a ``between`` fault before the first window that starts at or after that time.
+5. **End.**  Stops the producer, runs one plain ``replicate`` to copy the rest (exit 0 required), and compares
+   source and target record by record over both topics (:func:`soak_io.compare_copies`): per partition, key,
+   value, headers and timestamp of every record, in order, over what both still hold, since retention deletes
+   each side's oldest records on its own schedule.
+6. **Verdicts.**  The windows are split in quarters (a quarter is ``max(1, windows // 4)`` windows); per series
+   (:data:`LIMITS`), the peak of the last quarter must stay within a limit of the peak of the first: 1.2 times
+   it, or 2 above it for counts (threads, descriptors, batch-log records), and scan seconds below 1 s count as
+   flat.  For ``first_record_s`` only, a window with a fault and the window after it are left out of the peaks (a
+   restarted broker or a deleted anchor group slow a start by design); a window that copied nothing, or a quarter
+   left with no window, fails that series.  Fewer than two windows fail every series.
+
+Writes ``benchmarks/results/soak-<UTC timestamp>.json`` (parameters, fault schedule, windows, verdicts, copy
+comparison, and the count of ERROR lines in each broker's ``server.log``: a broker failing requests shows there
+first), rewritten after every window so that a soak that dies leaves what it measured, and prints a markdown table
+of the windows, the verdicts and the comparison.  Exit 0 when every window and the catch-up exited 0, every window
+copied a record, every scheduled fault was injected, no delivery failed, every verdict passed and the copies are
+equal; 1 otherwise.
 """
 
 from __future__ import annotations
@@ -37,29 +70,97 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psutil
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_io import committed_messages, warm_up_cluster
+from copiers import SPARK_SHUTDOWN_S
+from kafka_io import warm_up_cluster
+from soak_io import (
+    FLOW,
+    SOURCE,
+    TARGET,
+    Clusters,
+    TreePeaks,
+    compare_copies,
+    db_kb,
+    delete_anchor_group,
+    high_watermark_sum,
+    restart_target,
+    scan_batch_log,
+    settled_high_watermark_sum,
+)
 
 from airmirror.config.durations import parse_duration
 from airmirror.devtools.local_kafka import free_port, start_broker, stop_broker
+from airmirror.devtools.processes import stop_process_group
 
-RESULTS = Path(__file__).with_name("results")
-LIMITS = {
-    "cli_threads": ("+", 2),
-    "threads": ("x", 1.10),
-    "fds": ("x", 1.10),
-    "rss_mb": ("x", 1.10),
-    "db_kb": ("x", 1.10),
+DURING, BETWEEN = "during", "between"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scheduled fault: injected ``when`` (:data:`DURING` or :data:`BETWEEN` windows, see step 4) at ``at`` times
+    ``--minutes``; ``inject`` does it, or raises."""
+
+    name: str
+    at: float
+    when: str
+    inject: Callable[[Clusters], None]
+
+    @property
+    def note(self) -> str:
+        """How a window's row names it."""
+        return f"{self.name} ({self.when})"
+
+
+FAULTS: tuple[Fault, ...] = (
+    Fault("target restart", 0.4, DURING, restart_target),
+    Fault("anchor group deleted", 0.6, BETWEEN, delete_anchor_group),
+)
+"""The fault schedule, in the middle quarters so that the first and last quarters compare undisturbed windows.  A new
+fault is one entry here (and its injector in :mod:`soak_io`)."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """How far a series' last-quarter peak may rise above its first-quarter peak: to ``factor`` times it or ``slack``
+    above it, whichever is more; a last peak below ``flat_below`` passes whatever the first."""
+
+    factor: float = 1.2
+    slack: float = 0.0
+    flat_below: float = 0.0
+
+    def passes(self, first: float, last: float) -> bool:
+        return last <= self.ceiling(first) or last < self.flat_below
+
+    def ceiling(self, first: float) -> float:
+        return max(first * self.factor, first + self.slack)
+
+
+LIMITS: dict[str, Limit] = {
+    "first_record_s": Limit(),
+    "log_records": Limit(slack=2),
+    "log_scan_s": Limit(flat_below=1.0),
+    "db_kb": Limit(),
+    "rss_mb": Limit(),
+    "threads": Limit(slack=2),
+    "fds": Limit(slack=2),
 }
-"""How far a series' peak in the second half of the settled window may rise above its peak in the first half: by a
-count (``+``) or a factor (``x``).  Peaks, not single samples, because the series breathe with each batch (the
-driver's transient clients, the Spark JVM's cached block-manager thread pools of at most 100 threads each);
-a leak shows as a rising peak."""
+"""The judged series (columns of :class:`Window`) and their limits.  Peaks, not single windows, are compared because
+the series breathe with each window (Spark's start, the JVM's cached thread pools); a leak shows as a rising peak."""
+FAULT_EXEMPT = ("first_record_s",)
+"""The series whose quarter peaks leave out a window with a fault and the window after it."""
+WINDOW_GRACE_S = 600.0
+"""How long a window's process may outlive its ``--for`` before the soak stops it: longer than the 5 minutes a run
+retries failing rounds, plus its start and its stop."""
+POLL_S = 0.2
+RESULTS = Path(__file__).with_name("results")
+TOPIC, IDLE_TOPIC = "soak", "soak-idle"
+BROKERS = ("soak-source", "soak-target")
 
 
 def log(message: str) -> None:
@@ -67,8 +168,7 @@ def log(message: str) -> None:
 
 
 class SteadyProducer(threading.Thread):
-    """Writes ``rate`` records a second round-robin over the partitions until stopped; fails on any failed
-    delivery."""
+    """Writes ``rate`` records a second round-robin over the partitions until stopped; keeps every failed delivery."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, size: int) -> None:
         super().__init__(daemon=True)
@@ -107,220 +207,354 @@ class SteadyProducer(threading.Thread):
         self.join(timeout=180)
 
 
-def tree(pid: int) -> list[psutil.Process]:
-    root = psutil.Process(pid)
-    return [root, *root.children(recursive=True)]
+@dataclass
+class Window:
+    """One window's row (see step 3 of the module docstring); ``report`` is the process's JSON report (its stdout
+    when that is not JSON)."""
+
+    number: int
+    start_min: float
+    faults: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    first_record_s: float | None = None
+    records: int | None = None
+    retries: int | None = None
+    rss_mb: float = 0.0
+    threads: int = 0
+    fds: int = 0
+    db_kb: float = 0.0
+    log_records: int = 0
+    log_tombstones: int = 0
+    log_scan_s: float = 0.0
+    report: dict | str | None = None
 
 
-def sample(pid: int, db: Path, started: float) -> dict:
-    """One row of the series: the airmirror process's threads, the process tree's threads, descriptors and RSS,
-    and the DB's size on disk."""
-    threads = fds = rss = 0
-    cli_threads = psutil.Process(pid).num_threads()
-    for process in tree(pid):
+@dataclass
+class Soak:
+    """What every window needs: the clusters, the flow's config and DB, the remote topics' partition counts."""
+
+    args: argparse.Namespace
+    home: Path
+    clusters: Clusters
+    config: Path
+    db: Path
+    remote: dict[str, int]
+    target_admin: AdminClient
+    pending: list[Fault]
+
+    def command(self) -> list[str]:
+        """One live run of the flow for ``--window``."""
+        return [
+            *self.replicate(),
+            "--continuous",
+            "--for",
+            f"{int(self.args.window)}s",
+            "--json",
+        ]
+
+    def replicate(self) -> list[str]:
+        """A plain ``airmirror replicate`` of the flow."""
+        return [sys.executable, "-m", "airmirror.cli", "replicate", str(self.config), "--flow", FLOW]
+
+
+def config_text(source: str, target: str, topics: list[str], db: Path, retention: str) -> str:
+    """The flow's MM2 properties: ``src->tgt`` over ``topics``, replication factors 1, a local Spark of 2 slots."""
+    lines = [
+        f"clusters = {SOURCE}, {TARGET}",
+        f"{SOURCE}.bootstrap.servers = {source}",
+        f"{TARGET}.bootstrap.servers = {target}",
+        f"{FLOW}.enabled = true",
+        f"topics = {', '.join(topics)}",
+        "replication.factor = 1",
+        "offset.storage.replication.factor = 1",
+        "offset-syncs.topic.replication.factor = 1",
+        "heartbeats.topic.replication.factor = 1",
+        "checkpoints.topic.replication.factor = 1",
+        f"airmirror.metadata.db.url = sqlite:///{db}",
+        f"airmirror.metadata.retention = {retention}",
+        "airmirror.spark.master = local[2]",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def create_source_topics(bootstrap: str, topics: dict[str, int], retention_s: float) -> None:
+    """Create ``topics`` (name -> partitions) with ``retention.ms`` of ``retention_s`` and segments of a tenth."""
+    config = {"retention.ms": str(int(retention_s * 1000)), "segment.ms": str(int(retention_s * 100))}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [NewTopic(topic, count, 1, config=config) for topic, count in topics.items()]
+    for future in admin.create_topics(new).values():
+        future.result()
+
+
+def inject_between(soak: Soak, elapsed_s: float) -> list[str]:
+    """Inject every pending ``between`` fault due at ``elapsed_s`` (since the first window's start); their notes."""
+    due = [f for f in soak.pending if f.when == BETWEEN and elapsed_s >= f.at * soak.args.minutes * 60]
+    notes = []
+    for fault in due:
+        log(f"fault before the window: {fault.name}")
+        fault.inject(soak.clusters)
+        notes.append(fault.note)
+        soak.pending.remove(fault)
+    return notes
+
+
+def due_during(soak: Soak, elapsed_s: float) -> Fault | None:
+    """The first pending ``during`` fault due within a window starting at ``elapsed_s``, if any."""
+    end_s = elapsed_s + soak.args.window
+    return next((f for f in soak.pending if f.when == DURING and end_s > f.at * soak.args.minutes * 60), None)
+
+
+def run_window(soak: Soak, row: Window, fault: Fault | None) -> None:
+    """Run one live run as a process of its own and fill ``row`` with what it did (step 3); inject ``fault`` in it
+    half a window after its start, once it copied a record.  The process group has exited when this returns."""
+    base = settled_high_watermark_sum(soak.target_admin, soak.remote)
+    peaks = TreePeaks()
+    with (soak.home / f"window-{row.number:03d}.log").open("w") as stderr:
+        process = subprocess.Popen(
+            soak.command(), stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
+        )
+        started, next_sample = time.monotonic(), 0.0
         try:
-            threads += process.num_threads()
-            fds += process.num_fds()
-            rss += process.memory_info().rss
-        except psutil.NoSuchProcess:
-            continue
-    db_bytes = sum(path.stat().st_size for path in (db, db.with_name(db.name + "-wal")) if path.exists())
+            while process.poll() is None:
+                elapsed = time.monotonic() - started
+                if row.first_record_s is None and (high_watermark_sum(soak.target_admin, soak.remote) or 0) > base:
+                    row.first_record_s = round(elapsed, 1)
+                if elapsed >= next_sample:
+                    peaks.sample(process.pid)
+                    next_sample = elapsed + soak.args.sample_seconds
+                if fault is not None and row.first_record_s is not None and elapsed >= soak.args.window / 2:
+                    log(f"fault in window {row.number}: {fault.name}")
+                    fault.inject(soak.clusters)
+                    row.faults.append(fault.note)
+                    soak.pending.remove(fault)
+                    fault = None
+                if elapsed > soak.args.window + WINDOW_GRACE_S:
+                    log(f"window {row.number} outlived its --for by {WINDOW_GRACE_S:.0f} s: stopping it")
+                    break
+                time.sleep(POLL_S)
+        finally:
+            stop_process_group(process, SPARK_SHUTDOWN_S)
+    stdout, _ = process.communicate()
+    row.exit_code = process.returncode
+    row.rss_mb, row.threads, row.fds = peaks.rss_mb, peaks.threads, peaks.fds
+    row.report = parse_report(stdout)
+    if isinstance(row.report, dict):
+        row.records, row.retries = row.report.get("records"), row.report.get("retries")
+
+
+def parse_report(stdout: str) -> dict | str:
+    """The process's JSON report, or its stdout's last 2000 characters when that is not JSON."""
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        return stdout[-2000:]
+
+
+def after_window(soak: Soak, row: Window) -> None:
+    """Fill the row's DB size and batch-log scan, taken while no run works on the flow."""
+    row.db_kb = db_kb(soak.db)
+    scan = scan_batch_log(soak.clusters.target.bootstrap)
+    row.log_records, row.log_tombstones, row.log_scan_s = scan.records, scan.tombstones, scan.seconds
+
+
+def run_windows(soak: Soak, save: Callable[[list[Window]], None]) -> list[Window]:
+    """Windows back to back for ``--minutes`` (step 3), faults as scheduled (step 4); ``save`` gets the rows after
+    every window."""
+    rows: list[Window] = []
+    first_start = time.monotonic()
+    while (elapsed := time.monotonic() - first_start) < soak.args.minutes * 60:
+        row = Window(number=len(rows) + 1, start_min=round(elapsed / 60, 2))
+        row.faults.extend(inject_between(soak, elapsed))
+        log(f"window {row.number} at minute {row.start_min}")
+        run_window(soak, row, due_during(soak, elapsed))
+        after_window(soak, row)
+        rows.append(row)
+        log(
+            f"window {row.number}: exit {row.exit_code}, first record after {row.first_record_s} s, "
+            f"{row.records} records, batch log {row.log_records} records scanned in {row.log_scan_s} s"
+        )
+        save(rows)
+    return rows
+
+
+def left_out(rows: list[Window]) -> set[int]:
+    """The windows with a fault, and the window after each: left out of :data:`FAULT_EXEMPT` series' peaks."""
+    return {number for row in rows if row.faults for number in (row.number, row.number + 1)}
+
+
+def verdict(rows: list[Window], metric: str, skip: set[int]) -> dict:
+    """The first and last quarters' peaks of ``metric`` over ``rows`` without the windows in ``skip``, and whether
+    the last stays within :data:`LIMITS` of the first (step 6)."""
+    if len(rows) < 2:
+        return {"passed": False, "why": "fewer than two windows"}
+    quarter = max(1, len(rows) // 4)
+    first = [row for row in rows[:quarter] if row.number not in skip]
+    last = [row for row in rows[-quarter:] if row.number not in skip]
+    judged = {"first_quarter": [row.number for row in first], "last_quarter": [row.number for row in last]}
+    if skip:
+        judged["left_out"] = sorted(skip)
+    if not first or not last:
+        return {**judged, "passed": False, "why": "a quarter has no window left to judge"}
+    values = [getattr(row, metric) for row in first + last]
+    if None in values:
+        return {**judged, "passed": False, "why": "a window copied nothing"}
+    first_peak, last_peak = max(values[: len(first)]), max(values[len(first) :])
+    limit = LIMITS[metric]
     return {
-        "minute": round((time.monotonic() - started) / 60, 1),
-        "cli_threads": cli_threads,
-        "threads": threads,
-        "fds": fds,
-        "rss_mb": round(rss / 2**20, 1),
-        "db_kb": round(db_bytes / 1024, 1),
+        **judged,
+        "first_peak": first_peak,
+        "last_peak": last_peak,
+        "limit": round(limit.ceiling(first_peak), 2),
+        "passed": limit.passes(first_peak, last_peak),
     }
 
 
-def flatness(series: list[dict], after_minutes: float) -> dict:
-    """Per metric: the peak in the first and in the second half of the samples at or after ``after_minutes``,
-    and whether the second stays within :data:`LIMITS` of the first."""
-    settled = [row for row in series if row["minute"] >= after_minutes]
-    half = len(settled) // 2
-    verdicts = {}
-    for metric, (kind, allowed) in LIMITS.items():
-        if half < 1:
-            verdicts[metric] = {"flat": False, "why": "fewer than two samples after the flat-after mark"}
-            continue
-        first, second = max(row[metric] for row in settled[:half]), max(row[metric] for row in settled[half:])
-        limit = first + allowed if kind == "+" else first * allowed
-        verdicts[metric] = {
-            "first_half_peak": first,
-            "second_half_peak": second,
-            "limit": round(limit, 1),
-            "flat": second <= limit,
-        }
-    return verdicts
+def verdicts(rows: list[Window]) -> dict[str, dict]:
+    """:func:`verdict` of every series of :data:`LIMITS`."""
+    skip = left_out(rows)
+    return {metric: verdict(rows, metric, skip if metric in FAULT_EXEMPT else set()) for metric in LIMITS}
 
 
-def contents(bootstrap: str, topic: str, partition: int) -> list[tuple]:
-    """Key, value, headers and timestamp of every committed record of one partition, in offset order."""
-    return [
-        (m.key(), m.value(), m.headers(), m.timestamp()[1])
-        for batch in committed_messages(bootstrap, topic, partition)
-        for m in batch
-    ]
-
-
-def compare_copies(source: str, target: str, topic: str, remote_topic: str, partitions: int) -> dict:
-    """Record-by-record comparison of what both clusters still hold (see step 5): per partition, the source's
-    records must equal the target's last records of the same count."""
-    held, equal = {"source_records": 0, "target_records": 0}, True
-    for partition in range(partitions):
-        copy, original = contents(target, remote_topic, partition), contents(source, topic, partition)
-        held["source_records"] += len(original)
-        held["target_records"] += len(copy)
-        common = min(len(copy), len(original))
-        equal = equal and common > 0 and copy[len(copy) - common :] == original[len(original) - common :]
-    return {**held, "equal": equal}
-
-
-def config_text(source: str, target: str, topic: str, db: Path, retention: str) -> str:
-    return (
-        "\n".join(
-            [
-                "clusters = src, tgt",
-                f"src.bootstrap.servers = {source}",
-                f"tgt.bootstrap.servers = {target}",
-                "src->tgt.enabled = true",
-                f"topics = {topic}",
-                "replication.factor = 1",
-                "offset.storage.replication.factor = 1",
-                "offset-syncs.topic.replication.factor = 1",
-                "heartbeats.topic.replication.factor = 1",
-                "checkpoints.topic.replication.factor = 1",
-                f"airmirror.metadata.db.url = sqlite:///{db}",
-                f"airmirror.metadata.retention = {retention}",
-                "airmirror.spark.master = local[2]",
-            ]
-        )
-        + "\n"
+def print_report(document: dict) -> None:
+    """The windows' table, the verdicts and the copy comparison, in markdown."""
+    print(
+        "| window | start min | exit | first record s | records | retries | RSS MB | threads | fds | DB KB "
+        "| log records | log scan s | faults |\n" + "|---:" * 12 + "|---|"
     )
+    for row in document["windows"]:
+        cells = [row[key] for key in ("number", "start_min", "exit_code", "first_record_s", "records", "retries")]
+        cells += [row[key] for key in ("rss_mb", "threads", "fds", "db_kb", "log_records", "log_scan_s")]
+        cells.append("; ".join(row["faults"]))
+        print("| " + " | ".join("-" if cell is None else str(cell) for cell in cells) + " |")
+    print("\n| series | first quarter peak | last quarter peak | limit | verdict |\n|---|---:|---:|---:|---|")
+    for metric, v in document["verdicts"].items():
+        outcome = "pass" if v["passed"] else f"FAIL{': ' + v['why'] if 'why' in v else ''}"
+        cells = [v.get("first_peak", "-"), v.get("last_peak", "-"), v.get("limit", "-")]
+        print(f"| {metric} | {' | '.join(map(str, cells))} | {outcome} |")
+    for metric in FAULT_EXEMPT:
+        skipped = document["verdicts"][metric].get("left_out")
+        if skipped:
+            print(f"\n{metric}: windows {', '.join(map(str, skipped))} left out (a fault in them or the one before).")
+    if document["stalled_windows"]:
+        print(f"\nwindows that copied nothing: {', '.join(map(str, document['stalled_windows']))}")
+    if document["faults_not_injected"]:
+        print(f"\nfaults not injected: {', '.join(document['faults_not_injected'])}")
+    copy = document["copy"]
+    print(
+        f"\ncopy: {copy['source_records']} source records, {copy['target_records']} target records, "
+        f"{'equal' if copy['equal'] else 'UNEQUAL: ' + ', '.join(copy['unequal_partitions'][:10])}; "
+        f"catch-up exit {copy['catch_up_exit_code']}; produced {document['produced']}, "
+        f"{len(document['delivery_failures'])} delivery failures; broker ERROR lines {document['broker_errors']}; "
+        f"{'PASSED' if document['passed'] else 'FAILED'}"
+    )
+
+
+def passed(document: dict) -> bool:
+    """Exit 0's condition (see the module docstring)."""
+    return (
+        bool(document["windows"])
+        and all(row["exit_code"] == 0 for row in document["windows"])
+        and not document["stalled_windows"]
+        and document["copy"]["catch_up_exit_code"] == 0
+        and document["copy"]["equal"]
+        and not document["faults_not_injected"]
+        and not document["delivery_failures"]
+        and all(v["passed"] for v in document["verdicts"].values())
+    )
+
+
+def broker_error_lines(home: Path, name: str) -> int:
+    """How many ERROR lines the nodes of local cluster ``name`` logged in their ``server.log`` files."""
+    logs = (home / "kafka" / name).rglob("server.log")
+    return sum(line.startswith(b"[") and b"] ERROR " in line for log in logs for line in log.read_bytes().splitlines())
+
+
+def duration_s(value: str) -> float:
+    """A duration flag (``30s``, ``10m``) in seconds."""
+    duration = parse_duration(value)
+    if duration is None or duration.total_seconds() <= 0:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a positive duration (30s, 5m, 2h)")
+    return duration.total_seconds()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=20.0, help="length of the live run (default 20)")
-    parser.add_argument("--rate", type=int, default=500, help="records produced a second (default 500)")
-    parser.add_argument("--record-size", type=int, default=200, help="value bytes (default 200)")
-    parser.add_argument("--partitions", type=int, default=6, help="source partitions (default 6)")
-    parser.add_argument("--retention", default="1m", help="airmirror.metadata.retention of the run (default 1m)")
-    parser.add_argument(
-        "--topic-retention", default="1m", help="retention.ms of the source topic, as a duration (default 1m)"
-    )
-    parser.add_argument("--sample-seconds", type=float, default=60.0, help="sampling interval (default 60)")
-    parser.add_argument(
-        "--restart-at", type=float, default=None, help="minute of the target broker restart (default: half)"
-    )
-    parser.add_argument(
-        "--flat-after", type=float, default=5.0, help="minutes before the series must be flat (default 5)"
-    )
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add = parser.add_argument
+    add("--minutes", type=float, default=60.0, help="minutes during which windows start (default 60)")
+    add("--window", type=duration_s, default=120.0, help="each live run's --for (default 120s)")
+    add("--rate", type=int, default=1000, help="records produced a second, in total (default 1000)")
+    add("--record-size", type=int, default=100, help="value bytes (default 100)")
+    add("--partitions", type=int, default=200, help="partitions of the written topic (default 200)")
+    add("--idle-partitions", type=int, default=10, help="partitions of the topic never written (default 10)")
+    add("--retention", default="10m", help="airmirror.metadata.retention of the flow (default 10m)")
+    add("--topic-retention", type=duration_s, default=600.0, help="retention.ms of the source topics (default 10m)")
+    add("--sample-seconds", type=float, default=5.0, help="process-tree sampling interval (default 5)")
+    add("--no-faults", action="store_true", help="inject none of the scheduled faults")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    restart_at = args.minutes / 2 if args.restart_at is None else args.restart_at
     home = Path(tempfile.mkdtemp(prefix="airmirror-soak-"))
     os.environ["AIRMIRROR_HOME"] = str(home)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    document: dict = {"timestamp": stamp, "params": vars(args) | {"restart_at": restart_at}, "series": []}
-    brokers = []
+    path = RESULTS / f"soak-{stamp}.json"
+    RESULTS.mkdir(exist_ok=True)
+    schedule = [] if args.no_faults else list(FAULTS)
+    document: dict = {
+        "timestamp": stamp,
+        "params": vars(args),
+        "faults": [{"name": f.name, "at": f.at, "when": f.when} for f in schedule],
+        "windows": [],
+    }
+
+    def save(rows: list[Window]) -> None:
+        document["windows"] = [asdict(row) for row in rows]
+        path.write_text(json.dumps(document, indent=2) + "\n")
+
+    topics = {TOPIC: args.partitions} | ({IDLE_TOPIC: args.idle_partitions} if args.idle_partitions else {})
     try:
         checks = {"log.retention.check.interval.ms": "30000"}
-        brokers = [
-            start_broker(name, free_port(), home=home, broker_config=checks) for name in ("soak-source", "soak-target")
-        ]
-        source, target = brokers[0].bootstrap, brokers[1].bootstrap
-        for bootstrap in (source, target):
-            warm_up_cluster(bootstrap)
-        topic, db = "soak", home / "airmirror.db"
-        retention_ms = int(parse_duration(args.topic_retention).total_seconds() * 1000)
-        new_topic = NewTopic(
-            topic, args.partitions, 1, config={"retention.ms": str(retention_ms), "segment.ms": "20000"}
+        source, target = (start_broker(name, free_port(), home=home, broker_config=checks) for name in BROKERS)
+        for broker in (source, target):
+            warm_up_cluster(broker.bootstrap)
+        create_source_topics(source.bootstrap, topics, args.topic_retention)
+        config, db = home / "mm2.properties", home / "airmirror.db"
+        config.write_text(config_text(source.bootstrap, target.bootstrap, list(topics), db, args.retention))
+        soak = Soak(
+            args=args,
+            home=home,
+            clusters=Clusters(source, target),
+            config=config,
+            db=db,
+            remote={f"{SOURCE}.{topic}": count for topic, count in topics.items()},
+            target_admin=AdminClient({"bootstrap.servers": target.bootstrap}),
+            pending=schedule,
         )
-        admin = AdminClient({"bootstrap.servers": source})
-        admin.create_topics([new_topic])[topic].result()
-        config = home / "mm2.properties"
-        config.write_text(config_text(source, target, topic, db, args.retention))
-        producer = SteadyProducer(source, topic, args.partitions, args.rate, args.record_size)
+        producer = SteadyProducer(source.bootstrap, TOPIC, args.partitions, args.rate, args.record_size)
         producer.start()
-        command = [
-            sys.executable,
-            "-m",
-            "airmirror.cli",
-            "replicate",
-            str(config),
-            "--flow",
-            "src->tgt",
-            "--continuous",
-            "--for",
-            f"{int(args.minutes * 60)}s",
-            "--json",
-        ]
-        log(f"home {home}; {' '.join(command[1:])}")
-        output = (home / "replicate.log").open("w")
-        run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=output, text=True)
-        started, restarted = time.monotonic(), False
-        while run.poll() is None:
-            time.sleep(min(args.sample_seconds, 5) if not document["series"] else args.sample_seconds)
-            if run.poll() is not None:
-                break
-            row = sample(run.pid, db, started)
-            document["series"].append(row)
-            log(f"{row}")
-            if not restarted and row["minute"] >= restart_at:
-                log("restarting the target broker")
-                brokers[1].restart(timeout=300)
-                restarted = True
-        report = run.stdout.read()
-        document["live_run"] = {
-            "exit_code": run.returncode,
-            "report": json.loads(report) if run.returncode == 0 else report,
-            "target_restarted": restarted,
-        }
+        log(f"home {home}; windows of {' '.join(soak.command()[1:])}")
+        rows = run_windows(soak, save)
         producer.stop()
-        document["produced"] = producer.sent
-        document["delivery_failures"] = producer.failed[:5]
-        catch_up = subprocess.run(
-            [sys.executable, "-m", "airmirror.cli", "replicate", str(config), "--flow", "src->tgt"],
-            capture_output=True,
-            text=True,
-        )
+        document |= {"produced": producer.sent, "delivery_failures": producer.failed[:5]}
+        catch_up = subprocess.run(soak.replicate(), capture_output=True, text=True)
         document["copy"] = {
             "catch_up_exit_code": catch_up.returncode,
-            **compare_copies(source, target, topic, f"src.{topic}", args.partitions),
+            "catch_up_stderr": catch_up.stderr[-2000:] if catch_up.returncode else "",
+            **compare_copies(source.bootstrap, target.bootstrap, topics),
         }
-        document["flatness"] = flatness(document["series"], args.flat_after)
+        document["verdicts"] = verdicts(rows)
+        document["faults_not_injected"] = [fault.name for fault in soak.pending]
+        document["stalled_windows"] = [row.number for row in rows if row.first_record_s is None]
     finally:
-        for broker in brokers:
-            stop_broker(broker.name, home=home)
-    ok = (
-        document["live_run"]["exit_code"] == 0
-        and document["copy"]["equal"]
-        and not document["delivery_failures"]
-        and all(v["flat"] for v in document["flatness"].values())
-    )
-    document["passed"] = ok
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"soak-{stamp}.json"
-    path.write_text(json.dumps(document, indent=2) + "\n")
-    print("| minute | airmirror threads | tree threads | fds | RSS MB | DB KB |\n|---:|---:|---:|---:|---:|---:|")
-    for row in document["series"]:
-        print(
-            f"| {row['minute']} | {row['cli_threads']} | {row['threads']} | {row['fds']} | {row['rss_mb']} "
-            f"| {row['db_kb']} |"
-        )
-    print(f"\nflat after minute {args.flat_after}: {json.dumps(document['flatness'])}")
-    print(
-        f"copy: {json.dumps(document['copy'])}; live run exit {document['live_run']['exit_code']}; "
-        f"{'PASSED' if ok else 'FAILED'}"
-    )
+        for name in BROKERS:
+            stop_broker(name, home=home)
+    document["broker_errors"] = {name: broker_error_lines(home, name) for name in BROKERS}
+    document["passed"] = passed(document)
+    save(rows)
+    print_report(document)
     log(f"results in {path}")
-    return 0 if ok else 1
+    return 0 if document["passed"] else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,187 @@
+"""The soak's reach into its clusters and processes: what it measures from outside a run, and the faults it injects.
+
+Everything here talks to the local clusters or reads ``/proc`` through psutil; nothing imports the product's
+replication code, so the soak judges airmirror only by what a user could see.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from confluent_kafka import OFFSET_BEGINNING, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from kafka_io import committed_messages, verify_consumer
+
+from airmirror import names
+from airmirror.devtools.local_kafka import LocalBroker
+
+SOURCE, TARGET = "src", "tgt"
+FLOW = f"{SOURCE}->{TARGET}"
+SCAN_TIMEOUT_S = 120.0
+"""How long a batch-log scan may take to reach the end it was given before it fails."""
+_NOT_YET_CREATED = {
+    KafkaError._NOENT,  # librdkafka's "No leaders found" for a topic the cluster does not have
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+}
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """The soak's two clusters, as fault injectors get them."""
+
+    source: LocalBroker
+    target: LocalBroker
+
+
+def restart_target(clusters: Clusters) -> None:
+    """Stop the target cluster's node and start it again with its data (it serves requests when this returns)."""
+    clusters.target.restart(timeout=300)
+
+
+def delete_anchor_group(clusters: Clusters) -> None:
+    """Delete the flow's anchor group on the target (``names.anchor_group``): the next run's copy tasks must find
+    each partition's progress by scanning the batch log.  Raises ``KafkaException`` if the broker refuses."""
+    group = names.anchor_group(SOURCE, TARGET)
+    admin = AdminClient({"bootstrap.servers": clusters.target.bootstrap})
+    admin.delete_consumer_groups([group], request_timeout=30)[group].result()
+
+
+@dataclass
+class TreePeaks:
+    """The peaks, over the samples taken, of a process tree's summed RSS, threads and open descriptors."""
+
+    rss_mb: float = 0.0
+    threads: int = 0
+    fds: int = 0
+
+    def sample(self, pid: int) -> None:
+        """Add one sample of process ``pid`` and all its descendants; processes that end meanwhile are skipped, and
+        a root that already ended adds nothing."""
+        try:
+            root = psutil.Process(pid)
+            processes = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        rss = threads = fds = 0
+        for process in processes:
+            try:
+                with process.oneshot():
+                    rss += process.memory_info().rss
+                    threads += process.num_threads()
+                    fds += process.num_fds()
+            except psutil.Error:
+                continue
+        self.rss_mb = max(self.rss_mb, round(rss / 2**20, 1))
+        self.threads = max(self.threads, threads)
+        self.fds = max(self.fds, fds)
+
+
+def high_watermark_sum(admin: AdminClient, topics: dict[str, int]) -> int | None:
+    """The sum of the high watermarks (read_uncommitted: written records count, committed or not) of every partition
+    of ``topics`` (name -> partition count); a partition of a topic not created yet counts 0.  ``None`` when the
+    cluster did not answer for every partition (a broker restarting)."""
+    request = {TopicPartition(topic, p): OffsetSpec.latest() for topic, count in topics.items() for p in range(count)}
+    total = 0
+    try:
+        futures = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=5)
+        for future in futures.values():
+            try:
+                total += future.result().offset
+            except KafkaException as error:
+                if error.args[0].code() not in _NOT_YET_CREATED:
+                    return None
+    except KafkaException:
+        return None
+    return total
+
+
+def settled_high_watermark_sum(admin: AdminClient, topics: dict[str, int], timeout: float = 60) -> int:
+    """:func:`high_watermark_sum` once the cluster answers; ``TimeoutError`` if it does not within ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while (total := high_watermark_sum(admin, topics)) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no high watermarks of {sorted(topics)} within {timeout} s")
+        time.sleep(1)
+    return total
+
+
+@dataclass(frozen=True)
+class LogScan:
+    """What one scan of the batch log found: its records (tombstones included), the tombstones among them, and the
+    seconds from creating the consumer to its end of log."""
+
+    records: int
+    tombstones: int
+    seconds: float
+
+
+def scan_batch_log(target: str) -> LogScan:
+    """Read the flow's batch log (``names.batch_log_topic(SOURCE)`` on ``target``, one partition) from its log start
+    to the high watermark a read_uncommitted query gives first, with a read_committed consumer (librdkafka answers
+    a read_committed client's watermark query with the last stable offset instead), counting every record.
+
+    Meant for a moment when no run writes the log: an open transaction holds the end back, and a scan that does not
+    reach it within :data:`SCAN_TIMEOUT_S` raises ``TimeoutError``."""
+    topic = names.batch_log_topic(SOURCE)
+    partition = TopicPartition(topic, 0)
+    admin = AdminClient({"bootstrap.servers": target})
+    latest = admin.list_offsets(
+        {partition: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=30
+    )
+    end = latest[partition].result().offset
+    started = time.monotonic()
+    records = tombstones = 0
+    consumer = verify_consumer(target)
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        while time.monotonic() - started < SCAN_TIMEOUT_S:
+            for message in consumer.consume(10000, 0.2):
+                error = message.error()
+                if error is None:
+                    records += 1
+                    tombstones += message.value() is None
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+                elif message.offset() >= end:
+                    return LogScan(records, tombstones, round(time.monotonic() - started, 3))
+    finally:
+        consumer.close()
+    raise TimeoutError(f"{topic}: offset {end} not reached within {SCAN_TIMEOUT_S} s")
+
+
+def db_kb(db: Path) -> float:
+    """The SQLite metadata DB's size on disk, its write-ahead log included, in KiB."""
+    return round(sum(path.stat().st_size for path in (db, db.with_name(db.name + "-wal")) if path.exists()) / 1024, 1)
+
+
+def contents(bootstrap: str, topic: str, partition: int) -> list[tuple]:
+    """Key, value, headers and timestamp of every committed record of one partition, in offset order."""
+    return [
+        (m.key(), m.value(), m.headers(), m.timestamp()[1])
+        for batch in committed_messages(bootstrap, topic, partition)
+        for m in batch
+    ]
+
+
+def compare_copies(source: str, target: str, topics: dict[str, int]) -> dict:
+    """Record-by-record comparison of every partition of ``topics`` (name -> partition count) on ``source`` with its
+    remote partition (``SOURCE.topic``) on ``target``, over what both still hold: the side holding fewer records
+    must hold exactly the other side's newest ones (so none is missing or twice and both end at the same record),
+    and a partition empty on one side must be empty on the other.  Returns the record counts, the unequal
+    partitions (``topic-partition``) and ``equal``."""
+    held, unequal = {"source_records": 0, "target_records": 0}, []
+    for topic, count in topics.items():
+        for partition in range(count):
+            copy, original = contents(target, f"{SOURCE}.{topic}", partition), contents(source, topic, partition)
+            held["source_records"] += len(original)
+            held["target_records"] += len(copy)
+            common = min(len(copy), len(original))
+            same = copy[len(copy) - common :] == original[len(original) - common :]
+            if not same or (common == 0 and len(copy) != len(original)):
+                unequal.append(f"{topic}-{partition}")
+    return {**held, "unequal_partitions": unequal, "equal": not unequal}
