@@ -3,22 +3,30 @@
 Where each partition stands is found by its anchor, never by a scan of the batch log's history: every partition of a
 stream is anchored, one never written included; after the anchor group is deleted, the next stream puts every
 anchor back at once; and every batch stores its log floor, from which any lookup of its progress starts.
+
+No dead end: a half-copied range that retention overtakes ends where its copy got to, and the next run records the
+deleted offsets as a gap and copies on from the log start, by itself.
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from airmirror import names
 from airmirror.config import load_config
+from airmirror.model import Gap
 from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.store import MetadataStore
 from tests.cli_helpers import airmirror_process
 from tests.conftest import write_config
+from tests.integration.test_resume_selection import interrupt, load_topics
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
+from tests.mirror_helpers import opened, replicate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -79,3 +87,35 @@ def test_every_stream_partition_is_anchored_and_anchors_come_back_after_the_grou
     finally:
         store.dispose()
     assert batches and all(batch.log_floor is not None for batch in batches)
+
+
+def delete_records(bootstrap: str, topic: str, below: int) -> None:
+    """Move partition 0's log start to ``below``, as retention does (``DeleteRecords``)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until it answered
+    (future,) = admin.delete_records([TopicPartition(topic, 0, below)], request_timeout=30).values()
+    future.result(timeout=60)
+
+
+def test_a_half_copied_range_that_retention_overtakes_ends_there_and_the_next_run_records_the_gap(
+    clusters, spark, tmp_path
+):
+    """Topic Y's batch committed chunks up to ``partial`` and failed (the record there was too large for the
+    target); before the flow runs again, retention deletes Y's records up to ``partial + 100``.  The resumed batch
+    ends Y's range at ``partial``, the next run records ``[partial, partial + 100)`` as a gap and copies the rest:
+    both runs succeed, and the target holds every record the source held, once."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topics = load_topics(a, f"t{uuid.uuid4().hex[:8]}")
+    run = interrupt(clusters, tmp_path, topics)
+    held = records_of(a, topics.y, 0)
+    deleted_to = run.partial + 100
+    delete_records(a, topics.y, deleted_to)
+
+    resumed = replicate(run.config, spark, run.flow)
+    assert resumed.planned.resumed
+    replicate(run.config, spark, run.flow)
+
+    assert records_of(b, run.remote_y, 0) == held[: run.partial] + held[deleted_to:]  # no transaction in Y
+    assert records_of(b, run.remote_x, 0) == records_of(a, topics.x, 0)
+    with opened(run.config, run.flow) as (flow, store):
+        assert store.gaps(flow.name) == [Gap(topics.y, 0, run.partial, deleted_to)]
+        assert store.unfinished_batch(flow.name) is None

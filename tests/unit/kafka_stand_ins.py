@@ -7,7 +7,9 @@ A :class:`StandInCluster` holds partition logs, committed group offsets and tran
 * **Logs.**  Offsets are assigned in the order records reach the log; every commit or abort writes one marker
   per partition the transaction wrote to, which takes an offset and holds no record.  A ``read_committed``
   consumer sees committed and non-transactional records only, up to the last stable offset (the first offset
-  of a transaction still open), and reports ``_PARTITION_EOF`` there once per arrival.
+  of a transaction still open), and reports ``_PARTITION_EOF`` there once per arrival.  :meth:`StandInCluster.delete`
+  moves a partition's log start up, as retention and ``DeleteRecords`` do: a read below it gets librdkafka's
+  ``_AUTO_OFFSET_RESET`` ("Offset out of range", under ``auto.offset.reset=error``) and stays where it is.
 * **Transactions.**  ``init_transactions()`` fences every earlier producer of the same ``transactional.id``
   (their next transactional call or delivery fails with a fatal ``_FENCED`` error, as librdkafka reports a
   fencing) and aborts the open transaction it left.  Offsets sent with ``send_offsets_to_transaction`` become
@@ -132,6 +134,9 @@ class StandInCluster:
         self.records_per_poll = records_per_poll
         self.seconds_per_poll = seconds_per_poll
         self.logs: dict[tuple[str, int], list[Entry]] = {}
+        self.log_starts: dict[tuple[str, int], int] = {}
+        self.out_of_range: set[tuple[str, int]] = set()
+        """Partitions whose next fetch is refused as out of range whatever the log start (then served again)."""
         self.groups: dict[str, dict[tuple[str, int], TopicPartition]] = {}
         self.transactions: list[Transaction] = []
         self.epochs: dict[str, int] = {}
@@ -187,6 +192,10 @@ class StandInCluster:
             self.append(topic, partition, f"k{n}".encode(), f"v{n}".encode().ljust(value_size, b"."))
             for n in range(first, first + count)
         ]
+
+    def delete(self, topic: str, partition: int, below: int) -> None:
+        """Delete the partition's records below offset ``below`` (its new log start)."""
+        self.log_starts[(topic, partition)] = below
 
     def skip(self, topic: str, partition: int, count: int = 1) -> None:
         """Append ``count`` offsets that a read_committed reader never returns (aborted records, markers)."""
@@ -301,6 +310,10 @@ class StandInConsumer:
         wanted = min(num_messages, cluster.records_per_poll)
         got: list[Message] = []
         for key, position in list(self.positions.items()):
+            if position < cluster.log_starts.get(key, 0) or key in cluster.out_of_range:
+                cluster.out_of_range.discard(key)
+                got.append(Message(topic=key[0], partition=key[1], offset=position, error=out_of_range(position)))
+                continue
             log = cluster.log(*key)
             end = cluster.stable_end(*key) if self.read_committed else len(log)
             while position < end and len(got) < wanted:
@@ -324,7 +337,8 @@ class StandInConsumer:
         """The low watermark and the high watermark (the last stable offset for a read_committed consumer, as
         librdkafka answers it)."""
         key = (partition.topic, partition.partition)
-        return 0, self.cluster.stable_end(*key) if self.read_committed else len(self.cluster.log(*key))
+        high = self.cluster.stable_end(*key) if self.read_committed else len(self.cluster.log(*key))
+        return self.cluster.log_starts.get(key, 0), high
 
     def committed(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
         stored = self.cluster.groups.get(self.config["group.id"], {})
@@ -342,6 +356,14 @@ class StandInConsumer:
 
 def end_of_partition() -> KafkaError:
     return KafkaError(KafkaError._PARTITION_EOF, "Broker: No more messages")
+
+
+def out_of_range(offset: int) -> KafkaError:
+    """librdkafka's report of a fetch below the log start under ``auto.offset.reset=error``."""
+    return KafkaError(
+        KafkaError._AUTO_OFFSET_RESET,
+        f"Fetch from broker 1 failed at offset {offset} (leader epoch 0): Broker: Offset out of range",
+    )
 
 
 @dataclass

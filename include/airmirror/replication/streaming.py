@@ -17,9 +17,10 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
    newest recording.  The copy never
    waits for the DB: a recording that fails is logged and made at the next interval, from the same tail.
 4. The stream ends at ``until``, or early when ``stop`` is set or ``should_stop()`` is true (the run's topics
-   changed), or once a partition's read ended because its source log diverged below it (an unclean leader
-   election; the other partitions stream on until then, and the next stream copies it again from the
-   divergence point): its job group is cancelled.  Either way the driver then fences every task id, so no attempt can
+   changed), or once a partition's read ended because its source log moved from under it (retention deleted what
+   it had yet to read, or an unclean leader election made it diverge; the other partitions stream on until then,
+   and the next stream plans it again: from the log start with the deleted offsets as a gap, or from the divergence
+   point): its job group is cancelled.  Either way the driver then fences every task id, so no attempt can
    commit after that, and reads the batch log to its end: each partition's newest committed progress is final.
    It records the rest with ``final``, which commits the batch.
 5. A stream batch that a dead driver left RUNNING is closed the same way by the next run before it plans
@@ -159,8 +160,8 @@ class StreamTail:
             self.runs.setdefault(source, []).append(decode_runs(value))
 
     def ended(self) -> list[PartitionKey]:
-        """The partitions whose newest progress says ``done``: in a stream, only those whose source log diverged
-        below the read (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
+        """The partitions whose newest progress says ``done``: in a stream, only those whose source log moved from
+        under the read (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
         return sorted(key for key, progress in self.latest.items() if progress.done)
 
     def drain(self, stall: float = SCAN_STALL_S) -> None:
@@ -350,8 +351,9 @@ def run_stream(
                     recorder.record_tail(tail)
                     if (ended := tail.ended()) and not job.cancelled:
                         log.warning(
-                            "stream batch %s of %s: the source log of %s diverged below the copy (an unclean leader "
-                            "election); ending the stream so that the next one copies them again from there",
+                            "stream batch %s of %s: the source log of %s moved from under the copy (retention deleted "
+                            "what it had yet to read, or an unclean leader election made it diverge); ending the "
+                            "stream so that the next one plans them again from there",
                             batch_id,
                             flow.name,
                             ", ".join(f"{key.topic}-{key.partition}" for key in ended),

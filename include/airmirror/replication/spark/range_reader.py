@@ -26,9 +26,14 @@ Contract, per range:
   where the read got to (its ``end`` is lowered to :attr:`PartitionRead.reached`, so it is ``done``) and the
   other ranges read on.
   :attr:`RangeReader.reached_epoch` is the epoch of the last record read.
-- If retention deleted part of the range after it was planned, the consumer's ``auto.offset.reset`` is
-  forced to ``error`` and the read fails loudly: the batch is then re-planned, which records the gap.
-  Nothing is ever silently skipped.
+- **Retention overtakes the read.**  The consumer's ``auto.offset.reset`` is forced to ``error``, so a read
+  whose next offset retention (or ``DeleteRecords``) deleted after the range was planned is told so and never
+  skips silently.  If the partition's log start is then above the read's position, the range ends where the read
+  got to (its ``end`` is lowered to :attr:`PartitionRead.reached`, so it is ``done``, and it is in
+  :attr:`RangesReader.ended`) and the other ranges read on: the batch commits the partition's cursor there, and the
+  next plan records the deleted offsets as a gap and copies on from the log start (see
+  :mod:`airmirror.replication.plan_arithmetic`), whether the range was untouched, half-copied or open.  An offset
+  out of range with the log start at or below the position fails the read.
 - **Open ranges.**  A range whose ``end`` is :data:`OPEN_END` (a streaming copy task's) is never read to its
   end: an end of partition is where the read caught up, not an early end, and :attr:`PartitionRead.reached`
   moves to it (past aborted records and transaction markers, as a bounded range's end does).  The caller
@@ -161,6 +166,10 @@ class PartitionRead:
         return epoch_position(self.topic, self.partition, self.reached, self.reached_epoch)
 
 
+ReadError = tuple[PartitionRead, KafkaError]
+"""A read and the error librdkafka reported for its partition."""
+
+
 class RangesReader:
     """An open read of several ranges (one per partition) with one consumer; use it as a context manager.
 
@@ -183,7 +192,8 @@ class RangesReader:
         self.access = access
         self.reads = {(r.topic, r.partition): PartitionRead(r) for r in ranges}
         self.ended: set[tuple[str, int]] = set()
-        """The open ranges that ended because their source log diverged below the read (see the module docstring)."""
+        """The ranges that ended short of their end because the source log moved from under the read: retention
+        deleted what it had yet to read, or (an open range) the log diverged below it (see the module docstring)."""
         if len(self.reads) != len(ranges):
             raise ValueError("a read holds at most one range per partition")
         self._consumer_config = consumer_config
@@ -226,7 +236,7 @@ class RangesReader:
         while consumer is not None and (pending := [read for read in self.reads.values() if not read.done]):
             count = self._buffer.batch_records(self._largest_value)
             messages = consume(consumer, count)
-            got, truncations = self._take(messages)
+            got, truncations, out_of_range = self._take(messages)
             if got:
                 self._largest_value = max(self._largest_value, max(len(m) for records in got.values() for m in records))
             finished = [read for read in pending if read.done]
@@ -235,6 +245,8 @@ class RangesReader:
             yield got
             for read, error in truncations:
                 self._check_truncation(consumer, read, error)
+            for read, error in out_of_range:
+                self._end_if_overtaken(consumer, read, error)
             for read in pending:
                 if (
                     not read.done
@@ -246,20 +258,23 @@ class RangesReader:
 
     def _take(
         self, messages: list[Message]
-    ) -> tuple[dict[tuple[str, int], list[Message]], list[tuple[PartitionRead, KafkaError]]]:
+    ) -> tuple[dict[tuple[str, int], list[Message]], list[ReadError], list[ReadError]]:
         """Sort one poll's messages into each range's records (see the module docstring's rules on where a read
-        ends); returns them and the truncations librdkafka reported."""
+        ends); returns them, the truncations and the offsets out of range librdkafka reported."""
         got: dict[tuple[str, int], list[Message]] = {}
-        truncated: dict[tuple[str, int], tuple[PartitionRead, KafkaError]] = {}
+        truncated: dict[tuple[str, int], ReadError] = {}
+        out_of_range: dict[tuple[str, int], ReadError] = {}
         for message in messages:
             key = partition_of(message)
             read = None if key is None else self.reads.get(key)
-            if key is None or read is None or read.done or key in truncated:
+            if key is None or read is None or read.done or key in truncated or key in out_of_range:
                 continue
             error = message.error()
             if error is not None:
                 if reports_truncation(error):
                     truncated[key] = (read, error)
+                elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    out_of_range[key] = (read, error)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     raise named(self.access, KafkaException(error), topic=read.topic)
                 elif read.open:
@@ -279,7 +294,29 @@ class RangesReader:
             read.reached = read.end if offset == read.end - 1 else offset + 1
             read.reached_epoch = message.leader_epoch()
             read.early_end_since = None
-        return got, list(truncated.values())
+        return got, list(truncated.values()), list(out_of_range.values())
+
+    def _end_if_overtaken(self, consumer: Consumer, read: PartitionRead, error: KafkaError) -> None:
+        """librdkafka reported the read's position out of range: end the range there if retention deleted it (the
+        log now starts above it), else fail the read (see the module docstring)."""
+        log_start, _ = consumer.get_watermark_offsets(
+            TopicPartition(read.topic, read.partition), timeout=REQUEST_TIMEOUT_S, cached=False
+        )
+        if log_start <= read.reached:
+            raise named(self.access, KafkaException(error), topic=read.topic)
+        log.warning(
+            "%s-%d: retention deleted offsets %d to %d before this read got to them; the range ends at %d, and the "
+            "next plan records the deleted offsets as a gap and copies on from offset %d",
+            read.topic,
+            read.partition,
+            read.reached,
+            log_start,
+            read.reached,
+            log_start,
+        )
+        self._unassign(read)
+        read.end = read.reached
+        self.ended.add((read.topic, read.partition))
 
     def _check_truncation(self, consumer: Consumer, read: PartitionRead, error: KafkaError) -> None:
         """librdkafka reported a truncation at the read position: fail if the logs really diverged below it (an

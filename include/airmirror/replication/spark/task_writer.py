@@ -60,10 +60,11 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    window, is copied all the same, as a bounded batch would).  Rules 1-3 hold unchanged; a chunk ends after the
    streaming bound (``airmirror.live.transaction.max.ms``) since its first record, and a chunk without records is never
    committed, except the last one at ``stream_until``, which records where every read got to.  No range is
-   ``done`` but one whose source log diverged below its read (an unclean leader election): its read ends there
-   (:mod:`~airmirror.replication.spark.range_reader`), its progress says ``done`` at that position in the next
-   committed chunk, and the other ranges stream on; the driver then ends the stream early, and the next stream
-   copies the partition again from the divergence point.  The driver ends the stream by fencing the task ids,
+   ``done`` but one whose source log moved from under its read (retention deleted what it had yet to read, or an
+   unclean leader election made it diverge): its read ends there (:mod:`~airmirror.replication.spark.range_reader`),
+   its progress says ``done`` at that position in the next committed chunk, and the other ranges stream on; the
+   driver then ends the stream early, and the next stream plans the partition again (from the log start with a
+   gap, or from the divergence point).  The driver ends the stream by fencing the task ids,
    after which the newest committed progress of each partition is final (it either finished at
    ``stream_until`` or was stopped: both leave the target at a chunk boundary).  The reader is opened after
    fencing, at each range's progress, so it never seeks.  A chunk's transactional calls are bounded by

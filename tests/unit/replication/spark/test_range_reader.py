@@ -5,6 +5,7 @@ partition at or beyond it, or (after waiting) where a truncated log now ends; a 
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaException
 
 from airmirror.replication.spark import range_reader
 from airmirror.replication.spark.range_reader import EARLY_END_WAIT_S, OPEN_END, RangesReader, ReadRange
@@ -81,6 +82,36 @@ def test_an_end_of_partition_below_the_end_waits_then_ends_the_range_where_a_tru
         read = reader.reads[(TOPIC, 0)]
         assert (read.end, read.reached, read.done) == (5, 5, True)
     assert source.clock.time() - began > EARLY_END_WAIT_S
+
+
+@pytest.mark.parametrize("end", [8, OPEN_END], ids=["bounded", "open"])
+def test_a_range_whose_next_offsets_retention_deleted_ends_where_the_read_got_to(
+    source: StandInCluster, end: int
+) -> None:
+    """Retention (or DeleteRecords) passed the read's position after the range was planned: the range ends there,
+    is named in ``ended``, and the other ranges read on; the next plan records the deleted offsets as a gap."""
+    source.fill(TOPIC, 0, 8)
+    source.fill(TOPIC, 1, 3)
+    source.delete(TOPIC, 0, below=5)
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 2, end), ReadRange(TOPIC, 1, 0, 3)]) as reader:
+        rounds = reader.rounds()
+        first = next(rounds)
+        assert [m.offset() for m in first[(TOPIC, 1)]] == [0, 1, 2] and (TOPIC, 0) not in first
+        next(rounds, None)
+        read = reader.reads[(TOPIC, 0)]
+        assert (read.end, read.reached, read.done) == (2, 2, True)
+        assert reader.ended == {(TOPIC, 0)}
+
+
+def test_an_offset_out_of_range_at_or_above_the_log_start_fails_the_read(source: StandInCluster) -> None:
+    """Only retention ends a range early: an offset out of range that the log start does not explain fails the read,
+    so nothing is skipped silently."""
+    source.fill(TOPIC, 0, 8)
+    source.out_of_range.add((TOPIC, 0))
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 2, 8)]) as reader, pytest.raises(KafkaException, match="out of range"):
+        read_all(reader)
 
 
 def test_an_open_range_moves_to_where_the_read_caught_up_and_never_ends(source: StandInCluster) -> None:
