@@ -5,27 +5,35 @@ stream is anchored, one never written included; after the anchor group is delete
 anchor back at once; and every batch stores its log floor, from which any lookup of its progress starts.
 
 No dead end: a half-copied range that retention overtakes ends where its copy got to, and the next run records the
-deleted offsets as a gap and copies on from the log start, by itself.
+deleted offsets as a gap and copies on from the log start, by itself.  A remote topic deleted under a copy stays
+deleted: no airmirror producer makes a broker create a topic by writing to it.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from airmirror import names
 from airmirror.config import load_config
+from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.errors import ReplicationFailure
 from airmirror.model import Gap
+from airmirror.replication.options import BatchOptions
+from airmirror.replication.pipeline import plan_batch, sync_flow_topics
 from airmirror.replication.spark.batch_log import read_anchors
+from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.task_writer import copy_task
 from airmirror.store import MetadataStore
 from tests.cli_helpers import airmirror_process
 from tests.conftest import write_config
 from tests.integration.test_resume_selection import interrupt, load_topics
-from tests.kafka_helpers import create_topic, produce, records_of, sample_records
+from tests.kafka_helpers import create_topic, delete_topic_and_wait, produce, records_of, sample_records
 from tests.mirror_helpers import opened, replicate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -119,3 +127,40 @@ def test_a_half_copied_range_that_retention_overtakes_ends_there_and_the_next_ru
     with opened(run.config, run.flow) as (flow, store):
         assert store.gaps(flow.name) == [Gap(topics.y, 0, run.partial, deleted_to)]
         assert store.unfinished_batch(flow.name) is None
+
+
+@pytest.fixture(scope="module")
+def creating_target(test_home) -> Iterator[LocalBroker]:
+    """A target cluster that creates a topic a client asks for (Kafka's default, ``auto.create.topics.enable``)."""
+    name = "b-creating-topics"
+    try:
+        yield start_broker(name, free_port(), broker_config={"auto.create.topics.enable": "true"}, home=test_home)
+    finally:
+        stop_broker(name, home=test_home)
+
+
+def test_a_copy_task_never_creates_a_remote_topic_deleted_under_it(clusters, creating_target, prefix, tmp_path):
+    """The remote topic is deleted between the plan and the copy: the copy task fails, and the target, which would
+    create the topic for a producer that asks, does not hold it again."""
+    a, b = clusters["a"].bootstrap, creating_target.bootstrap
+    topic, remote = f"{prefix}.gone", f"a.{prefix}.gone"
+    create_topic(a, topic, 1)
+    produce(a, topic, 0, sample_records(50))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        {"a": clusters["a"], "b": creating_target},
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]",
+    )
+    with opened(config) as (flow, store):
+        options = BatchOptions()
+        planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
+        (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, scan_from=None)
+        store.set_copy_tasks(planned.batch_id, 1, task.log_end)  # as run_batch does before the job
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.delete_topics([remote], operation_timeout=30)[remote].result(timeout=60)
+    delete_topic_and_wait(admin, remote)
+
+    with pytest.raises((KafkaException, ReplicationFailure)):
+        copy_task(task, first_attempt=True)
+
+    assert remote not in admin.list_topics(timeout=30).topics

@@ -47,6 +47,13 @@ REFUSED_LOGIN = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
 """Client errors no retry cures: failed SASL authentication, failed TLS handshake (an untrusted certificate)."""
 
 
+NO_TOPIC_CREATION = {"allow.auto.create.topics": False}
+"""Set on every airmirror producer and admin client (a producer inside), whatever the flow's settings: librdkafka's
+producers otherwise ask the broker to create a topic they write to or ask about (``auto.create.topics.enable``),
+with the broker's defaults; airmirror creates every topic it writes itself, and a remote topic deleted under a copy
+must stay deleted."""
+
+
 class ClusterAdmin(AdminClient):
     """An admin client of cluster ``alias`` that keeps the last client-level error librdkafka reported for it (a
     failed SASL authentication, a failed TLS handshake, a refused connection), so that a request the cluster
@@ -65,7 +72,7 @@ class ClusterAdmin(AdminClient):
         self._errors = ClientErrors()
         # confluent-kafka's AdminClient annotates its config values as str | int | float | bool, but its
         # "error_cb" takes a callable
-        super().__init__({**config, "error_cb": self._errors.remember})  # type: ignore[dict-item]
+        super().__init__({**config, "error_cb": self._errors.remember, **NO_TOPIC_CREATION})  # type: ignore[dict-item]
 
     @property
     def last_error(self) -> KafkaError | None:
@@ -137,8 +144,9 @@ def admin_client(flow: FlowConfig, alias: str, *, takeover: bool = False) -> Clu
 
 def producer_client(flow: FlowConfig, alias: str, queue_records: int) -> Producer:
     """An idempotent producer of cluster ``alias`` with the flow's producer settings (its queue holds at most
-    ``queue_records`` unless they say otherwise).  Callers flush what they produce before they return and
-    take each record's outcome from its own delivery callback, so that one producer serves them all."""
+    ``queue_records`` unless they say otherwise) that never makes a broker create a topic it writes to
+    (:data:`NO_TOPIC_CREATION`).  Callers flush what they produce before they return and take each record's
+    outcome from its own delivery callback, so that one producer serves them all."""
     shared = _shared.get()
     key = (flow.name, alias)
     if shared is None or key not in shared.producers:
@@ -147,6 +155,7 @@ def producer_client(flow: FlowConfig, alias: str, queue_records: int) -> Produce
                 "queue.buffering.max.messages": queue_records,
                 **flow.client_config(alias, "producer"),
                 "enable.idempotence": True,
+                **NO_TOPIC_CREATION,
             }
         )
         if shared is None:

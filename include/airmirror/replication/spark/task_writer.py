@@ -94,7 +94,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, naming_refusals
-from airmirror.kafka.clients import ClientConfig
+from airmirror.kafka.clients import NO_TOPIC_CREATION, ClientConfig
 from airmirror.model import RangeCopied
 from airmirror.replication.offset_runs import RunBuilder
 from airmirror.replication.spark.batch_log import (
@@ -289,7 +289,7 @@ def record_too_large(task: CopyTask, source: RangeTask, offset: int, size: int) 
 
 def producer_settings(task: CopyTask, deliveries: TaskDeliveries) -> dict[str, Any]:
     """Transactional producer settings: the flow's target producer settings within the task buffer's producer
-    limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants."""
+    limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants and no topic creation."""
     settings: dict[str, Any] = {
         "enable.sparse.connections": False,  # connect to every broker at once: see await_broker_connections
         "linger.ms": 20,
@@ -303,6 +303,7 @@ def producer_settings(task: CopyTask, deliveries: TaskDeliveries) -> dict[str, A
             "enable.idempotence": True,
             "acks": "all",
             "on_delivery": deliveries,
+            **NO_TOPIC_CREATION,
         }
     )
     return settings
@@ -652,7 +653,12 @@ def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterab
     A refusal names the ACL to grant (``access``)."""
     for transactional_id in transactional_ids:
         producer = Producer(
-            {**producer_config, "transactional.id": transactional_id, "enable.sparse.connections": False}
+            {
+                **producer_config,
+                "transactional.id": transactional_id,
+                "enable.sparse.connections": False,
+                **NO_TOPIC_CREATION,
+            }
         )
         with naming_refusals(access, transactional_id=transactional_id):
             await_broker_connections(producer, None)
