@@ -5,8 +5,9 @@ stream is anchored, one never written included; after the anchor group is delete
 anchor back at once; and every batch stores its log floor, from which any lookup of its progress starts.
 
 No dead end: a half-copied range that retention overtakes ends where its copy got to, and the next run records the
-deleted offsets as a gap and copies on from the log start, by itself.  A remote topic deleted under a copy stays
-deleted: no airmirror producer makes a broker create a topic by writing to it.
+deleted offsets as a gap and copies on from the log start, by itself.  A source topic deleted while its read is
+behind stops that read alone instead of hanging the task.  A remote topic deleted under a copy stays deleted: no
+airmirror producer makes a broker create a topic by writing to it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker,
 from airmirror.errors import ReplicationFailure
 from airmirror.model import Gap
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import plan_batch, sync_flow_topics
+from airmirror.replication.pipeline import plan_batch, record_batch, sync_flow_topics
 from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.replication.spark.copy_job import copy_tasks
 from airmirror.replication.spark.task_writer import copy_task
@@ -164,3 +165,35 @@ def test_a_copy_task_never_creates_a_remote_topic_deleted_under_it(clusters, cre
         copy_task(task, first_attempt=True)
 
     assert remote not in admin.list_topics(timeout=30).topics
+
+
+def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clusters, prefix, tmp_path):
+    """The batch is planned over two topics, then one of them is deleted on the source before its read got
+    anywhere (librdkafka reports nothing to such a read): the copy task copies the other topic, ends the deleted
+    topic's range where its read stood, and returns; the batch commits."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    kept, gone = f"{prefix}.kept", f"{prefix}.gone"
+    for topic in (kept, gone):
+        create_topic(a, topic, 1)
+        produce(a, topic, 0, sample_records(300, topic))
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]",
+    )
+    with opened(config) as (flow, store):
+        options = BatchOptions()
+        planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
+        (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, scan_from=None)
+        store.set_copy_tasks(planned.batch_id, 1, task.log_end)  # as run_batch does before the job
+        planned.copy_tasks, planned.log_floor = 1, task.log_end
+        source_admin = AdminClient({"bootstrap.servers": a})
+        source_admin.delete_topics([gone], operation_timeout=30)[gone].result(timeout=60)
+        delete_topic_and_wait(source_admin, gone)
+
+        copied = {(r.topic, r.records) for r in copy_task(task, first_attempt=True)}
+
+        assert copied == {(kept, 300), (gone, 0)}
+        summary = record_batch(flow, store, planned)
+        assert {(r.topic, r.end) for r in summary.results} == {(kept, 300), (gone, 0)}
+    assert records_of(b, f"a.{kept}", 0) == records_of(a, kept, 0)

@@ -10,6 +10,8 @@ A :class:`StandInCluster` holds partition logs, committed group offsets and tran
   of a transaction still open), and reports ``_PARTITION_EOF`` there once per arrival.  :meth:`StandInCluster.delete`
   moves a partition's log start up, as retention and ``DeleteRecords`` do: a read below it gets librdkafka's
   ``_AUTO_OFFSET_RESET`` ("Offset out of range", under ``auto.offset.reset=error``) and stays where it is.
+* **Topics.**  :meth:`StandInCluster.delete_topic` deletes a topic as librdkafka's consumers see it: a read of it
+  hears nothing more, and ``list_topics()`` no longer lists it.
 * **Transactions.**  ``init_transactions()`` fences every earlier producer of the same ``transactional.id``
   (their next transactional call or delivery fails with a fatal ``_FENCED`` error, as librdkafka reports a
   fencing) and aborts the open transaction it left.  Offsets sent with ``send_offsets_to_transaction`` become
@@ -34,6 +36,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Message, TopicPartition
@@ -136,6 +139,8 @@ class StandInCluster:
         self.logs: dict[tuple[str, int], list[Entry]] = {}
         self.log_starts: dict[tuple[str, int], int] = {}
         self.out_of_range: set[tuple[str, int]] = set()
+        self.deleted: set[str] = set()
+        """Topics deleted from the cluster: their reads hear nothing (as librdkafka's), metadata omits them."""
         """Partitions whose next fetch is refused as out of range whatever the log start (then served again)."""
         self.groups: dict[str, dict[tuple[str, int], TopicPartition]] = {}
         self.transactions: list[Transaction] = []
@@ -192,6 +197,10 @@ class StandInCluster:
             self.append(topic, partition, f"k{n}".encode(), f"v{n}".encode().ljust(value_size, b"."))
             for n in range(first, first + count)
         ]
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic``: a consumer assigned to it hears nothing more, and metadata no longer lists it."""
+        self.deleted.add(topic)
 
     def delete(self, topic: str, partition: int, below: int) -> None:
         """Delete the partition's records below offset ``below`` (its new log start)."""
@@ -310,6 +319,8 @@ class StandInConsumer:
         wanted = min(num_messages, cluster.records_per_poll)
         got: list[Message] = []
         for key, position in list(self.positions.items()):
+            if key[0] in cluster.deleted:
+                continue
             if position < cluster.log_starts.get(key, 0) or key in cluster.out_of_range:
                 cluster.out_of_range.discard(key)
                 got.append(Message(topic=key[0], partition=key[1], offset=position, error=out_of_range(position)))
@@ -330,6 +341,11 @@ class StandInConsumer:
 
     def poll(self, timeout: float = -1) -> Message | None:
         return None
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
+        """The cluster's topics, as ``ClusterMetadata.topics`` lists them (a ``TopicMetadata`` without error each)."""
+        names = {t for t, _ in self.cluster.logs} - self.cluster.deleted
+        return SimpleNamespace(topics={name: SimpleNamespace(topic=name, error=None) for name in names})
 
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = -1, cached: bool = False

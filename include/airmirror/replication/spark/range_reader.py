@@ -34,6 +34,13 @@ Contract, per range:
   next plan records the deleted offsets as a gap and copies on from the log start (see
   :mod:`airmirror.replication.plan_arithmetic`), whether the range was untouched, half-copied or open.  An offset
   out of range with the log start at or below the position fails the read.
+- **A deleted source topic.**  librdkafka reports nothing to a consumer whose assigned topic was deleted: its
+  reads just stop.  So a read still short of its end (bounded) or of the end of its partition (open) that has heard
+  nothing, no record and no end of partition, for :data:`STALL_CHECK_S` is checked: one metadata request of the
+  cluster's topics for all such reads, at most every :data:`STALL_CHECK_S`.  A read whose topic is gone ends where
+  it got to (its ``end`` lowered to :attr:`PartitionRead.reached`; in :attr:`RangesReader.ended`) and the other
+  ranges read on; the batch commits the partition's cursor there and the next plan treats the topic as any deleted
+  one (see :mod:`airmirror.replication.incarnations`).  A read whose topic exists waits on (a leader down, say).
 - **Open ranges.**  A range whose ``end`` is :data:`OPEN_END` (a streaming copy task's) is never read to its
   end: an end of partition is where the read caught up, not an early end, and :attr:`PartitionRead.reached`
   moves to it (past aborted records and transaction markers, as a bounded range's end does).  The caller
@@ -67,6 +74,9 @@ from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 log = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 0.05  # consume() returns after a batch's records or this long, so a small tail never waits
 EARLY_END_WAIT_S = 30.0
+STALL_CHECK_S = 10.0
+"""How long a read short of its end may hear nothing before the reader checks that its topic still exists (see the
+module docstring), and how often it checks again."""
 FETCH_QUEUE_BACKOFF_MS = 10
 OPEN_END = 2**63 - 1
 """The ``end`` of an open range: read until the caller stops (the largest offset Kafka can hold)."""
@@ -151,6 +161,9 @@ class PartitionRead:
         self.reached = min(read_range.start, read_range.end)  # an empty range is read at once
         self.reached_epoch = read_range.start_epoch
         self.early_end_since: float | None = None
+        self.heard_at = time.monotonic()
+        self.caught_up = False
+        """Whether the last thing heard of the partition was its end, at the read's position: nothing is due."""
 
     @property
     def done(self) -> bool:
@@ -160,6 +173,24 @@ class PartitionRead:
     def open(self) -> bool:
         """Whether the range has no end of its own (:data:`OPEN_END`)."""
         return self.end == OPEN_END
+
+    def stalled(self, now: float) -> bool:
+        """Whether the read is short of its end and has heard nothing for :data:`STALL_CHECK_S`."""
+        return not self.done and not self.caught_up and now - self.heard_at >= STALL_CHECK_S
+
+    def heard(self, caught_up: bool) -> None:
+        self.heard_at, self.caught_up = time.monotonic(), caught_up
+
+    def end_of_partition(self, offset: int) -> None:
+        """The consumer arrived at the partition's end, ``offset`` (see the module docstring's rules on where a read
+        ends): an open read has caught up there; a bounded one is read, or waits for the rest of its range."""
+        self.heard(caught_up=self.open)
+        if self.open:
+            self.reached = max(self.reached, offset)
+        elif offset >= self.end:
+            self.reached, self.early_end_since = self.end, None
+        elif self.early_end_since is None:
+            self.early_end_since = time.monotonic()
 
     def position(self) -> TopicPartition:
         """Where the read stands, with the epoch to validate it against when known."""
@@ -199,6 +230,7 @@ class RangesReader:
         self._consumer_config = consumer_config
         self._buffer = buffer
         self._largest_value = 0
+        self._checked_at = float("-inf")
         self._consumer: Consumer | None = None
         pending = [read.position() for read in self.reads.values() if not read.done]
         if pending:
@@ -247,6 +279,11 @@ class RangesReader:
                 self._check_truncation(consumer, read, error)
             for read, error in out_of_range:
                 self._end_if_overtaken(consumer, read, error)
+            now = time.monotonic()
+            stalled = [read for read in pending if read.stalled(now)]
+            if stalled and now - self._checked_at >= STALL_CHECK_S:
+                self._checked_at = now
+                self._end_if_deleted(consumer, stalled)
             for read in pending:
                 if (
                     not read.done
@@ -277,12 +314,8 @@ class RangesReader:
                     out_of_range[key] = (read, error)
                 elif error.code() != KafkaError._PARTITION_EOF:
                     raise named(self.access, KafkaException(error), topic=read.topic)
-                elif read.open:
-                    read.reached = max(read.reached, offset_of(message))
-                elif offset_of(message) >= read.end:
-                    read.reached, read.early_end_since = read.end, None
-                elif read.early_end_since is None:
-                    read.early_end_since = time.monotonic()
+                else:
+                    read.end_of_partition(offset_of(message))
                 continue
             offset = offset_of(message)
             if offset < read.reached:
@@ -291,10 +324,32 @@ class RangesReader:
                 read.reached = read.end
                 continue
             got.setdefault(key, []).append(message)
+            read.heard(caught_up=False)
             read.reached = read.end if offset == read.end - 1 else offset + 1
             read.reached_epoch = message.leader_epoch()
             read.early_end_since = None
         return got, list(truncated.values()), list(out_of_range.values())
+
+    def _end_if_deleted(self, consumer: Consumer, stalled: list[PartitionRead]) -> None:
+        """Reads that heard nothing for a while: end those whose topic is gone (see the module docstring)."""
+        topics = consumer.list_topics(timeout=REQUEST_TIMEOUT_S).topics
+        for read in stalled:
+            if read.topic in topics and topics[read.topic].error is None:
+                continue
+            log.warning(
+                "%s-%d: the topic is gone from the source cluster (deleted while this read stood at offset %d); the "
+                "range ends there and the next plan treats the topic as deleted",
+                read.topic,
+                read.partition,
+                read.reached,
+            )
+            self._end_early(read)
+
+    def _end_early(self, read: PartitionRead) -> None:
+        """End the range where the read got to: the source log moved from under it (see the module docstring)."""
+        self._unassign(read)
+        read.end = read.reached
+        self.ended.add((read.topic, read.partition))
 
     def _end_if_overtaken(self, consumer: Consumer, read: PartitionRead, error: KafkaError) -> None:
         """librdkafka reported the read's position out of range: end the range there if retention deleted it (the
@@ -314,9 +369,7 @@ class RangesReader:
             read.reached,
             log_start,
         )
-        self._unassign(read)
-        read.end = read.reached
-        self.ended.add((read.topic, read.partition))
+        self._end_early(read)
 
     def _check_truncation(self, consumer: Consumer, read: PartitionRead, error: KafkaError) -> None:
         """librdkafka reported a truncation at the read position: fail if the logs really diverged below it (an
@@ -337,9 +390,7 @@ class RangesReader:
                 error.str(),
                 diverged[key],
             )
-            self._unassign(read)
-            read.end = read.reached
-            self.ended.add((read.topic, read.partition))
+            self._end_early(read)
             return
         if key in diverged:
             raise ReplicationFailure(

@@ -114,6 +114,28 @@ def test_an_offset_out_of_range_at_or_above_the_log_start_fails_the_read(source:
         read_all(reader)
 
 
+@pytest.mark.parametrize("end", [8, OPEN_END], ids=["bounded", "open"])
+def test_a_read_whose_topic_was_deleted_ends_where_it_got_to_and_the_others_read_on(
+    source: StandInCluster, clock: Clock, end: int
+) -> None:
+    """librdkafka reports nothing for a deleted topic: a read short of its end that hears nothing is checked after
+    ``STALL_CHECK_S``, ends where it got to, and is named in ``ended``; a quiet read of a topic that exists waits."""
+    source.seconds_per_poll = 1.0
+    source.fill(TOPIC, 0, 4)
+    source.fill("kept", 0, 2)
+    source.delete_topic(TOPIC)
+    began = clock.monotonic()
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 1, end), ReadRange("kept", 0, 0, 4)]) as reader:
+        for _ in reader.rounds():
+            if reader.reads[(TOPIC, 0)].done:
+                break
+        read = reader.reads[(TOPIC, 0)]
+        assert (read.end, read.reached) == (1, 1) and reader.ended == {(TOPIC, 0)}
+        assert clock.monotonic() - began >= range_reader.STALL_CHECK_S
+        assert not reader.reads[("kept", 0)].done  # quiet too, but its topic exists: it waits on as before
+
+
 def test_an_open_range_moves_to_where_the_read_caught_up_and_never_ends(source: StandInCluster) -> None:
     source.fill(TOPIC, 0, 3)
     source.skip(TOPIC, 0, 2)
