@@ -183,13 +183,26 @@ def run_tasks(tasks: Iterable[CopyTask]) -> Iterator[RangeCopied]:
 
 
 AIRMIRROR_ERROR = re.compile(r"^airmirror\.errors\.\w+: (.+)$", re.MULTILINE)
+WORKER_ERROR = re.compile(r"^((?:\w+\.)*\w*(?:Error|Exception)): (.+)$", re.MULTILINE)
+"""The last line of a Python traceback: the exception a worker raised, with its module path."""
+CAUSE_CHARS = 500
 
 
-def task_failure(error: Exception) -> Exception:
+def task_failure(error: Exception) -> ReplicationFailure:
     """What to raise when the Spark job failed: the airmirror error a copy task raised (Spark wraps it in
-    a Python worker traceback, repeated per attempt), else Spark's own error."""
-    messages = AIRMIRROR_ERROR.findall(str(error))
-    return ReplicationFailure(messages[-1]) if messages else error
+    a Python worker traceback, repeated per attempt), else a :class:`~airmirror.errors.ReplicationFailure` naming
+    the last exception a worker raised (or the first line of Spark's error), so that a live run retries the job
+    (rule 8 of :mod:`airmirror.replication.continuous`) and a single run says in one line what failed."""
+    text = str(error)
+    messages = AIRMIRROR_ERROR.findall(text)
+    if messages:
+        return ReplicationFailure(messages[-1])
+    causes = WORKER_ERROR.findall(text)
+    lines = text.strip().splitlines()
+    cause = ": ".join(causes[-1]) if causes else lines[0] if lines else type(error).__name__
+    return ReplicationFailure(
+        f"the Spark job failed: {cause[:CAUSE_CHARS]} (the Spark driver's log has the whole trace)"
+    )
 
 
 def spark_slots(spark: SparkSession) -> int:

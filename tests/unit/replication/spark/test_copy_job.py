@@ -6,8 +6,9 @@ from pathlib import Path
 
 from airmirror import names
 from airmirror.config import load_config
+from airmirror.errors import ReplicationFailure
 from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
-from airmirror.replication.spark.copy_job import spread
+from airmirror.replication.spark.copy_job import spread, task_failure
 from airmirror.replication.spark.progress import attempt_ids
 
 
@@ -71,3 +72,35 @@ def test_copy_task_ids_never_equal_a_partition_id_and_share_the_flow_prefix():
     assert not task_ids & partition_ids
     assert all(i.startswith(names.transactional_id_prefix("us", "dr")) for i in task_ids)
     assert names.copy_task_transactional_id("us", "dr", 0) != names.copy_task_transactional_id("us-dr", "x", 0)
+
+
+SPARK_JOB_ABORTED = """An error occurred while calling o57.collectAndServe.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, most recent \
+failure: Lost task 0.3 in stage 3.0 (TID 9) (127.0.0.1 executor driver): org.apache.spark.api.python.PythonException: \
+Traceback (most recent call last):
+  File "/work/include/airmirror/replication/spark/task_writer.py", line 700, in copy_task
+    attempt.copy(reader)
+confluent_kafka.error.KafkaException: KafkaError{code=_TRANSPORT,val=-195,str="Broker transport failure"}
+
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)
+Driver stacktrace:
+\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)
+"""
+
+
+def test_a_failed_spark_job_becomes_one_line_that_names_what_a_worker_raised() -> None:
+    """A live run retries a ReplicationFailure (rule 8 of continuous), so every failed job becomes one, naming the
+    airmirror error a task raised, else the last exception a worker raised, else Spark's first line."""
+    airmirror = Exception(SPARK_JOB_ABORTED.replace("confluent_kafka.error.KafkaException: KafkaError", "x: y"))
+    airmirror.args = (f"{airmirror.args[0]}\nairmirror.errors.ReplicationFailure: orders-0: the read stopped\n",)
+
+    assert str(task_failure(airmirror)) == "orders-0: the read stopped"
+    assert str(task_failure(Exception(SPARK_JOB_ABORTED))) == (
+        "the Spark job failed: confluent_kafka.error.KafkaException: "
+        'KafkaError{code=_TRANSPORT,val=-195,str="Broker transport failure"} '
+        "(the Spark driver's log has the whole trace)"
+    )
+    assert str(task_failure(Exception("Executor lost\nmore"))) == (
+        "the Spark job failed: Executor lost (the Spark driver's log has the whole trace)"
+    )
+    assert isinstance(task_failure(Exception()), ReplicationFailure)
