@@ -27,6 +27,7 @@ from airmirror.replication import continuous
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, sync_flow_topics
 from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.progress import supersede_jobs
 from airmirror.replication.spark.task_writer import copy_task
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
@@ -295,8 +296,9 @@ def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(
     with store:
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options, stream=True)
+        job = supersede_jobs(flow, [], None, planned.batch_id)  # as run_stream does before the job
         tasks = copy_tasks(
-            flow, planned.batch_id, planned.ranges, lambda: 1, scan_from=None, stream_until=time.time() - 60
+            flow, planned.batch_id, planned.ranges, lambda: 1, job=job, scan_from=None, stream_until=time.time() - 60
         )
         store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)
         summary = copy_task(tasks[0], first_attempt=True)

@@ -29,6 +29,7 @@ from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, sync_flow_topics
 from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.progress import supersede_jobs
 from airmirror.replication.spark.task_writer import copy_task
 from airmirror.store import MetadataStore
 from tests.cli_helpers import airmirror_process
@@ -155,7 +156,8 @@ def test_a_copy_task_never_creates_a_remote_topic_deleted_under_it(clusters, cre
     with opened(config) as (flow, store):
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, scan_from=None)
+        job = supersede_jobs(flow, [], None, planned.batch_id)  # as run_batch does before the job
+        (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, job=job, scan_from=None)
         store.set_copy_tasks(planned.batch_id, 1, task.log_end)  # as run_batch does before the job
     admin = AdminClient({"bootstrap.servers": b})
     admin.delete_topics([remote], operation_timeout=30)[remote].result(timeout=60)
@@ -184,7 +186,8 @@ def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clu
     with opened(config) as (flow, store):
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, scan_from=None)
+        job = supersede_jobs(flow, [], None, planned.batch_id)  # as run_batch does before the job
+        (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, job=job, scan_from=None)
         store.set_copy_tasks(planned.batch_id, 1, task.log_end)  # as run_batch does before the job
         planned.copy_tasks, planned.log_floor = 1, task.log_end
         source_admin = AdminClient({"bootstrap.servers": a})

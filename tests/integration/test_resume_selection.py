@@ -33,6 +33,7 @@ from airmirror.model import PartitionKey
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics
 from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.progress import supersede_jobs
 from airmirror.replication.spark.task_writer import copy_task
 from tests.conftest import write_config
 from tests.integration.test_oversized_record import MIB, MM2_DEFAULT_CONFIG_EXCLUDES, load_source, set_max_message_bytes
@@ -101,7 +102,8 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
     with opened(config, f"{alias}->b") as (flow, store):
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: len(planned.ranges), scan_from=None)
+        job = supersede_jobs(flow, [], None, planned.batch_id)  # as run_batch does before the job
+        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: len(planned.ranges), job=job, scan_from=None)
         assert [len(task.ranges) for task in tasks] == [1, 1]
         store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)  # as run_batch does before the job
         for task in tasks:

@@ -28,7 +28,8 @@ A :class:`StandInCluster` holds partition logs, committed group offsets and tran
   delivery of a later record of one partition, :meth:`StandInCluster.before` runs an action before a later call
   (another attempt's fencing, say).
 
-Every producer call is recorded in :attr:`StandInCluster.calls` as ``(transactional id, method)``.
+Every producer call is recorded in :attr:`StandInCluster.calls` as ``(transactional id, method)``, and every consumer
+commit as ``(group, "commit")``.
 """
 
 from __future__ import annotations
@@ -362,6 +363,15 @@ class StandInConsumer:
             stored.get((tp.topic, tp.partition), TopicPartition(tp.topic, tp.partition, OFFSET_INVALID))
             for tp in partitions
         ]
+
+    def commit(self, offsets: Sequence[TopicPartition] | None = None, asynchronous: bool = True) -> None:
+        """A commit outside any group generation, as a standalone consumer makes it: stored at once, metadata and
+        all, and recorded in :attr:`StandInCluster.calls` as ``(group, "commit")``."""
+        group = self.config["group.id"]
+        self.cluster.calls.append((group, "commit"))
+        stored = self.cluster.groups.setdefault(group, {})
+        for tp in offsets or []:
+            stored[(tp.topic, tp.partition)] = tp
 
     def consumer_group_metadata(self) -> GroupMetadata:
         return GroupMetadata(self.config["group.id"])

@@ -41,7 +41,7 @@ from airmirror.kafka.offsets import divergence_points
 from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange, Stop
 from airmirror.replication.plan_arithmetic import needs_validation
-from airmirror.replication.spark.progress import fence_partitions, forget_progress
+from airmirror.replication.spark.progress import forget_progress, supersede_jobs
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -190,8 +190,11 @@ def reset_topic(flow: FlowConfig, store: MetadataStore, topic: str, holder: str)
         partitions = {key.partition for key in store.cursor_states(flow.name) if key.topic == topic}
         partitions.update(range(source_partition_count(flow, topic)))
         unfinished = store.unfinished_batch(flow.name)
-        fence_partitions(
-            flow, [PartitionKey(topic, p) for p in partitions], None if unfinished is None else unfinished.copy_tasks
+        supersede_jobs(
+            flow,
+            [PartitionKey(topic, p) for p in partitions],
+            None if unfinished is None else unfinished.copy_tasks,
+            None if unfinished is None else unfinished.id,
         )
         forget_progress(flow, topic, flow.remote_topic(topic), partitions)
         removed = store.reset_topic(flow.name, topic, flow.remote_topic(topic))

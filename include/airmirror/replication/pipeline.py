@@ -194,17 +194,18 @@ def run_batch(
     then: they are fenced first, and only then is the new job's task count stored, so that whatever dies next,
     the next job fences this one's attempts (rule 1 of :mod:`airmirror.replication.spark.task_writer`)."""
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
-    from airmirror.replication.spark.progress import fence_partitions, scan_floor
+    from airmirror.replication.spark.progress import scan_floor, supersede_jobs
 
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be run")
-    fence_partitions(flow, [r.key for r in planned.ranges if r.size > 0], planned.copy_tasks)
+    job = supersede_jobs(flow, [r.key for r in planned.ranges if r.size > 0], planned.copy_tasks, planned.batch_id)
     ids = record_ids(flow, store, {r.topic: r.remote_topic for r in planned.ranges if r.size > 0})
     tasks = copy_tasks(
         flow,
         planned.batch_id,
         planned.ranges,
         lambda: spark_slots(spark()),
+        job=job,
         scan_from=scan_floor(planned.copy_tasks, planned.log_floor),
         record_ids=ids,
     )

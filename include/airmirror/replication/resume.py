@@ -2,7 +2,7 @@
 
 A resumed batch keeps its ranges, since parts of them may already be committed in Kafka.  Before anything
 else, every attempt still at work on its partitions is fenced
-(:func:`~airmirror.replication.spark.progress.fence_partitions`); then, from the progress the target's batch log holds:
+(:func:`~airmirror.replication.spark.progress.supersede_jobs`); then, from the progress the target's batch log holds:
 
 1. an unfinished range that cannot finish as planned (:func:`unfinishable`):
 
@@ -44,7 +44,7 @@ from airmirror.kafka.topics import TopicMapping, topic_ids
 from airmirror.model import PartitionKey, PlannedRange
 from airmirror.replication.incarnations import writable_mappings
 from airmirror.replication.spark.batch_log import Progress
-from airmirror.replication.spark.progress import fence_partitions, range_progress, scan_floor, unfinished, untouched
+from airmirror.replication.spark.progress import range_progress, scan_floor, supersede_jobs, unfinished, untouched
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def revise_resumed_ranges(
     pending = [r for r in ranges if r.size > 0]
     if not pending:
         return ranges
-    fence_partitions(flow, [r.key for r in pending], copy_tasks)
+    supersede_jobs(flow, [r.key for r in pending], copy_tasks, batch_id)
     progress = range_progress(flow, ranges, copy_tasks, scan_floor(copy_tasks, log_floor))
     open_ranges = unfinished(ranges, progress, batch_id)
     fresh = {r.key for r in untouched(open_ranges, progress, batch_id)}

@@ -60,7 +60,7 @@ from airmirror.replication.spark.batch_log import (
     runs_source,
     scan_runs,
 )
-from airmirror.replication.spark.progress import fence_partitions, range_progress, scan_floor
+from airmirror.replication.spark.progress import range_progress, scan_floor, supersede_jobs
 from airmirror.replication.spark.range_reader import OPEN_END, offset_of
 from airmirror.store import FlowBusyError, FlowLease, MetadataStore
 
@@ -333,8 +333,16 @@ def run_stream(
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
 
     ids = record_ids(flow, store, {r.topic: r.remote_topic for r in ranges})
+    token = supersede_jobs(flow, [], None, batch_id)
     tasks = copy_tasks(
-        flow, batch_id, ranges, lambda: spark_slots(spark), scan_from=None, stream_until=until, record_ids=ids
+        flow,
+        batch_id,
+        ranges,
+        lambda: spark_slots(spark),
+        job=token,
+        scan_from=None,
+        stream_until=until,
+        record_ids=ids,
     )
     store.set_copy_tasks(batch_id, len(tasks), tasks[0].log_end)
     recorder = StreamRecorder(flow, store, batch_id, ranges, lease, on_record)
@@ -373,7 +381,7 @@ def run_stream(
             if job.wait(0):
                 job.cancel()
             job.join()
-        fence_partitions(flow, [r.key for r in ranges], len(tasks))
+        supersede_jobs(flow, [r.key for r in ranges], len(tasks), batch_id)
         tail.drain()
         recorder.record_tail(tail, final=True)
     finally:
@@ -392,7 +400,7 @@ def close_stream(
 ) -> None:
     """Rule 5: commit the stream batch a dead driver left RUNNING, with what its tasks committed in Kafka
     (``copy_tasks`` and ``log_floor`` are the batch's: :class:`~airmirror.model.BatchRecord`)."""
-    fence_partitions(flow, [r.key for r in ranges], copy_tasks)
+    supersede_jobs(flow, [r.key for r in ranges], copy_tasks, batch_id)
     recorder = StreamRecorder(flow, store, batch_id, ranges, None, None)
     found = range_progress(
         flow, [replace(r, end=OPEN_END) for r in ranges], copy_tasks, scan_floor(copy_tasks, log_floor)

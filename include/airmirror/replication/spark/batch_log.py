@@ -34,6 +34,13 @@ which source records of which batch are in the target.  Rules:
   (:func:`read_progress`), and before the batch's first job, when nothing of it can be in the log, not at all:
   what a lookup reads is bounded by what the batch wrote, never by the flow's age.  (A batch begun by an
   airmirror that stored no floor, but whose job has run, is scanned from the log start once.)
+* **A job that was superseded writes nothing.**  Before it fences the copy tasks of earlier jobs, the driver commits a
+  new job token to the anchor group, on the batch log's partition (:func:`commit_job`, :func:`job_marker`): every
+  task of the job it then runs carries that token.  A task reads the token with its anchors, in the same request,
+  after its ``init_transactions()``, and writes nothing unless it is its own.  So once a run has started its job,
+  an attempt of any earlier job (a Spark retry of a run that lost its lease, under a transactional id the new job
+  does not use) either was fenced or reads the newer token and stops: no two jobs ever write at once.  A missing
+  token (the group deleted) stops the task too; the next job commits its own.
 * **Every partition of a stream has an anchor.**  A streaming task commits the progress of its ranges without
   a trusted anchor at once, before copying (rule 6 of :mod:`~airmirror.replication.spark.task_writer`), so a
   partition that never holds a record is anchored too, and one bounded recovery after the anchor group expired
@@ -214,10 +221,20 @@ def read_anchors(
     consumer_config: Mapping[str, Any], group: str, partitions: Sequence[tuple[str, int]], timeout: float = 60.0
 ) -> dict[tuple[str, int], Progress | None]:
     """The trusted anchors of ``group`` for remote ``(topic, partition)`` pairs (``None`` where there is no
-    trustworthy one: see the module docstring).  Transient coordinator errors are retried until ``timeout``; a
-    refused group raises at once (:func:`~airmirror.kafka.authorization.raise_queued_refusal`)."""
+    trustworthy one: see the module docstring)."""
+    return {
+        (tp.topic, tp.partition): trusted_anchor(tp) for tp in read_group(consumer_config, group, partitions, timeout)
+    }
+
+
+def read_group(
+    consumer_config: Mapping[str, Any], group: str, partitions: Sequence[tuple[str, int]], timeout: float = 60.0
+) -> list[TopicPartition]:
+    """What ``group`` committed for ``(topic, partition)`` pairs, with metadata, in one request.  Transient
+    coordinator errors are retried until ``timeout``; a refused group raises at once
+    (:func:`~airmirror.kafka.authorization.raise_queued_refusal`)."""
     if not partitions:
-        return {}
+        return []
     consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
 
     def attempt() -> list[TopicPartition]:
@@ -228,10 +245,50 @@ def read_anchors(
             raise
 
     try:
-        committed = retry_transient(attempt, f"read the anchors of group '{group}'", timeout)
+        committed: list[TopicPartition] = retry_transient(attempt, f"read the anchors of group '{group}'", timeout)
     finally:
         consumer.close()
-    return {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed}
+    return committed
+
+
+def job_marker(log_topic: str) -> tuple[str, int]:
+    """Where the anchor group holds the flow's newest copy job: the batch log's partition (no remote partition, so
+    never an anchor; see the module docstring)."""
+    return (log_topic, 0)
+
+
+def encode_job(job: str) -> str:
+    return json.dumps({"v": LOG_FORMAT_VERSION, "job": job}, separators=(",", ":"))
+
+
+def decode_job(metadata: str | builtins.bytes | None) -> str | None:
+    """The job named in a job marker's metadata, or ``None`` when it names none."""
+    try:
+        fields = json.loads(metadata) if metadata else None
+    except ValueError:
+        return None
+    if not isinstance(fields, dict) or fields.get("v") != LOG_FORMAT_VERSION or not isinstance(fields.get("job"), str):
+        return None
+    job: str = fields["job"]
+    return job
+
+
+def commit_job(consumer_config: Mapping[str, Any], group: str, log_topic: str, job: str) -> None:
+    """Commit ``job`` as the flow's newest copy job (:func:`job_marker`), waiting for the coordinator's answer."""
+    consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
+    try:
+        marker = TopicPartition(*job_marker(log_topic), 0, metadata=encode_job(job))
+
+        def attempt() -> None:
+            try:
+                consumer.commit(offsets=[marker], asynchronous=False)
+            except KafkaException:
+                raise_queued_refusal(consumer)
+                raise
+
+        retry_transient(attempt, f"record the newest copy job in group '{group}'", 60.0)
+    finally:
+        consumer.close()
 
 
 def committed_offsets(

@@ -101,6 +101,7 @@ def copy_tasks(
     batch_id: int,
     ranges: list[PlannedRange],
     slots: Callable[[], int],
+    job: str,
     scan_from: int | None,
     stream_until: float | None = None,
     record_ids: RecordIds | None = None,
@@ -112,9 +113,10 @@ def copy_tasks(
     before, as :func:`airmirror.replication.pipeline.run_batch` does) and each task the flow's
     ``airmirror.task.max.buffer.bytes``.  Client settings above their share of it are
     lowered here, with one warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`).
-    ``scan_from`` is where a range without a trusted anchor is looked up in the batch log
-    (:func:`~airmirror.replication.spark.progress.scan_floor`); a task's retries look up from there too, or, in the
-    batch's first job (``None``), from the log's end before the job.
+    ``job`` is the token the driver committed for this job
+    (:func:`~airmirror.replication.spark.progress.supersede_jobs`).  ``scan_from`` is where a range without a
+    trusted anchor is looked up in the batch log (:func:`~airmirror.replication.spark.progress.scan_floor`); a
+    task's retries look up from there too, or, in the batch's first job (``None``), from the log's end before it.
     With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
     task, which streams until then and at least up to the source's last stable offsets of now (rule 6 of
     :mod:`airmirror.replication.spark.task_writer`).  ``record_ids`` (``airmirror.schema.ids`` not ``off``, see
@@ -144,6 +146,7 @@ def copy_tasks(
             log_topic=names.batch_log_topic(flow.source),
             log_end=end,
             scan_from=end if scan_from is None else scan_from,
+            job=job,
             bounds=bounds,
             ranges=tuple(
                 RangeTask(

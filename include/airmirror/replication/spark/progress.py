@@ -12,6 +12,7 @@ it).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -22,7 +23,14 @@ from airmirror.config import FlowConfig
 from airmirror.kafka.authorization import access_scope, naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
 from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
-from airmirror.replication.spark.batch_log import Progress, progress_key, read_progress, tombstone, while_log_is_new
+from airmirror.replication.spark.batch_log import (
+    Progress,
+    commit_job,
+    progress_key,
+    read_progress,
+    tombstone,
+    while_log_is_new,
+)
 from airmirror.replication.spark.task_writer import fence_attempts
 
 
@@ -72,10 +80,25 @@ def attempt_ids(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int 
     return [names.copy_task_transactional_id(flow.source, flow.target, index) for index in range(copy_tasks)]
 
 
+def supersede_jobs(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None, batch_id: int | None) -> str:
+    """Make every earlier copy job of the flow write nothing more, and return the token of the job that may run next
+    (:func:`~airmirror.replication.spark.batch_log.commit_job`): first commit a new job token (of ``batch_id``),
+    which any later attempt of an earlier job reads and stops at, then fence every attempt of the unfinished batch
+    that may be at work on these source partitions (:func:`attempt_ids`; ``copy_tasks`` is the batch's, ``None``
+    without one; see :func:`~airmirror.replication.spark.task_writer.fence_attempts`)."""
+    job = f"{batch_id}-{uuid.uuid4().hex}"
+    group, log_topic = names.anchor_group(flow.source, flow.target), names.batch_log_topic(flow.source)
+    with naming_refusals(access_scope(flow, flow.target), group=group):
+        commit_job(flow.target_client("consumer"), group, log_topic, job)
+    fence_partitions(flow, keys, copy_tasks)
+    return job
+
+
 def fence_partitions(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> None:
     """Fence every copy attempt of the unfinished batch that may be at work on these source partitions
     (:func:`attempt_ids`; ``copy_tasks`` is the batch's, ``None`` without one; see
-    :func:`~airmirror.replication.spark.task_writer.fence_attempts`)."""
+    :func:`~airmirror.replication.spark.task_writer.fence_attempts`).  Only :func:`supersede_jobs` also stops the
+    later attempts of those jobs; this is for the driver's reads while no job runs."""
     fence_attempts(flow.target_client("producer"), attempt_ids(flow, keys, copy_tasks), access_scope(flow, flow.target))
 
 
@@ -84,7 +107,7 @@ def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions:
     progress records are tombstoned and their anchors overwritten with an offset that carries no progress (so
     no anchor is trusted).  The next copy of the re-seeded topic then starts afresh instead of being refused
     as a target ahead of the metadata DB.  Call only after fencing every attempt at the partitions
-    (:func:`fence_partitions`).  A remote topic that no longer exists has no anchors to overwrite."""
+    (:func:`supersede_jobs`).  A remote topic that no longer exists has no anchors to overwrite."""
     numbers = sorted(set(partitions))
     if not numbers:
         return

@@ -12,8 +12,13 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    (a zombie can no longer commit) and aborts its open transaction, so none of its records ever becomes
    visible to read_committed consumers.  A retried job may spread the partitions differently, so before it
    starts the driver fences every task id of the batch's job before it (their count is stored with the batch,
-   and replaced only after that fencing: :func:`airmirror.replication.pipeline.run_batch`).  Hence at any
-   time at most one attempt can commit for a partition.  The tasks of a committed batch write nothing more: the
+   and replaced only after that fencing: :func:`airmirror.replication.pipeline.run_batch`).  Before that fencing
+   the driver commits a new job token (:func:`~airmirror.replication.spark.progress.supersede_jobs`), which the
+   job's tasks carry (``CopyTask.job``); right after its ``init_transactions()`` a task reads the flow's newest
+   token with its anchors and, unless it is its own, fails having written nothing.  So an attempt of an earlier
+   job that starts after the fencing (a Spark retry in a run that lost its lease, under an id the new job does not
+   use) never writes: the fencing stops the attempts that were running, the token those that come later.  Hence
+   at any time at most one attempt can commit for a partition.  The tasks of a committed batch write nothing more: the
    last attempt at each found all its ranges done.
 2. After fencing, every range's newest committed :class:`~airmirror.replication.spark.batch_log.Progress` is
    read (one request for all anchors): a trusted anchor; else, on a task's first attempt, what the driver found
@@ -99,12 +104,15 @@ from airmirror.model import RangeCopied
 from airmirror.replication.offset_runs import RunBuilder
 from airmirror.replication.spark.batch_log import (
     Progress,
+    decode_job,
     encode_runs,
+    job_marker,
     progress_key,
-    read_anchors,
+    read_group,
     runs_key,
     runs_parts,
     scan_progress,
+    trusted_anchor,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
@@ -171,6 +179,7 @@ class CopyTask:
 
     ``log_end`` is the batch log's end offset before the job: every runs record the job writes lies at or after
     it; ``scan_from`` is the batch's log floor, where a retry looks up a range without a trusted anchor (rule 2).
+    ``job`` is the token the driver committed for the job (rule 1): the task writes only while it is the newest.
     ``buffer`` bounds what the task holds (:mod:`airmirror.replication.spark.task_buffer`).  The client
     configurations can hold credentials, so they are left out of the repr.  The access scopes name the ACL
     behind a refusal (:mod:`airmirror.kafka.authorization`).  ``stream_until`` (epoch seconds) makes it a streaming
@@ -185,6 +194,7 @@ class CopyTask:
     log_topic: str
     log_end: int
     scan_from: int
+    job: str
     bounds: TransactionBounds
     ranges: tuple[RangeTask, ...]
     source_access: AccessScope
@@ -343,7 +353,16 @@ class TaskCopy:
         with hard_deadline(TRANSACTION_CALL_S, f"init_transactions of {task.transactional_id}"):
             self.producer.init_transactions(TRANSACTION_CALL_S)
         remotes = {r.remote: r for r in task.ranges}
-        found = read_anchors(task.target_consumer_config, task.anchor_group, list(remotes))
+        marker = job_marker(task.log_topic)
+        committed = read_group(task.target_consumer_config, task.anchor_group, [*remotes, marker])
+        newest = next((decode_job(tp.metadata) for tp in committed if (tp.topic, tp.partition) == marker), None)
+        if newest != task.job:
+            raise ReplicationFailure(
+                f"copy job {task.job} of flow {task.flow} was superseded by "
+                f"{'job ' + newest if newest else 'a job whose token is gone'}: {task.transactional_id} writes nothing "
+                "(the run that started it lost the flow, or was stopped)"
+            )
+        found = {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed if (tp.topic, tp.partition) != marker}
         unanchored = [remote for remote, anchor in found.items() if anchor is None]
         if first_attempt:
             found.update((remote, remotes[remote].known) for remote in unanchored)

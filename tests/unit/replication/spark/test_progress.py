@@ -11,8 +11,8 @@ from confluent_kafka import KafkaException
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
-from airmirror.replication.spark.batch_log import Progress
-from airmirror.replication.spark.progress import attempt_ids, fence_partitions, unfinished, untouched
+from airmirror.replication.spark.batch_log import Progress, decode_job, job_marker
+from airmirror.replication.spark.progress import attempt_ids, fence_partitions, supersede_jobs, unfinished, untouched
 from tests.unit.kafka_stand_ins import StandInCluster
 
 BATCH = 7
@@ -88,3 +88,16 @@ def test_fencing_aborts_what_an_attempt_left_open_and_it_can_never_commit(
     assert raised.value.args[0].fatal()
     fenced = [tid for tid, method in target.calls if method == "init_transactions"][1:]
     assert fenced == attempt_ids(flow, KEYS, 2)
+
+
+def test_superseding_commits_a_new_job_token_then_fences_the_attempts(flow: FlowConfig, target: StandInCluster) -> None:
+    """Rule 1 of the task writer: the new token is committed before the fencing, so an attempt that starts after
+    the fencing reads it; every call makes a token of its own."""
+    first = supersede_jobs(flow, KEYS, 2, 7)
+    second = supersede_jobs(flow, KEYS, 2, 7)
+
+    group = names.anchor_group("a", "b")
+    assert first != second and first.startswith("7-")
+    assert decode_job(target.groups[group][job_marker(names.batch_log_topic("a"))].metadata) == second
+    methods = [method for _, method in target.calls if method in ("commit", "init_transactions")]
+    assert methods == ["commit", "init_transactions", "init_transactions"] * 2

@@ -32,6 +32,7 @@ TASK = CopyTask(
     log_topic="airmirror-batches.a.internal",
     log_end=0,
     scan_from=0,
+    job="7-a",
     bounds=TransactionBounds(1000, 1 << 20, 5.0),
     ranges=(RANGE,),
     source_access=AccessScope("a", "User:mirror", ()),

@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope
 from airmirror.model import OffsetRun
-from airmirror.replication.spark.batch_log import Progress, decode_runs
+from airmirror.replication.spark.batch_log import Progress, decode_runs, encode_job
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer
 from airmirror.replication.spark.task_writer import (
@@ -30,6 +30,27 @@ TOPIC, REMOTE = "orders", "a.orders"
 TID = "airmirror-a-b-~copy0"
 GROUP = "airmirror-eos-a-b"
 LOG = "airmirror-batches.a.internal"
+JOB = "7-newest"
+
+
+def commit_job(target: StandInCluster, job: str) -> None:
+    """What the driver does before it runs a job's tasks: commit the job's token as the flow's newest (rule 1)."""
+    target.groups.setdefault(GROUP, {})[(LOG, 0)] = TopicPartition(LOG, 0, 0, metadata=encode_job(job))
+
+
+@pytest.fixture(autouse=True)
+def newest_job(target: StandInCluster) -> None:
+    """The driver committed :data:`JOB` as the flow's newest copy job before it ran the tasks."""
+    commit_job(target, JOB)
+
+
+def lose_anchors(target: StandInCluster) -> None:
+    """The anchor group expired or was deleted (that never means "not copied"); the retry that follows is one of the
+    next job, whose driver commits its token again (rule 1)."""
+    target.groups.clear()
+    commit_job(target, JOB)
+
+
 ROOMY = TransactionBounds(max_records=1000, max_bytes=1 << 30, max_seconds=600.0)
 
 
@@ -60,6 +81,7 @@ def task_of(
         log_topic=LOG,
         log_end=0,
         scan_from=0,
+        job=JOB,
         bounds=bounds,
         ranges=ranges or (range_task(),),
         source_access=AccessScope("a", "User:mirror", ()),
@@ -312,7 +334,7 @@ def test_a_retry_without_anchors_finds_its_progress_in_the_batch_log(
     task = task_of(bounds=by_records(4))
     with pytest.raises(KafkaException):
         copy_task(task, first_attempt=True)
-    target.groups.clear()  # the anchor group expired or was deleted: that never means "not copied"
+    lose_anchors(target)
 
     copy_task(task, first_attempt=False)
 
@@ -359,6 +381,26 @@ def test_ranges_this_batch_finished_are_neither_read_nor_written_again(
     assert len(target.transactions) == transactions
     assert copied(target) == sources(source)
     assert source.consumers[-1].positions == {}
+
+
+@pytest.mark.parametrize("newest", ["8-later", None], ids=["a-later-job", "no-token"])
+def test_an_attempt_of_a_superseded_job_writes_nothing(
+    source: StandInCluster, target: StandInCluster, newest: str | None
+) -> None:
+    """A later job's driver committed its own token (or the anchor group lost it): an attempt of this job that
+    starts now, under an id the later job may not use or fence, fails after its init_transactions, having written
+    nothing."""
+    source.fill(TOPIC, 0, 10)
+    if newest is None:
+        target.groups.clear()
+    else:
+        commit_job(target, newest)
+
+    with pytest.raises(ReplicationFailure, match="was superseded"):
+        copy_task(task_of(), first_attempt=False)
+
+    assert target.called("begin_transaction") == 0
+    assert copied(target) == []
 
 
 def test_a_target_ahead_of_the_metadata_db_fails_the_task_before_anything_is_written(
@@ -442,7 +484,7 @@ def test_a_retry_looks_up_a_range_without_an_anchor_from_the_batchs_log_floor_on
     task = replace(task_of(range_task(start=4), bounds=by_records(4)), scan_from=floor)
     with pytest.raises(KafkaException):
         copy_task(task, first_attempt=True)
-    target.groups.clear()
+    lose_anchors(target)
     consumers = len(target.consumers)
 
     copy_task(task, first_attempt=False)
