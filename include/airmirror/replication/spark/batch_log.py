@@ -274,14 +274,15 @@ def decode_job(metadata: str | builtins.bytes | None) -> str | None:
 
 
 def commit_job(consumer_config: Mapping[str, Any], group: str, log_topic: str, job: str) -> None:
-    """Commit ``job`` as the flow's newest copy job (:func:`job_marker`), waiting for the coordinator's answer."""
+    """Commit ``job`` as the flow's newest copy job (:func:`job_marker`), waiting for the coordinator's answer (and,
+    for a batch log created a moment ago, for the coordinator to know it: :func:`while_log_is_new`)."""
     consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
     try:
         marker = TopicPartition(*job_marker(log_topic), 0, metadata=encode_job(job))
 
         def attempt() -> None:
             try:
-                consumer.commit(offsets=[marker], asynchronous=False)
+                while_log_is_new(lambda: consumer.commit(offsets=[marker], asynchronous=False))
             except KafkaException:
                 raise_queued_refusal(consumer)
                 raise

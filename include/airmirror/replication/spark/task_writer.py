@@ -347,21 +347,18 @@ class TaskCopy:
         self.ids = None if task.record_ids is None else IdTranslator(task.record_ids)
 
     def fence(self, first_attempt: bool) -> None:
-        """Fence older attempts and find where each range stands (rule 2 of the module docstring)."""
+        """Fence older attempts and find where each range stands (rules 1 and 2 of the module docstring).  The job's
+        token is checked before ``init_transactions()`` too, so that an attempt of a superseded job does not even
+        fence the attempt of the newer job that shares its id."""
         task = self.task
+        marker = job_marker(task.log_topic)
+        self.check_job(read_group(task.target_consumer_config, task.anchor_group, [marker]), marker)
         await_broker_connections(self.producer, task.ranges[0].remote_topic)
         with hard_deadline(TRANSACTION_CALL_S, f"init_transactions of {task.transactional_id}"):
             self.producer.init_transactions(TRANSACTION_CALL_S)
         remotes = {r.remote: r for r in task.ranges}
-        marker = job_marker(task.log_topic)
         committed = read_group(task.target_consumer_config, task.anchor_group, [*remotes, marker])
-        newest = next((decode_job(tp.metadata) for tp in committed if (tp.topic, tp.partition) == marker), None)
-        if newest != task.job:
-            raise ReplicationFailure(
-                f"copy job {task.job} of flow {task.flow} was superseded by "
-                f"{'job ' + newest if newest else 'a job whose token is gone'}: {task.transactional_id} writes nothing "
-                "(the run that started it lost the flow, or was stopped)"
-            )
+        self.check_job(committed, marker)
         found = {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed if (tp.topic, tp.partition) != marker}
         unanchored = [remote for remote, anchor in found.items() if anchor is None]
         if first_attempt:
@@ -376,6 +373,18 @@ class TaskCopy:
             )
         if task.stream_until is not None and unanchored:
             self.anchor([(remotes[remote].topic, remotes[remote].partition) for remote in unanchored])
+
+    def check_job(self, committed: list[TopicPartition], marker: tuple[str, int]) -> None:
+        """Fail, having written nothing, unless the flow's newest job token (in ``committed``, at ``marker``) is this
+        task's (rule 1)."""
+        task = self.task
+        newest = next((decode_job(tp.metadata) for tp in committed if (tp.topic, tp.partition) == marker), None)
+        if newest != task.job:
+            raise ReplicationFailure(
+                f"copy job {task.job} of flow {task.flow} was superseded by "
+                f"{'job ' + newest if newest else 'a job whose token is gone'}: {task.transactional_id} writes nothing "
+                "(the run that started it lost the flow, or was stopped)"
+            )
 
     def anchor(self, keys: list[tuple[str, int]]) -> None:
         """Commit the progress of these ranges as it stands, with their anchors, in a transaction of no records

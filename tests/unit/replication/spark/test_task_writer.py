@@ -388,8 +388,8 @@ def test_an_attempt_of_a_superseded_job_writes_nothing(
     source: StandInCluster, target: StandInCluster, newest: str | None
 ) -> None:
     """A later job's driver committed its own token (or the anchor group lost it): an attempt of this job that
-    starts now, under an id the later job may not use or fence, fails after its init_transactions, having written
-    nothing."""
+    starts now, under an id the later job may not use or fence, fails having written nothing, and without fencing
+    the producer of the later job that may share its id."""
     source.fill(TOPIC, 0, 10)
     if newest is None:
         target.groups.clear()
@@ -398,6 +398,20 @@ def test_an_attempt_of_a_superseded_job_writes_nothing(
 
     with pytest.raises(ReplicationFailure, match="was superseded"):
         copy_task(task_of(), first_attempt=False)
+
+    assert target.called("init_transactions") == 0  # it did not even fence the newer job's attempt of its id
+    assert target.called("begin_transaction") == 0
+    assert copied(target) == []
+
+
+def test_an_attempt_superseded_while_it_fences_writes_nothing(source: StandInCluster, target: StandInCluster) -> None:
+    """The later job's driver commits its token between this attempt's first look and its init_transactions: the
+    look after init_transactions sees it, and the attempt writes nothing."""
+    source.fill(TOPIC, 0, 10)
+    target.before("init_transactions", lambda: commit_job(target, "8-later"))
+
+    with pytest.raises(ReplicationFailure, match="superseded by job 8-later"):
+        copy_task(task_of(), first_attempt=True)
 
     assert target.called("begin_transaction") == 0
     assert copied(target) == []
