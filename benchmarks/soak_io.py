@@ -6,6 +6,7 @@ replication code, so the soak judges airmirror only by what a user could see.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,13 +101,17 @@ def high_watermark_sum(admin: AdminClient, topics: dict[str, int]) -> int | None
     return total
 
 
-def settled_high_watermark_sum(admin: AdminClient, topics: dict[str, int], timeout: float = 60) -> int:
-    """:func:`high_watermark_sum` once the cluster answers; ``TimeoutError`` if it does not within ``timeout`` s."""
+def settled_high_watermark_sum(admin: AdminClient, topics: dict[str, int], timeout: float = 180) -> int:
+    """:func:`high_watermark_sum` once the cluster answers; ``TimeoutError`` if it does not within ``timeout`` s.
+    After a failed attempt the client's metadata of ``topics`` is refreshed: after a broker restart librdkafka may
+    otherwise look their leaders up in its stale cache until its periodic refresh, minutes later."""
     deadline = time.monotonic() + timeout
     while (total := high_watermark_sum(admin, topics)) is None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"no high watermarks of {sorted(topics)} within {timeout} s")
         time.sleep(1)
+        with contextlib.suppress(KafkaException):
+            admin.list_topics(timeout=10)
     return total
 
 

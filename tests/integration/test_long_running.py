@@ -9,8 +9,8 @@ deleted offsets as a gap and copies on from the log start, by itself.  A source 
 behind stops that read alone instead of hanging the task.  A remote topic deleted under a copy stays deleted: no
 airmirror producer makes a broker create a topic by writing to it.
 
-Fencing survives a lost lease: a driver frozen past its lease while its Spark tasks copy on, a second run that takes
-the flow over with fewer slots, then the first driver thawed: the target holds every record exactly once.
+Fencing survives a lost lease: a live run's driver frozen past its lease while its Spark tasks stream on, a second
+run that takes the flow over with fewer slots, then the first driver thawed: the target holds every record once.
 """
 
 from __future__ import annotations
@@ -44,7 +44,15 @@ from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS
 from tests.cli_helpers import airmirror_process
 from tests.conftest import write_config
 from tests.integration.test_resume_selection import interrupt, load_topics
-from tests.kafka_helpers import create_topic, delete_topic_and_wait, end_offset, produce, records_of, sample_records
+from tests.kafka_helpers import (
+    SteadyProducer,
+    create_topic,
+    delete_topic_and_wait,
+    end_offset,
+    produce,
+    records_of,
+    sample_records,
+)
 from tests.mirror_helpers import opened, replicate
 from tests.polling import wait_until
 
@@ -212,63 +220,50 @@ def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clu
     assert records_of(b, f"a.{kept}", 0) == records_of(a, kept, 0)
 
 
-LEASED_PARTITIONS, LEASED_RECORDS = 4, 6_000
+LEASED_PARTITIONS = 4
 
 
 def test_a_run_that_lost_its_lease_never_writes_again_once_the_next_run_started(clusters, prefix, tmp_path):
-    """The first run copies with four copy tasks, one record per transaction (slowly), and its driver is frozen
-    (SIGSTOP): its Spark tasks copy on, but it no longer renews its lease.  Once the lease expired, a second run
-    with two slots takes the flow over: it supersedes the first run's job and fences its four task ids, and copies
-    the rest with ids 0 and 1; the first job's tasks, fenced, are retried by Spark under ids 2 and 3 too, which the
-    second run does not use.  Then the first driver is thawed (SIGCONT).  Every record is on the target once."""
+    """A live run streams with four copy tasks while a producer writes; its driver is frozen (SIGSTOP): its Spark
+    tasks stream on, but it no longer renews its lease.  Once the lease expired, a second live run with two slots
+    takes the flow over: it closes the first run's stream batch (superseding its job and fencing its four task ids)
+    and streams with ids 0 and 1; Spark retries the fenced tasks of the first job, under ids 2 and 3 too, which the
+    second run does not use.  Then the first driver is thawed (SIGCONT), and a last plain run copies the rest.
+    Every record is on the target exactly once."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.leased"
     create_topic(a, topic, LEASED_PARTITIONS)
-    for p in range(LEASED_PARTITIONS):
-        produce(a, topic, p, sample_records(LEASED_RECORDS, f"p{p}"))
     body = f"a->b.enabled = true\ntopics = {prefix}.*\n"
-    slow = write_config(
-        tmp_path / "slow.properties",
-        clusters,
-        body + "airmirror.spark.master = local[4]\nairmirror.transaction.max.records = 1",
-    )
-    fast = write_config(tmp_path / "fast.properties", clusters, body + "airmirror.spark.master = local[2]")
-    flow = load_config(slow).flow("a->b")
+    wide = write_config(tmp_path / "wide.properties", clusters, body + "airmirror.spark.master = local[4]")
+    narrow = write_config(tmp_path / "narrow.properties", clusters, body + "airmirror.spark.master = local[2]")
     remote = f"a.{topic}"
+    producer = SteadyProducer(a, topic, LEASED_PARTITIONS, burst=8, pause=0.05)
+    producer.start()
     with (tmp_path / "first.log").open("w") as output:
         first = subprocess.Popen(
-            [sys.executable, "-m", "airmirror.cli", "replicate", str(slow), "--flow", "a->b"],
+            [sys.executable, "-m", "airmirror.cli", "replicate", str(wide), "--flow", "a->b", "--continuous"],
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     try:
-        store = MetadataStore.open(flow.metadata_db_url)
-        try:
-            wait_until(
-                lambda: (
-                    (batch := store.unfinished_batch(flow.name)) is not None and batch.copy_tasks == LEASED_PARTITIONS
-                ),
-                300,
-                "the first run's copy job to start",
-            )
-        finally:
-            store.dispose()
-        wait_until(lambda: sum(end_offset(b, remote, p) for p in range(LEASED_PARTITIONS)) > 200, 300, "copying")
-        os.kill(first.pid, signal.SIGSTOP)  # the driver only: its Spark JVM and Python workers copy on
+        wait_until(lambda: sum(end_offset(b, remote, p) for p in range(LEASED_PARTITIONS)) > 200, 300, "streaming")
+        os.kill(first.pid, signal.SIGSTOP)  # the driver only: its Spark JVM and Python workers stream on
         time.sleep(DEFAULT_LEASE_TTL_SECONDS + 5)
-        assert sum(end_offset(b, remote, p) for p in range(LEASED_PARTITIONS)) < LEASED_PARTITIONS * LEASED_RECORDS
 
-        second = airmirror_process("replicate", str(fast), "--flow", "a->b")
+        second = airmirror_process("replicate", str(narrow), "--flow", "a->b", "--continuous", "--for", "20s")
 
         assert second.returncode == 0, second.stderr[-4000:]
     finally:
         os.kill(first.pid, signal.SIGCONT)
-    try:
-        first.wait(timeout=300)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-    assert airmirror_process("replicate", str(fast), "--flow", "a->b").returncode == 0
+        producer.stop()
+        try:
+            first.wait(timeout=300)  # it finds its lease lost and stops without committing
+        finally:
+            if first.poll() is None:
+                os.killpg(first.pid, signal.SIGKILL)
+                first.wait()
+    last = airmirror_process("replicate", str(narrow), "--flow", "a->b")
+    assert last.returncode == 0, last.stderr[-4000:]
     for p in range(LEASED_PARTITIONS):
         assert records_of(b, remote, p) == records_of(a, topic, p)
