@@ -29,16 +29,16 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from airmirror import names
-from airmirror.config import load_config
+from airmirror.config import FlowConfig, load_config
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
 from airmirror.errors import ReplicationFailure
 from airmirror.model import Gap
 from airmirror.replication.options import BatchOptions
-from airmirror.replication.pipeline import plan_batch, record_batch, sync_flow_topics
+from airmirror.replication.pipeline import PlannedBatch, plan_batch, record_batch, sync_flow_topics
 from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.replication.spark.copy_job import copy_tasks
 from airmirror.replication.spark.progress import supersede_jobs
-from airmirror.replication.spark.task_writer import copy_task
+from airmirror.replication.spark.task_writer import CopyTask, copy_task
 from airmirror.store import MetadataStore
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS
 from tests.cli_helpers import airmirror_process
@@ -149,6 +149,33 @@ def test_a_half_copied_range_that_retention_overtakes_ends_there_and_the_next_ru
         assert store.unfinished_batch(flow.name) is None
 
 
+def prefix_flow(tmp_path: Path, clusters: dict[str, LocalBroker], prefix: str) -> Path:
+    """The flow ``a->b`` of every topic under ``prefix``, on two local Spark slots."""
+    body = f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]"
+    return write_config(tmp_path / "mm2.properties", clusters, body)
+
+
+def delete_topic(bootstrap: str, topic: str) -> AdminClient:
+    """Delete ``topic`` and wait until the cluster no longer lists it; returns the admin client that did."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    delete_topic_and_wait(admin, topic)
+    return admin
+
+
+def one_copy_task(flow: FlowConfig, store: MetadataStore) -> tuple[PlannedBatch, CopyTask]:
+    """Plan and store a batch, and make its one copy task as :func:`~airmirror.replication.pipeline.run_batch` does
+    (the job superseding those before it, its task count and log floor stored), without running it."""
+    options = BatchOptions()
+    planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
+    assert planned.batch_id is not None
+    job = supersede_jobs(flow, [], None, planned.batch_id)
+    (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, job=job, scan_from=None)
+    store.set_copy_tasks(planned.batch_id, 1, task.log_end)
+    planned.copy_tasks, planned.log_floor = 1, task.log_end
+    return planned, task
+
+
 @pytest.fixture(scope="module")
 def creating_target(test_home) -> Iterator[LocalBroker]:
     """A target cluster that creates a topic a client asks for (Kafka's default, ``auto.create.topics.enable``)."""
@@ -166,20 +193,10 @@ def test_a_copy_task_never_creates_a_remote_topic_deleted_under_it(clusters, cre
     topic, remote = f"{prefix}.gone", f"a.{prefix}.gone"
     create_topic(a, topic, 1)
     produce(a, topic, 0, sample_records(50))
-    config = write_config(
-        tmp_path / "mm2.properties",
-        {"a": clusters["a"], "b": creating_target},
-        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]",
-    )
+    config = prefix_flow(tmp_path, {"a": clusters["a"], "b": creating_target}, prefix)
     with opened(config) as (flow, store):
-        options = BatchOptions()
-        planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        job = supersede_jobs(flow, [], None, planned.batch_id)  # as run_batch does before the job
-        (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, job=job, scan_from=None)
-        store.set_copy_tasks(planned.batch_id, 1, task.log_end)  # as run_batch does before the job
-    admin = AdminClient({"bootstrap.servers": b})
-    admin.delete_topics([remote], operation_timeout=30)[remote].result(timeout=60)
-    delete_topic_and_wait(admin, remote)
+        _, task = one_copy_task(flow, store)
+    admin = delete_topic(b, remote)
 
     with pytest.raises((KafkaException, ReplicationFailure)):
         copy_task(task, first_attempt=True)
@@ -196,21 +213,10 @@ def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clu
     for topic in (kept, gone):
         create_topic(a, topic, 1)
         produce(a, topic, 0, sample_records(300, topic))
-    config = write_config(
-        tmp_path / "mm2.properties",
-        clusters,
-        f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]",
-    )
+    config = prefix_flow(tmp_path, clusters, prefix)
     with opened(config) as (flow, store):
-        options = BatchOptions()
-        planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        job = supersede_jobs(flow, [], None, planned.batch_id)  # as run_batch does before the job
-        (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, job=job, scan_from=None)
-        store.set_copy_tasks(planned.batch_id, 1, task.log_end)  # as run_batch does before the job
-        planned.copy_tasks, planned.log_floor = 1, task.log_end
-        source_admin = AdminClient({"bootstrap.servers": a})
-        source_admin.delete_topics([gone], operation_timeout=30)[gone].result(timeout=60)
-        delete_topic_and_wait(source_admin, gone)
+        planned, task = one_copy_task(flow, store)
+        delete_topic(a, gone)
 
         copied = {(r.topic, r.records) for r in copy_task(task, first_attempt=True)}
 
