@@ -141,6 +141,8 @@ class StandInCluster:
         self.log_starts: dict[tuple[str, int], int] = {}
         self.out_of_range: set[tuple[str, int]] = set()
         self.deleted: set[str] = set()
+        self.topic_errors: dict[str, KafkaError] = {}
+        """Topic-level errors metadata reports (a leader not available yet, say)."""
         """Topics deleted from the cluster: their reads hear nothing (as librdkafka's), metadata omits them."""
         """Partitions whose next fetch is refused as out of range whatever the log start (then served again)."""
         self.groups: dict[str, dict[tuple[str, int], TopicPartition]] = {}
@@ -345,8 +347,11 @@ class StandInConsumer:
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
         """The cluster's topics, as ``ClusterMetadata.topics`` lists them (a ``TopicMetadata`` without error each)."""
-        names = {t for t, _ in self.cluster.logs} - self.cluster.deleted
-        return SimpleNamespace(topics={name: SimpleNamespace(topic=name, error=None) for name in names})
+        cluster = self.cluster
+        names = {t for t, _ in cluster.logs} - cluster.deleted
+        return SimpleNamespace(
+            topics={name: SimpleNamespace(topic=name, error=cluster.topic_errors.get(name)) for name in names}
+        )
 
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = -1, cached: bool = False

@@ -334,8 +334,11 @@ class RangesReader:
         """Reads that heard nothing for a while: end those whose topic is gone (see the module docstring)."""
         topics = consumer.list_topics(timeout=REQUEST_TIMEOUT_S).topics
         for read in stalled:
-            if read.topic in topics and topics[read.topic].error is None:
-                continue
+            metadata = topics.get(read.topic)
+            if metadata is not None and (
+                metadata.error is None or metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+            ):
+                continue  # there, or only its leader or metadata is not ready: the read waits on
             log.warning(
                 "%s-%d: the topic is gone from the source cluster (deleted while this read stood at offset %d); the "
                 "range ends there and the next plan treats the topic as deleted",

@@ -5,7 +5,7 @@ partition at or beyond it, or (after waiting) where a truncated log now ends; a 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from airmirror.replication.spark import range_reader
 from airmirror.replication.spark.range_reader import EARLY_END_WAIT_S, OPEN_END, RangesReader, ReadRange
@@ -134,6 +134,21 @@ def test_a_read_whose_topic_was_deleted_ends_where_it_got_to_and_the_others_read
         assert (read.end, read.reached) == (1, 1) and reader.ended == {(TOPIC, 0)}
         assert clock.monotonic() - began >= range_reader.STALL_CHECK_S
         assert not reader.reads[("kept", 0)].done  # quiet too, but its topic exists: it waits on as before
+
+
+def test_a_quiet_read_whose_topic_metadata_is_not_ready_waits_on(source: StandInCluster, clock: Clock) -> None:
+    """Only a topic the cluster no longer knows ends a read: a topic-level error such as a leader not available yet
+    leaves it waiting."""
+    source.seconds_per_poll = 1.0
+    source.fill(TOPIC, 0, 2)
+    source.topic_errors[TOPIC] = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)
+    began = clock.monotonic()
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 0, 4)]) as reader:
+        rounds = reader.rounds()
+        while clock.monotonic() - began < 2 * range_reader.STALL_CHECK_S:
+            next(rounds)
+        assert not reader.reads[(TOPIC, 0)].done and reader.ended == set()
 
 
 def test_an_open_range_moves_to_where_the_read_caught_up_and_never_ends(source: StandInCluster) -> None:
