@@ -287,7 +287,7 @@ def test_a_partition_truncated_under_a_stream_stops_alone_and_is_copied_again_fr
         rejoin(source3, topic, leader)
 
     assert run.returncode == 0, (output, errors)
-    assert f"the source log of {topic}-0 diverged below the copy" in errors and "round failed" not in errors, errors
+    assert f"the source log of {topic}-0 moved from under the copy" in errors and "round failed" not in errors, errors
     assert records_of(b, f"a.{topic}", 0) == first + divergent + new
     assert records_of(b, f"a.{steady}", 0) == records_of(a, steady, 0)
     assert len(records_of(a, steady, 0)) == producer.sent
