@@ -280,8 +280,7 @@ class RangesReader:
             for read, error in out_of_range:
                 self._end_if_overtaken(consumer, read, error)
             now = time.monotonic()
-            stalled = [read for read in pending if read.stalled(now)]
-            if stalled and now - self._checked_at >= STALL_CHECK_S:
+            if now - self._checked_at >= STALL_CHECK_S and (stalled := [r for r in pending if r.stalled(now)]):
                 self._checked_at = now
                 self._end_if_deleted(consumer, stalled)
             for read in pending:
