@@ -39,6 +39,7 @@ from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.replication.spark.copy_job import copy_tasks
 from airmirror.replication.spark.progress import supersede_jobs
 from airmirror.replication.spark.task_writer import CopyTask, copy_task
+from airmirror.replication.status import flow_status
 from airmirror.store import MetadataStore
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS
 from tests.cli_helpers import airmirror_process
@@ -204,10 +205,11 @@ def test_a_copy_task_never_creates_a_remote_topic_deleted_under_it(clusters, cre
     assert remote not in admin.list_topics(timeout=30).topics
 
 
-def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clusters, prefix, tmp_path):
+def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clusters, spark, prefix, tmp_path):
     """The batch is planned over two topics, then one of them is deleted on the source before its read got
     anywhere (librdkafka reports nothing to such a read): the copy task copies the other topic, ends the deleted
-    topic's range where its read stood, and returns; the batch commits."""
+    topic's range where its read stood, and returns; the batch commits, and ``status`` names the deleted topic as
+    stopped at its cursor while the run that follows copies the other topic and succeeds."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     kept, gone = f"{prefix}.kept", f"{prefix}.gone"
     for topic in (kept, gone):
@@ -223,6 +225,14 @@ def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clu
         assert copied == {(kept, 300), (gone, 0)}
         summary = record_batch(flow, store, planned)
         assert {(r.topic, r.end) for r in summary.results} == {(kept, 300), (gone, 0)}
+        produce(a, kept, 0, sample_records(20, f"{kept}-more"))
+
+    report = replicate(config, spark)
+    assert report.summary is not None and report.summary.records == 20
+    with opened(config) as (flow, store):
+        stops = flow_status(flow, store).stops
+        assert [(s.topic, s.partition) for s in stops] == [(gone, None)]
+        assert f"{gone}-0 at 0" in stops[0].reason
     assert records_of(b, f"a.{kept}", 0) == records_of(a, kept, 0)
 
 

@@ -8,6 +8,13 @@ deleted before they could be copied.  ``source_reset`` names a reset the next ru
 recreated, or its log ends below the cursor); the flow's past source resets and its stopped topics and
 partitions (:mod:`airmirror.replication.incarnations`) are listed with it.
 
+Deleted source topics (:func:`deleted_source_topics`): a topic the flow selects and has copied (it has cursors)
+that the source cluster no longer lists is a stop too, one per topic, derived from the listing at every ``status``
+rather than stored: its partitions are no longer read (a read it was in ended where it got to, see
+:mod:`airmirror.replication.spark.range_reader`), runs go on without it and do not fail for it, and a topic
+created again under the name is a new incarnation, copied as ``airmirror.source.reset.policy`` says.  Its
+``stopped_at`` is when its cursors last moved, and its reason names every partition's cursor.
+
 Future timestamps: for every partition with records left to copy, the next record (the first committed one
 at or after the cursor) is read once; when it is stamped more than :data:`FUTURE_TOLERANCE_MS` after now, the
 partition's ``future_timestamp_ms`` / ``future_timestamp_offset`` name it (None otherwise).  Such a record
@@ -27,13 +34,14 @@ to target ids, and the records it copied unchanged because their schema id was u
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from airmirror.config import FlowConfig
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.kafka.clients import source_admin
 from airmirror.kafka.topics import replicated_topics
-from airmirror.model import JsonObject, SourceReset, Stop, json_object, to_json
+from airmirror.model import JsonObject, PartitionKey, PartitionStats, SourceReset, Stop, json_object, to_json
 from airmirror.replication.lag import lag_samples, newest_latency_ms, next_records
 from airmirror.replication.plan_inputs import plan_partitions
 from airmirror.store import MetadataStore
@@ -124,6 +132,33 @@ class FlowStatus:
         }
 
 
+def deleted_source_topics(
+    flow: FlowConfig, stats: Mapping[PartitionKey, PartitionStats], listed: Iterable[str]
+) -> list[Stop]:
+    """One :class:`Stop` per source topic the flow selects whose partitions have cursors (``stats``) but which is
+    not among the ``listed`` topics the source cluster holds now: deleted (see the module docstring)."""
+    listed = set(listed)
+    gone: dict[str, dict[int, PartitionStats]] = {}
+    for key, stat in stats.items():
+        if key.topic not in listed and flow.should_replicate(key.topic):
+            gone.setdefault(key.topic, {})[key.partition] = stat
+    stops = []
+    for topic, partitions in sorted(gone.items()):
+        cursors = ", ".join(f"{topic}-{p} at {partitions[p].cursor}" for p in sorted(partitions))
+        stops.append(
+            Stop(
+                topic=topic,
+                partition=None,
+                reason=(
+                    f"source topic {topic} is gone from cluster {flow.source}: its partitions are no longer copied "
+                    f"({cursors}); {flow.remote_topic(topic)} keeps what was copied"
+                ),
+                stopped_at=max(stat.last_batch_at for stat in partitions.values()),
+            )
+        )
+    return stops
+
+
 def flow_status(
     flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS
 ) -> FlowStatus:
@@ -169,7 +204,7 @@ def flow_status(
         unfinished.id if unfinished is not None else None,
         now_ms,
         future_tolerance_ms,
-        store.stops(flow.name),
+        store.stops(flow.name) + deleted_source_topics(flow, stats, remote),
         store.source_resets(flow.name),
         schema_figures(flow, store),
     )

@@ -1,5 +1,6 @@
 """A flow's schema figures in ``status`` (:func:`airmirror.replication.status.schema_figures`) from a real SQLite
-metadata DB, and their JSON in ``status --json``."""
+metadata DB, and their JSON in ``status --json``; deleted source topics as stops
+(:func:`airmirror.replication.status.deleted_source_topics`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 
 from airmirror.config import FlowConfig, load_config
 from airmirror.config.schema_registries import SchemaIds
-from airmirror.model import OffsetRun, PlannedRange, RangeResult, SyncedSubject
-from airmirror.replication.status import FlowStatus, SchemaFigures, schema_figures
+from airmirror.model import OffsetRun, PartitionKey, PartitionStats, PlannedRange, RangeResult, SyncedSubject
+from airmirror.replication.status import FlowStatus, SchemaFigures, deleted_source_topics, schema_figures
 from airmirror.store import MetadataStore
 
 CLUSTERS = "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
@@ -89,3 +90,32 @@ def test_keep_is_shown_as_keep(tmp_path: Path, store: MetadataStore):
     flow = flow_of(tmp_path, CLUSTERS + REGISTRIES + "a->b.airmirror.schema.ids = keep\n")
 
     assert schema_figures(flow, store) == SchemaFigures(SchemaIds.KEEP)
+
+
+def stat(cursor: int, at: datetime) -> PartitionStats:
+    return PartitionStats(
+        cursor=cursor, records=cursor, bytes=cursor, last_batch_id=1, last_batch_at=at, gap_count=0, gap_offsets=0
+    )
+
+
+def test_a_copied_source_topic_the_cluster_no_longer_lists_is_one_stop_naming_every_cursor(tmp_path: Path):
+    flow = flow_of(tmp_path, CLUSTERS)
+    early, late = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
+    stats = {
+        PartitionKey("orders", 0): stat(40, early),
+        PartitionKey("orders", 1): stat(7, late),
+        PartitionKey("kept", 0): stat(3, early),
+    }
+
+    (stop,) = deleted_source_topics(flow, stats, ["kept"])
+
+    assert (stop.topic, stop.partition, stop.stopped_at) == ("orders", None, late)
+    assert "source topic orders is gone from cluster a" in stop.reason
+    assert "orders-0 at 40, orders-1 at 7" in stop.reason
+    assert "a.orders keeps what was copied" in stop.reason
+
+
+def test_a_topic_the_flow_no_longer_selects_is_not_reported_deleted(tmp_path: Path):
+    flow = flow_of(tmp_path, CLUSTERS + "a->b.topics = kept\n")
+
+    assert deleted_source_topics(flow, {PartitionKey("orders", 0): stat(4, datetime.now(UTC))}, ["kept"]) == []
