@@ -418,6 +418,16 @@ class BatchRecord:
     log_floor: int | None = None
 
 
+@dataclass(frozen=True)
+class StoredJobs:
+    """What a stored batch's copy jobs left behind, as its record says (:class:`BatchRecord`): its id, how many copy
+    tasks its latest job ran and its log floor; what fencing its attempts and looking up its progress need."""
+
+    batch_id: int
+    copy_tasks: int | None
+    log_floor: int | None
+
+
 PER_PARTITION_COPY_TASKS = 0
 """``copy_tasks`` of a batch begun by an earlier airmirror, whose copy tasks each copied one partition under a
 transactional id of its own (:func:`airmirror.names.transactional_id`)."""

@@ -42,7 +42,7 @@ from airmirror.kafka.topics import (
     replicated_topics,
     sync_topics,
 )
-from airmirror.model import PlannedRange, RangeCopied, RangeResult
+from airmirror.model import PlannedRange, RangeCopied, RangeResult, StoredJobs
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_inputs import plan_ranges, record_cap, refuse_moving_cursors
@@ -73,6 +73,13 @@ class PlannedBatch:
     def offsets(self) -> int:
         """Source offsets the batch plans to copy (0: it only sets cursors or records gaps)."""
         return sum(r.size for r in self.ranges)
+
+    @property
+    def stored_jobs(self) -> StoredJobs:
+        """What the stored batch's copy jobs left behind; a dry run's batch was never stored (``ValueError``)."""
+        if self.batch_id is None:
+            raise ValueError("a dry run's batch is not stored")
+        return StoredJobs(self.batch_id, self.copy_tasks, self.log_floor)
 
 
 @dataclass
@@ -153,7 +160,7 @@ def plan_batch(
     if resumed is not None and resumed.stream and resumed.batch_id is not None:
         if options.dry_run:
             return PlannedBatch(None, resumed.ranges, resumed=True, stream=True)
-        close_stream(flow, store, resumed.batch_id, resumed.ranges, resumed.copy_tasks, resumed.log_floor)
+        close_stream(flow, store, resumed.stored_jobs, resumed.ranges)
         resumed = None
     if stream and resumed is None and not options.dry_run:
         ranges = stream_ranges(plan_ranges(flow, store, mappings, options, every_partition=True))
@@ -167,14 +174,7 @@ def plan_batch(
         if options.dry_run:
             return PlannedBatch(None, resumed.ranges, resumed=True)
         ranges = revise_resumed_ranges(
-            flow,
-            store,
-            resumed.batch_id,
-            resumed.ranges,
-            resumed.copy_tasks,
-            resumed.log_floor,
-            mappings,
-            record_cap(flow, options),
+            flow, store, resumed.stored_jobs, resumed.ranges, mappings, record_cap(flow, options)
         )
         return replace(resumed, ranges=ranges)
     ranges = plan_ranges(flow, store, mappings, options)

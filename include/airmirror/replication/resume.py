@@ -41,10 +41,10 @@ from airmirror.config import FlowConfig
 from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.kafka.offsets import divergence_points, list_offsets
 from airmirror.kafka.topics import TopicMapping, topic_ids
-from airmirror.model import PartitionKey, PlannedRange
+from airmirror.model import PartitionKey, PlannedRange, StoredJobs
 from airmirror.replication.incarnations import writable_mappings
 from airmirror.replication.spark.batch_log import Progress
-from airmirror.replication.spark.progress import range_progress, scan_floor, supersede_jobs, unfinished, untouched
+from airmirror.replication.spark.progress import take_over, unfinished, untouched
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -53,22 +53,19 @@ log = logging.getLogger(__name__)
 def revise_resumed_ranges(
     flow: FlowConfig,
     store: MetadataStore,
-    batch_id: int,
+    batch: StoredJobs,
     ranges: list[PlannedRange],
-    copy_tasks: int | None,
-    log_floor: int | None,
     mappings: list[TopicMapping],
     cap: int | None,
 ) -> list[PlannedRange]:
-    """Apply rules 1-3 of the module docstring to a resumed batch's ``ranges``, after fencing every attempt
-    still at work on them (``copy_tasks`` and ``log_floor`` are the batch's: :class:`~airmirror.model.BatchRecord`);
-    returns the ranges as they stand now.  ``mappings`` are the topics the run selected whose remote topics may be
-    written (step 1's)."""
+    """Apply rules 1-3 of the module docstring to the resumed ``batch``'s ``ranges``, after fencing every attempt
+    still at work on them; returns the ranges as they stand now.  ``mappings`` are the topics the run selected whose
+    remote topics may be written (step 1's)."""
     pending = [r for r in ranges if r.size > 0]
     if not pending:
         return ranges
-    supersede_jobs(flow, [r.key for r in pending], copy_tasks, batch_id)
-    progress = range_progress(flow, ranges, copy_tasks, scan_floor(copy_tasks, log_floor))
+    batch_id = batch.batch_id
+    progress = take_over(flow, batch, [r.key for r in pending], ranges)
     open_ranges = unfinished(ranges, progress, batch_id)
     fresh = {r.key for r in untouched(open_ranges, progress, batch_id)}
     committed = {r.key: p.position for r in open_ranges if r.key not in fresh and (p := progress[r.key]) is not None}

@@ -44,7 +44,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.model import PartitionKey, PlannedRange, RangeResult, StoredJobs
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit
 from airmirror.replication.schema_sync import record_ids
@@ -60,7 +60,7 @@ from airmirror.replication.spark.batch_log import (
     runs_source,
     scan_runs,
 )
-from airmirror.replication.spark.progress import range_progress, scan_floor, supersede_jobs
+from airmirror.replication.spark.progress import supersede_jobs, take_over
 from airmirror.replication.spark.range_reader import OPEN_END, offset_of
 from airmirror.store import FlowBusyError, FlowLease, MetadataStore
 
@@ -390,21 +390,12 @@ def run_stream(
         raise job.error
 
 
-def close_stream(
-    flow: FlowConfig,
-    store: MetadataStore,
-    batch_id: int,
-    ranges: list[PlannedRange],
-    copy_tasks: int | None,
-    log_floor: int | None,
-) -> None:
-    """Rule 5: commit the stream batch a dead driver left RUNNING, with what its tasks committed in Kafka
-    (``copy_tasks`` and ``log_floor`` are the batch's: :class:`~airmirror.model.BatchRecord`)."""
-    supersede_jobs(flow, [r.key for r in ranges], copy_tasks, batch_id)
+def close_stream(flow: FlowConfig, store: MetadataStore, batch: StoredJobs, ranges: list[PlannedRange]) -> None:
+    """Rule 5: commit the stream ``batch`` a dead driver left RUNNING (its ``ranges`` as stored), with what its
+    tasks committed in Kafka."""
+    batch_id = batch.batch_id
     recorder = StreamRecorder(flow, store, batch_id, ranges, None, None)
-    found = range_progress(
-        flow, [replace(r, end=OPEN_END) for r in ranges], copy_tasks, scan_floor(copy_tasks, log_floor)
-    )
+    found = take_over(flow, batch, [r.key for r in ranges], [replace(r, end=OPEN_END) for r in ranges])
     moved = {
         key: p
         for key, p in found.items()

@@ -22,7 +22,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.kafka.authorization import access_scope, naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
-from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
+from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange, StoredJobs
 from airmirror.replication.spark.batch_log import (
     Progress,
     commit_job,
@@ -55,6 +55,16 @@ def range_progress(
             before_scan=lambda: fence_if_open(flow, keys, copy_tasks),
         )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
+
+
+def take_over(
+    flow: FlowConfig, batch: StoredJobs, fenced: Iterable[PartitionKey], ranges: list[PlannedRange]
+) -> dict[PartitionKey, Progress | None]:
+    """Take a stored batch over from whatever attempts of its jobs may still run: supersede them on the ``fenced``
+    partitions (:func:`supersede_jobs`), then read where every range of ``ranges`` stands (:func:`range_progress`,
+    from the batch's log floor)."""
+    supersede_jobs(flow, fenced, batch.copy_tasks, batch.batch_id)
+    return range_progress(flow, ranges, batch.copy_tasks, scan_floor(batch.copy_tasks, batch.log_floor))
 
 
 def scan_floor(copy_tasks: int | None, log_floor: int | None) -> int | None:
