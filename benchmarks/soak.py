@@ -13,7 +13,9 @@ slower or bigger.  On one machine, in a fresh temporary home:
    airmirror gives the remote topics the same retention.  ``airmirror.metadata.retention`` is ``--retention``, so
    that the metadata DB reaches its steady state within the run (exact offset-sync runs leave it only once Kafka
    deleted their records on both clusters: under Kafka's default 7 days the DB grows for 7 days, then stays flat
-   the same way).
+   the same way).  With faults, three more topics the faults use (:data:`FAULT_TOPICS`, same settings):
+   ``soak-doomed`` (4 partitions) and ``soak-trimmed`` (2), written only in bursts of 1,000,000 records just before
+   the window whose fault strikes them, and ``soak-spare`` (2), given 2,000 records at the start.
 2. **Load.**  A producer writes ``--rate`` records a second in total, round-robin over ``soak``'s partitions
    (``--record-size``-byte values, keyed, stamped now; every delivery report checked), from before the first
    window to the end of the last.
@@ -40,11 +42,20 @@ slower or bigger.  On one machine, in a fresh temporary home:
 4. **Faults** (:data:`FAULTS`, none under ``--no-faults``), each at a fraction of ``--minutes`` since the first
    window's start.  A ``during`` fault is injected in the first window that runs at that time (by its
    ``--window``), once half a window passed since its process started and it copied its first record (in the next
-   window if it never does); a ``between`` fault before the first window that starts at or after that time.
+   window if it never does), or as soon as it copied its first record for a fault that strikes a burst (whose read
+   is then still behind); a ``between`` fault before the first window that starts at or after that time.  In
+   order: ``soak-doomed`` deleted on the source mid-read (30%), the target broker restarted (40%), the remote topic
+   ``src.soak-spare`` deleted on the target (50%), the anchor group deleted (55%), ``soak-trimmed``'s records below
+   the middle of its burst deleted mid-read as retention would (60%), and the window's driver process frozen
+   (SIGSTOP, its Spark tasks streaming on) for 20 s longer than its 60 s lease, then thawed (70%).
 5. **End.**  Stops the producer, runs one plain ``replicate`` to copy the rest (exit 0 required), and compares
    source and target record by record over both topics (:func:`soak_io.compare_copies`): per partition, key,
    value, headers and timestamp of every record, in order, over what both still hold, since retention deletes
-   each side's oldest records on its own schedule.
+   each side's oldest records on its own schedule; ``soak-trimmed`` is compared so too (the target keeps what it
+   copied below the deleted offsets, the gap).  With faults, ``airmirror status --json`` must then list both
+   stopped topics under ``stops`` (``soak-doomed``, gone from the source, and ``soak-spare``, whose remote topic is
+   gone), the remote ``src.soak-doomed`` must hold per partition a prefix of what the source held (each record
+   once), and ``src.soak-spare`` must not exist again.
 6. **Verdicts.**  The windows are split in quarters (a quarter is ``max(1, windows // 4)`` windows); per series
    (:data:`LIMITS`), the peak of the last quarter must stay within a limit of the peak of the first: 1.2 times
    it, or 2 above it for counts (threads, descriptors, batch-log records), and scan seconds below 1 s count as
@@ -55,9 +66,10 @@ slower or bigger.  On one machine, in a fresh temporary home:
 Writes ``benchmarks/results/soak-<UTC timestamp>.json`` (parameters, fault schedule, windows, verdicts, copy
 comparison, and the count of ERROR lines in each broker's ``server.log``: a broker failing requests shows there
 first), rewritten after every window so that a soak that dies leaves what it measured, and prints a markdown table
-of the windows, the verdicts and the comparison.  Exit 0 when every window and the catch-up exited 0, every window
-copied a record, every scheduled fault was injected, no delivery failed, every verdict passed and the copies are
-equal; 1 otherwise.
+of the windows, the verdicts and the comparison.  Exit 0 when every window and the catch-up exited 0 (or 1 with the
+one error a stopped ``soak-spare`` is meant to give every run, :func:`exit_accepted`), every window copied a record,
+every scheduled fault was injected, no delivery failed, every verdict passed, the copies are equal and the stops are
+as step 5 requires; 1 otherwise.
 """
 
 from __future__ import annotations
@@ -76,18 +88,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from copiers import SPARK_SHUTDOWN_S
-from kafka_io import warm_up_cluster
+from kafka_io import load_topic, warm_up_cluster
 from soak_io import (
     FLOW,
     SOURCE,
     TARGET,
     Clusters,
+    DoomedTopic,
     TreePeaks,
+    TrimmedTopic,
     compare_copies,
+    create_topics,
     db_kb,
     delete_anchor_group,
+    delete_remote_topic,
+    freeze_driver,
     high_watermark_sum,
     restart_target,
     scan_batch_log,
@@ -104,12 +121,16 @@ DURING, BETWEEN = "during", "between"
 @dataclass(frozen=True)
 class Fault:
     """One scheduled fault: injected ``when`` (:data:`DURING` or :data:`BETWEEN` windows, see step 4) at ``at`` times
-    ``--minutes``; ``inject`` does it, or raises."""
+    ``--minutes``; ``inject`` does it (given the clusters and the window's driver pid, 0 between windows), or raises.
+    ``prepare``, when set, runs before the window a ``during`` fault is injected in, and ``at_first_record`` injects
+    it as soon as that window copied its first record instead of half a window in."""
 
     name: str
     at: float
     when: str
-    inject: Callable[[Clusters], None]
+    inject: Callable[[Clusters, int], None]
+    prepare: Callable[[Clusters], None] | None = None
+    at_first_record: bool = False
 
     @property
     def note(self) -> str:
@@ -117,12 +138,24 @@ class Fault:
         return f"{self.name} ({self.when})"
 
 
+TOPIC, IDLE_TOPIC, SPARE_TOPIC = "soak", "soak-idle", "soak-spare"
+DOOMED = DoomedTopic("soak-doomed", 4)
+TRIMMED = TrimmedTopic("soak-trimmed", 2)
+SPARE_PARTITIONS, SPARE_RECORDS = 2, 2_000
 FAULTS: tuple[Fault, ...] = (
+    Fault("source topic deleted mid-read", 0.3, DURING, DOOMED.delete, DOOMED.prepare, at_first_record=True),
     Fault("target restart", 0.4, DURING, restart_target),
-    Fault("anchor group deleted", 0.6, BETWEEN, delete_anchor_group),
+    Fault("remote topic deleted", 0.5, BETWEEN, delete_remote_topic(SPARE_TOPIC)),
+    Fault("anchor group deleted", 0.55, BETWEEN, delete_anchor_group),
+    Fault("retention overtakes a half-copied range", 0.6, DURING, TRIMMED.trim, TRIMMED.prepare, at_first_record=True),
+    Fault("driver frozen past its lease", 0.7, DURING, freeze_driver),
 )
 """The fault schedule, in the middle quarters so that the first and last quarters compare undisturbed windows.  A new
-fault is one entry here (and its injector in :mod:`soak_io`)."""
+fault is one entry here (and its injector in :mod:`soak_io`).  Their topics (:data:`FAULT_TOPICS`) exist only in a
+soak with faults."""
+FAULT_TOPICS = {DOOMED.topic: DOOMED.partitions, TRIMMED.topic: TRIMMED.partitions, SPARE_TOPIC: SPARE_PARTITIONS}
+STOPPED_TOPICS = (DOOMED.topic, SPARE_TOPIC)
+"""The source topics the faults stop: ``status`` must name each at the end."""
 
 
 @dataclass(frozen=True)
@@ -154,12 +187,13 @@ LIMITS: dict[str, Limit] = {
 the series breathe with each window (Spark's start, the JVM's cached thread pools); a leak shows as a rising peak."""
 FAULT_EXEMPT = ("first_record_s",)
 """The series whose quarter peaks leave out a window with a fault and the window after it."""
+ERROR_LINES = 5
+CLI_ERROR = "airmirror: error: "
 WINDOW_GRACE_S = 600.0
 """How long a window's process may outlive its ``--for`` before the soak stops it: longer than the 5 minutes a run
 retries failing rounds, plus its start and its stop."""
 POLL_S = 0.2
 RESULTS = Path(__file__).with_name("results")
-TOPIC, IDLE_TOPIC = "soak", "soak-idle"
 BROKERS = ("soak-source", "soak-target")
 
 
@@ -227,6 +261,7 @@ class Window:
     log_tombstones: int = 0
     log_scan_s: float = 0.0
     report: dict | str | None = None
+    error: str = ""
 
 
 @dataclass
@@ -278,12 +313,42 @@ def config_text(source: str, target: str, topics: list[str], db: Path, retention
 
 
 def create_source_topics(bootstrap: str, topics: dict[str, int], retention_s: float) -> None:
-    """Create ``topics`` (name -> partitions) with ``retention.ms`` of ``retention_s`` and segments of a tenth."""
-    config = {"retention.ms": str(int(retention_s * 1000)), "segment.ms": str(int(retention_s * 100))}
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = [NewTopic(topic, count, 1, config=config) for topic, count in topics.items()]
-    for future in admin.create_topics(new).values():
-        future.result()
+    """Create ``topics`` (name -> partitions) with ``retention.ms`` of ``retention_s`` and segments of a tenth; the
+    remote topic a fault deletes gets its records now."""
+    create_topics(
+        bootstrap, topics, {"retention.ms": str(int(retention_s * 1000)), "segment.ms": str(int(retention_s * 100))}
+    )
+    if SPARE_TOPIC in topics:
+        load_topic(bootstrap, SPARE_TOPIC, SPARE_PARTITIONS, SPARE_RECORDS, 100, stamp_now=True)
+
+
+def stopped_topics(soak: Soak) -> dict:
+    """What the faults stopped, at the end (step 5): ``status``'s stops, whether they name every topic of
+    :data:`STOPPED_TOPICS`, the deleted source topic's copy (a prefix of what it held), and whether the deleted remote
+    topic stayed deleted."""
+    stops = status_stops(soak)
+    named = {stop.get("topic") for stop in stops}
+    listed = soak.target_admin.list_topics(timeout=30).topics
+    return {
+        "stops": stops,
+        "all_named": all(topic in named for topic in STOPPED_TOPICS),
+        "deleted_source_copy": DOOMED.compare(soak.clusters.target.bootstrap),
+        "deleted_remote_recreated": f"{SOURCE}.{SPARE_TOPIC}" in listed,
+    }
+
+
+def status_stops(soak: Soak) -> list[dict]:
+    """The ``stops`` of ``airmirror status --json`` (topic, partition, reason, since), or one entry saying why
+    there are none to read."""
+    status = subprocess.run(
+        [sys.executable, "-m", "airmirror.cli", "status", str(soak.config), "--flow", FLOW, "--json"],
+        capture_output=True,
+        text=True,
+    )
+    try:
+        return json.loads(status.stdout)["stops"]
+    except (ValueError, KeyError):
+        return [{"topic": None, "reason": f"status exited {status.returncode}: {status.stderr[-1000:]}"}]
 
 
 def inject_between(soak: Soak, elapsed_s: float) -> list[str]:
@@ -292,7 +357,7 @@ def inject_between(soak: Soak, elapsed_s: float) -> list[str]:
     notes = []
     for fault in due:
         log(f"fault before the window: {fault.name}")
-        fault.inject(soak.clusters)
+        fault.inject(soak.clusters, 0)
         notes.append(fault.note)
         soak.pending.remove(fault)
     return notes
@@ -322,9 +387,13 @@ def run_window(soak: Soak, row: Window, fault: Fault | None) -> None:
                 if elapsed >= next_sample:
                     peaks.sample(process.pid)
                     next_sample = elapsed + soak.args.sample_seconds
-                if fault is not None and row.first_record_s is not None and elapsed >= soak.args.window / 2:
+                if (
+                    fault is not None
+                    and row.first_record_s is not None
+                    and (fault.at_first_record or elapsed >= soak.args.window / 2)
+                ):
                     log(f"fault in window {row.number}: {fault.name}")
-                    fault.inject(soak.clusters)
+                    fault.inject(soak.clusters, process.pid)
                     row.faults.append(fault.note)
                     soak.pending.remove(fault)
                     fault = None
@@ -336,10 +405,31 @@ def run_window(soak: Soak, row: Window, fault: Fault | None) -> None:
             stop_process_group(process, SPARK_SHUTDOWN_S)
     stdout, _ = process.communicate()
     row.exit_code = process.returncode
+    if row.exit_code:
+        row.error = error_line((soak.home / f"window-{row.number:03d}.log").read_text(errors="replace"))
     row.rss_mb, row.threads, row.fds = peaks.rss_mb, peaks.threads, peaks.fds
     row.report = parse_report(stdout)
     if isinstance(row.report, dict):
         row.records, row.retries = row.report.get("records"), row.report.get("retries")
+
+
+def error_line(stderr: str) -> str:
+    """A failed process's error: its last ``airmirror: error:`` line, else its last lines."""
+    lines = stderr.splitlines()
+    errors = [line for line in lines if line.startswith(CLI_ERROR)]
+    return errors[-1] if errors else "\n".join(lines[-ERROR_LINES:])
+
+
+def exit_accepted(exit_code: int | None, error: str) -> bool:
+    """Exit 0, or exit 1 when the run's one failure is the stop of :data:`SPARE_TOPIC`, whose remote topic a fault
+    deleted: airmirror fails every run naming it, after copying everything else, until ``airmirror reset``."""
+    remote = f"remote topic {SOURCE}.{SPARE_TOPIC} "
+    return exit_code == 0 or (
+        exit_code == 1
+        and error.startswith(CLI_ERROR)
+        and remote in error
+        and error.count("airmirror stopped replicating") == 1
+    )
 
 
 def parse_report(stdout: str) -> dict | str:
@@ -365,8 +455,12 @@ def run_windows(soak: Soak, save: Callable[[list[Window]], None]) -> list[Window
     while (elapsed := time.monotonic() - first_start) < soak.args.minutes * 60:
         row = Window(number=len(rows) + 1, start_min=round(elapsed / 60, 2))
         row.faults.extend(inject_between(soak, elapsed))
+        fault = due_during(soak, elapsed)
+        if fault is not None and fault.prepare is not None:
+            log(f"preparing the fault of window {row.number}: {fault.name}")
+            fault.prepare(soak.clusters)
         log(f"window {row.number} at minute {row.start_min}")
-        run_window(soak, row, due_during(soak, elapsed))
+        run_window(soak, row, fault)
         after_window(soak, row)
         rows.append(row)
         log(
@@ -449,14 +543,23 @@ def print_report(document: dict) -> None:
     )
 
 
+def stops_as_expected(stopped: dict | None) -> bool:
+    """No faults (``None``), or the faults' stops as step 5 requires: both named in ``status``, the deleted source
+    topic's copy a prefix of it, the deleted remote topic not recreated."""
+    return stopped is None or (
+        stopped["all_named"] and stopped["deleted_source_copy"]["prefix"] and not stopped["deleted_remote_recreated"]
+    )
+
+
 def passed(document: dict) -> bool:
     """Exit 0's condition (see the module docstring)."""
     return (
         bool(document["windows"])
-        and all(row["exit_code"] == 0 for row in document["windows"])
+        and all(exit_accepted(row["exit_code"], row["error"]) for row in document["windows"])
         and not document["stalled_windows"]
-        and document["copy"]["catch_up_exit_code"] == 0
+        and exit_accepted(document["copy"]["catch_up_exit_code"], document["copy"]["catch_up_error"])
         and document["copy"]["equal"]
+        and stops_as_expected(document.get("stopped"))
         and not document["faults_not_injected"]
         and not document["delivery_failures"]
         and all(v["passed"] for v in document["verdicts"].values())
@@ -512,7 +615,10 @@ def main(argv: list[str] | None = None) -> int:
         document["windows"] = [asdict(row) for row in rows]
         path.write_text(json.dumps(document, indent=2) + "\n")
 
-    topics = {TOPIC: args.partitions} | ({IDLE_TOPIC: args.idle_partitions} if args.idle_partitions else {})
+    compared = {TOPIC: args.partitions} | ({IDLE_TOPIC: args.idle_partitions} if args.idle_partitions else {})
+    if not args.no_faults:
+        compared[TRIMMED.topic] = TRIMMED.partitions
+    topics = compared | ({} if args.no_faults else FAULT_TOPICS)
     try:
         checks = {"log.retention.check.interval.ms": "30000"}
         source, target = (start_broker(name, free_port(), home=home, broker_config=checks) for name in BROKERS)
@@ -529,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
             db=db,
             remote={f"{SOURCE}.{topic}": count for topic, count in topics.items()},
             target_admin=AdminClient({"bootstrap.servers": target.bootstrap}),
-            pending=schedule,
+            pending=list(schedule),
         )
         producer = SteadyProducer(source.bootstrap, TOPIC, args.partitions, args.rate, args.record_size)
         producer.start()
@@ -540,9 +646,11 @@ def main(argv: list[str] | None = None) -> int:
         catch_up = subprocess.run(soak.replicate(), capture_output=True, text=True)
         document["copy"] = {
             "catch_up_exit_code": catch_up.returncode,
-            "catch_up_stderr": catch_up.stderr[-2000:] if catch_up.returncode else "",
-            **compare_copies(source.bootstrap, target.bootstrap, topics),
+            "catch_up_error": error_line(catch_up.stderr) if catch_up.returncode else "",
+            **compare_copies(source.bootstrap, target.bootstrap, compared),
         }
+        if not args.no_faults:
+            document["stopped"] = stopped_topics(soak)
         document["verdicts"] = verdicts(rows)
         document["faults_not_injected"] = [fault.name for fault in soak.pending]
         document["stalled_windows"] = [row.number for row in rows if row.first_record_s is None]

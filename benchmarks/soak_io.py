@@ -7,17 +7,23 @@ replication code, so the soak judges airmirror only by what a user could see.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 from confluent_kafka import OFFSET_BEGINNING, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-from kafka_io import committed_messages, verify_consumer
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from kafka_io import committed_messages, load_topic, verify_consumer
 
 from airmirror import names
 from airmirror.devtools.local_kafka import LocalBroker
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 SOURCE, TARGET = "src", "tgt"
 FLOW = f"{SOURCE}->{TARGET}"
@@ -31,6 +37,16 @@ _NOT_YET_CREATED = {
 }
 
 
+BURST_RECORDS = 1_000_000
+"""Records a burst writes into a fault's topic just before the window that injects the fault: enough that the
+window's read of them is likely still behind when the fault strikes at its first copied record (a copy of this many
+takes several seconds)."""
+BURST_RECORD_SIZE = 100
+LEASE_TTL_S = 60.0
+"""The flow lease's time to live (``airmirror.store.flow_lease``): a driver frozen longer than this has lost it."""
+FREEZE_MARGIN_S = 20.0
+
+
 @dataclass(frozen=True)
 class Clusters:
     """The soak's two clusters, as fault injectors get them."""
@@ -39,12 +55,123 @@ class Clusters:
     target: LocalBroker
 
 
-def restart_target(clusters: Clusters) -> None:
+def restart_target(clusters: Clusters, driver: int) -> None:
     """Stop the target cluster's node and start it again with its data (it serves requests when this returns)."""
     clusters.target.restart(timeout=300)
 
 
-def delete_anchor_group(clusters: Clusters) -> None:
+def freeze_driver(clusters: Clusters, driver: int) -> None:
+    """SIGSTOP the window's driver process alone (its Spark JVM and Python workers stream on) for longer than its
+    lease lives, then SIGCONT it: it must finish its window and leave the flow to the next one."""
+    os.kill(driver, signal.SIGSTOP)
+    try:
+        time.sleep(LEASE_TTL_S + FREEZE_MARGIN_S)
+    finally:
+        os.kill(driver, signal.SIGCONT)
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete ``topic`` and wait until the cluster no longer lists it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result()
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic} still listed 60 s after its deletion")
+        time.sleep(0.5)
+
+
+def create_topics(bootstrap: str, topics: dict[str, int], config: dict[str, str]) -> None:
+    """Create ``topics`` (name -> partitions), replication factor 1, with ``config``."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [NewTopic(topic, count, 1, config=config) for topic, count in topics.items()]
+    for future in admin.create_topics(new).values():
+        future.result()
+
+
+@dataclass
+class BurstTopic:
+    """A source topic of ``partitions`` that the soak writes only in bursts of :data:`BURST_RECORDS` (random values,
+    stamped now), each just before a window that injects a fault into it."""
+
+    topic: str
+    partitions: int
+
+    def burst(self, clusters: Clusters) -> None:
+        load_topic(
+            clusters.source.bootstrap, self.topic, self.partitions, BURST_RECORDS, BURST_RECORD_SIZE, stamp_now=True
+        )
+
+
+@dataclass
+class DoomedTopic(BurstTopic):
+    """A source topic deleted while the flow reads it.  :meth:`prepare` writes a burst and keeps the topic's records
+    (``held``, per partition); :meth:`delete` deletes it.  Its remote topic must then hold, per partition, a prefix
+    of what it held, each record once (:meth:`compare`)."""
+
+    held: dict[int, list[int]] = field(default_factory=dict)
+
+    def prepare(self, clusters: Clusters) -> None:
+        self.burst(clusters)
+        self.held = {p: digests(clusters.source.bootstrap, self.topic, p) for p in range(self.partitions)}
+
+    def delete(self, clusters: Clusters, driver: int) -> None:
+        delete_topic(clusters.source.bootstrap, self.topic)
+
+    def compare(self, target: str) -> dict:
+        """Per partition, whether the remote partition is a prefix of what the source held; the records copied."""
+        copied, unequal = 0, []
+        for partition, held in self.held.items():
+            copy = digests(target, f"{SOURCE}.{self.topic}", partition)
+            copied += len(copy)
+            if copy != held[: len(copy)]:
+                unequal.append(f"{self.topic}-{partition}")
+        held_records = sum(len(held) for held in self.held.values())
+        return {
+            "held": held_records,
+            "copied": copied,
+            "read_behind_when_deleted": copied < held_records,
+            "unequal_partitions": unequal,
+            "prefix": not unequal,
+        }
+
+
+@dataclass
+class TrimmedTopic(BurstTopic):
+    """A source topic whose log start a ``DeleteRecords`` moves past what the flow has read of a burst, as retention
+    would: :meth:`prepare` writes the burst, :meth:`trim` deletes every partition's records below the middle of it."""
+
+    middles: dict[int, int] = field(default_factory=dict)
+
+    def prepare(self, clusters: Clusters) -> None:
+        admin = AdminClient({"bootstrap.servers": clusters.source.bootstrap})
+        before = self.ends(admin)
+        self.burst(clusters)
+        after = self.ends(admin)
+        self.middles = {p: (before[p] + after[p]) // 2 for p in range(self.partitions)}
+
+    def ends(self, admin: AdminClient) -> dict[int, int]:
+        request = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(self.partitions)}
+        return {tp.partition: f.result().offset for tp, f in admin.list_offsets(request, request_timeout=30).items()}
+
+    def trim(self, clusters: Clusters, driver: int) -> None:
+        admin = AdminClient({"bootstrap.servers": clusters.source.bootstrap})
+        request = [TopicPartition(self.topic, p, offset) for p, offset in self.middles.items()]
+        for future in admin.delete_records(request, request_timeout=30).values():
+            future.result()
+
+
+def delete_remote_topic(topic: str) -> Callable[[Clusters, int], None]:
+    """A fault that deletes the remote topic of source ``topic`` on the target: airmirror stops the topic (never
+    recreating it) and names it in ``status`` and in every run's error until ``airmirror reset``."""
+
+    def inject(clusters: Clusters, driver: int) -> None:
+        delete_topic(clusters.target.bootstrap, f"{SOURCE}.{topic}")
+
+    return inject
+
+
+def delete_anchor_group(clusters: Clusters, driver: int) -> None:
     """Delete the flow's anchor group on the target (``names.anchor_group``): the next run's copy tasks must find
     each partition's progress by scanning the batch log.  Raises ``KafkaException`` if the broker refuses."""
     group = names.anchor_group(SOURCE, TARGET)
@@ -168,6 +295,16 @@ def contents(bootstrap: str, topic: str, partition: int) -> list[tuple]:
     """Key, value, headers and timestamp of every committed record of one partition, in offset order."""
     return [
         (m.key(), m.value(), m.headers(), m.timestamp()[1])
+        for batch in committed_messages(bootstrap, topic, partition)
+        for m in batch
+    ]
+
+
+def digests(bootstrap: str, topic: str, partition: int) -> list[int]:
+    """One hash per record of the partition, of what :func:`contents` holds of it (equal records, equal hashes,
+    within this process): a long partition's contents at a fraction of the memory."""
+    return [
+        hash((m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
         for batch in committed_messages(bootstrap, topic, partition)
         for m in batch
     ]
