@@ -6,8 +6,9 @@ anchor back at once; and every batch stores its log floor, from which any lookup
 
 No dead end: a half-copied range that retention overtakes ends where its copy got to, and the next run records the
 deleted offsets as a gap and copies on from the log start, by itself.  A source topic deleted while its read is
-behind stops that read alone instead of hanging the task.  A remote topic deleted under a copy stays deleted: no
-airmirror producer makes a broker create a topic by writing to it.
+behind stops that read alone instead of hanging the task, and ``status`` names it.  A remote topic deleted under a
+copy stays deleted: no airmirror producer makes a broker create a topic by writing to it; deleted under a live
+stream, it stops alone while the other topics stream on.
 
 Fencing survives a lost lease: a live run's driver frozen past its lease while its Spark tasks stream on, a second
 run that takes the flow over with fewer slots, then the first driver thawed: the target holds every record once.
@@ -234,6 +235,52 @@ def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clu
         assert [(s.topic, s.partition) for s in stops] == [(gone, None)]
         assert f"{gone}-0 at 0" in stops[0].reason
     assert records_of(b, f"a.{kept}", 0) == records_of(a, kept, 0)
+
+
+def test_a_remote_topic_deleted_under_a_live_stream_stops_alone_while_the_others_stream_on(clusters, prefix, tmp_path):
+    """A live run streams two topics; the remote topic of one is deleted on the target mid-window.  That topic
+    stops (``status`` names it, its remote topic is not created again), the other topic streams on in the same run
+    and is copied exactly, and the run ends failing with the one error that names the stopped topic."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    kept, gone = f"{prefix}.kept", f"{prefix}.gone"
+    for topic in (kept, gone):
+        create_topic(a, topic, BUSY)
+    config = prefix_flow(tmp_path, clusters, prefix)
+    producers = [SteadyProducer(a, topic, BUSY, burst=4, pause=0.05) for topic in (kept, gone)]
+    for producer in producers:
+        producer.start()
+    with (tmp_path / "live.log").open("w+") as output:
+        command = ["replicate", str(config), "--flow", "a->b", "--continuous", "--for", "100s"]
+        live = subprocess.Popen(
+            [sys.executable, "-m", "airmirror.cli", *command],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            wait_until(lambda: end_offset(b, f"a.{gone}", 0) > 50, 180, "the stream copies both topics")
+            admin = delete_topic(b, f"a.{gone}")
+            at_deletion = sum(end_offset(a, kept, p) for p in range(BUSY))
+            wait_until(lambda: live.poll() is not None, 400, "the live run ends")
+        finally:
+            for producer in producers:
+                producer.stop()
+            if live.poll() is None:
+                os.killpg(live.pid, signal.SIGKILL)
+                live.wait()
+        output.seek(0)
+        log = output.read()
+
+    assert live.returncode == 1, log[-4000:]
+    assert f"remote topic a.{gone} on cluster b was deleted" in log.splitlines()[-1]
+    assert sum(len(records_of(b, f"a.{kept}", p)) for p in range(BUSY)) > at_deletion  # streamed on after it
+    assert f"a.{gone}" not in admin.list_topics(timeout=30).topics
+    with opened(config) as (flow, store):
+        assert [s.topic for s in flow_status(flow, store).stops] == [gone]
+    last = airmirror_process("replicate", str(config), "--flow", "a->b")
+    assert last.returncode == 1 and f"a.{gone}" in last.stderr
+    for p in range(BUSY):
+        assert records_of(b, f"a.{kept}", p) == records_of(a, kept, p)
 
 
 LEASED_PARTITIONS = 4

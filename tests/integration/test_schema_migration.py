@@ -639,25 +639,32 @@ def put_global_level(url: str, level: str) -> None:
     httpx.put(f"{url}/config", json={"compatibility": level}, headers=CONTENT_TYPE, timeout=30).raise_for_status()
 
 
-def test_a_subject_without_a_level_of_its_own_keeps_the_target_registrys_global_level(
+def test_each_target_subject_gets_the_source_level_in_force_so_a_source_evolution_never_dead_ends(
     clusters, fresh, prefix, tmp_path
 ):
+    """Source registry at NONE (Apicurio's default), target at BACKWARD, a subject evolved on the source in a way
+    BACKWARD refuses: its target subject is set to NONE before its first version, so both versions are copied; a
+    subject with a level of its own gets that level."""
     url_a, url_b = registry_url(fresh["fa"]), registry_url(fresh["fb"])
     inherits, own = f"{prefix}.inherits", f"{prefix}.own"
     for topic in (inherits, own):
         create_topic(clusters["a"].bootstrap, topic)
         register(url_a, f"{topic}-value", avro("Level", prefix, [{"name": "n", "type": "int"}]))
     config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
-    with global_levels({url_a: "BACKWARD", url_b: "FORWARD"}):
-        set_compatibility(url_a, f"{own}-value", "NONE")  # a level of its own, unlike a's global one
+    with global_levels({url_a: "NONE", url_b: "BACKWARD"}):
+        set_compatibility(url_a, f"{own}-value", "FORWARD")  # a level of its own, unlike a's global one
+        register(url_a, f"{inherits}-value", avro("Level", prefix, [{"name": "n", "type": "string"}]))
         with opened(config) as (flow, store):
             report = schemas_verb(flow, store, dry_run=False)
         in_force = {
             topic: get(url_b, f"/config/a.{topic}-value?defaultToGlobal=true")["compatibilityLevel"]
             for topic in (inherits, own)
         }
-    assert {s.subject: s.compatibility for s in report.subjects} == {f"{inherits}-value": None, f"{own}-value": "NONE"}
-    assert in_force == {inherits: "FORWARD", own: "NONE"}
+        copied = get(url_b, f"/subjects/a.{inherits}-value/versions")
+    levels = {s.subject: s.compatibility for s in report.subjects}
+    assert levels == {f"{inherits}-value": "NONE", f"{own}-value": "FORWARD"}
+    assert in_force == {inherits: "NONE", own: "FORWARD"}
+    assert len(copied) == 2
 
 
 # -- 8. airmirror schemas --------------------------------------------------------------------------------------------

@@ -141,6 +141,8 @@ class StandInCluster:
         self.log_starts: dict[tuple[str, int], int] = {}
         self.out_of_range: set[tuple[str, int]] = set()
         self.deleted: set[str] = set()
+        self.offline: set[tuple[str, int]] = set()
+        """Partitions whose leader is down: their reads hear nothing, though metadata lists their topic."""
         self.topic_errors: dict[str, KafkaError] = {}
         """Topic-level errors metadata reports (a leader not available yet, say)."""
         """Topics deleted from the cluster: their reads hear nothing (as librdkafka's), metadata omits them."""
@@ -322,7 +324,7 @@ class StandInConsumer:
         wanted = min(num_messages, cluster.records_per_poll)
         got: list[Message] = []
         for key, position in list(self.positions.items()):
-            if key[0] in cluster.deleted:
+            if key[0] in cluster.deleted or key in cluster.offline:
                 continue
             if position < cluster.log_starts.get(key, 0) or key in cluster.out_of_range:
                 cluster.out_of_range.discard(key)

@@ -17,6 +17,7 @@ Contract:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -29,6 +30,7 @@ from airmirror.errors import ConfigError
 
 PREFIX = "schema.registry."
 """The cluster keys of a registry: ``{alias}.schema.registry.X``."""
+_URL_SEPARATOR = re.compile(r",\s*(?=[a-z][a-z0-9+.-]*://)", re.IGNORECASE)
 
 
 class SchemaIds(str, Enum):
@@ -81,8 +83,9 @@ class RegistryAccess:
 
     @property
     def urls(self) -> tuple[str, ...]:
-        """The registry's base URLs, in the order given."""
-        return tuple(url.strip().rstrip("/") for url in self.settings["url"].split(",") if url.strip())
+        """The registry's base URLs, in the order given: the value split at each comma that starts another URL
+        (``,`` then ``scheme://``), so a comma in a URL's password stays in it."""
+        return tuple(url.strip().rstrip("/") for url in _URL_SEPARATOR.split(self.settings["url"]) if url.strip())
 
     def secret_values(self) -> set[str]:
         """The secrets of these settings: secret keys' values and a URL's password (rule 2); of the file's settings

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import TypeVar
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
 from sqlalchemy import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -49,8 +49,11 @@ def is_secret_key(key: str) -> bool:
 
 
 _URL_PASSWORD = re.compile(
-    r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^:@/\s,]*):(?P<password>[^@/\s,]*)@", re.IGNORECASE
+    r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^:@/\s,]*):(?P<password>[^/\s]*?)@(?![^/\s]*@)",
+    re.IGNORECASE,
 )
+"""``scheme://user:password@`` where the user info ends at the authority's last ``@`` (RFC 3986), so a password
+holding a raw ``@``, ``:`` or ``,`` is matched whole."""
 
 
 def mask_value(key: str, value: V) -> V | str:
@@ -69,8 +72,10 @@ def masked_url_passwords(text: str) -> str:
 
 
 def url_passwords(text: str) -> set[str]:
-    """The passwords of every ``scheme://user:password@`` in ``text`` (comma-separated URLs included)."""
-    return {m["password"] for m in _URL_PASSWORD.finditer(text) if m["password"]}
+    """The passwords of every ``scheme://user:password@`` in ``text`` (comma-separated URLs included), each as written
+    and percent-decoded, as a client sends it."""
+    found = {m["password"] for m in _URL_PASSWORD.finditer(text) if m["password"]}
+    return found | {unquote(password) for password in found}
 
 
 def masked(config: Mapping[str, V]) -> dict[str, V | str]:

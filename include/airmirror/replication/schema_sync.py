@@ -21,7 +21,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from airmirror.config import FlowConfig
@@ -34,7 +34,7 @@ from airmirror.model import RangeCopied, SyncedSubject
 from airmirror.schemas.framing import Side
 from airmirror.schemas.record_ids import RecordIds
 from airmirror.schemas.registry_client import RegistryClient
-from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames, SubjectReport, topic_of
+from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames, SubjectReport, TopicNaming, topic_of
 from airmirror.store import MetadataStore
 from airmirror.store.rows import utcnow
 
@@ -82,9 +82,12 @@ class SchemaSyncReport:
         }
 
 
-def subject_names(mappings: Iterable[TopicMapping]) -> SubjectNames:
-    """Source subject -> target subject for the flow's replicated topics."""
-    return SubjectNames({m.source_topic: m.remote_topic for m in mappings})
+def subject_names(flow: FlowConfig, mappings: Mapping[str, str]) -> SubjectNames:
+    """Source subject -> target subject by the flow's whole rule (``schemas.subject_copy`` rule 1): ``mappings``
+    (source -> remote topic) and every other topic the flow replicates, so a sync and a copy task name a subject
+    alike whatever topics they cover."""
+    naming = TopicNaming(flow.policy, flow.topics, flow.source, flow.target, flow.heartbeats.replication_enabled)
+    return SubjectNames(dict(mappings), naming)
 
 
 def selected_subjects(flow: FlowConfig, subjects: Iterable[str], mappings: Iterable[TopicMapping]) -> list[str]:
@@ -114,7 +117,8 @@ def sync_schemas(
         return None
     synced = {} if full or store is None else {s.subject: s for s in store.schema_subjects(flow.name)}
     with RegistryClient(flow.registry(flow.source)) as source, RegistryClient(flow.registry(flow.target)) as target:
-        copier = SubjectCopier(source, target, flow.schema_ids, subject_names(mappings), dry_run=dry_run)
+        names = subject_names(flow, {m.source_topic: m.remote_topic for m in mappings})
+        copier = SubjectCopier(source, target, flow.schema_ids, names, dry_run=dry_run)
         report = SchemaSyncReport(flow.schema_ids)
         for subject in selected_subjects(flow, source.subjects(), mappings):
             versions = source.versions(subject)
@@ -178,7 +182,7 @@ def record_ids(flow: FlowConfig, store: MetadataStore, mappings: dict[str, str])
         unknown=flow.value(SCHEMA_UNKNOWN),
         ids=store.schema_ids(flow.name),
         framed={topic: frozenset(sides) for topic, sides in framed.items()},
-        names=SubjectNames(mappings),
+        names=subject_names(flow, mappings),
         source=source.resolved(),
         target=target.resolved(),
     )

@@ -16,7 +16,9 @@ Contract:
 4. **An id the source registry does not know**: with ``airmirror.schema.unknown = fail``,
    :class:`~airmirror.errors.UnknownSchemaId` naming topic, partition, offset, side and id: the chunk is aborted, so
    nothing of it is written; with ``pass`` the record is copied unchanged and counted (:meth:`IdTranslator.rewriter`
-   says so).  A registry that is down fails the task (:mod:`airmirror.schemas.registry_client`), before its chunk
+   says so).  An unknown id is asked for again once :data:`UNKNOWN_ID_TTL_S` has passed (the topic-sync interval of
+   a live run), so a schema registered late, or a registry node that had not seen it yet, is picked up within a
+   stream.  A registry that is down fails the task (:mod:`airmirror.schemas.registry_client`), before its chunk
    commits.
 5. Whatever is rewritten, offsets and exactly-once are those of the copy: the rewrite is a pure function of the
    record and the id map, so a retried chunk writes the same bytes.
@@ -24,6 +26,7 @@ Contract:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -38,6 +41,9 @@ Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]] |
 Rewrite = Callable[[int, bytes | None, bytes | None, Headers], tuple[bytes | None, bytes | None, Headers, bool]]
 """One source partition's rewrite (:meth:`IdTranslator.rewriter`): offset, key, value, headers in; key, value,
 headers to write and whether the record passed with an unknown id out."""
+UNKNOWN_ID_TTL_S = 10.0
+"""How long an id the source registry did not know is taken as unknown before it is asked for again (rule 4): a live
+run's topic-sync interval (:data:`airmirror.replication.continuous.TOPIC_SYNC_INTERVAL_S`)."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,8 @@ class IdTranslator:
         self.ids: dict[int, int] = dict(record_ids.ids)
         self.new_ids: dict[int, int] = {}
         """Ids this task mapped itself (rule 3), source -> target."""
-        self.unknown: set[int] = set()
+        self.unknown: dict[int, float] = {}
+        """Ids the source registry did not know, and when it said so (``time.monotonic()``; rule 4)."""
         self._copier: SubjectCopier | None = None
         self._frames: dict[bytes, bytes] = {}
         """Source frame (magic byte and id) -> the frame to write instead, empty when the id maps to itself."""
@@ -165,8 +172,9 @@ class IdTranslator:
         return target_id
 
     def _copy(self, topic: str, side: Side, source_id: int) -> int | None:
-        """Rule 3; ``None`` for an id the source does not know (remembered, so it is asked once)."""
-        if source_id in self.unknown:
+        """Rule 3; ``None`` for an id the source does not know (remembered for :data:`UNKNOWN_ID_TTL_S`, rule 4)."""
+        told = self.unknown.get(source_id)
+        if told is not None and time.monotonic() - told < UNKNOWN_ID_TTL_S:
             return None
         if self._copier is None:
             record_ids = self.record_ids
@@ -175,8 +183,9 @@ class IdTranslator:
             )
         target_id = self._copier.copy_id(source_id, f"{topic}-{side.value}")
         if target_id is None:
-            self.unknown.add(source_id)
+            self.unknown[source_id] = time.monotonic()
             return None
+        self.unknown.pop(source_id, None)
         self.ids[source_id] = self.new_ids[source_id] = target_id
         return target_id
 

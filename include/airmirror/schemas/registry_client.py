@@ -5,15 +5,19 @@ Contract:
 
 * A client talks to one cluster's registry (:class:`~airmirror.config.schema_registries.RegistryAccess`): its URLs in
   order (the next one when a URL cannot be reached), HTTP basic auth from ``basic.auth.user.info`` (or the URL's
-  user info with ``basic.auth.credentials.source = URL``), TLS from the ``ssl.*`` keys.
-* A registry that cannot be reached, or answers 5xx or 429, is retried with backoff for up to
+  user info with ``basic.auth.credentials.source = URL``, percent-decoded: a password may hold ``@``, ``:`` or ``,``),
+  TLS from the ``ssl.*`` keys.
+* A registry that cannot be reached, or answers 5xx, 429, or 404 without one of Confluent's error codes (an ingress
+  whose backend is down, a registry node that does not serve the API yet), is retried with backoff for up to
   :data:`UNAVAILABLE_AFTER_S`; then :class:`~airmirror.errors.RegistryUnavailable` names the cluster and the URL
   (never credentials).
   Any other refusal is a :class:`~airmirror.errors.RegistryRefusal` with the registry's own message and error code.
   Both are :class:`~airmirror.errors.ReplicationFailure`: a run that meets them fails, having written nothing it
   cannot resume.
-* "Not found" answers are values, not errors: :meth:`RegistryClient.schema` returns ``None`` for an unknown id.
-* Schemas by id never change, so they are cached for the life of the client.
+* "Not found" answers are values, not errors: :meth:`RegistryClient.schema` returns ``None`` for an unknown id.  Only
+  a 404 carrying one of :data:`NOT_FOUND_CODES` says "not found".
+* Schemas by id never change, so those found are cached for the life of the client; an id the registry does not know
+  is asked for again at every call (its schema may be registered since: the caller bounds how often it asks).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -94,8 +98,8 @@ class RegistryClient:
         auth: tuple[str, str] | None = None
         if settings.get("basic.auth.credentials.source", "USER_INFO") == "URL":
             parts = urlsplit(self._urls[0])
-            if parts.username:
-                auth = (parts.username, parts.password or "")
+            if parts.username:  # percent-decoded, as a URL's user info is sent
+                auth = (unquote(parts.username), unquote(parts.password or ""))
         elif settings.get("basic.auth.user.info"):
             user, _, password = settings["basic.auth.user.info"].partition(":")
             auth = (user, password)
@@ -106,7 +110,7 @@ class RegistryClient:
             timeout=REQUEST_TIMEOUT_S,
             headers={"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE},
         )
-        self._schemas: dict[int, SchemaText | None] = {}
+        self._schemas: dict[int, SchemaText] = {}
 
     def __enter__(self) -> RegistryClient:
         return self
@@ -139,7 +143,9 @@ class RegistryClient:
         """The schema of id ``schema_id``; ``None`` when the registry does not know the id."""
         if schema_id not in self._schemas:
             data = self._call("GET", f"/schemas/ids/{schema_id}", missing_ok=True)
-            self._schemas[schema_id] = None if data is None else SchemaText.from_json(cast(dict[str, Any], data))
+            if data is None:
+                return None
+            self._schemas[schema_id] = SchemaText.from_json(cast(dict[str, Any], data))
         return self._schemas[schema_id]
 
     def subject_versions(self, schema_id: int) -> list[tuple[str, int]]:
@@ -209,7 +215,10 @@ class RegistryClient:
                 if response.status_code >= 500 or response.status_code == 429:
                     continue
                 code, message = _error_of(response)
-                if missing_ok and response.status_code == 404 and (code is None or code in NOT_FOUND_CODES):
+                if response.status_code == 404 and code is None:
+                    failure += " without a registry error code"
+                    continue
+                if missing_ok and response.status_code == 404 and code in NOT_FOUND_CODES:
                     return None
                 raise RegistryRefusal(
                     f"the schema registry of cluster {self.alias!r} refused {method} {path}: "

@@ -5,14 +5,16 @@ Contract (``airmirror.schema.ids``, :class:`~airmirror.config.schema_registries.
 1. **Names.**  A subject named after a replicated topic (TopicNameStrategy: ``{topic}-key``, ``{topic}-value``) is
    registered on the target under the remote topic's subject, by the flow's replication policy; every other subject
    (RecordNameStrategy and the like, and referenced subjects of no replicated topic) keeps its name
-   (:class:`SubjectNames`).
+   (:class:`SubjectNames`).  Whether a topic is replicated is the flow's whole rule (:class:`TopicNaming`), not the
+   topics a batch or a sync happens to cover, so a schema met mid-run is named as the next sync names it.
 2. **Order.**  A subject's versions are copied oldest first; a version's referenced schemas are copied before it
    (recursively), and its references then name the referenced subjects' names and versions on the target.
-3. **Compatibility.**  A subject's own compatibility level on the source is set on the target subject before its
-   versions are registered, unless the target subject already has that level in force (its own, or the target
-   registry's global level).  Levels are read as in force (:meth:`RegistryClient.compatibility`), so a subject whose
-   level equals the source registry's global level is taken as having none of its own, and its target subject keeps
-   the target registry's global level.
+3. **Compatibility.**  Each target subject gets the level in force for its source subject (its own, else the source
+   registry's global level: :meth:`RegistryClient.compatibility`), set before its versions are registered unless
+   the target already has that level in force for it, so whatever the source accepted the target accepts: a source
+   at ``NONE`` beside a target at ``BACKWARD`` never dead-ends on an evolution the source allowed.  A target subject
+   the flow does not own is never changed: one under the source's own name (the replication policy does not rename
+   it) that already holds versions on the target.
 4. **translate**: the target assigns its own ids (registering is idempotent: a schema already under the subject keeps
    its id); each copied version adds ``source id -> target id`` to :attr:`SubjectCopier.ids`.
 5. **keep**: the target subject is put in IMPORT mode and each version registered under the source's id and
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field, replace
 
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.errors import RegistryRefusal, ReplicationFailure
+from airmirror.mm2.policy import RegexFilter, ReplicationPolicy, should_replicate_topic
 from airmirror.schemas.framing import Side
 from airmirror.schemas.registry_client import Reference, RegistryClient, SchemaText
 
@@ -52,18 +55,48 @@ def topic_of(subject: str) -> tuple[str, Side] | None:
 
 
 @dataclass(frozen=True)
+class TopicNaming:
+    """A flow's topic selection and replication policy (MM2's rule:
+    :func:`~airmirror.mm2.policy.should_replicate_topic`) as plain data that pickles to Spark executors: which source
+    topics it replicates, under which remote names."""
+
+    policy: ReplicationPolicy
+    topics: RegexFilter
+    source: str
+    target: str
+    heartbeats_replication: bool
+
+    def remote_topic(self, topic: str) -> str | None:
+        """The remote topic of source ``topic``; ``None`` when the flow does not replicate it."""
+        replicated = should_replicate_topic(
+            self.policy,
+            self.topics,
+            self.source,
+            self.target,
+            topic,
+            heartbeats_replication=self.heartbeats_replication,
+        )
+        return self.policy.format_remote_topic(self.source, topic) if replicated else None
+
+
+@dataclass(frozen=True)
 class SubjectNames:
-    """Source subject -> target subject (rule 1): ``remote_topics`` maps each replicated source topic to its remote
-    topic; plain data, so it pickles to Spark executors."""
+    """Source subject -> target subject (rule 1): ``remote_topics`` maps source topics to their remote topics, and
+    ``naming``, when given, names every other topic the flow replicates; plain data, so it pickles to Spark
+    executors."""
 
     remote_topics: Mapping[str, str]
+    naming: TopicNaming | None = None
 
     def target(self, subject: str) -> str:
         named = topic_of(subject)
-        if named is None or named[0] not in self.remote_topics:
+        if named is None:
             return subject
         topic, side = named
-        return f"{self.remote_topics[topic]}-{side.value}"
+        remote = self.remote_topics.get(topic)
+        if remote is None and self.naming is not None:
+            remote = self.naming.remote_topic(topic)
+        return subject if remote is None else f"{remote}-{side.value}"
 
 
 @dataclass(frozen=True)
@@ -113,7 +146,7 @@ class SubjectCopier:
         """Source id -> target id of every version copied (rules 4 and 5)."""
         self._copied: dict[tuple[str, int], CopiedVersion] = {}
         self._levels: dict[str, str | None] = {}
-        """The source subjects prepared (rule 3), with their own compatibility level."""
+        """The source subjects prepared (rule 3), with the compatibility level in force for them."""
         self._global_level: str | None = None
 
     def copy_subject(self, subject: str, versions: list[int] | None = None) -> SubjectReport:
@@ -168,20 +201,22 @@ class SubjectCopier:
     # -- rules 3, 4 and 5 ---------------------------------------------------------------------------------------------
     def _prepare(self, subject: str) -> str | None:
         """Once per subject: the target subject's compatibility (rule 3) and, for keep, IMPORT mode (rule 5); returns
-        the subject's own level on the source (``None``: none of its own)."""
+        the level in force for the subject on the source (``None`` when the registry names none)."""
         if subject in self._levels:
             return self._levels[subject]
         if self._global_level is None:
             self._global_level = self.source.compatibility() or ""
-        level = self.source.compatibility(subject)
-        if level == self._global_level:
-            level = None
+        level = self.source.compatibility(subject) or self._global_level or None
         self._levels[subject] = level
         target_subject = self.names.target(subject)
         if not self.dry_run:
             if self.mode is SchemaIds.KEEP:
                 self.target.set_mode(target_subject, "IMPORT")
-            if level is not None and self.target.compatibility(target_subject) != level:
+            if (
+                level is not None
+                and self.target.compatibility(target_subject) != level
+                and (target_subject != subject or not self.target.versions(target_subject))
+            ):
                 self.target.set_compatibility(target_subject, level)
         return level
 

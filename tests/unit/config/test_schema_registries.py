@@ -280,3 +280,24 @@ def test_a_connection_without_a_host_and_a_file_without_a_url_are_refused(
     with pytest.raises(ConfigError, match="URL") as error:
         _ = flow(tmp_path, A_REGISTRY + "b.schema.registry.airflow.conn.id = reg_b\n").registry("b").settings
     assert error.value.key == "b.schema.registry.url"
+
+
+@pytest.mark.parametrize(
+    ("url", "password"),
+    [
+        ("http://mirror:p%40ss%2Cw0rd@reg-a:8081", "p@ss,w0rd"),
+        ("http://mirror:p@ss@reg-a:8081", "p@ss"),
+        ("http://mirror:p:a,ss@reg-a:8081", "p:a,ss"),
+    ],
+)
+def test_a_url_password_with_at_colon_or_comma_stays_one_url_and_is_masked_in_every_form(
+    tmp_path: Path, url: str, password: str
+) -> None:
+    text = f"a.schema.registry.url = {url}, http://reg-a2:8081\n" + B_REGISTRY
+    mirror = flow(tmp_path, text)
+    registry = mirror.registry("a")
+    assert registry.urls == (url, "http://reg-a2:8081")
+    assert password in mirror.secret_values()
+    written = url.partition("://mirror:")[2].rpartition("@")[0]
+    shown = repr(mirror) + repr(registry) + repr(registry.settings)
+    assert password not in shown and written not in shown

@@ -10,6 +10,7 @@ import pytest
 
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.errors import UnknownSchemaId
+from airmirror.schemas import record_ids
 from airmirror.schemas.framing import Side, framed_id
 from airmirror.schemas.record_ids import Headers, IdTranslator, RecordIds
 from airmirror.schemas.subject_copy import SubjectNames
@@ -173,7 +174,24 @@ def test_pass_copies_a_record_with_an_unknown_id_unchanged_and_says_so(
     assert ids.rewriter("orders", 0)(1, frame(77), frame(1), None) == (frame(77), frame(101), None, True)
     assert len(source.requests) == asked, "an unknown id is asked for once"
     assert ids.rewriter("orders", 0)(2, frame(1), frame(1), None)[3] is False
-    assert ids.new_ids == {} and ids.unknown == {77}
+    assert ids.new_ids == {} and set(ids.unknown) == {77}
+
+
+def test_an_unknown_id_is_asked_for_again_after_its_time_and_then_translated(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema registered after a record naming its id was passed: once the unknown id's time is up, the next such
+    record asks again and is translated."""
+    ids = translator(translators, source, target, unknown="pass", ids={})
+    late = source.first_id + 50
+    assert ids.rewriter("orders", 0)(0, None, frame(late), None)[3] is True
+    source.add("orders-value", '"string"', schema_id=late)
+    assert ids.rewriter("orders", 0)(1, None, frame(late), None)[3] is True, "still within its time"
+    monkeypatch.setattr(record_ids, "UNKNOWN_ID_TTL_S", 0.0)
+
+    _, value, _, passed = ids.rewriter("orders", 0)(2, None, frame(late), None)
+
+    assert passed is False and value == frame(ids.new_ids[late]) and late not in ids.unknown
 
 
 def test_what_a_copy_task_gets_pickles_and_shows_no_credentials(source: FakeRegistry) -> None:

@@ -66,12 +66,12 @@ def test_reads_subjects_versions_schemas_and_holders(fake: FakeRegistry) -> None
         assert client.compatibility() == "BACKWARD"
 
 
-def test_schemas_by_id_are_cached(fake: FakeRegistry) -> None:
+def test_schemas_by_id_are_cached_and_unknown_ids_asked_again(fake: FakeRegistry) -> None:
     schema_id = fake.add("t-value", '"int"')
     with RegistryClient(fake.access("a")) as client:
         assert client.schema(schema_id) == client.schema(schema_id) == SchemaText('"int"')
         assert client.schema(999) is None and client.schema(999) is None
-    assert [r.path for r in fake.requests] == [f"/schemas/ids/{schema_id}", "/schemas/ids/999"]
+    assert [r.path for r in fake.requests] == [f"/schemas/ids/{schema_id}"] + ["/schemas/ids/999"] * 2
 
 
 def test_not_found_answers_are_values_when_missing_is_expected(fake: FakeRegistry) -> None:
@@ -90,6 +90,21 @@ def test_not_found_where_something_must_exist_is_a_refusal(fake: FakeRegistry) -
         client.version("unknown-value", 1)
     assert (refused.value.status, refused.value.error_code) == (404, 40401)
     assert "'a'" in str(refused.value) and "Subject 'unknown-value' not found." in str(refused.value)
+
+
+def test_a_404_without_a_registry_error_code_is_retried_and_never_taken_for_not_found(
+    fake: FakeRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingress whose backend is down answers 404 with a page of its own: the id is not unknown, the registry is
+    unavailable until it answers."""
+    monkeypatch.setattr(registry_client, "UNAVAILABLE_AFTER_S", 1.0)
+    schema_id = fake.add("t-value", '"int"')
+    fake.fail_next(404, times=2, body="<html>404 Not Found</html>")
+    with RegistryClient(fake.access("a")) as client:
+        assert client.schema(schema_id) == SchemaText('"int"')
+    fake.fail_next(404, times=1000, body="<html>404 Not Found</html>")
+    with RegistryClient(fake.access("a")) as client, pytest.raises(RegistryUnavailable, match="without a registry"):
+        client.schema(schema_id + 1)
 
 
 def test_a_404_with_another_error_code_is_a_refusal_even_when_missing_is_expected(fake: FakeRegistry) -> None:
@@ -130,8 +145,9 @@ def test_5xx_and_429_are_retried_until_the_registry_answers(
 
 
 def test_a_registry_that_keeps_failing_is_unavailable_naming_cluster_and_url_without_credentials(
-    fake: FakeRegistry,
+    fake: FakeRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(registry_client, "UNAVAILABLE_AFTER_S", 1.0)  # room for a retry on a busy machine
     fake.fail_next(503, times=1000)
     url = fake.url.replace("http://", f"http://mirror:{PASSWORD}@")
     access = fake.access("src", url=url, **{"basic.auth.credentials.source": "URL"})
@@ -216,3 +232,12 @@ def test_user_info_is_taken_off_an_ipv6_url_leaving_a_valid_url() -> None:
     access = FakeRegistry().access("a", url=f"http://u:{PASSWORD}@[::1]:8081")
     with RegistryClient(access) as client:
         assert repr(client) == "RegistryClient('a', http://[::1]:8081)"
+
+
+@pytest.mark.parametrize(("written", "sent"), [("p%40ss%2Cw0rd", "p@ss,w0rd"), ("p@ss", "p@ss"), ("a:b,c", "a:b,c")])
+def test_a_url_password_is_sent_percent_decoded_and_whole(fake: FakeRegistry, written: str, sent: str) -> None:
+    fake.add("t-value", '"int"')
+    url = fake.url.replace("http://", f"http://mi%20rror:{written}@")
+    with RegistryClient(fake.access("a", url=url, **{"basic.auth.credentials.source": "URL"})) as client:
+        client.subjects()
+    assert fake.requests[-1].authorization == basic("mi rror", sent)

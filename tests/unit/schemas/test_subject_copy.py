@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 
 import pytest
 
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.errors import ReplicationFailure
+from airmirror.mm2.policy import DefaultReplicationPolicy, PatternList, RegexFilter
 from airmirror.schemas.framing import Side
 from airmirror.schemas.registry_client import RegistryClient
-from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames, topic_of
+from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames, TopicNaming, topic_of
 from tests.unit.schemas.fake_registry import FakeRegistry
 
 NAMES = SubjectNames({"orders": "a.orders", "common": "a.common"})
@@ -141,15 +143,36 @@ def test_a_subjects_own_compatibility_is_set_on_the_target(source: FakeRegistry,
     assert (config_write, registration) == ("/config/a.orders-value", "/subjects/a.orders-value/versions")
 
 
-@pytest.mark.parametrize("level", [None, "BACKWARD"], ids=["none of its own", "the global level"])
-def test_no_compatibility_is_set_for_a_subject_without_a_level_of_its_own(
+@pytest.mark.parametrize("level", [None, "NONE"], ids=["none of its own", "the global level"])
+def test_a_subject_without_a_level_of_its_own_gets_the_source_registrys_global_level_on_the_target(
     source: FakeRegistry, target: FakeRegistry, level: str | None
 ) -> None:
+    """Source at NONE (Apicurio's default), target at BACKWARD: the target subject is set to NONE before its first
+    version, so an evolution the source accepted is accepted on the target too."""
+    source.global_level, target.global_level = "NONE", "BACKWARD"
     source.add("orders-value", V1)
     if level is not None:
         source.levels["orders-value"] = level
     report = copier(source, target, SchemaIds.TRANSLATE).copy_subject("orders-value")
-    assert report.compatibility is None
+    assert report.compatibility == "NONE"
+    assert target.levels == {"a.orders-value": "NONE"}
+    assert [r.path for r in target.writes()][:2] == ["/config/a.orders-value", "/subjects/a.orders-value/versions"]
+
+
+def test_the_target_keeps_its_level_when_it_is_already_in_force(source: FakeRegistry, target: FakeRegistry) -> None:
+    source.add("orders-value", V1)
+    report = copier(source, target, SchemaIds.TRANSLATE).copy_subject("orders-value")
+    assert report.compatibility == "BACKWARD"  # both registries' global level
+    assert target.levels == {}
+
+
+def test_a_target_subject_the_flow_does_not_own_is_never_changed(source: FakeRegistry, target: FakeRegistry) -> None:
+    """A subject that keeps its name (RecordNameStrategy) and already holds versions on the target belongs to the
+    target's own producers: its level stays."""
+    source.global_level = "NONE"
+    source.add("shared.Address", V1)
+    target.add("shared.Address", V1)
+    copier(source, target, SchemaIds.TRANSLATE).copy_subject("shared.Address")
     assert target.levels == {}
 
 
@@ -258,3 +281,16 @@ def test_copy_id_of_a_schema_whose_subjects_were_deleted_registers_it_under_the_
     assert copy.ids == {orphan: target_id}
     with pytest.raises(ReplicationFailure, match="belongs to no subject"):
         copier(source, target, SchemaIds.TRANSLATE).copy_id(orphan)
+
+
+def test_a_subject_of_a_replicated_topic_outside_the_batch_is_named_by_the_flows_rule_and_others_keep_theirs() -> None:
+    """A schema met mid-run may reference a subject of a topic the batch does not copy: its target subject is the one
+    the next sync would use (the flow's policy), never the source's name, which may belong to the target."""
+    topics = RegexFilter(PatternList.parse("orders, customers", key="topics"), PatternList.parse("", key="x"))
+    naming = TopicNaming(DefaultReplicationPolicy(), topics, "a", "b", heartbeats_replication=True)
+    names = pickle.loads(pickle.dumps(SubjectNames({"orders": "a.orders"}, naming)))
+
+    assert names.target("orders-value") == "a.orders-value"
+    assert names.target("customers-value") == "a.customers-value"  # replicated, not in this batch
+    assert names.target("payments-value") == "payments-value"  # not replicated: keeps its name
+    assert names.target("com.example.Address") == "com.example.Address"

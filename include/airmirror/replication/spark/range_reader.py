@@ -178,6 +178,10 @@ class PartitionRead:
         """Whether the read is short of its end and has heard nothing for :data:`STALL_CHECK_S`."""
         return not self.done and not self.caught_up and now - self.heard_at >= STALL_CHECK_S
 
+    def silent_for(self, seconds: float) -> bool:
+        """Whether the read has heard nothing of its partition, no record and no end of partition, for ``seconds``."""
+        return time.monotonic() - self.heard_at >= seconds
+
     def heard(self, caught_up: bool) -> None:
         self.heard_at, self.caught_up = time.monotonic(), caught_up
 

@@ -62,7 +62,10 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) and the task copies until its
    ``stream_until`` (wall-clock) time, and at least until every read has reached its range's ``catch_up`` (what
    the partition held when the job was planned: a task that Spark starts late, or a backlog longer than the
-   window, is copied all the same, as a bounded batch would).  Rules 1-3 hold unchanged; a chunk ends after the
+   window, is copied all the same, as a bounded batch would), except a read that has heard nothing of its partition
+   (no record, no end) for :data:`CATCH_UP_SILENCE_S` after ``stream_until`` (a partition whose leader is down, say):
+   the stream ends without it, its progress where its read got to, and the next stream goes on from there, so a
+   window always ends.  Rules 1-3 hold unchanged; a chunk ends after the
    streaming bound (``airmirror.live.transaction.max.ms``) since its first record, and a chunk without records is never
    committed, except the last one at ``stream_until``, which records where every read got to.  No range is
    ``done`` but one whose source log moved from under its read (retention deleted what it had yet to read, or an
@@ -123,6 +126,8 @@ TRANSACTION_CALL_S = 30.0
 STREAM_TRANSACTION_CALL_S = 10.0
 """A streaming task's bound on a chunk's transactional calls: a stream's lag is its users' recovery point, so a
 call stuck behind a restarted coordinator ends the worker sooner (its retry fences and continues)."""
+CATCH_UP_SILENCE_S = 60.0
+"""How long past its ``stream_until`` a stream waits on a read that hears nothing before it ends without it (rule 6)."""
 HARD_DEADLINE_GRACE_S = 10.0
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
@@ -428,15 +433,20 @@ class TaskCopy:
             self.copy_chunk(rounds, reader, until)
 
     def stream_ends(self, reader: RangesReader, until: float) -> bool:
-        """Whether a stream may end now: ``until`` has passed and every read has caught up, or every read ended
-        (rule 6)."""
+        """Whether a stream may end now: ``until`` has passed and every read has caught up or has heard nothing for
+        :data:`CATCH_UP_SILENCE_S` since ``until``, or every read ended (rule 6)."""
         reads = reader.reads
         if reader.ended and all(read.done for read in reads.values()):
             return True
-        if time.time() < until:
+        now = time.time()
+        if now < until:
             return False
+        waited = now - until >= CATCH_UP_SILENCE_S
         return all(
-            (read := reads.get(key)) is None or read.done or read.reached >= (state.source.catch_up or 0)
+            (read := reads.get(key)) is None
+            or read.done
+            or read.reached >= (state.source.catch_up or 0)
+            or (waited and read.silent_for(CATCH_UP_SILENCE_S))
             for key, state in self.states.items()
         )
 

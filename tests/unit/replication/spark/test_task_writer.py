@@ -13,10 +13,12 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope
 from airmirror.model import OffsetRun
+from airmirror.replication.spark import range_reader
 from airmirror.replication.spark.batch_log import Progress, decode_runs, encode_job
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer
 from airmirror.replication.spark.task_writer import (
+    CATCH_UP_SILENCE_S,
     CopyTask,
     PartitionDeliveries,
     RangeTask,
@@ -24,7 +26,7 @@ from airmirror.replication.spark.task_writer import (
     TransactionBounds,
     copy_task,
 )
-from tests.unit.kafka_stand_ins import StandInCluster, Transaction, abortable, timed_out
+from tests.unit.kafka_stand_ins import Clock, StandInCluster, Transaction, abortable, timed_out
 
 TOPIC, REMOTE = "orders", "a.orders"
 TID = "airmirror-a-b-~copy0"
@@ -483,6 +485,29 @@ def test_a_stream_anchors_its_ranges_without_an_anchor_before_copying_and_only_t
     later = target.committed()[transactions:]
     assert [len(written(target, chunk, REMOTE)) for chunk in later] == [2]  # no transaction anchors ranges
     assert copied(target) == sources(source)
+
+
+def test_a_stream_ends_without_a_read_that_hears_nothing_long_after_its_time(
+    source: StandInCluster, target: StandInCluster, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition whose leader is down hears nothing: the stream waits for its catch-up offset only until
+    ``CATCH_UP_SILENCE_S`` after ``stream_until``, then ends, the other partition copied and the silent one's progress
+    where its read stood (not done), so the window ends and the next stream goes on from there."""
+    monkeypatch.setattr(range_reader, "time", clock)  # the reads' silence, on the writer's clock
+    source.seconds_per_poll = 1.0
+    source.fill(TOPIC, 0, 3)
+    source.fill(TOPIC, 1, 5)
+    source.offline.add((TOPIC, 1))
+    ranges = (range_task(end=OPEN_END, catch_up=3), replace(range_task(end=OPEN_END, catch_up=5), partition=1))
+    until = clock.time() + 5
+    task = replace(task_of(*ranges), stream_until=until)
+
+    copy_task(task, first_attempt=True)
+
+    assert clock.time() >= until + CATCH_UP_SILENCE_S
+    assert copied(target, 0) == sources(source, 0) and copied(target, 1) == []
+    ends = [anchor(target, partition) for partition in (0, 1)]
+    assert [(p.position, p.done) for p in ends if p is not None] == [(3, False), (0, False)]
 
 
 def test_a_retry_looks_up_a_range_without_an_anchor_from_the_batchs_log_floor_only(
