@@ -54,8 +54,9 @@ slower or bigger.  On one machine, in a fresh temporary home:
    each side's oldest records on its own schedule; ``soak-trimmed`` is compared so too (the target keeps what it
    copied below the deleted offsets, the gap).  With faults, ``airmirror status --json`` must then list both
    stopped topics under ``stops`` (``soak-doomed``, gone from the source, and ``soak-spare``, whose remote topic is
-   gone), the remote ``src.soak-doomed`` must hold per partition a prefix of what the source held (each record
-   once), and ``src.soak-spare`` must not exist again.
+   gone), the remote ``src.soak-doomed`` must have held per partition a prefix of what the source held (each record
+   once; compared right after the window the topic was deleted in, before the remote topic's own retention deletes
+   it), and ``src.soak-spare`` must not exist again.
 6. **Verdicts.**  The windows are split in quarters (a quarter is ``max(1, windows // 4)`` windows); per series
    (:data:`LIMITS`), the peak of the last quarter must stay within a limit of the peak of the first: 1.2 times
    it, or 2 above it for counts (threads, descriptors, batch-log records), and scan seconds below 1 s count as
@@ -131,6 +132,8 @@ class Fault:
     inject: Callable[[Clusters, int], None]
     prepare: Callable[[Clusters], None] | None = None
     at_first_record: bool = False
+    check: Callable[[Clusters], dict] | None = None
+    """Run once the window the fault was injected in has ended; its result goes in the row's ``checks``."""
 
     @property
     def note(self) -> str:
@@ -143,7 +146,15 @@ DOOMED = DoomedTopic("soak-doomed", 4)
 TRIMMED = TrimmedTopic("soak-trimmed", 2)
 SPARE_PARTITIONS, SPARE_RECORDS = 2, 2_000
 FAULTS: tuple[Fault, ...] = (
-    Fault("source topic deleted mid-read", 0.3, DURING, DOOMED.delete, DOOMED.prepare, at_first_record=True),
+    Fault(
+        "source topic deleted mid-read",
+        0.3,
+        DURING,
+        DOOMED.delete,
+        DOOMED.prepare,
+        at_first_record=True,
+        check=lambda clusters: DOOMED.compare(clusters.target.bootstrap),
+    ),
     Fault("target restart", 0.4, DURING, restart_target),
     Fault("remote topic deleted", 0.5, BETWEEN, delete_remote_topic(SPARE_TOPIC)),
     Fault("anchor group deleted", 0.55, BETWEEN, delete_anchor_group),
@@ -153,6 +164,7 @@ FAULTS: tuple[Fault, ...] = (
 """The fault schedule, in the middle quarters so that the first and last quarters compare undisturbed windows.  A new
 fault is one entry here (and its injector in :mod:`soak_io`).  Their topics (:data:`FAULT_TOPICS`) exist only in a
 soak with faults."""
+DOOMED_FAULT = FAULTS[0].name
 FAULT_TOPICS = {DOOMED.topic: DOOMED.partitions, TRIMMED.topic: TRIMMED.partitions, SPARE_TOPIC: SPARE_PARTITIONS}
 STOPPED_TOPICS = (DOOMED.topic, SPARE_TOPIC)
 """The source topics the faults stop: ``status`` must name each at the end."""
@@ -262,6 +274,7 @@ class Window:
     log_scan_s: float = 0.0
     report: dict | str | None = None
     error: str = ""
+    checks: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass
@@ -322,17 +335,20 @@ def create_source_topics(bootstrap: str, topics: dict[str, int], retention_s: fl
         load_topic(bootstrap, SPARE_TOPIC, SPARE_PARTITIONS, SPARE_RECORDS, 100, stamp_now=True)
 
 
-def stopped_topics(soak: Soak) -> dict:
+def stopped_topics(soak: Soak, rows: list[Window]) -> dict:
     """What the faults stopped, at the end (step 5): ``status``'s stops, whether they name every topic of
-    :data:`STOPPED_TOPICS`, the deleted source topic's copy (a prefix of what it held), and whether the deleted remote
-    topic stayed deleted."""
+    :data:`STOPPED_TOPICS`, the deleted source topic's copy (a prefix of what it held, compared right after the window
+    it was deleted in, before the remote topic's retention deletes it), and whether the deleted remote topic stayed
+    deleted."""
     stops = status_stops(soak)
     named = {stop.get("topic") for stop in stops}
     listed = soak.target_admin.list_topics(timeout=30).topics
     return {
         "stops": stops,
         "all_named": all(topic in named for topic in STOPPED_TOPICS),
-        "deleted_source_copy": DOOMED.compare(soak.clusters.target.bootstrap),
+        "deleted_source_copy": next(
+            (row.checks[DOOMED_FAULT] for row in rows if DOOMED_FAULT in row.checks), {"prefix": False}
+        ),
         "deleted_remote_recreated": f"{SOURCE}.{SPARE_TOPIC}" in listed,
     }
 
@@ -462,6 +478,8 @@ def run_windows(soak: Soak, save: Callable[[list[Window]], None]) -> list[Window
         log(f"window {row.number} at minute {row.start_min}")
         run_window(soak, row, fault)
         after_window(soak, row)
+        if fault is not None and fault.check is not None and fault.note in row.faults:
+            row.checks[fault.name] = fault.check(soak.clusters)
         rows.append(row)
         log(
             f"window {row.number}: exit {row.exit_code}, first record after {row.first_record_s} s, "
@@ -650,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
             **compare_copies(source.bootstrap, target.bootstrap, compared),
         }
         if not args.no_faults:
-            document["stopped"] = stopped_topics(soak)
+            document["stopped"] = stopped_topics(soak, rows)
         document["verdicts"] = verdicts(rows)
         document["faults_not_injected"] = [fault.name for fault in soak.pending]
         document["stalled_windows"] = [row.number for row in rows if row.first_record_s is None]

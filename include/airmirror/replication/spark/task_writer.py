@@ -118,6 +118,7 @@ from airmirror.replication.spark.batch_log import (
     trusted_anchor,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
+from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.schemas.record_ids import IdTranslator, RecordIds
 
@@ -346,6 +347,7 @@ class TaskCopy:
         settings = producer_settings(task, self.deliveries)
         self.max_seconds = chunk_seconds(task, settings)
         self.producer = Producer(settings)
+        self.remotes = RemoteTopicCheck(self.producer, [r.remote_topic for r in task.ranges], task.flow)
         self.group_metadata = anchor_group_metadata(task)
         self.states: dict[tuple[str, int], RangeState] = {}
         self.call_s = TRANSACTION_CALL_S if task.stream_until is None else STREAM_TRANSACTION_CALL_S
@@ -486,7 +488,7 @@ class TaskCopy:
                     break
                 if until is not None and self.newly_stopped(reader):
                     break
-            flush_all(producer, self.deliveries)
+            flush_all(producer, self.deliveries, self.remotes)
             if until is None or records or last or self.newly_stopped(reader):
                 self.commit_chunk(reader)
         except BaseException:
@@ -513,6 +515,7 @@ class TaskCopy:
                 key, value, headers, passed = rewrite(offset, key, value, headers)
                 state.chunk_passed += passed
             deliveries.sent(offset)
+            blocked = False
             while True:
                 try:
                     produce(
@@ -525,7 +528,11 @@ class TaskCopy:
                     )
                     break
                 except BufferError:
+                    if not blocked:
+                        blocked = True
+                        self.remotes.waiting()
                     poll(0.05)
+                    self.remotes()
                 except KafkaException as error:
                     code = error.args[0].code()
                     if code == KafkaError.MSG_SIZE_TOO_LARGE:
@@ -715,14 +722,17 @@ def await_broker_connections(producer: Producer, topic: str | None) -> None:
         producer.list_topics(topic, 30)
 
 
-def flush_all(producer: Producer, deliveries: TaskDeliveries) -> None:
-    """Wait until every produced record is delivered; stop at the first failed delivery and raise it.
+def flush_all(producer: Producer, deliveries: TaskDeliveries, remotes: RemoteTopicCheck) -> None:
+    """Wait until every produced record is delivered; stop at the first failed delivery and raise it, or at a remote
+    topic deleted meanwhile (``remotes``).
 
     A failed delivery makes the transaction abortable, and librdkafka then keeps the records queued behind
     it until the abort: waiting for them would only time out."""
     deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    remotes.waiting()
     while remaining := producer.flush(FLUSH_POLL_S):
         deliveries.raise_errors()
+        remotes()
         if time.monotonic() > deadline:
             raise ReplicationFailure(f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S:.0f}s")
     deliveries.raise_errors()
