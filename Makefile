@@ -21,7 +21,7 @@ stop: setup
 
 # The suite runs in three pytest-xdist workers, each with its own session clusters and Spark session (--dist
 # loadscope keeps a module and its module-scoped clusters on one worker). The 2 cores are busy throughout; a third
-# worker fills the moments the others wait on brokers, Airflow or Spark: about 27 minutes on 2 cores.
+# worker fills the moments the others wait on brokers, Airflow or Spark: about 28 minutes on 2 cores.
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 3
 test: setup

@@ -45,6 +45,7 @@ from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms
 from tests.mirror_helpers import opened, replicate
+from tests.polling import wait_until
 from tests.registry_helpers import (
     CONTENT_TYPE,
     avro_deserializer,
@@ -411,6 +412,42 @@ def test_a_schema_registered_after_the_sync_is_mapped_by_the_copy_tasks_in_the_s
         copy_and_record(flow, store, planned, lambda: spark, None)
         mapped = store.schema_ids(flow.name)
     assert_late_schema_copied(clusters["b"].bootstrap, urls(registries)[1], remote, source, mapped)
+
+
+def test_a_schema_a_live_stream_meets_is_mapped_by_its_tasks_and_stored_when_the_window_ends(
+    clusters, registries, spark, prefix, tmp_path
+):
+    """A live run streams a topic; mid-window a new version is registered on the source and records of it produced.
+    The stream's tasks map the new id, and the run stores it in the flow's map when its window ends: ``verify`` and
+    later runs translate through the DB, not only through the next sync."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    topic, remote = f"{prefix}.streamed", f"a.{prefix}.streamed"
+    first = avro("Order", prefix, [{"name": "id", "type": "long"}])
+    evolved = avro("Order", prefix, [{"name": "id", "type": "long"}, {"name": "extra", "type": "int", "default": 0}])
+    create_topic(a, topic)
+    now = recent_ms()
+    produce(a, topic, 0, [Record(b"k0", avro_serializer(url_a, first)(LATE_DECODED[0], topic, VALUE), (), now)])
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+    command = ["replicate", str(config), "--flow", "a->b", "--continuous", "--for", "40s"]
+    log = tmp_path / "live.log"
+    with log.open("w") as output:
+        live = subprocess.Popen([sys.executable, "-m", "airmirror.cli", *command], stdout=output, stderr=output)
+    try:
+        wait_until(lambda: end_offset(b, remote, 0) > 0, 180, "the stream copies the first record")
+        serialize = avro_serializer(url_a, evolved)  # registers v2 on a now, while the stream runs
+        late = [Record(f"k{i}".encode(), serialize(LATE_DECODED[i], topic, VALUE), (), now + i) for i in (1, 2)]
+        produce(a, topic, 0, late)
+        live.wait(timeout=300)
+    finally:
+        if live.poll() is None:
+            live.kill()
+            live.wait()
+    assert live.returncode == 0, log.read_text()[-4000:]
+    new_id = framed_id(late[0].value)
+    with opened(config) as (flow, store):
+        mapped = store.schema_ids(flow.name)
+    assert new_id in mapped and mapped[new_id] == subject_version(url_b, f"{remote}-value", 2)["id"]
 
 
 # -- 5. an id the source registry does not know: fail, then pass -----------------------------------------------------

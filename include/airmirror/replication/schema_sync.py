@@ -11,8 +11,9 @@ Contract:
 2. :func:`record_ids` is read when the copy job is planned: the stored id map and, per source topic of the job, the
    sides its records are framed on (a subject of the topic on the source registry, or both sides for a topic
    matching ``airmirror.schema.topics``).  ``None`` when the flow's mode is ``off``.
-3. :func:`store_new_ids` stores the ids the copy tasks mapped in-run (:class:`~airmirror.model.RangeCopied`); a live
-   stream's tasks map theirs too, and the next sync stores them (a sync copies every version of a changed subject).
+3. :func:`store_new_ids` stores the ids the copy tasks mapped in-run (:class:`~airmirror.model.RangeCopied`), a live
+   stream's when its job ends by itself at the window's end; a stream ended early (cancelled) leaves its ids to the
+   next sync, which copies every version of a changed subject.
 4. **Cost per run.**  A run's sync asks the source for its subjects and each selected subject's versions; a subject
    whose version count and target name the store already holds is left alone, so a run without new schemas registers
    nothing and reads nothing more.  ``airmirror schemas`` always copies every selected subject (a compatibility level

@@ -44,10 +44,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PartitionKey, PlannedRange, RangeResult, StoredJobs
+from airmirror.model import PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit
-from airmirror.replication.schema_sync import record_ids
+from airmirror.replication.schema_sync import record_ids, store_new_ids
 from airmirror.replication.spark.batch_log import (
     SCAN_STALL_S,
     Progress,
@@ -220,16 +220,18 @@ class StreamTail:
 class StreamJob:
     """The copy job of a stream batch, run in a thread of the driver (rule 2) so that the driver records meanwhile."""
 
-    def __init__(self, spark: Any, run: Callable[[str], Any], group: str) -> None:
+    def __init__(self, spark: Any, run: Callable[[str], list[RangeCopied]], group: str) -> None:
         self.spark, self.group = spark, group
         self.error: BaseException | None = None
+        self.copied: list[RangeCopied] = []
+        """What the job's tasks copied, once it ended by itself (a cancelled job's are lost)."""
         self.cancelled = False
         self._thread = threading.Thread(target=self._run, args=(run,), name=f"airmirror-{group}", daemon=True)
         self._thread.start()
 
-    def _run(self, run: Callable[[str], Any]) -> None:
+    def _run(self, run: Callable[[str], list[RangeCopied]]) -> None:
         try:
-            run(self.group)
+            self.copied = run(self.group)
         except BaseException as error:
             self.error = error
 
@@ -382,6 +384,7 @@ def run_stream(
                 job.cancel()
             job.join()
         supersede_jobs(flow, [r.key for r in ranges], len(tasks), batch_id)
+        store_new_ids(flow, store, job.copied)
         tail.drain()
         recorder.record_tail(tail, final=True)
     finally:
