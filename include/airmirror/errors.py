@@ -57,6 +57,12 @@ class RegistryRefusal(ReplicationFailure):
         self.status, self.error_code = status, error_code
 
 
+class SchemaRefused(ReplicationFailure):
+    """The target schema registry refused to register a source version (its compatibility rules, 409 or 422); the
+    message names the source subject and version, the target subject, both registries and the settings that resolve
+    it.  Exit code 1."""
+
+
 class UnknownSchemaId(ReplicationFailure):
     """A copied record names a schema id its source registry does not know, under ``airmirror.schema.unknown =
     fail``; the message names topic, partition, offset and id.  Exit code 1."""

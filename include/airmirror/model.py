@@ -350,9 +350,6 @@ class RangeCopied:
     partition: int
     records: int
     bytes: int
-    schema_ids: dict[str, int] = field(default_factory=dict)
-    """Schema ids the task mapped in-run (:mod:`airmirror.schemas.record_ids`, rule 3), source id (as text) ->
-    target id: the driver adds them to the flow's id map."""
 
 
 @dataclass(frozen=True, kw_only=True)

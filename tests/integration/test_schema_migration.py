@@ -3,10 +3,10 @@ Confluent's API), confluent-kafka's own serializers on the source and deserializ
 consumer reading only the target registry.
 
 Most tests share the session registries ``a`` and ``b`` (``b`` padded, so ids differ) and name their subjects and
-schemas after their own ``prefix``; ids are always read from the registries, never assumed.  ``keep`` needs a target
-registry that gives ids in the same order as the source, the registry-down test stops one and the compatibility test
-changes global levels: they use a fresh pair of this module (``fresh``: data kept on disk across a restart), the keep
-test first.
+schemas after their own ``prefix``; ids are always read from the registries, never assumed.  The registry-down tests
+stop one and the compatibility test changes global levels: they use a pair of this module (``fresh``: data kept on
+disk across a restart).  ``keep`` is refused on Apicurio (it ignores the ids of IMPORT mode): its test checks the
+refusal; the copy under ``keep`` is a contract test against the fake registry (``tests/unit/schemas``).
 """
 
 from __future__ import annotations
@@ -37,10 +37,12 @@ from airmirror.devtools.local_kafka import LocalBroker, free_port
 from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
 from airmirror.errors import RegistryUnavailable, ReplicationFailure
 from airmirror.kafka.clients import shared_clients
+from airmirror.migration.verification import verify_flow
+from airmirror.model import Verification
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import PlannedBatch, copy_and_record, plan_batch, sync_flow_topics
 from airmirror.replication.schema_sync import schemas_verb
-from airmirror.schemas import registry_client
+from airmirror.schemas import record_ids, registry_client
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms
@@ -417,19 +419,22 @@ def test_a_schema_registered_after_the_sync_is_mapped_by_the_copy_tasks_in_the_s
 def test_a_schema_a_live_stream_meets_is_mapped_by_its_tasks_and_stored_when_the_window_ends(
     clusters, registries, spark, prefix, tmp_path
 ):
-    """A live run streams a topic; mid-window a new version is registered on the source and records of it produced.
-    The stream's tasks map the new id, and the run stores it in the flow's map when its window ends: ``verify`` and
-    later runs translate through the DB, not only through the next sync."""
+    """A live run streams two topics.  Mid-window a new version is registered on the source and records of it
+    produced: the stream's tasks map the new id, and the run stores it in the flow's map when its window ends
+    (``verify`` and later runs translate through the DB, not only through the next sync).  The other topic gets its
+    first subject mid-window: once the topic-sync interval has passed, its framed records are translated too."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     url_a, url_b = urls(registries)
     topic, remote = f"{prefix}.streamed", f"a.{prefix}.streamed"
+    newly, newly_remote = f"{prefix}.newly", f"a.{prefix}.newly"
     first = avro("Order", prefix, [{"name": "id", "type": "long"}])
     evolved = avro("Order", prefix, [{"name": "id", "type": "long"}, {"name": "extra", "type": "int", "default": 0}])
     create_topic(a, topic)
+    create_topic(a, newly)
     now = recent_ms()
     produce(a, topic, 0, [Record(b"k0", avro_serializer(url_a, first)(LATE_DECODED[0], topic, VALUE), (), now)])
     config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
-    command = ["replicate", str(config), "--flow", "a->b", "--continuous", "--for", "40s"]
+    command = ["replicate", str(config), "--flow", "a->b", "--continuous", "--for", "50s"]
     log = tmp_path / "live.log"
     with log.open("w") as output:
         live = subprocess.Popen([sys.executable, "-m", "airmirror.cli", *command], stdout=output, stderr=output)
@@ -438,6 +443,10 @@ def test_a_schema_a_live_stream_meets_is_mapped_by_its_tasks_and_stored_when_the
         serialize = avro_serializer(url_a, evolved)  # registers v2 on a now, while the stream runs
         late = [Record(f"k{i}".encode(), serialize(LATE_DECODED[i], topic, VALUE), (), now + i) for i in (1, 2)]
         produce(a, topic, 0, late)
+        serialize_newly = avro_serializer(url_a, avro("Newly", prefix, [{"name": "id", "type": "long"}]))
+        newly_value = serialize_newly({"id": 7}, newly, VALUE)  # the topic's first subject, registered now
+        time.sleep(record_ids.UNKNOWN_ID_TTL_S + 1)
+        produce(a, newly, 0, [Record(b"n", newly_value, (), recent_ms())])
         live.wait(timeout=300)
     finally:
         if live.poll() is None:
@@ -448,6 +457,9 @@ def test_a_schema_a_live_stream_meets_is_mapped_by_its_tasks_and_stored_when_the
     with opened(config) as (flow, store):
         mapped = store.schema_ids(flow.name)
     assert new_id in mapped and mapped[new_id] == subject_version(url_b, f"{remote}-value", 2)["id"]
+    copied = committed_records(b, newly_remote)
+    assert [framed_id(r.value) for r in copied] == [subject_version(url_b, f"{newly_remote}-value", 1)["id"]]
+    assert avro_deserializer(url_b)(copied[0].value, newly_remote, VALUE) == {"id": 7}
 
 
 # -- 5. an id the source registry does not know: fail, then pass -----------------------------------------------------
@@ -495,8 +507,7 @@ def test_an_unknown_id_fails_the_chunk_then_passes_through_exactly_once(clusters
 # -- 6 and 7: a fresh pair of registries of this module --------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalRegistry]]:
-    """Registries ``fa`` and ``fb``, fresh (no padding, so that both give the same ids in the same order), their
-    schemas kept on disk across a restart; the keep test needs them fresh and runs first."""
+    """Registries ``fa`` and ``fb`` of this module, their schemas kept on disk across a restart."""
     home = tmp_path_factory.mktemp("fresh-registries")
     ports = {"fa": free_port()}
     ports["fb"] = free_port(avoid=(ports["fa"],))
@@ -512,72 +523,44 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalR
             stop_registry(name, home)
 
 
-def test_keep_copies_records_unchanged_and_an_id_taken_on_the_target_fails_naming_both(
-    clusters, fresh, spark, prefix, tmp_path
-):
-    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
-    url_a, url_b = registry_url(fresh["fa"]), registry_url(fresh["fb"])
-    topic, remote = f"{prefix}.kept", f"a.{prefix}.kept"
-    key_schema = avro("OrderKey", prefix, [{"name": "id", "type": "long"}])
-    v1 = avro("Order", prefix, [{"name": "id", "type": "long"}])
-    v2 = avro("Order", prefix, [{"name": "id", "type": "long"}, {"name": "note", "type": "string", "default": ""}])
-    serialize_key = avro_serializer(url_a, key_schema)
-    now = recent_ms()
-    # Registered on a in the order airmirror copies them to b (subjects sorted: -key first; versions in order).
-    source = [
-        Record(serialize_key({"id": 0}, topic, KEY), avro_serializer(url_a, v1)({"id": 0}, topic, VALUE), (), now)
-    ]
-    source.append(
-        Record(
-            serialize_key({"id": 1}, topic, KEY),
-            avro_serializer(url_a, v2)({"id": 1, "note": "n"}, topic, VALUE),
-            (),
-            now + 1,
-        )
-    )
-    create_topic(a, topic)
-    produce(a, topic, 0, source)
-    config = schema_config(tmp_path, clusters, prefix, url_a, url_b, "airmirror.schema.ids = keep")
-
-    assert replicate(config, spark).summary.records == 2
-
-    target = committed_records(b, remote)
-    assert target == source  # nothing rewritten
-    for subject, target_subject in ((f"{topic}-key", f"{remote}-key"), (f"{topic}-value", f"{remote}-value")):
-        for version in versions(url_a, subject):
-            assert (
-                subject_version(url_b, target_subject, version)["id"] == subject_version(url_a, subject, version)["id"]
-            )
-    deserialize = avro_deserializer(url_b)
-    assert [(deserialize(r.key, remote, KEY), deserialize(r.value, remote, VALUE)) for r in target] == [
-        ({"id": 0}, {"id": 0}),
-        ({"id": 1}, {"id": 1, "note": "n"}),
-    ]
-    assert set(stored_ids(config).items()) == {
-        (i, i) for i in map(framed_id, [*(r.key for r in source), *(r.value for r in source)])
+def registry_state(url: str, subjects: list[str]) -> dict[str, Any]:
+    """What a refused run must leave as it was: the subjects (soft-deleted ones too), the global mode and level, and
+    each of ``subjects``' versions, mode and level."""
+    return {
+        "subjects": sorted(get(url, "/subjects?deleted=true")),
+        "mode": get(url, "/mode"),
+        "config": get(url, "/config"),
+        **{
+            subject: (versions(url, subject), get(url, f"/mode/{subject}"), get(url, f"/config/{subject}"))
+            for subject in subjects
+        },
     }
 
-    # The clash: a v3 on a whose id b already gives another schema.
-    v3 = avro("Order", prefix, [{"name": "id", "type": "long"}, {"name": "n3", "type": "int", "default": 3}])
-    third = Record(
-        serialize_key({"id": 2}, topic, KEY), avro_serializer(url_a, v3)({"id": 2, "n3": 3}, topic, VALUE), (), now + 2
-    )
-    clash_id = framed_id(third.value)
-    for index in range(20):
-        if get(url_b, f"/schemas/ids/{clash_id}") is not None:
-            break
-        register(url_b, f"{prefix}-taken-{index}", avro(f"Taken{index}", prefix, [{"name": "t", "type": "int"}]))
-    holders = get(url_b, f"/schemas/ids/{clash_id}/versions")
-    assert holders and holders[0]["subject"].startswith(f"{prefix}-taken-"), holders
-    produce(a, topic, 0, [third])
+
+def test_keep_on_a_registry_that_ignores_import_ids_is_refused_with_the_target_registry_as_it_was(
+    clusters, registries, spark, prefix, tmp_path
+):
+    """Apicurio 3.3's Confluent API registers IMPORT mode's schemas under ids of its own: ``keep`` finds it out with
+    a probe subject before anything else is written, deletes the probe, and fails naming the registry and
+    ``translate``; nothing is copied, and the target registry is as it was."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    topic, remote = f"{prefix}.kept", f"a.{prefix}.kept"
+    value = avro_serializer(url_a, avro("Order", prefix, [{"name": "id", "type": "long"}]))({"id": 0}, topic, VALUE)
+    create_topic(a, topic)
+    produce(a, topic, 0, [Record(b"k", value, (), recent_ms())])
+    register(url_b, f"{remote}-value", avro("Theirs", prefix, [{"name": "t", "type": "int"}]))  # the target's own
+    before = registry_state(url_b, [f"{remote}-value", f"{remote}-key"])
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b, "airmirror.schema.ids = keep")
 
     with pytest.raises(ReplicationFailure) as failed:
         replicate(config, spark)
+
     message = str(failed.value)
-    assert f"schema id {clash_id}" in message, message
-    assert f"{topic}-value v3" in message and holders[0]["subject"] in message, message
-    assert "cluster 'a'" in message and "cluster 'b'" in message, message
-    assert committed_records(b, remote) == source
+    assert "does not keep the ids of IMPORT mode" in message and "cluster 'b'" in message, message
+    assert "airmirror.schema.ids = translate" in message
+    assert registry_state(url_b, [f"{remote}-value", f"{remote}-key"]) == before
+    assert committed_records(b, remote) == []
 
 
 @contextmanager
@@ -792,13 +775,21 @@ def test_schema_ids_in_headers_are_rewritten_and_the_unframed_payloads_left_as_t
         assert data[0] == 0 and framed_id(data) is not None  # looks framed, but is not: its id is in the header
         source.append(Record(key, data, tuple(headers), now + i))
         values.append(value)
-    guid_header = b"\x01" + uuid.uuid4().bytes  # a GUID (magic 1): no id to rewrite
+    guid_header = b"\x01" + uuid.uuid4().bytes  # a GUID (magic 1): Apicurio has none, so no registry names it
     source.append(Record(None, source[0].value, (("__value_schema_id", guid_header),), now + 3))
     create_topic(a, topic)
     produce(a, topic, 0, source)
-    config = schema_config(tmp_path, clusters, prefix, url_a, url_b)
+    failing = schema_config(tmp_path, clusters, prefix, url_a, url_b)
 
+    with pytest.raises(ReplicationFailure) as failed:
+        replicate(failing, spark)
+    message = str(failed.value)
+    assert f"{topic}-0@3: the header __value_schema_id names schema GUID" in message, message
+    assert "airmirror.schema.unknown = pass" in message and committed_records(b, remote) == []
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b, "airmirror.schema.unknown = pass")
     assert replicate(config, spark).summary.records == 4
+    with opened(config) as (flow, store):
+        assert store.schema_passed(flow.name) == 1
 
     ids = id_map(url_a, url_b, {f"{topic}-key": f"{remote}-key", f"{topic}-value": f"{remote}-value"})
     target = committed_records(b, remote)
@@ -816,3 +807,123 @@ def test_schema_ids_in_headers_are_rewritten_and_the_unframed_payloads_left_as_t
         headers = list(t.headers)
         assert value_deserializer(t.value, SerializationContext(remote, VALUE, headers)) == value
         assert key_deserializer(t.key, SerializationContext(remote, KEY, headers))["k"].startswith("key ")
+
+
+# -- 10. schemas that used to dead-end a flow (issue 34) -------------------------------------------------------------
+def soft_delete(url: str, subject: str, version: int) -> None:
+    httpx.delete(f"{url}/subjects/{subject}/versions/{version}", timeout=30).raise_for_status()
+
+
+def test_versions_met_out_of_order_soft_deleted_versions_and_references_outside_the_batch_never_dead_end(
+    clusters, registries, spark, prefix, tmp_path
+):
+    """One flow, one topic per case, ``airmirror.schema.unknown = pass``:
+
+    - ``ooo``: v2 and v3 registered after the run's sync, a v3 record met before the v2 record: the target subject's
+      versions follow the source's order;
+    - ``ref``: a new version, met mid-run, references the subject of a replicated topic the batch does not copy: the
+      referenced subject is registered under its remote topic's name, never under the source's;
+    - ``sdok``: a record of a soft-deleted version: its schema is registered on the target under a subject of its
+      own, soft-deleted there, so the record decodes and the target subject's latest version stays the source's;
+    - ``sdno``: the same where the subject's level (BACKWARD, the target subject's too) refuses the old version after
+      the newer one.
+
+    Every record decodes with the target registry alone, none passed, ``verify`` says equal, and the next run goes
+    on."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = urls(registries)
+    ooo, ref, customers, sdok, sdno = (f"{prefix}.{name}" for name in ("ooo", "ref", "customers", "sdok", "sdno"))
+    for topic in (ooo, ref, customers, sdok, sdno):
+        create_topic(a, topic)
+    now = recent_ms()
+    n_field = {"name": "n", "type": "int"}
+    ooo_schemas = [
+        avro("Ooo", prefix, [n_field]),
+        avro("Ooo", prefix, [n_field, {"name": "b", "type": "string", "default": ""}]),
+        avro("Ooo", prefix, [n_field, {"name": "c", "type": "int"}]),
+    ]
+    ref_v1 = avro("Ref", prefix, [n_field])
+    produce(a, ooo, 0, [Record(b"0", avro_serializer(url_a, ooo_schemas[0])({"n": 0}, ooo, VALUE), (), now)])
+    produce(a, ref, 0, [Record(b"0", avro_serializer(url_a, ref_v1)({"n": 0}, ref, VALUE), (), now)])
+    # Soft-deleted versions, met in records the first run copies.
+    sd_schemas = {
+        sdok: (avro("SdOk", prefix, [n_field]), avro("SdOk", prefix, [n_field, {"name": "m", "type": "int"}])),
+        sdno: (avro("SdNo", prefix, [n_field, {"name": "gone", "type": "string"}]), avro("SdNo", prefix, [n_field])),
+    }
+    set_compatibility(url_a, f"{sdno}-value", "BACKWARD")  # v2 drops a field: fine; v1 after v2: refused
+    sd_records = {}
+    for topic, (old, new) in sd_schemas.items():
+        old_value = {"n": 1, "gone": "x"} if topic == sdno else {"n": 1}
+        sd_records[topic] = [
+            Record(b"old", avro_serializer(url_a, old)(old_value, topic, VALUE), (), now),
+            Record(
+                b"new",
+                avro_serializer(url_a, new)({"n": 2, "m": 2} if topic == sdok else {"n": 2}, topic, VALUE),
+                (),
+                now + 1,
+            ),
+        ]
+        produce(a, topic, 0, sd_records[topic])
+        soft_delete(url_a, f"{topic}-value", 1)
+    config = schema_config(tmp_path, clusters, prefix, url_a, url_b, "airmirror.schema.unknown = pass")
+
+    assert replicate(config, spark).summary.records == 6
+
+    with opened(config) as (flow, store), shared_clients():
+        topics = sync_flow_topics(flow, store, BatchOptions())
+        serialize = [avro_serializer(url_a, schema) for schema in ooo_schemas[1:]]  # registers v2, then v3
+        ooo_late = [
+            Record(b"3", serialize[1]({"n": 3, "c": 3}, ooo, VALUE), (), now + 3),
+            Record(b"2", serialize[0]({"n": 2, "b": "two"}, ooo, VALUE), (), now + 4),
+        ]
+        produce(a, ooo, 0, ooo_late)
+        customer = avro("Customer", prefix, [{"name": "name", "type": "string"}])
+        register(url_a, f"{customers}-value", customer)
+        ref_v2 = Schema(
+            avro("Ref", prefix, [n_field, {"name": "who", "type": f"{prefix}.Customer", "default": {"name": ""}}]),
+            "AVRO",
+            [SchemaReference(f"{prefix}.Customer", f"{customers}-value", 1)],
+        )
+        ref_late = [
+            Record(b"1", avro_serializer(url_a, ref_v2)({"n": 1, "who": {"name": "c"}}, ref, VALUE), (), now + 5)
+        ]
+        produce(a, ref, 0, ref_late)
+        planned = plan_batch(flow, store, topics.mappings, BatchOptions())
+        assert {r.topic for r in planned.ranges if r.end > r.start} == {ooo, ref}, "customers is outside the batch"
+        copy_and_record(flow, store, planned, lambda: spark, None)
+        passed = store.schema_passed(flow.name)
+
+    deserialize = avro_deserializer(url_b)
+    # ooo: the target's versions in the source's order.
+    assert [subject_version(url_b, f"a.{ooo}-value", n)["schema"] for n in (1, 2, 3)] == [
+        subject_version(url_a, f"{ooo}-value", n)["schema"] for n in (1, 2, 3)
+    ]
+    assert [deserialize(r.value, f"a.{ooo}", VALUE)["n"] for r in committed_records(b, f"a.{ooo}")] == [0, 3, 2]
+    # ref: the referenced subject under its remote topic's name only.
+    assert versions(url_b, f"a.{customers}-value") == [1] and versions(url_b, f"{customers}-value") == []
+    assert subject_version(url_b, f"a.{ref}-value", 2)["references"] == [
+        {"name": f"{prefix}.Customer", "subject": f"a.{customers}-value", "version": 1}
+    ]
+    assert deserialize(committed_records(b, f"a.{ref}")[1].value, f"a.{ref}", VALUE)["who"] == {"name": "c"}
+    # sdok, sdno: decode; each target subject holds the source's latest only; the old schema is soft-deleted under
+    # a subject of its own.
+    for topic, decoded in ((sdok, [{"n": 1}, {"n": 2, "m": 2}]), (sdno, [{"n": 1, "gone": "x"}, {"n": 2}])):
+        copied = committed_records(b, f"a.{topic}")
+        assert [deserialize(r.value, f"a.{topic}", VALUE) for r in copied] == decoded
+        latest = subject_version(url_a, f"{topic}-value")["schema"]
+        assert [
+            subject_version(url_b, f"a.{topic}-value", n)["schema"] for n in versions(url_b, f"a.{topic}-value")
+        ] == [latest]
+        old_id = framed_id(sd_records[topic][0].value)
+        assert get(url_b, f"/subjects/a.{topic}-value.airmirror-deleted-{old_id}/versions?deleted=true") == [1]
+        assert f"a.{topic}-value.airmirror-deleted-{old_id}" not in get(url_b, "/subjects")
+    assert passed == 0
+
+    verification = verify_flow_of(config, spark)
+    assert verification.equal, [(p.remote_topic, p.verdict, p.reason) for p in verification.partitions]
+    assert replicate(config, spark).summary is None  # the next run goes on: nothing left, nothing copied twice
+
+
+def verify_flow_of(config: Path, spark: Any) -> Verification:
+    with opened(config) as (flow, store):
+        return verify_flow(flow, store, lambda: spark)

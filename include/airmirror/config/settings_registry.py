@@ -657,8 +657,9 @@ SCHEMA_UNKNOWN = define(
         type=one_of("fail", "pass"),
         default="fail",
         doc=(
-            "a record whose schema id the source registry does not know: `fail` stops the batch naming topic, "
-            "partition, offset and id (nothing of that chunk written); `pass` copies it unchanged and counts it"
+            "a record whose schema id the source registry does not know (or whose schema the target registry "
+            "refuses, or whose GUID header a registry cannot name): `fail` stops the batch naming topic, partition, "
+            "offset and id (nothing of that chunk written); `pass` copies it unchanged and counts it"
         ),
         group=Group.SCHEMAS,
         origin=OURS,

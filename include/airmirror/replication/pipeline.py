@@ -215,9 +215,7 @@ def run_batch(
     if planned.copy_tasks is None:
         planned.log_floor = tasks[0].log_end
     planned.copy_tasks = len(tasks)
-    copied = run_copy_job(spark(), tasks)
-    store_new_ids(flow, store, copied)
-    return copied
+    return run_copy_job(spark(), tasks)
 
 
 def record_batch(
@@ -230,6 +228,7 @@ def record_batch(
     committed = committed_batch(flow, planned.batch_id, planned.ranges, planned.copy_tasks, planned.log_floor)
     if lease is not None:
         lease.check()
+    store_new_ids(flow, store, committed.runs.values())
     store.commit_batch(planned.batch_id, committed.results)
     after_commit(flow, store, committed)
     return BatchSummary(planned.batch_id, committed.results)

@@ -11,33 +11,41 @@ Contract:
 2. :func:`record_ids` is read when the copy job is planned: the stored id map and, per source topic of the job, the
    sides its records are framed on (a subject of the topic on the source registry, or both sides for a topic
    matching ``airmirror.schema.topics``).  ``None`` when the flow's mode is ``off``.
-3. :func:`store_new_ids` stores the ids the copy tasks mapped in-run (:class:`~airmirror.model.RangeCopied`), a live
-   stream's when its job ends by itself at the window's end; a stream ended early (cancelled) leaves its ids to the
-   next sync, which copies every version of a changed subject.
+3. :func:`store_new_ids` stores the ids the copy tasks mapped in-run, which the batch log's runs records carry
+   (:class:`~airmirror.replication.spark.batch_log.RunsRecord`): a batch's at its commit, a live stream's at each
+   recording, however the stream ends (a dead driver's, when the next run closes its stream).
 4. **Cost per run.**  A run's sync asks the source for its subjects and each selected subject's versions; a subject
    whose version count and target name the store already holds is left alone, so a run without new schemas registers
    nothing and reads nothing more.  ``airmirror schemas`` always copies every selected subject (a compatibility level
    changed on the source, or a subject deleted on the target, is copied again then).
+5. **A refused version never stops the run** (:class:`~airmirror.errors.SchemaRefused`): the sync reports it
+   (:attr:`SchemaSyncReport.refused`, a warning naming subject, version, both registries and the settings that
+   resolve it), leaves the subject unsynced (the next sync tries again) and goes on with the other subjects; the
+   records that name it are then handled by ``airmirror.schema.unknown`` in the copy tasks.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from airmirror.config import FlowConfig
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.config.settings_registry import SCHEMA_IDS, SCHEMA_RECORD_SUBJECTS, SCHEMA_TOPICS, SCHEMA_UNKNOWN
-from airmirror.errors import ConfigError
+from airmirror.errors import ConfigError, SchemaRefused
 from airmirror.kafka.clients import shared_clients, source_admin
 from airmirror.kafka.topics import TopicMapping, replicated_topics
-from airmirror.model import RangeCopied, SyncedSubject
+from airmirror.model import SyncedSubject
+from airmirror.replication.spark.batch_log import RunsRecord
 from airmirror.schemas.framing import Side
-from airmirror.schemas.record_ids import RecordIds
+from airmirror.schemas.record_ids import RecordIds, subject_sides
 from airmirror.schemas.registry_client import RegistryClient
 from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames, SubjectReport, TopicNaming, topic_of
 from airmirror.store import MetadataStore
 from airmirror.store.rows import utcnow
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,6 +57,8 @@ class SchemaSyncReport:
     ids: dict[int, int] = field(default_factory=dict)
     unchanged: int = 0
     """Subjects left alone: an earlier sync copied every version they have (rule 4)."""
+    refused: list[str] = field(default_factory=list)
+    """Why each subject the target registry refused a version of stopped there (rule 5)."""
 
     @property
     def registered(self) -> int:
@@ -61,6 +71,7 @@ class SchemaSyncReport:
             "mode": self.mode.value,
             "registered": self.registered,
             "unchanged": self.unchanged,
+            "refused": list(self.refused),
             "subjects": [
                 {
                     "subject": s.subject,
@@ -130,7 +141,11 @@ def sync_schemas(
             ):
                 report.unchanged += 1
                 continue
-            report.subjects.append(copier.copy_subject(subject, versions))
+            try:
+                report.subjects.append(copier.copy_subject(subject, versions))
+            except SchemaRefused as refused:
+                log.warning("schema sync of %s: %s", flow.name, refused)
+                report.refused.append(str(refused))
         report.ids = dict(copier.ids)
     if not dry_run:
         if store is None:
@@ -168,12 +183,7 @@ def record_ids(flow: FlowConfig, store: MetadataStore, mappings: dict[str, str])
         return None
     source, target = flow.registry(flow.source), flow.registry(flow.target)
     with RegistryClient(source) as client:
-        subjects = client.subjects()
-    framed: dict[str, set[Side]] = {}
-    for subject in subjects:
-        named = topic_of(subject)
-        if named is not None and named[0] in mappings:
-            framed.setdefault(named[0], set()).add(named[1])
+        framed = subject_sides(client.subjects(), mappings)
     all_sides = flow.value(SCHEMA_TOPICS)
     for topic in mappings:
         if all_sides.matches(topic):
@@ -189,7 +199,9 @@ def record_ids(flow: FlowConfig, store: MetadataStore, mappings: dict[str, str])
     )
 
 
-def store_new_ids(flow: FlowConfig, store: MetadataStore, copied: Iterable[RangeCopied]) -> None:
-    """Add the ids the copy tasks mapped in-run to the flow's map (rule 3)."""
-    found = {int(source): target for result in copied for source, target in result.schema_ids.items()}
-    store.record_schema_ids(flow.name, found)
+def store_new_ids(flow: FlowConfig, store: MetadataStore, runs: Iterable[Iterable[RunsRecord]]) -> None:
+    """Add the ids the copy tasks mapped in-run, as ``runs`` (runs records, per partition) carry them, to the
+    flow's map (rule 3)."""
+    found = {source: target for records in runs for record in records for source, target in record.schema_ids.items()}
+    if found:
+        store.record_schema_ids(flow.name, found)

@@ -10,7 +10,8 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
    in a thread of the driver and a Spark job group of its own.
 3. Meanwhile the driver tails the batch log read_committed from its end before the job (:class:`StreamTail`) and,
    every :data:`RECORD_INTERVAL_S`, records what the tasks committed since in the metadata DB
-   (:meth:`~airmirror.store.streams.StreamStore.record_stream`: cursors, offset-sync runs, totals) and runs the
+   (:meth:`~airmirror.store.streams.StreamStore.record_stream`: cursors, offset-sync runs, totals; and the schema ids
+   the runs records carry) and runs the
    after-commit actions on it (offset syncs, runs tombstones, throttled prune); the ones that only
    report where the copy stands (:data:`~airmirror.replication.recording.SAMPLED`: lag samples, source group
    offsets, heartbeat latency) run every :data:`SAMPLE_INTERVAL_S` and at the end, on each moved partition's
@@ -223,15 +224,13 @@ class StreamJob:
     def __init__(self, spark: Any, run: Callable[[str], list[RangeCopied]], group: str) -> None:
         self.spark, self.group = spark, group
         self.error: BaseException | None = None
-        self.copied: list[RangeCopied] = []
-        """What the job's tasks copied, once it ended by itself (a cancelled job's are lost)."""
         self.cancelled = False
         self._thread = threading.Thread(target=self._run, args=(run,), name=f"airmirror-{group}", daemon=True)
         self._thread.start()
 
     def _run(self, run: Callable[[str], list[RangeCopied]]) -> None:
         try:
-            self.copied = run(self.group)
+            run(self.group)
         except BaseException as error:
             self.error = error
 
@@ -274,6 +273,7 @@ class StreamRecorder:
         if deltas or final:
             if self.lease is not None:
                 self.lease.check()
+            store_new_ids(self.flow, self.store, runs.values())
             self.store.record_stream(self.batch_id, deltas, final=final)
         for delta in deltas:
             key = PartitionKey(delta.topic, delta.partition)
@@ -384,7 +384,6 @@ def run_stream(
                 job.cancel()
             job.join()
         supersede_jobs(flow, [r.key for r in ranges], len(tasks), batch_id)
-        store_new_ids(flow, store, job.copied)
         tail.drain()
         recorder.record_tail(tail, final=True)
     finally:

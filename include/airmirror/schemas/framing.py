@@ -6,8 +6,8 @@ Contract:
   what follows (Protobuf's message indexes, then the serialized data) is never read or changed here.
 * Newer confluent-kafka serializers may name the schema in a header instead, ``__key_schema_id`` or
   ``__value_schema_id``: magic ``0`` plus the 4-byte id, or magic ``1`` plus a 16-byte GUID, then (Protobuf) the
-  message indexes.  Only the id form carries an id this module rewrites; a GUID is left as it is: Confluent's
-  registry derives a schema's GUID from its content, so the copied schema has the same GUID on the target.
+  message indexes.  :func:`id_slots` finds the id form; :func:`guid_slots` the GUID form, whose translation
+  (:mod:`airmirror.schemas.record_ids`) asks both registries.
 * A leading zero byte alone does not make a payload framed: whether a topic's keys or values are framed is
   decided by the caller (:mod:`airmirror.schemas.record_ids`); here, a payload shorter than five bytes or with
   another first byte is simply not framed.
@@ -21,6 +21,7 @@ Contract:
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Collection, Mapping, Sequence
 from enum import Enum
 from typing import NamedTuple
@@ -29,6 +30,7 @@ MAGIC_ID = 0
 MAGIC_GUID = 1
 _ID = struct.Struct(">I")
 FRAME_LENGTH = 1 + _ID.size
+GUID_FRAME_LENGTH = 1 + 16
 HeaderValue = str | bytes | None
 """A header's value as confluent-kafka types it (a consumer returns bytes or ``None``)."""
 
@@ -90,6 +92,29 @@ def id_slots(
         if header_side is not None and isinstance(data, bytes) and (schema_id := framed_id(data)) is not None:
             slots.append(IdSlot(header_side, index, schema_id))
     return slots
+
+
+class GuidSlot(NamedTuple):
+    """A schema-id header in the GUID form: ``side``, the header's index and the GUID (canonical text form)."""
+
+    side: Side
+    header: int
+    guid: str
+
+
+def guid_slots(headers: Sequence[tuple[str, HeaderValue]] | None) -> list[GuidSlot]:
+    """The schema-id headers of ``headers`` in the GUID form, in header order."""
+    slots = []
+    for index, (name, data) in enumerate(headers or ()):
+        side = HEADERS.get(name)
+        if side is not None and isinstance(data, bytes) and len(data) >= GUID_FRAME_LENGTH and data[0] == MAGIC_GUID:
+            slots.append(GuidSlot(side, index, str(uuid.UUID(bytes=data[1:GUID_FRAME_LENGTH]))))
+    return slots
+
+
+def with_guid(data: bytes, guid: str) -> bytes:
+    """Header ``data`` (GUID form) naming ``guid`` instead; every other byte unchanged."""
+    return data[:1] + uuid.UUID(guid).bytes + data[GUID_FRAME_LENGTH:]
 
 
 def slot_data(

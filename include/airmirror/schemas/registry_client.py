@@ -15,7 +15,9 @@ Contract:
   Both are :class:`~airmirror.errors.ReplicationFailure`: a run that meets them fails, having written nothing it
   cannot resume.
 * "Not found" answers are values, not errors: :meth:`RegistryClient.schema` returns ``None`` for an unknown id.  Only
-  a 404 carrying one of :data:`NOT_FOUND_CODES` says "not found".
+  a 404 carrying one of :data:`NOT_FOUND_CODES` says "not found", except on the one path a registry may not serve
+  (:meth:`RegistryClient.guid_schema_id`, where any 404 says "unknown": a registry without GUIDs, as Apicurio 3.3,
+  answers it with a bare 404).
 * Schemas by id never change, so those found are cached for the life of the client; an id the registry does not know
   is asked for again at every call (its schema may be registered since: the caller bounds how often it asks).
 """
@@ -125,9 +127,10 @@ class RegistryClient:
         return f"RegistryClient({self.alias!r}, {', '.join(self._urls)})"
 
     # -- reads --------------------------------------------------------------------------------------------------------
-    def subjects(self) -> list[str]:
-        """Every subject (soft-deleted ones left out)."""
-        return [str(subject) for subject in cast(list[Any], self._call("GET", "/subjects"))]
+    def subjects(self, *, wait_s: float | None = None) -> list[str]:
+        """Every subject (soft-deleted ones left out); a registry unavailable for ``wait_s`` (default
+        :data:`UNAVAILABLE_AFTER_S`) is an error."""
+        return [str(subject) for subject in cast(list[Any], self._call("GET", "/subjects", wait_s=wait_s))]
 
     def versions(self, subject: str) -> list[int]:
         """The subject's versions, oldest first; empty for an unknown subject."""
@@ -148,14 +151,18 @@ class RegistryClient:
             self._schemas[schema_id] = SchemaText.from_json(cast(dict[str, Any], data))
         return self._schemas[schema_id]
 
-    def subject_versions(self, schema_id: int) -> list[tuple[str, int]]:
-        """The subjects and versions that hold id ``schema_id``; empty for an unknown id."""
-        found = self._call("GET", f"/schemas/ids/{schema_id}/versions", missing_ok=True)
+    def subject_versions(self, schema_id: int, *, deleted: bool = False) -> list[tuple[str, int]]:
+        """The subjects and versions that hold id ``schema_id`` (soft-deleted ones too when ``deleted``); empty for
+        an unknown id."""
+        query = "?deleted=true" if deleted else ""
+        found = self._call("GET", f"/schemas/ids/{schema_id}/versions{query}", missing_ok=True)
         return [(str(item["subject"]), int(item["version"])) for item in cast(list[Any], found or [])]
 
-    def lookup(self, subject: str, schema: SchemaText) -> tuple[int, int] | None:
-        """The id and version ``schema`` has under ``subject``, ``None`` when it is not registered there."""
-        found = self._call("POST", f"/subjects/{_path(subject)}", json=schema.body(), missing_ok=True)
+    def lookup(self, subject: str, schema: SchemaText, *, deleted: bool = False) -> tuple[int, int] | None:
+        """The id and version ``schema`` has under ``subject`` (a soft-deleted version too when ``deleted``),
+        ``None`` when it is not registered there."""
+        query = "?deleted=true" if deleted else ""
+        found = self._call("POST", f"/subjects/{_path(subject)}{query}", json=schema.body(), missing_ok=True)
         if found is None:
             return None
         data = cast(dict[str, Any], found)
@@ -173,6 +180,21 @@ class RegistryClient:
         data = cast(dict[str, Any], found)
         level = data.get("compatibilityLevel") or data.get("compatibility")
         return None if level is None else str(level)
+
+    def guid_schema_id(self, guid: str) -> int | None:
+        """The id of the schema whose GUID is ``guid`` (Confluent's and Redpanda's ``/schemas/guids``, in the
+        default context); ``None`` when the registry does not know the GUID or has no GUIDs (it does not serve
+        the path: Apicurio 3.3 answers a bare 404)."""
+        found = self._call("GET", f"/schemas/guids/{quote(guid, safe='')}/ids", missing_ok=True, unserved_ok=True)
+        ids = [item for item in cast(list[Any], found or []) if isinstance(item, dict)]
+        default = [item for item in ids if item.get("context") in (None, "", ".")] or ids
+        return int(default[0]["id"]) if default else None
+
+    def guid(self, schema_id: int) -> str | None:
+        """The GUID of id ``schema_id`` (``None`` when the registry gives schemas no GUID, or does not know it)."""
+        found = self._call("GET", f"/schemas/ids/{schema_id}", missing_ok=True)
+        guid = cast(dict[str, Any], found or {}).get("guid")
+        return None if guid is None else str(guid)
 
     # -- writes -------------------------------------------------------------------------------------------------------
     def register(
@@ -197,10 +219,33 @@ class RegistryClient:
         ``force``: IMPORT is otherwise refused for a subject that is not empty)."""
         self._call("PUT", f"/mode/{_path(subject)}?force=true", json={"mode": mode})
 
+    def delete_version(self, subject: str, version: int) -> None:
+        """Soft-delete ``subject``'s version ``version``: its id still serves the schema, but it is no longer listed
+        nor the subject's latest."""
+        self._call("DELETE", f"/subjects/{_path(subject)}/versions/{version}")
+
+    def delete_subject(self, subject: str) -> None:
+        """Delete ``subject`` for good (soft, then hard), its own mode too; nothing when it does not exist."""
+        self._call("DELETE", f"/subjects/{_path(subject)}", missing_ok=True)
+        self._call("DELETE", f"/subjects/{_path(subject)}?permanent=true", missing_ok=True)
+        self._call("DELETE", f"/mode/{_path(subject)}", missing_ok=True)
+
     # -- transport ----------------------------------------------------------------------------------------------------
-    def _call(self, method: str, path: str, *, json: Any = None, missing_ok: bool = False) -> Any:
-        """One request, retried per the module docstring; ``None`` for a "not found" answer when ``missing_ok``."""
-        deadline = time.monotonic() + UNAVAILABLE_AFTER_S
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        missing_ok: bool = False,
+        unserved_ok: bool = False,
+        wait_s: float | None = None,
+    ) -> Any:
+        """One request, retried per the module docstring for up to ``wait_s`` (default
+        :data:`UNAVAILABLE_AFTER_S`); ``None`` for a "not found" answer when ``missing_ok``, and for any 404 when
+        ``unserved_ok`` (a path the registry may not serve)."""
+        wait_s = UNAVAILABLE_AFTER_S if wait_s is None else wait_s
+        deadline = time.monotonic() + wait_s
         attempt, failure = 0, ""
         while True:
             for url in self._urls:
@@ -212,6 +257,8 @@ class RegistryClient:
                 if response.status_code < 300:
                     return response.json() if response.content else None
                 failure = f"{url}: HTTP {response.status_code}"
+                if unserved_ok and response.status_code == 404:
+                    return None
                 if response.status_code >= 500 or response.status_code == 429:
                     continue
                 code, message = _error_of(response)
@@ -229,7 +276,7 @@ class RegistryClient:
             if time.monotonic() >= deadline:
                 raise RegistryUnavailable(
                     f"the schema registry of cluster {self.alias!r} is unavailable ({failure}) after "
-                    f"{UNAVAILABLE_AFTER_S:.0f} s; nothing was written for the records that need it, and the next run "
+                    f"{wait_s:.0f} s; nothing was written for the records that need it, and the next run "
                     "resumes where this one stopped"
                 )
             time.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])

@@ -92,3 +92,19 @@ def test_a_flow_without_registries_has_no_schema_step(tmp_path: Path, store: Met
     flow = load_config(config, env={}).flow("a->b")
     assert sync_schemas(flow, store, MAPPINGS) is None
     assert record_ids(flow, store, {"orders": "a.orders"}) is None
+
+
+def test_a_subject_the_target_refuses_is_reported_and_the_sync_goes_on_with_the_others(
+    tmp_path: Path, source: FakeRegistry, target: FakeRegistry, store: MetadataStore
+) -> None:
+    flow = flow_of(tmp_path, source, target)
+    source.add("orders-key", V1)
+    source.add("orders-value", V1)
+    target.incompatible["a.orders-key"] = "Incompatible artifact"
+
+    report = sync_schemas(flow, store, MAPPINGS)
+
+    assert report is not None and [s.subject for s in report.subjects] == ["orders-value"]
+    assert len(report.refused) == 1 and "orders-key v1" in report.refused[0]
+    assert report.as_dict()["refused"] == report.refused
+    assert [s.subject for s in store.schema_subjects(flow.name)] == ["orders-value"], "tried again next sync"

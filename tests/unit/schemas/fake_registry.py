@@ -11,8 +11,16 @@ Contract (the calls :class:`~airmirror.schemas.registry_client.RegistryClient` m
 * **Register** (``POST /subjects/{s}/versions``): a schema already under the subject answers its id and adds nothing.
   With an ``id`` in the body (IMPORT), the subject must be in IMPORT mode (else 422, error 42205) and the id must not
   hold another schema (else 422, error 42207); the schema is registered under that id, or, when
-  ``ignores_import_ids`` (as Apicurio 3.3 does), under an id of its own.
+  ``ignores_import_ids`` (as Apicurio 3.3 does), under an id of its own.  A new schema for a subject of
+  ``incompatible`` is refused as its compatibility rules would (409, error 409, the message given).
 * **Lookup** (``POST /subjects/{s}``): 404 with error 40401 for an unknown subject, 40403 for a schema not under it.
+* **Deletes.**  ``DELETE /subjects/{s}/versions/{v}`` soft-deletes a version (its id still serves the schema; it is no
+  longer listed, served by number, found by a lookup or listed as a holder of its id unless ``?deleted=true`` asks);
+  ``DELETE /subjects/{s}`` soft-deletes every version, and with ``?permanent=true`` removes the subject;
+  ``DELETE /mode/{s}`` removes a subject's mode.
+* **GUIDs** (``guids``): each schema has a GUID derived from its content, given in ``GET /schemas/ids/{id}``, and
+  ``GET /schemas/guids/{g}/ids`` lists the ids of one (an empty list for an unknown GUID); without ``guids``, as
+  Apicurio 3.3, neither (the path is not served).
 * **Config and mode.**  ``GET /config`` answers the global level; ``GET /config/{s}`` a subject's own level, 404 with
   error 40408 when it has none (with ``?defaultToGlobal=true``: the global level); ``PUT /config/{s}`` and
   ``PUT /mode/{s}`` set them.  A query string is not part of a recorded request's path.
@@ -34,6 +42,7 @@ import os
 import re
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -66,11 +75,16 @@ class FakeRegistry:
     first_id: int = 1
     global_level: str = "BACKWARD"
     ignores_import_ids: bool = False
+    guids: bool = False
+    incompatible: dict[str, str] = field(default_factory=dict)
+    """Subject -> the message refusing any new schema for it."""
     subjects: dict[str, list[int]] = field(default_factory=dict)
     """Subject -> the schema id of each version, version 1 first."""
     schemas: dict[int, dict[str, Any]] = field(default_factory=dict)
     levels: dict[str, str] = field(default_factory=dict)
     modes: dict[str, str] = field(default_factory=dict)
+    deleted: set[tuple[str, int]] = field(default_factory=set)
+    """Soft-deleted versions: (subject, version)."""
     requests: list[Request] = field(default_factory=list)
     _faults: list[Answer] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -98,8 +112,17 @@ class FakeRegistry:
         return {"id": schema_id, **self.schemas[schema_id]}
 
     def writes(self) -> list[Request]:
-        """The requests that change state: registrations and ``PUT``s (a lookup is a ``POST`` that does not)."""
-        return [r for r in self.requests if r.method == "PUT" or (r.method == "POST" and r.path.endswith("/versions"))]
+        """The requests that change state: registrations, ``PUT``s and ``DELETE``s (a lookup is a ``POST`` that does
+        not)."""
+        return [
+            r
+            for r in self.requests
+            if r.method in ("PUT", "DELETE") or (r.method == "POST" and r.path.endswith("/versions"))
+        ]
+
+    def guid(self, schema_id: int) -> str:
+        """The GUID of schema ``schema_id`` (derived from its content)."""
+        return str(uuid.uuid5(uuid.NAMESPACE_OID, json.dumps(_key(self.schemas[schema_id]))))
 
     def fail_next(self, status: int, times: int = 1, body: Any = None) -> None:
         """Answer the next ``times`` requests with ``status`` and ``body`` (default: Confluent's error JSON)."""
@@ -134,56 +157,78 @@ class FakeRegistry:
             self.requests.append(Request(method, path, authorization, body))
             if self._faults:
                 return self._faults.pop(0)
-            for route_method, pattern, call in self._routes("defaultToGlobal=true" in query.split("&")):
+            for route_method, pattern, call in self._routes(set(query.split("&"))):
                 match = pattern.fullmatch(path)
                 if match and route_method == method:
                     return call(*(unquote(group) for group in match.groups()), body=body)
             return _error(404, 404, f"no route {method} {path}")
 
-    def _routes(self, default_to_global: bool) -> list[tuple[str, re.Pattern[str], Callable[..., Answer]]]:
-        return [
+    def _routes(self, query: set[str]) -> list[tuple[str, re.Pattern[str], Callable[..., Answer]]]:
+        deleted = "deleted=true" in query
+        routes = [
             ("GET", re.compile(r"/subjects"), self._list_subjects),
             ("GET", re.compile(r"/subjects/([^/]+)/versions"), self._list_versions),
             ("GET", re.compile(r"/subjects/([^/]+)/versions/(\d+)"), self._get_version),
-            ("POST", re.compile(r"/subjects/([^/]+)"), self._lookup),
+            ("POST", re.compile(r"/subjects/([^/]+)"), functools.partial(self._lookup, deleted=deleted)),
             ("POST", re.compile(r"/subjects/([^/]+)/versions"), self._register),
             ("GET", re.compile(r"/schemas/ids/(\d+)"), self._get_schema),
-            ("GET", re.compile(r"/schemas/ids/(\d+)/versions"), self._holders),
+            ("GET", re.compile(r"/schemas/ids/(\d+)/versions"), functools.partial(self._holders, deleted=deleted)),
             ("GET", re.compile(r"/config"), self._global_config),
-            ("GET", re.compile(r"/config/([^/]+)"), functools.partial(self._subject_config, default=default_to_global)),
+            (
+                "GET",
+                re.compile(r"/config/([^/]+)"),
+                functools.partial(self._subject_config, default="defaultToGlobal=true" in query),
+            ),
             ("PUT", re.compile(r"/config/([^/]+)"), self._set_config),
             ("PUT", re.compile(r"/mode/([^/]+)"), self._set_mode),
+            ("DELETE", re.compile(r"/mode/([^/]+)"), self._delete_mode),
+            ("DELETE", re.compile(r"/subjects/([^/]+)/versions/(\d+)"), self._delete_version),
+            (
+                "DELETE",
+                re.compile(r"/subjects/([^/]+)"),
+                functools.partial(self._delete_subject, permanent="permanent=true" in query),
+            ),
         ]
+        if self.guids:
+            routes.append(("GET", re.compile(r"/schemas/guids/([^/]+)/ids"), self._guid_ids))
+        return routes
+
+    def _live(self, subject: str) -> list[int]:
+        """The versions of ``subject`` that are not soft-deleted."""
+        return [n for n in range(1, len(self.subjects.get(subject, [])) + 1) if (subject, n) not in self.deleted]
 
     def _list_subjects(self, *, body: Any) -> Answer:
-        return 200, sorted(self.subjects)
+        return 200, sorted(subject for subject in self.subjects if self._live(subject))
 
     def _list_versions(self, subject: str, *, body: Any) -> Answer:
-        if subject not in self.subjects:
+        if not self._live(subject):
             return _error(404, 40401, f"Subject '{subject}' not found.")
-        return 200, list(range(len(self.subjects[subject]), 0, -1))
+        return 200, sorted(self._live(subject), reverse=True)
 
     def _get_version(self, subject: str, version: str, *, body: Any) -> Answer:
-        if subject not in self.subjects:
+        if not self._live(subject):
             return _error(404, 40401, f"Subject '{subject}' not found.")
-        if not 1 <= int(version) <= len(self.subjects[subject]):
+        if int(version) not in self._live(subject):
             return _error(404, 40402, f"Version {version} not found.")
         return 200, {"subject": subject, "version": int(version), **self.version(subject, int(version))}
 
-    def _lookup(self, subject: str, *, body: Any) -> Answer:
+    def _lookup(self, subject: str, *, body: Any, deleted: bool) -> Answer:
         if subject not in self.subjects:
             return _error(404, 40401, f"Subject '{subject}' not found.")
         key = _key(body)
         for number, schema_id in enumerate(self.subjects[subject], 1):
-            if _key(self.schemas[schema_id]) == key:
+            if _key(self.schemas[schema_id]) == key and (deleted or (subject, number) not in self.deleted):
                 return 200, {"subject": subject, "version": number, "id": schema_id, **self.schemas[schema_id]}
         return _error(404, 40403, "Schema not found")
 
     def _register(self, subject: str, *, body: Any) -> Answer:
         key = _key(body)
-        for schema_id in self.subjects.get(subject, []):
+        for number in self._live(subject):
+            schema_id = self.subjects[subject][number - 1]
             if _key(self.schemas[schema_id]) == key:
                 return 200, {"id": schema_id}
+        if subject in self.incompatible:
+            return _error(409, 409, self.incompatible[subject])
         asked = body.get("id")
         if asked is not None:
             if self.modes.get(subject) != "IMPORT":
@@ -197,17 +242,41 @@ class FakeRegistry:
     def _get_schema(self, schema_id: str, *, body: Any) -> Answer:
         if int(schema_id) not in self.schemas:
             return _error(404, 40403, "Schema not found")
-        return 200, self.schemas[int(schema_id)]
+        found = self.schemas[int(schema_id)]
+        return 200, {**found, "guid": self.guid(int(schema_id))} if self.guids else found
 
-    def _holders(self, schema_id: str, *, body: Any) -> Answer:
+    def _holders(self, schema_id: str, *, body: Any, deleted: bool) -> Answer:
         if int(schema_id) not in self.schemas:
             return _error(404, 40403, "Schema not found")
         return 200, [
             {"subject": subject, "version": number}
             for subject, ids in self.subjects.items()
             for number, held in enumerate(ids, 1)
-            if held == int(schema_id)
+            if held == int(schema_id) and (deleted or (subject, number) not in self.deleted)
         ]
+
+    def _guid_ids(self, guid: str, *, body: Any) -> Answer:
+        return 200, [{"context": ".", "id": i} for i in sorted(self.schemas) if self.guid(i) == guid]
+
+    def _delete_version(self, subject: str, version: str, *, body: Any) -> Answer:
+        if int(version) not in self._live(subject):
+            return _error(404, 40402, f"Version {version} not found.")
+        self.deleted.add((subject, int(version)))
+        return 200, int(version)
+
+    def _delete_subject(self, subject: str, *, body: Any, permanent: bool) -> Answer:
+        if subject not in self.subjects:
+            return _error(404, 40401, f"Subject '{subject}' not found.")
+        numbers = list(range(1, len(self.subjects[subject]) + 1))
+        if permanent:
+            del self.subjects[subject]
+            self.deleted -= {(subject, n) for n in numbers}
+        else:
+            self.deleted |= {(subject, n) for n in numbers}
+        return 200, numbers
+
+    def _delete_mode(self, subject: str, *, body: Any) -> Answer:
+        return 200, {"mode": self.modes.pop(subject, "READWRITE")}
 
     def _global_config(self, *, body: Any) -> Answer:
         return 200, {"compatibilityLevel": self.global_level}
@@ -281,7 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    do_GET = do_POST = do_PUT = _serve
+    do_GET = do_POST = do_PUT = do_DELETE = _serve
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: pytest shows what a failing test needs."""

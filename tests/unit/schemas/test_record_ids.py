@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import pickle
 import struct
+import uuid
 from collections.abc import Iterator, Mapping
 
 import pytest
 
 from airmirror.config.schema_registries import SchemaIds
-from airmirror.errors import UnknownSchemaId
+from airmirror.errors import SchemaRefused, UnknownSchemaId
 from airmirror.schemas import record_ids
-from airmirror.schemas.framing import Side, framed_id
+from airmirror.schemas.framing import Side, framed_id, with_guid
 from airmirror.schemas.record_ids import Headers, IdTranslator, RecordIds
 from airmirror.schemas.subject_copy import SubjectNames
 from tests.unit.schemas.fake_registry import FakeRegistry
 
 BOTH = frozenset(Side)
 GUID_HEADER = bytes([1]) + bytes(range(16)) + b"\x00"
+"""A schema-id header in the GUID form, then a Protobuf message index."""
 V1 = '{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}'
 
 
@@ -71,13 +73,13 @@ def test_translate_rewrites_key_value_and_header_ids_and_nothing_else(
     # Ids in headers: the payloads they name are not framed (confluent-kafka reads the header first), even when
     # they start with a zero byte.
     raw = frame(1, b"raw")
-    headers = [("trace", frame(1)), ("__value_schema_id", frame(3, b"\x00")), ("__key_schema_id", GUID_HEADER)]
+    headers = [("trace", frame(1)), ("__value_schema_id", frame(3, b"\x00")), ("__key_schema_id", frame(2, b""))]
     key, value, rewritten, passed = ids.rewriter("orders", 0)(6, raw, raw, headers)
     assert (key, value) == (raw, raw)
     assert rewritten == [
         ("trace", frame(1)),
         ("__value_schema_id", frame(103, b"\x00")),
-        ("__key_schema_id", GUID_HEADER),
+        ("__key_schema_id", frame(102, b"")),
     ]
     assert passed is False
     assert ids.new_ids == {}
@@ -216,3 +218,73 @@ def test_the_short_way_for_records_without_schema_id_headers_equals_the_general_
                 short = ids.rewriter("orders", 0)(0, key, value, listed)
                 general = ids._rewrite_slots("orders", 0, 0, key, value, listed)
                 assert short == general, (key, value, listed)
+
+
+def guid_header(registry: FakeRegistry, schema_id: int) -> bytes:
+    return with_guid(GUID_HEADER, registry.guid(schema_id))
+
+
+def test_a_guid_header_is_translated_to_the_targets_guid_of_the_copied_schema(
+    translators: list[IdTranslator],
+) -> None:
+    with FakeRegistry(first_id=1, guids=True) as source, FakeRegistry(first_id=100, guids=True) as target:
+        schema_id = source.add("orders-value", V1)
+        ids = translator(translators, source, target, ids={})
+        headers = [("__value_schema_id", guid_header(source, schema_id))]
+        key, value, rewritten, passed = ids.rewriter("orders", 0)(0, b"k", b"raw", headers)
+        target_id = target.version("a.orders-value", 1)["id"]
+        assert (key, value, passed) == (b"k", b"raw", False)
+        assert rewritten == [("__value_schema_id", guid_header(target, target_id))]
+        assert ids.new_ids == {schema_id: target_id}
+
+
+@pytest.mark.parametrize(("source_guids", "target_guids"), [(False, False), (True, False)])
+def test_a_guid_header_a_registry_cannot_name_is_an_unknown_id(
+    translators: list[IdTranslator], source_guids: bool, target_guids: bool
+) -> None:
+    """Apicurio 3.3 has no GUIDs: the record fails under ``fail`` and passes, counted, under ``pass``, never written
+    naming a GUID the target registry cannot serve."""
+    with (
+        FakeRegistry(first_id=1, guids=source_guids) as source,
+        FakeRegistry(first_id=100, guids=target_guids) as target,
+    ):
+        schema_id = source.add("orders-value", V1)
+        header = with_guid(GUID_HEADER, str(uuid.UUID(int=schema_id))) if not source_guids else None
+        headers = [("__value_schema_id", header or guid_header(source, schema_id))]
+        failing = translator(translators, source, target, ids={})
+        with pytest.raises(UnknownSchemaId) as unknown:
+            failing.rewriter("orders", 2)(7, b"k", b"raw", headers)
+        message = str(unknown.value)
+        assert "orders-2@7: the header __value_schema_id names schema GUID" in message
+        assert ("'a'" if not source_guids else "'b'") in message and "airmirror.schema.unknown = pass" in message
+        passing = translator(translators, source, target, unknown="pass", ids={})
+        assert passing.rewriter("orders", 2)(7, b"k", b"raw", headers) == (b"k", b"raw", headers, True)
+
+
+def test_a_version_the_target_refuses_fails_naming_the_record_or_passes_counted(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    schema_id = source.add("orders-value", V1)
+    failing = translator(translators, source, target, ids={})
+    target.incompatible["a.orders-value"] = "Incompatible artifact"
+    with pytest.raises(SchemaRefused) as refused:
+        failing.rewriter("orders", 1)(5, None, frame(schema_id), None)
+    message = str(refused.value)
+    assert "orders-1@5: the value names schema id" in message and "orders-value v1" in message
+    assert "a.orders-value" in message and "'a'" in message and "'b'" in message
+    assert "airmirror.schema.unknown = pass" in message and "Incompatible artifact" in message
+    passing = translator(translators, source, target, unknown="pass", ids={})
+    assert passing.rewriter("orders", 1)(5, None, frame(schema_id), None) == (None, frame(schema_id), None, True)
+
+
+def test_a_topic_that_gets_its_first_subject_is_framed_once_the_list_is_old(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = translator(translators, source, target, ids={}, framed=frozenset())
+    assert ids.framed("orders") == frozenset() and source.requests == [], "a list just read is not read again"
+    source.add("orders-value", V1)
+    monkeypatch.setattr(record_ids, "UNKNOWN_ID_TTL_S", 0.0)
+    assert ids.framed("orders") == frozenset({Side.VALUE})
+    source.fail_next(503, times=1000)
+    monkeypatch.setattr(record_ids, "REFRESH_WAIT_S", 0.1)
+    assert ids.framed("orders") == frozenset({Side.VALUE}), "a registry down leaves the list held"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from airmirror.config.schema_registries import SchemaIds
-from airmirror.errors import ReplicationFailure
+from airmirror.errors import ReplicationFailure, SchemaRefused
 from airmirror.mm2.policy import DefaultReplicationPolicy, PatternList, RegexFilter
 from airmirror.schemas.framing import Side
 from airmirror.schemas.registry_client import RegistryClient
@@ -39,8 +39,15 @@ def copier(source: FakeRegistry, target: FakeRegistry, mode: SchemaIds, *, dry_r
 
 
 def registered(registry: FakeRegistry) -> list[str]:
-    """The subjects registered into, in the order of the requests."""
-    return [r.path.split("/")[2] for r in registry.writes() if r.path.endswith("/versions")]
+    """The subjects registered into, in the order of the requests (keep's probe left out)."""
+    return [
+        r.path.split("/")[2]
+        for r in registry.writes()
+        if r.method == "POST" and r.path.endswith("/versions") and not r.path.startswith(PROBE)
+    ]
+
+
+PROBE = "/subjects/airmirror-keep-probe-"
 
 
 @pytest.mark.parametrize(
@@ -123,14 +130,15 @@ def test_references_are_copied_first_and_renamed(source: FakeRegistry, target: F
     )
     copy = copier(source, target, SchemaIds.TRANSLATE)
     report = copy.copy_subject("orders-value")
-    assert registered(target) == ["shared.Address", "a.common-value", "a.orders-value"]
+    # A referenced version comes with the versions before it (rule 2), so the target's versions are the source's.
+    assert registered(target) == ["shared.Address", "shared.Address", "a.common-value", "a.orders-value"]
     assert report.registered == 1
     assert target.version("a.orders-value", 1)["references"] == [
-        {"name": "address.proto", "subject": "shared.Address", "version": 1},
+        {"name": "address.proto", "subject": "shared.Address", "version": 2},
         {"name": "common.proto", "subject": "a.common-value", "version": 1},
     ]
-    assert target.version("shared.Address", 1)["schema"] == "message Address {}"
-    assert len(copy.ids) == 3
+    assert target.version("shared.Address", 2)["schema"] == "message Address {}"
+    assert len(copy.ids) == 4
 
 
 def test_a_subjects_own_compatibility_is_set_on_the_target(source: FakeRegistry, target: FakeRegistry) -> None:
@@ -210,10 +218,13 @@ def test_keep_imports_the_source_ids_in_import_mode(source: FakeRegistry, target
     copy = copier(source, target, SchemaIds.KEEP)
     report = copy.copy_subject("orders-value")
     assert target.modes == {"a.orders-value": "IMPORT"}
-    assert target.subjects == {"a.orders-value": [7, 9]}
+    assert target.subjects == {"a.orders-value": [7, 9]}, "the probe is gone"
     assert copy.ids == {7: 7, 9: 9}
     assert [(v.target_version, v.target_id, v.registered) for v in report.versions] == [(1, 7, True), (2, 9, True)]
-    assert [r.body.get("id") for r in target.writes() if r.path.endswith("/versions")] == [7, 9]
+    imported = [r.body.get("id") for r in target.writes() if r.method == "POST" and r.path.endswith("/versions")]
+    probe_id, *ids = imported
+    assert ids == [7, 9] and probe_id not in (7, 9)
+    assert target.writes()[0].path.startswith("/mode/airmirror-keep-probe-"), "the probe comes before any write"
 
 
 def test_keep_takes_an_id_the_target_holds_with_the_same_schema_as_copied(
@@ -239,15 +250,17 @@ def test_keep_refuses_an_id_taken_on_the_target_by_another_schema_naming_both(
     assert registered(target) == []
 
 
-def test_keep_refuses_a_target_that_registers_under_another_id(source: FakeRegistry) -> None:
+def test_keep_refuses_a_target_that_ignores_import_ids_before_changing_any_subject(source: FakeRegistry) -> None:
+    """Apicurio 3.3's Confluent API registers IMPORT mode's schemas under ids of its own: the probe finds it, and the
+    target is left as it was found (the probe subject deleted for good, its mode too)."""
     source.add("orders-value", V1, schema_id=7)
     with FakeRegistry(first_id=500, ignores_import_ids=True) as target:
         with pytest.raises(ReplicationFailure) as failure:
             copier(source, target, SchemaIds.KEEP).copy_subject("orders-value")
-        assert target.subjects == {"a.orders-value": [500]}
+        assert (target.subjects, target.modes, target.levels) == ({}, {}, {})
+        assert all(r.path.startswith(("/mode/airmirror-keep-probe-", PROBE)) for r in target.writes())
     message = str(failure.value)
-    assert "under id 500" in message and "source's id 7" in message and "'b'" in message
-    assert "translate" in message
+    assert "does not keep the ids of IMPORT mode" in message and "'b'" in message and "translate" in message
 
 
 def test_copy_id_copies_through_the_hinted_subject_and_remembers(source: FakeRegistry, target: FakeRegistry) -> None:
@@ -267,20 +280,71 @@ def test_copy_id_of_an_unknown_id_is_none(source: FakeRegistry, target: FakeRegi
     assert target.writes() == []
 
 
-def test_copy_id_of_a_schema_whose_subjects_were_deleted_registers_it_under_the_record_topics_subject(
+def test_copy_id_of_a_schema_whose_subject_is_gone_registers_it_by_the_record_topics_subject(
     source: FakeRegistry, target: FakeRegistry
 ) -> None:
     orphan = source.add("orders-value", V1)
-    del source.subjects["orders-value"]  # soft-deleted: the registry still serves the schema by id
+    del source.subjects["orders-value"]  # hard-deleted subject, the schema still served by id (no holder listed)
     copy = copier(source, target, SchemaIds.TRANSLATE)
 
     target_id = copy.copy_id(orphan, "orders-value")
 
     assert target_id is not None
-    assert target.subjects == {"a.orders-value": [target_id]}
+    assert target.subjects == {f"a.orders-value.airmirror-deleted-{orphan}": [target_id]}
     assert copy.ids == {orphan: target_id}
     with pytest.raises(ReplicationFailure, match="belongs to no subject"):
         copier(source, target, SchemaIds.TRANSLATE).copy_id(orphan)
+
+
+def test_a_version_met_first_in_a_record_comes_after_the_versions_before_it(
+    source: FakeRegistry, target: FakeRegistry
+) -> None:
+    """v2 and v3 registered after the sync, a v3 record met first: the target gets v2 before v3, whichever of two
+    copiers (two tasks) meets what first."""
+    source.add("orders-value", V1)
+    v2 = source.add("orders-value", V2)
+    v3 = source.add("orders-value", '{"type":"record","name":"Order","fields":[]}')
+    first, second = copier(source, target, SchemaIds.TRANSLATE), copier(source, target, SchemaIds.TRANSLATE)
+    third_id = first.copy_id(v3, "orders-value")
+    second_id = second.copy_id(v2, "orders-value")
+    assert [target.version("a.orders-value", n)["id"] for n in (1, 2, 3)][1:] == [second_id, third_id]
+    assert [target.version("a.orders-value", n)["schema"] for n in (1, 2, 3)] == [
+        source.version("orders-value", n)["schema"] for n in (1, 2, 3)
+    ]
+
+
+def test_a_soft_deleted_version_is_registered_for_its_id_without_becoming_the_targets_latest(
+    source: FakeRegistry, target: FakeRegistry
+) -> None:
+    """It goes to a subject of its own, soft-deleted: no compatibility rule can refuse it, no latest changes."""
+    old = source.add("orders-value", V1)
+    source.add("orders-value", V2)
+    source.deleted.add(("orders-value", 1))
+    copy = copier(source, target, SchemaIds.TRANSLATE)
+    copy.copy_subject("orders-value")  # the sync: v2 only
+
+    target_id = copy.copy_id(old, "payments-value")  # the hint loses to the subject that held the id
+
+    assert target_id is not None and target.schemas[target_id]["schema"] == V1
+    own = f"a.orders-value.airmirror-deleted-{old}"
+    assert target.subjects == {"a.orders-value": [target.subjects["a.orders-value"][0]], own: [target_id]}
+    assert target.deleted == {(own, 1)}, "the target subject's latest is untouched"
+    writes = len(target.writes())
+    assert copier(source, target, SchemaIds.TRANSLATE).copy_id(old, "orders-value") == target_id
+    assert len(target.writes()) == writes, "found soft-deleted on the target, not registered again"
+
+
+def test_a_refused_version_names_subject_version_both_registries_and_the_settings(
+    source: FakeRegistry, target: FakeRegistry
+) -> None:
+    source.add("orders-value", V1)
+    target.incompatible["a.orders-value"] = "Incompatible artifact: a.orders-value"
+    with pytest.raises(SchemaRefused) as refused:
+        copier(source, target, SchemaIds.TRANSLATE).copy_subject("orders-value")
+    message = str(refused.value)
+    assert "orders-value v1" in message and "as a.orders-value" in message
+    assert "cluster 'a'" in message and "cluster 'b'" in message
+    assert "airmirror.schema.unknown = pass" in message and "compatibility level" in message
 
 
 def test_a_subject_of_a_replicated_topic_outside_the_batch_is_named_by_the_flows_rule_and_others_keep_theirs() -> None:

@@ -60,7 +60,7 @@ import struct
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -158,12 +158,15 @@ class Progress:
 
 @dataclass(frozen=True)
 class RunsRecord:
-    """One part of one chunk's offset-sync runs."""
+    """One part of one chunk's offset-sync runs; ``schema_ids`` are the schema ids (source -> target) the task
+    mapped itself and no committed runs record of it carried yet, on the first record of a chunk
+    (:mod:`airmirror.schemas.record_ids` rule 3): the driver stores them with the runs, whatever ends the job."""
 
     batch_id: int
     chunk: int
     part: int
     runs: tuple[OffsetRun, ...]
+    schema_ids: Mapping[int, int] = field(default_factory=dict)
 
 
 def progress_key(flow: str, topic: str, partition: int) -> bytes:
@@ -176,13 +179,15 @@ def runs_key(flow: str, topic: str, partition: int, batch_id: int, chunk: int, p
 
 def encode_runs(record: RunsRecord) -> bytes:
     packed = b"".join(RUN_STRUCT.pack(r.upstream_start, r.upstream_end, r.downstream_start) for r in record.runs)
-    body = {
+    body: dict[str, object] = {
         "v": LOG_FORMAT_VERSION,
         "batch_id": record.batch_id,
         "chunk": record.chunk,
         "part": record.part,
         "runs": base64.b64encode(zlib.compress(packed)).decode("ascii"),
     }
+    if record.schema_ids:
+        body["ids"] = {str(source): target for source, target in record.schema_ids.items()}
     return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
@@ -192,7 +197,8 @@ def decode_runs(value: bytes) -> RunsRecord:
         raise ValueError(f"unsupported batch-log record version {body.get('v')!r}")
     packed = zlib.decompress(base64.b64decode(body["runs"]))
     runs = tuple(OffsetRun(*RUN_STRUCT.unpack_from(packed, i)) for i in range(0, len(packed), RUN_STRUCT.size))
-    return RunsRecord(body["batch_id"], body["chunk"], body["part"], runs)
+    ids = {int(source): int(target) for source, target in (body.get("ids") or {}).items()}
+    return RunsRecord(body["batch_id"], body["chunk"], body["part"], runs, ids)
 
 
 def runs_parts(batch_id: int, chunk: int, runs: Sequence[OffsetRun]) -> list[RunsRecord]:

@@ -47,7 +47,9 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    buffers (reader prefetch, handed-over records, producer queue) stays within ``airmirror.task.max.buffer.bytes``
    (:mod:`airmirror.replication.spark.task_buffer`) whatever the number or length of its ranges.  Then, in the
    same transaction, for every range the chunk changed (records copied, or its read moved past aborted records
-   and markers, or ended): its runs records and its new progress record; and the anchors of all of them in one
+   and markers, or ended): its runs records and its new progress record (the chunk's first runs record also carries
+   the schema ids the task mapped that no committed runs record carries yet: :mod:`airmirror.schemas.record_ids`
+   rule 3, stored by the driver with the runs); and the anchors of all of them in one
    offset commit; then ``commit_transaction()``.  Read_committed consumers of the target see the copy advance
    chunk by chunk.  Any failure before the commit aborts the chunk (explicitly, or at the next attempt's
    ``init_transactions()``); the committed chunks stay, for every range.
@@ -95,7 +97,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -352,6 +354,8 @@ class TaskCopy:
         self.states: dict[tuple[str, int], RangeState] = {}
         self.call_s = TRANSACTION_CALL_S if task.stream_until is None else STREAM_TRANSACTION_CALL_S
         self.ids = None if task.record_ids is None else IdTranslator(task.record_ids)
+        self.carried_ids: set[int] = set()
+        """The schema ids this attempt mapped that a committed runs record carries (rule 3)."""
 
     def fence(self, first_attempt: bool) -> None:
         """Fence older attempts and find where each range stands (rules 1 and 2 of the module docstring).  The job's
@@ -560,16 +564,21 @@ class TaskCopy:
         self.deliveries.raise_errors()
 
     def commit_chunk(self, reader: RangesReader) -> None:
-        """Write the runs and progress of every range the chunk changed, their anchors, and commit."""
+        """Write the runs and progress of every range the chunk changed, their anchors, and commit.  The schema ids
+        the task mapped that no committed runs record carries yet ride on the chunk's first runs record."""
         committed: dict[tuple[str, int], Progress] = {}
+        uncarried = {} if self.ids is None else {s: t for s, t in self.ids.new_ids.items() if s not in self.carried_ids}
+        pending = dict(uncarried)
         for key, state in self.states.items():
             read = reader.reads.get(key)
             if state.progress.done or read is None:
                 continue
             if not state.chunk_records and read.reached == state.progress.position and not read.done:
                 continue
-            committed[key] = self.chunk_progress(state, read.reached, read.reached_epoch, read.done)
+            committed[key] = self.chunk_progress(state, read.reached, read.reached_epoch, read.done, pending)
         self.commit_progress(committed)
+        if not pending:
+            self.carried_ids.update(uncarried)
         for key, progress in committed.items():
             state = self.states[key]
             state.progress, state.chunk_records, state.chunk_bytes, state.chunk_passed = progress, 0, 0, 0
@@ -592,8 +601,11 @@ class TaskCopy:
         with hard_deadline(self.call_s, f"a commit of {task.transactional_id}"):
             producer.commit_transaction(self.call_s)
 
-    def chunk_progress(self, state: RangeState, reached: int, reached_epoch: int | None, done: bool) -> Progress:
-        """Produce the chunk's runs records of one range and return its new progress (not yet committed)."""
+    def chunk_progress(
+        self, state: RangeState, reached: int, reached_epoch: int | None, done: bool, schema_ids: dict[int, int]
+    ) -> Progress:
+        """Produce the chunk's runs records of one range and return its new progress (not yet committed); its first
+        runs record carries ``schema_ids``, which is then emptied."""
         task, progress = self.task, state.progress
         chunk = progress.chunk + 1
         runs = state.deliveries.runs.take()
@@ -602,7 +614,11 @@ class TaskCopy:
             raise ReplicationFailure(
                 f"{state.source.name}: {state.chunk_records} records produced but {delivered} delivered"
             )
-        for part in runs_parts(task.batch_id, chunk, runs):
+        parts = runs_parts(task.batch_id, chunk, runs)
+        if parts and schema_ids:
+            parts[0] = replace(parts[0], schema_ids=dict(schema_ids))
+            schema_ids.clear()
+        for part in parts:
             key = runs_key(task.flow, state.source.topic, state.source.partition, task.batch_id, chunk, part.part)
             self.producer.produce(task.log_topic, encode_runs(part), key, partition=0)
         return Progress(
@@ -784,7 +800,6 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
             attempt = TaskCopy(task)
             attempt.fence(first_attempt)
             attempt.copy(reader)
-    schema_ids = {} if attempt.ids is None else {str(s): t for s, t in attempt.ids.new_ids.items()}
     if attempt.ids is not None:
         attempt.ids.close()
     return [
@@ -793,7 +808,6 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
             partition=state.source.partition,
             records=state.progress.records,
             bytes=state.progress.bytes,
-            schema_ids=schema_ids,
         )
         for state in attempt.states.values()
     ]

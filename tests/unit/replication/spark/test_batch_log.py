@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from confluent_kafka import TopicPartition
 
 from airmirror.model import OffsetRun
@@ -55,6 +57,13 @@ def test_runs_split_into_bounded_records_that_round_trip():
         assert len(value) < 4 * 1024 * 1024
         assert decode_runs(value) == part
     assert runs_parts(7, 4, []) == []
+
+
+def test_a_runs_record_carries_the_schema_ids_its_task_mapped_and_old_ones_read_without():
+    carrying = replace(runs_parts(7, 4, [OffsetRun(0, 2, 10)])[0], schema_ids={12: 1012, 3: 1003})
+    assert decode_runs(encode_runs(carrying)) == carrying
+    plain = runs_parts(7, 4, [OffsetRun(0, 2, 10)])[0]
+    assert b'"ids"' not in encode_runs(plain) and decode_runs(encode_runs(plain)).schema_ids == {}
 
 
 def test_keys_never_collide_across_flows_topics_and_chunks():
