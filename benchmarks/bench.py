@@ -94,7 +94,7 @@ airmirror, mm2_tuned, mm2_eos), ``--skip-live``,
 ``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
 ``--partition-scaling-records N``, ``--partition-scaling-partitions FEW,MANY``, ``--skip-partition-scaling``,
 ``--partition-scaling-only``, ``--schema-ids-rounds N``, ``--skip-schema-ids``, ``--schema-ids-only`` (only the
-schema-id case, over ``--records`` x ``--record-size`` x ``--partitions``),
+schema-id case, over ``--records`` x ``--record-size`` x ``--partitions``), ``--live-only`` (only the live case),
 ``--timeout``, ``--settle-seconds`` (pause before each copier run, default 3), ``--results-dir``, ``--keep``
 (keep brokers' data and logs).
 
@@ -1047,6 +1047,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--live-copiers", default=",".join(LIVE_COPIERS), help=f"the live case's copiers: comma list of {LIVE_COPIERS}"
     )
     parser.add_argument("--skip-live", action="store_true", help="no live case")
+    only = "only the live case, over --partitions x --record-size at --live-rate for --live-seconds"
+    parser.add_argument("--live-only", action="store_true", help=only)
     parser.add_argument(
         "--big-partition-records",
         type=int,
@@ -1107,7 +1109,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def apply_only_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """``--big-partition-only``, ``--partition-scaling-only`` and ``--schema-ids-only``: skip every other case."""
+    """``--big-partition-only``, ``--partition-scaling-only``, ``--schema-ids-only`` and ``--live-only``: skip every
+    other case."""
     if args.big_partition_only:
         if args.skip_big_partition:
             parser.error("--big-partition-only and --skip-big-partition exclude each other")
@@ -1123,6 +1126,11 @@ def apply_only_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             parser.error("--schema-ids-only excludes --skip-schema-ids and the other --...-only flags")
         args.copiers = []
         args.skip_live = args.skip_big_partition = args.skip_partition_scaling = True
+    if args.live_only:
+        if args.skip_live or args.big_partition_only or args.partition_scaling_only or args.schema_ids_only:
+            parser.error("--live-only excludes --skip-live and the other --...-only flags")
+        args.copiers = []
+        args.skip_big_partition = args.skip_partition_scaling = args.skip_schema_ids = True
 
 
 def partition_counts(parser: argparse.ArgumentParser, value: str) -> tuple[int, int]:

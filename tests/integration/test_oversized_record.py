@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from tests.conftest import write_config
-from tests.kafka_helpers import Record, create_topic, records_of
+from tests.kafka_helpers import Record, create_topic, read_partition, records_of
 
 pytestmark = pytest.mark.integration
 
@@ -50,27 +50,32 @@ def small(label: str, i: int, now: int) -> Record:
 
 
 def load_source(bootstrap: str, topic: str) -> int:
-    """Small records, one 2 MiB record, small records; returns the big record's offset."""
+    """Small records, one 2 MiB record, small records, written in order once each (an idempotent producer); returns
+    the big record's offset as the broker gave it."""
     create_topic(bootstrap, topic, 1, {"max.message.bytes": str(3 * MIB)})
     now = int(time.time() * 1000)
     records = [small("before", i, now) for i in range(SMALL_BEFORE)]
     records.append(Record(BIG_KEY, BIG_VALUE, (("big", b"yes"),), now + SMALL_BEFORE))
     records += [small("after", i, now + SMALL_BEFORE + 1) for i in range(SMALL_AFTER)]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.max.bytes": 4 * MIB, "acks": "all"})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.max.bytes": 4 * MIB, "enable.idempotence": True}
+    )
     failures: list[object] = []
+    big_offsets: list[int] = []
+
+    def delivered(error: object, message: Message) -> None:
+        if error is not None:
+            failures.append(error)
+        elif message.key() == BIG_KEY:
+            big_offsets.append(message.offset())
+
     for r in records:
         producer.produce(
-            topic,
-            r.value,
-            r.key,
-            partition=0,
-            timestamp=r.timestamp,
-            headers=list(r.headers),
-            on_delivery=lambda error, _: error is not None and failures.append(error),
+            topic, r.value, r.key, partition=0, timestamp=r.timestamp, headers=list(r.headers), on_delivery=delivered
         )
         producer.poll(0)
     assert producer.flush(60) == 0 and not failures, failures
-    return SMALL_BEFORE
+    return big_offsets[0]
 
 
 def set_max_message_bytes(bootstrap: str, topic: str, value: int) -> None:
@@ -114,8 +119,9 @@ def test_oversized_record_fails_clearly_then_resumes_without_duplicates(clusters
         "airmirror.transaction.max.records = 1000\n"
         f"config.properties.exclude = {MM2_DEFAULT_CONFIG_EXCLUDES}, max\\.message\\.bytes",
     )
-    source = records_of(a, topic, 0)
-    assert len(source) == SMALL_BEFORE + 1 + SMALL_AFTER and source[big_offset].key == BIG_KEY
+    read = read_partition(a, topic, 0)
+    source = [record for _, record in read]
+    assert len(source) == SMALL_BEFORE + 1 + SMALL_AFTER and dict(read)[big_offset].key == BIG_KEY
 
     # Spark start, then up to 4 task attempts that each fail fast: well under FAILING_RUN_TIMEOUT_S.
     failed = replicate_cli(config, FAILING_RUN_TIMEOUT_S)

@@ -496,7 +496,10 @@ LIVE_TRANSACTION_MAX_MS = define(
         name="airmirror.live.transaction.max.ms",
         type=POSITIVE_INTEGER,
         default="100",
-        doc="a streaming live run's chunk transactions commit within this many milliseconds of their first record",
+        doc=(
+            "a streaming live run's chunk transactions commit as soon as the read has nothing more fetched, and at "
+            "the latest this many milliseconds after their first record: the bound on a chunk under load"
+        ),
         group=Group.COPY,
         origin=OURS,
     )

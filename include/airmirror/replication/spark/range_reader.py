@@ -46,7 +46,10 @@ Contract, per range:
   moves to it (past aborted records and transaction markers, as a bounded range's end does).  The caller
   decides when such a read stops.
 - While no record arrives, the read yields empty rounds every :data:`POLL_TIMEOUT_S`, so the caller can
-  keep its own time bounds.  A range that is read (or dropped) costs nothing more: its partition is unassigned.
+  keep its own time bounds.  Right after a round with records, the next round takes only what librdkafka has
+  already fetched, without waiting: an empty round then says the read has caught up with what the brokers sent so
+  far (a live stream commits then: group commit, rule 6 of :mod:`~airmirror.replication.spark.task_writer`).  A
+  range that is read (or dropped) costs nothing more: its partition is unassigned.
 - **Memory.**  What the read buffers is its share of a :class:`~airmirror.replication.spark.task_buffer.TaskBuffer`:
   librdkafka's prefetch is bounded by the buffer's consumer limits, and one handed-over batch holds at most
   :meth:`~airmirror.replication.spark.task_buffer.TaskBuffer.batch_records` records for the largest value read
@@ -269,9 +272,11 @@ class RangesReader:
         """The committed records of every range, in offset order per partition: one ``{(topic, partition):
         records}`` per poll of the consumer (empty while the read waits), until every range is read."""
         consumer = self._consumer
+        wait_s = POLL_TIMEOUT_S
         while consumer is not None and (pending := [read for read in self.reads.values() if not read.done]):
             count = self._buffer.batch_records(self._largest_value)
-            messages = consume(consumer, count)
+            messages = consume(consumer, count, wait_s)
+            wait_s = 0.0 if messages else POLL_TIMEOUT_S
             got, truncations, out_of_range = self._take(messages)
             if got:
                 self._largest_value = max(self._largest_value, max(len(m) for records in got.values() for m in records))
@@ -453,10 +458,10 @@ class RangesReader:
         self.close()
 
 
-def consume(consumer: Consumer, count: int) -> list[Message]:
-    """One poll: up to ``count`` messages, or what arrived within :data:`POLL_TIMEOUT_S`; a group refusal that
-    only concerns the unused group id is left out."""
-    return [m for m in consumer.consume(count, POLL_TIMEOUT_S) if not refuses_unused_group(m.error())]
+def consume(consumer: Consumer, count: int, wait_s: float = POLL_TIMEOUT_S) -> list[Message]:
+    """One poll: up to ``count`` messages, or what arrived within ``wait_s``; a group refusal that only concerns the
+    unused group id is left out."""
+    return [m for m in consumer.consume(count, wait_s) if not refuses_unused_group(m.error())]
 
 
 class RangeReader:

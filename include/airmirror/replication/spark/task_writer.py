@@ -62,26 +62,28 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
 
 6. **Streaming** (a live run's stream batch, :mod:`airmirror.replication.streaming`): the task's ranges are open
    (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) and the task copies until its
-   ``stream_until`` (wall-clock) time, and at least until every read has reached its range's ``catch_up`` (what
-   the partition held when the job was planned: a task that Spark starts late, or a backlog longer than the
-   window, is copied all the same, as a bounded batch would), except a read that has heard nothing of its partition
-   (no record, no end) for :data:`CATCH_UP_SILENCE_S` after ``stream_until`` (a partition whose leader is down, say):
-   the stream ends without it, its progress where its read got to, and the next stream goes on from there, so a
-   window always ends.  Rules 1-3 hold unchanged; a chunk ends after the
-   streaming bound (``airmirror.live.transaction.max.ms``) since its first record, and a chunk without records is never
-   committed, except the last one at ``stream_until``, which records where every read got to.  No range is
-   ``done`` but one whose source log moved from under its read (retention deleted what it had yet to read, or an
-   unclean leader election made it diverge): its read ends there (:mod:`~airmirror.replication.spark.range_reader`),
-   its progress says ``done`` at that position in the next committed chunk, and the other ranges stream on; the
-   driver then ends the stream early, and the next stream plans the partition again (from the log start with a
-   gap, or from the divergence point).  The driver ends the stream by fencing the task ids,
-   after which the newest committed progress of each partition is final (it either finished at
-   ``stream_until`` or was stopped: both leave the target at a chunk boundary).  The reader is opened after
-   fencing, at each range's progress, so it never seeks.  A chunk's transactional calls are bounded by
-   :data:`STREAM_TRANSACTION_CALL_S` (see :func:`hard_deadline`).  Right after fencing, the ranges that had no
-   trusted anchor get their progress and anchors committed in a transaction of no records
-   (:meth:`TaskCopy.anchor`), so that every partition, one that is never written included, is found by its anchor
-   at the next stream's start, and a lost anchor group costs one bounded lookup.
+   ``stream_until`` (wall-clock) time, and at least until every read has reached its range's ``catch_up`` (what the
+   partition held when the job was planned: a task that Spark starts late, or a backlog longer than the window, is
+   copied all the same, as a bounded batch would), except a read that has heard nothing of its partition (no record, no
+   end) for :data:`CATCH_UP_SILENCE_S` after ``stream_until`` (a partition whose leader is down, say): the stream ends
+   without it, its progress where its read got to, and the next stream goes on from there, so a window always ends.
+   Rules 1-3 hold unchanged, but a chunk with records commits as soon as the read has nothing more fetched (group
+   commit: an empty round right after records, see :mod:`~airmirror.replication.spark.range_reader`), so under light
+   load a record waits one fetch and one commit, and under load chunks grow by themselves while the previous commit
+   runs, up to the streaming bound (``airmirror.live.transaction.max.ms``) since their first record; one transaction is
+   open at a time.  A chunk without records is never committed, except the last one at ``stream_until``, which records
+   where every read got to.  No range is ``done`` but one whose source log moved from under its read (retention deleted
+   what it had yet to read, or an unclean leader election made it diverge): its read ends there
+   (:mod:`~airmirror.replication.spark.range_reader`), its progress says ``done`` at that position in the next committed
+   chunk, and the other ranges stream on; the driver then ends the stream early, and the next stream plans the partition
+   again (from the log start with a gap, or from the divergence point).  The driver ends the stream by fencing the task
+   ids, after which the newest committed progress of each partition is final (it either finished at ``stream_until`` or
+   was stopped: both leave the target at a chunk boundary).  The reader is opened after fencing, at each range's
+   progress, so it never seeks.  A chunk's transactional calls are bounded by :data:`STREAM_TRANSACTION_CALL_S` (see
+   :func:`hard_deadline`).  Right after fencing, the ranges that had no trusted anchor get their progress and anchors
+   committed in a transaction of no records (:meth:`TaskCopy.anchor`), so that every partition, one that is never
+   written included, is found by its anchor at the next stream's start, and a lost anchor group costs one bounded
+   lookup.
 
 Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
 (a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
@@ -487,6 +489,8 @@ class TaskCopy:
                     or time.monotonic() - first_record_at >= self.max_seconds
                 ):
                     break
+                if until is not None and records and not got:
+                    break  # group commit: nothing more fetched
                 if until is not None and self.stream_ends(reader, until):
                     last = True
                     break

@@ -483,7 +483,33 @@ def test_a_stream_anchors_its_ranges_without_an_anchor_before_copying_and_only_t
     copy_task(second, first_attempt=True)
 
     later = target.committed()[transactions:]
-    assert [len(written(target, chunk, REMOTE)) for chunk in later] == [2]  # no transaction anchors ranges
+    # No transaction anchors ranges: the records' chunk commits as soon as nothing more is fetched (group commit),
+    # and the last one, at stream_until, records where the reads got to.
+    assert [len(written(target, chunk, REMOTE)) for chunk in later] == [2, 0]
+    assert copied(target) == sources(source)
+
+
+def test_a_stream_commits_as_soon_as_nothing_more_is_fetched_and_grows_its_chunks_up_to_the_bounds(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    """Group commit: records fetched poll after poll go in one chunk, committed at the first poll that finds nothing
+    more, long before the chunk's time bound; a bound reached first ends the chunk there."""
+    source.records_per_poll, source.seconds_per_poll = 2, 1.0
+    source.fill(TOPIC, 0, 10)
+    stream = (range_task(end=OPEN_END, catch_up=0),)
+    start = source.clock.time()
+    copy_task(replace(task_of(*stream), stream_until=start + 60), first_attempt=True)
+    chunks = [len(written(target, t, REMOTE)) for t in target.committed()]
+    # The anchoring transaction, the records' chunk committed by itself a few polls in (not at the window's end, 60 s
+    # away), and the window's last chunk.
+    assert chunks == [0, 10, 0], chunks
+
+    source.fill(TOPIC, 0, 10)
+    bounded = replace(ROOMY, max_records=4)
+    resumed = replace(stream[0], start=10)
+    copy_task(replace(task_of(resumed, bounds=bounded, batch_id=8), stream_until=source.clock.time() + 60), True)
+    chunks = [len(written(target, t, REMOTE)) for t in target.committed()[len(chunks) :]]
+    assert [n for n in chunks if n] == [4, 4, 2], chunks
     assert copied(target) == sources(source)
 
 
