@@ -913,13 +913,16 @@ def _live_lines(document: dict) -> list[str]:
             f"live: {first['rate']:,} records/s x {params['record_size']} B over {params['partitions']} partitions "
             f"for {first['seconds']:.0f} s",
             "",
-            "| live copier | lag p50 ms | lag p99 ms | lag max ms | longest gap ms | CPU s |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| live copier | lag p50 ms | p90 | p99 | max | longest gap ms | gaps > 500 ms | CPU s | peak RSS MB "
+            "| floor p50 / p99 ms |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for name, figures in live.items():
+            floor = figures["floor"]
             lines.append(
-                f"| {name} | {figures['p50']:,} | {figures['p99']:,} | {figures['max']:,} "
-                f"| {figures['longest_gap_ms']:,} | {figures['cpu_s']:.1f} |"
+                f"| {name} | {figures['p50']:,} | {figures['p90']:,} | {figures['p99']:,} | {figures['max']:,} "
+                f"| {figures['longest_gap_ms']:,} | {figures['gaps_over_500_ms']} | {figures['cpu_s']:.1f} "
+                f"| {figures['peak_rss_mb']:,} | {floor['p50']} / {floor['p99']} |"
             )
     return lines
 

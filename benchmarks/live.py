@@ -5,12 +5,14 @@ first warm-up record (its start-up is not lag), a producer writes ``rate`` recor
 values, round-robin over the partitions, for ``seconds`` seconds, each stamped with its produce time
 (CreateTime, which every copier keeps) and keyed with its sequence number.
 An independent read_committed consumer on the target notes, for every record, when it became visible there
-minus its produce time: the record's replication lag.  The case reports the lag's p50, p99 and max, the
+minus its produce time: the record's replication lag.  The case reports the lag's p50, p90, p99 and max, the
 longest gap between two consecutive arrivals on the target (a copier that delivers in bursts shows its cycle
-here), and the CPU seconds the copier's whole process tree used from the first produce to the last record
-visible, and the machine's 1-minute load average at the end (the bench's own brokers and copier included; the
-case is only fair on an otherwise idle machine).  Every record must arrive exactly once (its key seen once, none
-missing).
+here) and how many gaps were longer than :data:`STALL_MS`, the CPU seconds the copier's whole process tree used
+from the first produce to the last record visible (and by role), its peak RSS, and the machine's 1-minute load
+average at the end (the bench's own brokers and copier included; the case is only fair on an otherwise idle
+machine).  The measuring clients' own floor is measured beside it: a second watch reads the *source* topic the same
+way, and its produce-to-visible lag (``floor``) must stay far below the copier's.  Every record must arrive
+exactly once (its key seen once, none missing).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ IDLE_POLL_S = 0.1
 """How long the measuring consumer's ``poll`` blocks when nothing arrives; it returns at the first record."""
 LONG_GAP_MS = 300
 """A gap between arrivals this long or longer is listed with its time (``long_gaps``)."""
+STALL_MS = 500
+"""A gap between arrivals longer than this is a stall (``gaps_over_500_ms``)."""
 
 
 def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, size: int, seconds: float) -> int:
@@ -170,14 +174,16 @@ def run_live(
                     raise RuntimeError(f"{name} never created {remote_topic} (exit {process.returncode})")
                 time.sleep(0.2)
             watch = VisibilityWatch(clusters_target, remote_topic, partitions).start()
+            floor = VisibilityWatch(clusters_source, topic, partitions).start()
             produce_steadily(clusters_source, topic, partitions, 1, size, 1)
             if not watch.wait_for(1, READY_TIMEOUT_S):
                 raise RuntimeError(f"{name} did not copy the warm-up record")
             usage = TreeUsage(process.pid, interval=0.5)
             produced = produce_steadily(clusters_source, topic, partitions, rate, size, seconds)
             watch.wait_for(1 + produced, DRAIN_TIMEOUT_S)
-            usage.stop()
+            peak_rss_mb = usage.stop()
             watch.stop()
+            floor.stop()
         finally:
             stop_process_group(process, linger_s=SPARK_SHUTDOWN_S)
     lags, keys = watch.lags_ms[1:], watch.keys[1:]
@@ -190,11 +196,20 @@ def run_live(
         "rate": rate,
         "seconds": seconds,
         "p50": percentile(lags, 0.50),
+        "p90": percentile(lags, 0.90),
         "p99": percentile(lags, 0.99),
         "max": max(lags),
         "mean": round(statistics.fmean(lags)),
         "longest_gap_ms": longest_gap(watch.arrivals_ms[1:]),
+        "gaps_over_500_ms": sum(1 for a, b in pairwise(watch.arrivals_ms[1:]) if b - a > STALL_MS),
         "long_gaps": long_gaps(watch.arrivals_ms[1:]),
         "cpu_s": round(usage.cpu_s(), 1),
+        "cpu_s_by_role": usage.cpu_s_by_role(),
+        "peak_rss_mb": round(peak_rss_mb),
+        "floor": {
+            "p50": percentile(floor.lags_ms[1:], 0.50),
+            "p99": percentile(floor.lags_ms[1:], 0.99),
+            "max": max(floor.lags_ms[1:]),
+        },
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
     }

@@ -68,6 +68,8 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     for name, figures in live.items():
         assert figures["records"] == 900 and 0 <= figures["p50"] <= figures["p99"] <= figures["max"], (name, figures)
         assert figures["cpu_s"] > 0 and figures["longest_gap_ms"] > 0, (name, figures)
+        assert figures["p50"] <= figures["p90"] <= figures["p99"] and figures["peak_rss_mb"] > 0, (name, figures)
+        assert 0 <= figures["floor"]["p50"] <= figures["floor"]["p99"], (name, figures)
     assert "| live copier |" in completed.stdout
     big = document["big_partition"]
     assert (big["records"], big["small_records"], big["partitions"]) == (20000, 2000, 1)
@@ -103,6 +105,16 @@ def test_schema_ids_only_runs_that_case_alone_and_skips_it_under_the_other_only_
     assert bench.parse_args(["--partition-scaling-only"]).skip_schema_ids
     assert not bench.parse_args([]).skip_schema_ids
     for wrong in (["--schema-ids-only", "--skip-schema-ids"], ["--schema-ids-rounds", "0"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(wrong)
+
+
+def test_live_only_runs_the_live_case_alone() -> None:
+    args = bench.parse_args(["--live-only", "--partitions", "2000", "--live-rate", "2000"])
+    skipped = (args.skip_big_partition, args.skip_partition_scaling, args.skip_schema_ids)
+    assert args.copiers == [] and skipped == (True, True, True) and not args.skip_live
+    assert (args.partitions, args.live_rate) == (2000, 2000)
+    for wrong in (["--live-only", "--skip-live"], ["--live-only", "--schema-ids-only"]):
         with pytest.raises(SystemExit):
             bench.parse_args(wrong)
 
@@ -204,11 +216,15 @@ def test_tables_show_cpu_per_gb_its_ratio_and_the_live_gap() -> None:
         "rate": 300,
         "seconds": 3.0,
         "p50": 20,
+        "p90": 40,
         "p99": 90,
         "max": 120,
         "mean": 30,
         "longest_gap_ms": 2570,
+        "gaps_over_500_ms": 1,
         "cpu_s": 1.5,
+        "peak_rss_mb": 700,
+        "floor": {"p50": 2, "p99": 9, "max": 15},
     }
     document = {
         "params": {"records": 1000, "record_size": 512, "partitions": 3},
@@ -220,7 +236,7 @@ def test_tables_show_cpu_per_gb_its_ratio_and_the_live_gap() -> None:
     text = bench.table(document)
     assert "| airmirror | 2.0 | 50.0 | 1,000 | 300 | 3.0 | 4.5 |" in text
     assert "| mm2_tuned | 1.00 | 1.00 | 0.75 |" in text
-    assert "| mm2_eos | 20 | 90 | 120 | 2,570 | 1.5 |" in text
+    assert "| mm2_eos | 20 | 40 | 90 | 120 | 2,570 | 1 | 1.5 | 700 | 2 / 9 |" in text
 
 
 def test_the_scaling_table_shows_the_base_run_and_each_growth() -> None:

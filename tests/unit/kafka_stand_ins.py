@@ -300,6 +300,8 @@ class StandInConsumer:
         self.eof_at: dict[tuple[str, int], int] = {}
         self.assignments: list[tuple[str, int, int]] = []
         self.closed = False
+        self.fetched: list[Message] | None = None
+        """What the last :meth:`poll` fetched beyond the message it returned, for the :meth:`consume` after it."""
         cluster.consumers.append(self)
 
     def incremental_assign(self, partitions: Sequence[TopicPartition]) -> None:
@@ -311,12 +313,30 @@ class StandInConsumer:
     def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
         for tp in partitions:
             self.positions.pop((tp.topic, tp.partition), None)
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        if self.fetched is not None:
+            self.fetched = [m for m in self.fetched if (m.topic(), m.partition()) not in gone]
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         self.positions.clear()
         self.incremental_assign(partitions)
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        """Right after a :meth:`poll`, what it fetched beyond its message (a librdkafka consumer's local queue, taken
+        without waiting); else one fetch (:meth:`fetch`)."""
+        if self.fetched is not None:
+            taken, self.fetched = self.fetched[:num_messages], None
+            return taken
+        return self.fetch(num_messages)
+
+    def poll(self, timeout: float = -1) -> Message | None:
+        """The first message of one fetch of the cluster's ``records_per_poll`` (``None`` when it has none); the rest
+        stay fetched for the :meth:`consume` right after."""
+        fetched = self.fetch(self.cluster.records_per_poll)
+        self.fetched = fetched[1:]
+        return fetched[0] if fetched else None
+
+    def fetch(self, num_messages: int) -> list[Message]:
         """Up to ``num_messages`` (and the cluster's ``records_per_poll``) visible records from the positions, and
         an end-of-partition where a read arrives at the end; moves the cluster's clock by ``seconds_per_poll``."""
         cluster = self.cluster
@@ -343,9 +363,6 @@ class StandInConsumer:
                 self.eof_at[key] = end
                 got.append(Message(topic=key[0], partition=key[1], offset=end, error=end_of_partition()))
         return got
-
-    def poll(self, timeout: float = -1) -> Message | None:
-        return None
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
         """The cluster's topics, as ``ClusterMetadata.topics`` lists them (a ``TopicMetadata`` without error each)."""

@@ -75,7 +75,7 @@ from airmirror.model import PartitionKey
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
 log = logging.getLogger(__name__)
-POLL_TIMEOUT_S = 0.05  # consume() returns after a batch's records or this long, so a small tail never waits
+POLL_TIMEOUT_S = 0.05  # how long a round waits for a first record before it yields empty (see consume)
 EARLY_END_WAIT_S = 30.0
 STALL_CHECK_S = 10.0
 """How long a read short of its end may hear nothing before the reader checks that its topic still exists (see the
@@ -459,9 +459,16 @@ class RangesReader:
 
 
 def consume(consumer: Consumer, count: int, wait_s: float = POLL_TIMEOUT_S) -> list[Message]:
-    """One poll: up to ``count`` messages, or what arrived within ``wait_s``; a group refusal that only concerns the
-    unused group id is left out."""
-    return [m for m in consumer.consume(count, wait_s) if not refuses_unused_group(m.error())]
+    """One poll: up to ``count`` messages, returned as soon as the first is there (waiting up to ``wait_s`` for it),
+    with what else is fetched already; a group refusal that only concerns the unused group id is left out.
+    (``consume(count, wait_s)`` alone would wait for ``count`` messages or the whole ``wait_s``, adding up to
+    ``wait_s`` to a light stream's every record.)"""
+    if wait_s > 0:
+        first = consumer.poll(wait_s)
+        messages = [] if first is None else [first, *consumer.consume(count - 1, 0)] if count > 1 else [first]
+    else:
+        messages = consumer.consume(count, 0)
+    return [m for m in messages if not refuses_unused_group(m.error())]
 
 
 class RangeReader:
