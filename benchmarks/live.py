@@ -1,30 +1,29 @@
 """The live case of the bench: replication lag under a steady load, per copier, on the same brokers.
 
-A copier runs continuously (MM2 as always, airmirror as ``replicate --continuous``).  Once it has copied a
-first warm-up record (its start-up is not lag), a producer writes ``rate`` records a second of ``size``-byte
-values, round-robin over the partitions, for ``seconds`` seconds, each stamped with its produce time
-(CreateTime, which every copier keeps) and keyed with its sequence number.
-An independent read_committed consumer on the target notes, for every record, when it became visible there
-minus its produce time: the record's replication lag.  The case reports the lag's p50, p90, p99 and max, the
-longest gap between two consecutive arrivals on the target (a copier that delivers in bursts shows its cycle
-here) and how many gaps were longer than :data:`STALL_MS`, the CPU seconds the copier's whole process tree used
-from the first produce to the last record visible (and by role), its peak RSS, and the machine's 1-minute load
-average at the end (the bench's own brokers and copier included; the case is only fair on an otherwise idle
-machine).  The measuring clients' own floor is measured beside it: a second watch reads the *source* topic the same
-way, and its produce-to-visible lag (``floor``) must stay far below the copier's.  Every record must arrive
-exactly once (its key seen once, none missing).
+A copier runs continuously (MM2 as always, airmirror as ``replicate --continuous``).  Once it has copied a first warm-up
+record (its start-up is not lag), a producer writes ``rate`` records a second of ``size``-byte values, round-robin over
+the partitions, for ``seconds`` seconds, each stamped with its produce time (CreateTime, which every copier keeps) and
+keyed with its sequence number. An independent read_committed consumer on the target (in a process of its own) notes,
+for every record, when it became visible there minus its produce time: the record's replication lag.  The case reports
+the lag's p50, p90, p99 and max, the longest gap between two consecutive arrivals on the target (a copier that delivers
+in bursts shows its cycle here) and how many gaps were longer than :data:`STALL_MS`, the CPU seconds the copier's whole
+process tree used from the first produce to the last record visible (and by role), its peak RSS, and the machine's
+1-minute load average at the end (the bench's own brokers and copier included; the case is only fair on an otherwise
+idle machine).  The measuring clients' own floor is measured beside it: a second watch reads the *source* topic the same
+way, and its produce-to-visible lag (``floor``) must stay far below the copier's.  Every record must arrive exactly once
+(its key seen once, none missing).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import statistics
 import subprocess
-import threading
 import time
-from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -67,66 +66,80 @@ def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, siz
     return sent
 
 
-@dataclass
 class VisibilityWatch:
-    """Reads the target topic from its start, read_committed, and keeps, per record in arrival order, its key,
-    its arrival time and its visible-minus-produced lag (ms since the epoch, the producer's clock)."""
+    """Reads a topic from its start, read_committed, in a process of its own (so that neither the producer nor the
+    other watch shares its interpreter), and keeps, per record in arrival order, its key, its arrival time and its
+    visible-minus-produced lag (ms since the epoch, the producer's clock): :attr:`keys`, :attr:`arrivals_ms` and
+    :attr:`lags_ms`, filled in by :meth:`stop`."""
 
-    bootstrap: str
-    topic: str
-    partitions: int
-    keys: list[bytes | None] = field(default_factory=list)
-    arrivals_ms: list[int] = field(default_factory=list)
-    lags_ms: list[int] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.keys: list[bytes | None] = []
+        self.arrivals_ms: list[int] = []
+        self.lags_ms: list[int] = []
+        context = multiprocessing.get_context("spawn")
+        self._count = context.Value("q", 0)
+        self._stop = context.Event()
+        self._results = context.Queue()
+        self._process = context.Process(
+            target=watch_topic,
+            args=(bootstrap, topic, partitions, self._count, self._stop, self._results),
+            daemon=True,
+        )
 
     def start(self) -> VisibilityWatch:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._process.start()
         return self
-
-    def _run(self) -> None:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": "bench-live-watch",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                # the broker answers a fetch as soon as records are readable; this only bounds an idle fetch
-                "fetch.wait.max.ms": 10,
-            }
-        )
-        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
-        try:
-            while not self._stop.is_set():
-                # No wait of our own: poll() returns at the first record fetched (its timeout only bounds an idle
-                # wait), then consume(n, 0) takes what else is already fetched without waiting.  consume(n, t)
-                # alone would wait until n records or t had passed, adding up to t to every record's lag.
-                first = consumer.poll(IDLE_POLL_S)
-                if first is not None:
-                    self._note([first, *consumer.consume(1000, 0)])
-        finally:
-            consumer.close()
-
-    def _note(self, messages: list) -> None:
-        now_ms = int(time.time() * 1000)
-        for message in messages:
-            if message.error() is None:
-                self.keys.append(message.key())
-                self.arrivals_ms.append(now_ms)
-                self.lags_ms.append(now_ms - message.timestamp()[1])
-            elif message.error().code() != KafkaError._PARTITION_EOF:
-                raise RuntimeError(message.error())
 
     def wait_for(self, count: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        while len(self.lags_ms) < count and time.monotonic() < deadline:
+        while self._count.value < count and time.monotonic() < deadline:
             time.sleep(0.1)
-        return len(self.lags_ms) >= count
+        return self._count.value >= count
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        self.keys, self.arrivals_ms, self.lags_ms = self._results.get(timeout=120)
+        self._process.join(30)
+
+
+def watch_topic(bootstrap: str, topic: str, partitions: int, count: Any, stop: Any, results: Any) -> None:
+    """A :class:`VisibilityWatch`'s process: read until ``stop``, counting arrivals in ``count``; then put the keys,
+    arrival times and lags on ``results``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-live-watch",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            # the broker answers a fetch as soon as records are readable; this only bounds an idle fetch
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    keys: list[bytes | None] = []
+    arrivals_ms: list[int] = []
+    lags_ms: list[int] = []
+    try:
+        while not stop.is_set():
+            # No wait of our own: poll() returns at the first record fetched (its timeout only bounds an idle wait),
+            # then consume(n, 0) takes what else is already fetched without waiting.  consume(n, t) alone would wait
+            # until n records or t had passed, adding up to t to every record's lag.
+            first = consumer.poll(IDLE_POLL_S)
+            if first is None:
+                continue
+            now_ms = int(time.time() * 1000)
+            for message in [first, *consumer.consume(1000, 0)]:
+                if message.error() is None:
+                    keys.append(message.key())
+                    arrivals_ms.append(now_ms)
+                    lags_ms.append(now_ms - message.timestamp()[1])
+                elif message.error().code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(message.error())
+            count.value = len(keys)
+    finally:
+        consumer.close()
+        results.put((keys, arrivals_ms, lags_ms))
 
 
 def percentile(values: list[int], fraction: float) -> int:
