@@ -80,10 +80,10 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    ids, after which the newest committed progress of each partition is final (it either finished at ``stream_until`` or
    was stopped: both leave the target at a chunk boundary).  The reader is opened after fencing, at each range's
    progress, so it never seeks.  A chunk's transactional calls are bounded by :data:`STREAM_TRANSACTION_CALL_S` (see
-   :func:`hard_deadline`).  Right after fencing, the ranges that had no trusted anchor get their progress and anchors
-   committed in a transaction of no records (:meth:`TaskCopy.anchor`), so that every partition, one that is never
-   written included, is found by its anchor at the next stream's start, and a lost anchor group costs one bounded
-   lookup.
+   :func:`~airmirror.replication.spark.watchdog.hard_deadline`).  Right after fencing, the ranges that had no trusted
+   anchor get their progress and anchors committed in a transaction of no records (:meth:`TaskCopy.anchor`), so that
+   every partition, one that is never written included, is found by its anchor at the next stream's start, and a lost
+   anchor group costs one bounded lookup.
 
 Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
 (a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
@@ -92,13 +92,10 @@ expired or deleted anchor group).
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -124,6 +121,7 @@ from airmirror.replication.spark.batch_log import (
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
+from airmirror.replication.spark.watchdog import hard_deadline
 from airmirror.schemas.record_ids import IdTranslator, RecordIds
 
 TRANSACTION_TIMEOUT_MS = 900_000
@@ -133,7 +131,6 @@ STREAM_TRANSACTION_CALL_S = 10.0
 call stuck behind a restarted coordinator ends the worker sooner (its retry fences and continues)."""
 CATCH_UP_SILENCE_S = 60.0
 """How long past its ``stream_until`` a stream waits on a read that hears nothing before it ends without it (rule 6)."""
-HARD_DEADLINE_GRACE_S = 10.0
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
 FAILED_DELIVERY_POLLS = 10
@@ -681,35 +678,6 @@ def resume_from(batch_id: int, source: RangeTask, found: Progress | None) -> Pro
         remote_topic_id=source.remote_topic_id,
         leader_epoch=source.start_epoch,
     )
-
-
-@contextmanager
-def hard_deadline(seconds: float, what: str) -> Iterator[None]:
-    """End this process if the block is still running ``HARD_DEADLINE_GRACE_S`` after ``seconds``.
-
-    After a transaction or group coordinator restarts, librdkafka's transactional calls have been seen to block
-    far past their own timeout (``send_offsets_to_transaction`` waits for a coordinator it never looks up
-    again), and Spark never times a task out, so one stuck call would hold the batch forever.  A call still
-    running ``HARD_DEADLINE_GRACE_S`` past its own timeout is taken as stuck.  Exiting
-    the Python worker fails the Spark task; its retry's ``init_transactions()`` fences the stuck producer and
-    continues after the last committed chunk (the module docstring's rules), as after any killed worker.
-    Used only inside copy tasks."""
-
-    def expire() -> None:
-        print(
-            f"airmirror: {what} is stuck after {seconds + HARD_DEADLINE_GRACE_S:.0f}s; ending the worker",
-            file=sys.stderr,
-            flush=True,
-        )
-        os._exit(70)
-
-    timer = threading.Timer(seconds + HARD_DEADLINE_GRACE_S, expire)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
 
 
 def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterable[str], access: AccessScope) -> None:
