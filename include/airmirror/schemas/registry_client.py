@@ -17,7 +17,7 @@ Contract:
 * "Not found" answers are values, not errors: :meth:`RegistryClient.schema` returns ``None`` for an unknown id.  Only
   a 404 carrying one of :data:`NOT_FOUND_CODES` says "not found", except on the one path a registry may not serve
   (:meth:`RegistryClient.guid_schema_id`, where any 404 says "unknown": a registry without GUIDs, as Apicurio 3.3,
-  answers it with a bare 404).
+  answers its paths with a bare 404).
 * Schemas by id never change, so those found are cached for the life of the client; an id the registry does not know
   is asked for again at every call (its schema may be registered since: the caller bounds how often it asks).
 """
@@ -182,11 +182,18 @@ class RegistryClient:
         return None if level is None else str(level)
 
     def guid_schema_id(self, guid: str) -> int | None:
-        """The id of the schema whose GUID is ``guid`` (Confluent's and Redpanda's ``/schemas/guids``, in the
-        default context); ``None`` when the registry does not know the GUID or has no GUIDs (it does not serve
-        the path: Apicurio 3.3 answers a bare 404)."""
-        found = self._call("GET", f"/schemas/guids/{quote(guid, safe='')}/ids", missing_ok=True, unserved_ok=True)
-        ids = [item for item in cast(list[Any], found or []) if isinstance(item, dict)]
+        """The id of the schema whose GUID is ``guid``: the ``id`` of ``GET /schemas/guids/{guid}`` where the registry
+        gives one, else the default context's of ``GET /schemas/guids/{guid}/ids`` (Redpanda); ``None`` when the
+        registry does not know the GUID or has no GUIDs (it does not serve the path: Apicurio 3.3 answers a bare
+        404)."""
+        path = f"/schemas/guids/{quote(guid, safe='')}"
+        found = self._call("GET", path, missing_ok=True, unserved_ok=True)
+        if not isinstance(found, dict):
+            return None
+        if isinstance(found.get("id"), int):
+            return int(found["id"])
+        listed = self._call("GET", f"{path}/ids", missing_ok=True, unserved_ok=True)
+        ids = [item for item in cast(list[Any], listed or []) if isinstance(item, dict)]
         default = [item for item in ids if item.get("context") in (None, "", ".")] or ids
         return int(default[0]["id"]) if default else None
 

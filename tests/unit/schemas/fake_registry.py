@@ -18,9 +18,9 @@ Contract (the calls :class:`~airmirror.schemas.registry_client.RegistryClient` m
   longer listed, served by number, found by a lookup or listed as a holder of its id unless ``?deleted=true`` asks);
   ``DELETE /subjects/{s}`` soft-deletes every version, and with ``?permanent=true`` removes the subject;
   ``DELETE /mode/{s}`` removes a subject's mode.
-* **GUIDs** (``guids``): each schema has a GUID derived from its content, given in ``GET /schemas/ids/{id}``, and
-  ``GET /schemas/guids/{g}/ids`` lists the ids of one (an empty list for an unknown GUID); without ``guids``, as
-  Apicurio 3.3, neither (the path is not served).
+* **GUIDs** (``guids``): each schema has a GUID derived from its content, given in ``GET /schemas/ids/{id}``;
+  ``GET /schemas/guids/{g}`` answers its schema (without its id, 404 with error 40403 for an unknown GUID) and
+  ``GET /schemas/guids/{g}/ids`` lists its ids; without ``guids``, as Apicurio 3.3, neither path is served.
 * **Config and mode.**  ``GET /config`` answers the global level; ``GET /config/{s}`` a subject's own level, 404 with
   error 40408 when it has none (with ``?defaultToGlobal=true``: the global level); ``PUT /config/{s}`` and
   ``PUT /mode/{s}`` set them.  A query string is not part of a recorded request's path.
@@ -190,6 +190,7 @@ class FakeRegistry:
             ),
         ]
         if self.guids:
+            routes.append(("GET", re.compile(r"/schemas/guids/([^/]+)"), self._guid_schema))
             routes.append(("GET", re.compile(r"/schemas/guids/([^/]+)/ids"), self._guid_ids))
         return routes
 
@@ -254,6 +255,12 @@ class FakeRegistry:
             for number, held in enumerate(ids, 1)
             if held == int(schema_id) and (deleted or (subject, number) not in self.deleted)
         ]
+
+    def _guid_schema(self, guid: str, *, body: Any) -> Answer:
+        held = [i for i in sorted(self.schemas) if self.guid(i) == guid]
+        if not held:
+            return _error(404, 40403, "Schema not found")
+        return 200, {**self.schemas[held[0]], "guid": guid}
 
     def _guid_ids(self, guid: str, *, body: Any) -> Answer:
         return 200, [{"context": ".", "id": i} for i in sorted(self.schemas) if self.guid(i) == guid]

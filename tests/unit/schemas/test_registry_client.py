@@ -241,3 +241,18 @@ def test_a_url_password_is_sent_percent_decoded_and_whole(fake: FakeRegistry, wr
     with RegistryClient(fake.access("a", url=url, **{"basic.auth.credentials.source": "URL"})) as client:
         client.subjects()
     assert fake.requests[-1].authorization == basic("mi rror", sent)
+
+
+def test_a_guid_names_its_id_where_the_registry_gives_one_else_through_its_ids_and_none_without_guids(
+    fake: FakeRegistry,
+) -> None:
+    guid = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    fake.fail_next(200, body={"schema": '"int"', "id": 42, "guid": guid})  # a registry that answers the id
+    with RegistryClient(fake.access("a")) as client:
+        assert client.guid_schema_id(guid) == 42
+        assert client.guid_schema_id(guid) is None, "a registry without GUIDs does not serve the path"
+    with FakeRegistry(guids=True) as registry, RegistryClient(registry.access("a")) as client:
+        schema_id = registry.add("t-value", '"int"')
+        assert client.guid_schema_id(registry.guid(schema_id)) == schema_id
+        assert client.guid_schema_id(guid) is None
+        assert client.guid(schema_id) == registry.guid(schema_id)
