@@ -24,7 +24,9 @@ What it does (every number in one run, on one machine: only the ratios between c
    started at once: time from the first produce to all of them visible to read_committed consumers on the
    target) and growth of wall time with the record count (x1, x4) and partition count (P, 4P).
 5. Live case (issues 11 and 22, ``live.py``): ``--live-copiers`` (default all three: airmirror ``replicate
-   --continuous``, ``mm2_tuned`` and ``mm2_eos``, MM2 tuned with exactly-once enabled), one after the other, each
+   --continuous``, ``mm2_tuned`` and ``mm2_eos``, MM2 tuned with exactly-once enabled), one after the other, after
+   ``--live-warm-up-seconds`` (default 30) of back-to-back transactions on both clusters (a fresh broker's
+   transaction paths run slowly until its JIT compiled them: without it the first copier pays), each
    running (and past a first warm-up record) while a producer writes ``--live-rate`` records a second (default
    5,000 x ``--record-size`` over ``--partitions``) for ``--live-seconds`` (default 60); an independent
    read_committed consumer on the target, polling without waits of its own, notes per record visible time minus
@@ -141,6 +143,7 @@ from kafka_io import (
     topic_digest,
     topics_digest,
     warm_up_cluster,
+    warm_up_transactions,
 )
 from live import run_live
 
@@ -472,6 +475,10 @@ def run_live_case(clusters: Clusters, args: argparse.Namespace, workdir: Path) -
         "size": args.record_size,
         "seconds": args.live_seconds,
     }
+    if args.live_warm_up_seconds:
+        for bootstrap in (clusters.source, clusters.target):
+            count = warm_up_transactions(bootstrap, args.live_warm_up_seconds)
+        log(f"live warm-up: {count} transactions on each cluster in {args.live_warm_up_seconds:.0f} s")
     results = {}
     for name in args.live_copiers:
         time.sleep(args.settle_seconds)
@@ -1046,6 +1053,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--live-rate", type=int, default=5_000, help="records/s of the live case's producer")
     parser.add_argument("--live-seconds", type=float, default=60.0, help="how long the live case produces")
+    parser.add_argument(
+        "--live-warm-up-seconds",
+        type=float,
+        default=30.0,
+        help="transactions run back to back on both clusters before the live case, so that the first live copier "
+        "meets brokers as warm as the last one does (0: none)",
+    )
     parser.add_argument(
         "--live-copiers", default=",".join(LIVE_COPIERS), help=f"the live case's copiers: comma list of {LIVE_COPIERS}"
     )

@@ -49,7 +49,18 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
         tmp_path,
         *("--copiers", ",".join(COPIERS), "--records", "3000", "--record-size", "512", "--partitions", "3"),
         *("--big-partition-records", "20000"),
-        *("--live-rate", "300", "--live-seconds", "3", "--settle-seconds", "0", "--live-copiers", "airmirror,mm2_eos"),
+        *(
+            "--live-rate",
+            "300",
+            "--live-seconds",
+            "3",
+            "--live-warm-up-seconds",
+            "1",
+            "--settle-seconds",
+            "0",
+            "--live-copiers",
+            "airmirror,mm2_eos",
+        ),
         *("--skip-partition-scaling", "--skip-scaling", "--skip-schema-ids"),
     )
     assert set(document["copiers"]) == set(COPIERS)
