@@ -291,8 +291,9 @@ def test_a_run_that_lost_its_lease_never_writes_again_once_the_next_run_started(
     tasks stream on, but it no longer renews its lease.  Once the lease expired, a second live run with two slots
     takes the flow over: it closes the first run's stream batch (superseding its job and fencing its four task ids)
     and streams with ids 0 and 1; Spark retries the fenced tasks of the first job, under ids 2 and 3 too, which the
-    second run does not use.  Then the first driver is thawed (SIGCONT), and a last plain run copies the rest.
-    Every record is on the target exactly once."""
+    second run does not use.  Then the first driver is thawed (SIGCONT): it finds its lease lost, ends its tasks
+    (idle ones would otherwise stream on until its window ends) and exits 1 saying so; a last plain run copies the
+    rest.  Every record is on the target exactly once."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.leased"
     create_topic(a, topic, LEASED_PARTITIONS)
@@ -321,11 +322,12 @@ def test_a_run_that_lost_its_lease_never_writes_again_once_the_next_run_started(
         os.kill(first.pid, signal.SIGCONT)
         producer.stop()
         try:
-            first.wait(timeout=300)  # it finds its lease lost and stops without committing
+            first.wait(timeout=300)  # it finds its lease lost, ends its fenced tasks and stops without committing
         finally:
             if first.poll() is None:
                 os.killpg(first.pid, signal.SIGKILL)
                 first.wait()
+    assert first.returncode == 1 and "lost its lease" in (tmp_path / "first.log").read_text()
     last = airmirror_process("replicate", str(narrow), "--flow", "a->b")
     assert last.returncode == 0, last.stderr[-4000:]
     for p in range(LEASED_PARTITIONS):

@@ -26,6 +26,9 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
    It records the rest with ``final``, which commits the batch.
 5. A stream batch that a dead driver left RUNNING is closed the same way by the next run before it plans
    (:func:`close_stream`), from the batch log's progress and a scan of its runs records.
+6. A driver that finds its flow lease lost (its renewal thread, or a recording, saw another run take the flow over:
+   that run closed this batch and fenced its tasks by rule 5) cancels its job group at once, records nothing more
+   and raises the loss: its fenced tasks, idle ones included, do not stream on until ``until``.
 
 So every record the tasks committed in Kafka is recorded in the DB exactly once, whatever stops the stream.
 """
@@ -353,6 +356,8 @@ def run_stream(
         job = StreamJob(spark, lambda group: run_copy_job(spark, tasks, group), f"airmirror-stream-{batch_id}")
         try:
             while job.wait(RECORD_INTERVAL_S):
+                if lease is not None and (lost := lease.lost) is not None:
+                    raise lost  # rule 6
                 if stop.is_set() or should_stop():
                     log.info("stream batch %s of %s: stopping early", batch_id, flow.name)
                     job.cancel()

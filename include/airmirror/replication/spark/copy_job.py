@@ -141,7 +141,7 @@ def copy_tasks(
         CopyTask(
             flow=flow.name,
             batch_id=batch_id,
-            transactional_id=names.copy_task_transactional_id(flow.source, flow.target, index),
+            transactional_ids=names.copy_task_transactional_ids(flow.source, flow.target, index),
             anchor_group=names.anchor_group(flow.source, flow.target),
             log_topic=names.batch_log_topic(flow.source),
             log_end=end,

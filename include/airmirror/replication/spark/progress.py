@@ -80,14 +80,18 @@ def scan_floor(copy_tasks: int | None, log_floor: int | None) -> int | None:
 def attempt_ids(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> list[str]:
     """The transactional ids under which attempts of the unfinished batch's copy job may still be at work on the
     source partitions ``keys``: none before its first job (``copy_tasks`` is ``None``); the ids of its copy tasks
-    (:func:`airmirror.names.copy_task_transactional_id`); for a batch begun by an earlier airmirror
+    (both of each: :func:`airmirror.names.copy_task_transactional_ids`); for a batch begun by an earlier airmirror
     (:data:`~airmirror.model.PER_PARTITION_COPY_TASKS`), the per-partition ids of ``keys``.  The attempts of
     committed batches write nothing more (rule 1 of :mod:`airmirror.replication.spark.task_writer`)."""
     if copy_tasks is None:
         return []
     if copy_tasks == PER_PARTITION_COPY_TASKS:
         return [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
-    return [names.copy_task_transactional_id(flow.source, flow.target, index) for index in range(copy_tasks)]
+    return [
+        transactional_id
+        for index in range(copy_tasks)
+        for transactional_id in names.copy_task_transactional_ids(flow.source, flow.target, index)
+    ]
 
 
 def supersede_jobs(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None, batch_id: int | None) -> str:

@@ -1,14 +1,15 @@
 """Exactly-once copy of one copy task's ranges (many partitions, one range each) into their remote topics.
 
 A batch's ranges are spread over a few copy tasks (:mod:`airmirror.replication.spark.copy_job`); a task copies all
-of its ranges with one source consumer (:class:`~airmirror.replication.spark.range_reader.RangesReader`) and one
-transactional producer, so what a batch pays per task (fencing, producer, transactions, offset commits) is not
+of its ranges with one source consumer (:class:`~airmirror.replication.spark.range_reader.RangesReader`) and two
+transactional producers that take turns (rule 3), so what a batch pays per task (fencing, producer, transactions, offset commits) is not
 paid per partition.  Recovery protocol (a task = ranges of batch N, source ``topic``/``partition`` offsets
 ``[start, end)`` each; the records it writes are described in :mod:`airmirror.replication.spark.batch_log`):
 
-1. The producer's ``transactional.id`` is ``names.copy_task_transactional_id(source, target, index)``: the same
-   for every attempt at task ``index`` of the job, whichever process, Spark task or Airflow retry runs it, and
-   never shared with another flow.  ``init_transactions()`` therefore fences every older attempt at the task
+1. The ``transactional.id`` of each of the task's two producers is one of
+   ``names.copy_task_transactional_ids(source, target, index)``: the same for every attempt at task ``index`` of the
+   job, whichever process, Spark task or Airflow retry runs it, and never shared with another flow.  An attempt calls
+   ``init_transactions()`` on both before it reads anything, which therefore fences every older attempt at the task
    (a zombie can no longer commit) and aborts its open transaction, so none of its records ever becomes
    visible to read_committed consumers.  A retried job may spread the partitions differently, so before it
    starts the driver fences every task id of the batch's job before it (their count is stored with the batch,
@@ -51,7 +52,13 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    the schema ids the task mapped that no committed runs record carries yet: :mod:`airmirror.schemas.record_ids`
    rule 3, stored by the driver with the runs); and the anchors of all of them in one
    offset commit; then ``commit_transaction()``.  Read_committed consumers of the target see the copy advance
-   chunk by chunk.  Any failure before the commit aborts the chunk (explicitly, or at the next attempt's
+   chunk by chunk.  The task's two producers take turns, one chunk each, so that a chunk never waits for the one
+   before it: a commit returns once the coordinator logged it, and writes its markers after; until they are written
+   the coordinator refuses the same transactional id's next transaction its partitions (CONCURRENT_TRANSACTIONS),
+   and librdkafka asks again 20 ms later (measured on a busy broker: a tenth to a quarter of the chunks of a live
+   stream waited so, the chunk's median being 11 ms).  Never two transactions are open: a producer begins its
+   chunk only once the other's commit returned, so chunks commit in order, and a chunk's records and batch-log
+   records follow the previous chunk's in every partition.  Any failure before the commit aborts the chunk (explicitly, or at the next attempt's
    ``init_transactions()``); the committed chunks stay, for every range.
 4. A range's progress says ``done`` in the chunk that reaches its end (or the position the read got to when the
    source log was truncated below the plan, see :mod:`airmirror.replication.spark.range_reader`).  A range with
@@ -196,7 +203,7 @@ class CopyTask:
 
     flow: str
     batch_id: int
-    transactional_id: str
+    transactional_ids: tuple[str, str]
     anchor_group: str
     log_topic: str
     log_end: int
@@ -304,9 +311,11 @@ def record_too_large(task: CopyTask, source: RangeTask, offset: int, size: int) 
     )
 
 
-def producer_settings(task: CopyTask, deliveries: TaskDeliveries) -> dict[str, Any]:
+def producer_settings(task: CopyTask, deliveries: TaskDeliveries, transactional_id: str) -> dict[str, Any]:
     """Transactional producer settings: the flow's target producer settings within the task buffer's producer
-    limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants and no topic creation."""
+    limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants and no topic creation.
+    Each of the task's two producers gets the whole producer limits: only the one whose turn it is holds records
+    (the other's commit flushed its queue, rule 3)."""
     settings: dict[str, Any] = {
         "enable.sparse.connections": False,  # connect to every broker at once: see await_broker_connections
         "linger.ms": 20,
@@ -316,7 +325,7 @@ def producer_settings(task: CopyTask, deliveries: TaskDeliveries) -> dict[str, A
     }
     settings.update(
         {
-            "transactional.id": task.transactional_id,
+            "transactional.id": transactional_id,
             "enable.idempotence": True,
             "acks": "all",
             "on_delivery": deliveries,
@@ -345,16 +354,28 @@ class TaskCopy:
     def __init__(self, task: CopyTask) -> None:
         self.task = task
         self.deliveries = TaskDeliveries(task)
-        settings = producer_settings(task, self.deliveries)
-        self.max_seconds = chunk_seconds(task, settings)
-        self.producer = Producer(settings)
-        self.remotes = RemoteTopicCheck(self.producer, [r.remote_topic for r in task.ranges], task.flow)
+        settings = [producer_settings(task, self.deliveries, i) for i in task.transactional_ids]
+        self.max_seconds = chunk_seconds(task, settings[0])
+        self.producers = [Producer(each) for each in settings]
+        self.turn = 0
+        """Which of :attr:`producers` writes the next transaction (rule 3)."""
+        self.remotes = RemoteTopicCheck(self.producers[0], [r.remote_topic for r in task.ranges], task.flow)
         self.group_metadata = anchor_group_metadata(task)
         self.states: dict[tuple[str, int], RangeState] = {}
         self.call_s = TRANSACTION_CALL_S if task.stream_until is None else STREAM_TRANSACTION_CALL_S
         self.ids = None if task.record_ids is None else IdTranslator(task.record_ids)
         self.carried_ids: set[int] = set()
         """The schema ids this attempt mapped that a committed runs record carries (rule 3)."""
+
+    @property
+    def producer(self) -> Producer:
+        """The producer whose turn it is."""
+        return self.producers[self.turn]
+
+    @property
+    def transactional_id(self) -> str:
+        """The transactional id of :attr:`producer`."""
+        return self.task.transactional_ids[self.turn]
 
     def fence(self, first_attempt: bool) -> None:
         """Fence older attempts and find where each range stands (rules 1 and 2 of the module docstring).  The job's
@@ -363,9 +384,10 @@ class TaskCopy:
         task = self.task
         marker = job_marker(task.log_topic)
         self.check_job(read_group(task.target_consumer_config, task.anchor_group, [marker]), marker)
-        await_broker_connections(self.producer, task.ranges[0].remote_topic)
-        with hard_deadline(TRANSACTION_CALL_S, f"init_transactions of {task.transactional_id}"):
-            self.producer.init_transactions(TRANSACTION_CALL_S)
+        for producer, transactional_id in zip(self.producers, task.transactional_ids, strict=True):
+            await_broker_connections(producer, task.ranges[0].remote_topic)
+            with hard_deadline(TRANSACTION_CALL_S, f"init_transactions of {transactional_id}"):
+                producer.init_transactions(TRANSACTION_CALL_S)
         remotes = {r.remote: r for r in task.ranges}
         committed = read_group(task.target_consumer_config, task.anchor_group, [*remotes, marker])
         self.check_job(committed, marker)
@@ -392,7 +414,7 @@ class TaskCopy:
         if newest != task.job:
             raise ReplicationFailure(
                 f"copy job {task.job} of flow {task.flow} was superseded by "
-                f"{'job ' + newest if newest else 'a job whose token is gone'}: {task.transactional_id} writes nothing "
+                f"{'job ' + newest if newest else 'a job whose token is gone'}: {task.transactional_ids[0]} writes nothing "
                 "(the run that started it lost the flow, or was stopped)"
             )
 
@@ -586,7 +608,7 @@ class TaskCopy:
 
     def commit_progress(self, committed: Mapping[tuple[str, int], Progress]) -> None:
         """Write the progress records of ``committed`` (source partition to its new progress), their anchors in one
-        offset commit, and commit the open transaction."""
+        offset commit, and commit the open transaction; then it is the other producer's turn (rule 3)."""
         task, producer = self.task, self.producer
         anchors: list[TopicPartition] = []
         for key, progress in committed.items():
@@ -597,10 +619,11 @@ class TaskCopy:
                 TopicPartition(source.remote_topic, source.partition, progress.downstream_position, metadata=encoded)
             )
         if anchors:
-            with hard_deadline(self.call_s, f"sending the anchors of {task.transactional_id}"):
+            with hard_deadline(self.call_s, f"sending the anchors of {self.transactional_id}"):
                 producer.send_offsets_to_transaction(anchors, self.group_metadata, self.call_s)
-        with hard_deadline(self.call_s, f"a commit of {task.transactional_id}"):
+        with hard_deadline(self.call_s, f"a commit of {self.transactional_id}"):
             producer.commit_transaction(self.call_s)
+        self.turn = 1 - self.turn
 
     def chunk_progress(
         self, state: RangeState, reached: int, reached_epoch: int | None, done: bool, schema_ids: dict[int, int]
@@ -753,7 +776,7 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
             task.target_access,
             topic=task.remote_topics,
             group=task.anchor_group,
-            transactional_id=task.transactional_id,
+            transactional_id=task.transactional_ids[0],
         )
 
     if task.stream_until is not None:

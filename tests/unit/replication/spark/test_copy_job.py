@@ -59,19 +59,22 @@ def test_a_retried_job_fences_the_ids_the_job_before_it_used(tmp_path):
     f = flow(tmp_path)
     keys = [PartitionKey("orders", 0), PartitionKey("orders", 1)]
     assert attempt_ids(f, keys, None) == []
-    assert attempt_ids(f, keys, 3) == [names.copy_task_transactional_id("us", "dr", i) for i in range(3)]
+    assert attempt_ids(f, keys, 3) == [t for i in range(3) for t in names.copy_task_transactional_ids("us", "dr", i)]
     legacy = attempt_ids(f, keys, PER_PARTITION_COPY_TASKS)
     assert legacy == [names.transactional_id("us", "dr", "orders", 0), names.transactional_id("us", "dr", "orders", 1)]
 
 
 def test_copy_task_ids_never_equal_a_partition_id_and_share_the_flow_prefix():
-    task_ids = {names.copy_task_transactional_id("us", "dr", i) for i in range(64)}
+    task_ids = {t for i in range(64) for t in names.copy_task_transactional_ids("us", "dr", i)}
     partition_ids = {
         names.transactional_id("us", "dr", topic, p) for topic in ("copy", "~copy0", "copy0", "x") for p in range(64)
     }
     assert not task_ids & partition_ids
     assert all(i.startswith(names.transactional_id_prefix("us", "dr")) for i in task_ids)
-    assert names.copy_task_transactional_id("us", "dr", 0) != names.copy_task_transactional_id("us-dr", "x", 0)
+    assert len(task_ids) == 128
+    assert not set(names.copy_task_transactional_ids("us", "dr", 0)) & set(
+        names.copy_task_transactional_ids("us-dr", "x", 0)
+    )
 
 
 SPARK_JOB_ABORTED = """An error occurred while calling o57.collectAndServe.

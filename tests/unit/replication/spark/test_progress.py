@@ -64,7 +64,10 @@ def test_a_range_is_untouched_until_its_batch_commits_a_chunk_and_unfinished_unt
 
 def test_the_attempts_fenced_are_those_of_the_batchs_copy_tasks(flow: FlowConfig) -> None:
     assert attempt_ids(flow, KEYS, None) == []
-    assert attempt_ids(flow, KEYS, 2) == [names.copy_task_transactional_id("a", "b", index) for index in (0, 1)]
+    assert attempt_ids(flow, KEYS, 2) == [
+        *names.copy_task_transactional_ids("a", "b", 0),
+        *names.copy_task_transactional_ids("a", "b", 1),
+    ]
     assert attempt_ids(flow, KEYS, PER_PARTITION_COPY_TASKS) == [
         names.transactional_id("a", "b", "orders", partition) for partition in (0, 1)
     ]
@@ -73,7 +76,7 @@ def test_the_attempts_fenced_are_those_of_the_batchs_copy_tasks(flow: FlowConfig
 def test_fencing_aborts_what_an_attempt_left_open_and_it_can_never_commit(
     flow: FlowConfig, target: StandInCluster
 ) -> None:
-    zombie = target.Producer({"transactional.id": names.copy_task_transactional_id("a", "b", 1)})
+    zombie = target.Producer({"transactional.id": names.copy_task_transactional_ids("a", "b", 1)[1]})
     zombie.init_transactions()
     zombie.begin_transaction()
     zombie.produce("a.orders", b"v", b"k", partition=0)
@@ -100,4 +103,4 @@ def test_superseding_commits_a_new_job_token_then_fences_the_attempts(flow: Flow
     assert first != second and first.startswith("7-")
     assert decode_job(target.groups[group][job_marker(names.batch_log_topic("a"))].metadata) == second
     methods = [method for _, method in target.calls if method in ("commit", "init_transactions")]
-    assert methods == ["commit", "init_transactions", "init_transactions"] * 2
+    assert methods == ["commit", *["init_transactions"] * 4] * 2  # two tasks of two producers each

@@ -29,7 +29,8 @@ from airmirror.replication.spark.task_writer import (
 from tests.unit.kafka_stand_ins import Clock, StandInCluster, Transaction, abortable, timed_out
 
 TOPIC, REMOTE = "orders", "a.orders"
-TID = "airmirror-a-b-~copy0"
+TIDS = ("airmirror-a-b-~copy0", "airmirror-a-b-~copy0~1")
+"""The task's two producers' ids: the first writes chunks 1, 3, ..., the second chunks 2, 4, ..."""
 GROUP = "airmirror-eos-a-b"
 LOG = "airmirror-batches.a.internal"
 JOB = "7-newest"
@@ -78,7 +79,7 @@ def task_of(
     return CopyTask(
         flow="a->b",
         batch_id=batch_id,
-        transactional_id=TID,
+        transactional_ids=TIDS,
         anchor_group=GROUP,
         log_topic=LOG,
         log_end=0,
@@ -158,6 +159,22 @@ def test_a_chunk_commits_its_records_runs_progress_and_anchor_in_one_transaction
     assert anchor(target) == progress_in(target, chunks[-1])[0]
 
 
+def test_the_two_producers_take_turns_and_a_chunk_begins_only_once_the_one_before_it_committed(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+
+    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+    assert [t.transactional_id for t in target.committed()] == [TIDS[0], TIDS[1], TIDS[0]]
+    turns = [call for call in target.calls if call[1] in ("begin_transaction", "commit_transaction")]
+    assert turns == [
+        (tid, method) for tid in (*TIDS, TIDS[0]) for method in ("begin_transaction", "commit_transaction")
+    ]
+    assert [call for call in target.calls if call[1] == "init_transactions"] == [(t, "init_transactions") for t in TIDS]
+
+
 def test_the_target_gets_each_committed_source_record_once_in_order_with_its_headers_and_timestamp(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -235,9 +252,9 @@ def test_a_range_with_no_committed_record_left_is_marked_done_in_a_chunk_without
 def fail_in_the_second_chunk(target: StandInCluster, how: str) -> None:
     """Make the second chunk transaction of a task fail ``how``."""
     if how == "fenced":
-        target.before("commit_transaction", lambda: target.fence(TID), at=2)
+        target.before("commit_transaction", lambda: target.fence(TIDS[1]), at=2)
     elif how == "fenced-on-send-offsets":
-        target.before("send_offsets_to_transaction", lambda: target.fence(TID), at=2)
+        target.before("send_offsets_to_transaction", lambda: target.fence(TIDS[1]), at=2)
     elif how == "producer-fenced":
         target.fail("commit_transaction", KafkaError(KafkaError.PRODUCER_FENCED, "fenced", fatal=True), at=2)
     elif how == "failed-delivery":
@@ -269,7 +286,7 @@ def test_a_failure_in_a_chunk_fails_the_task_and_commits_nothing_of_that_chunk(
     assert progress is not None and (progress.position, progress.done) == (4, False)
     error = raised.value.args[0]
     if how.startswith("fenced") or how == "producer-fenced":
-        assert error.fatal() and target.calls[-1] == (TID, "abort_transaction")  # tried, and refused
+        assert error.fatal() and target.calls[-1] == (TIDS[1], "abort_transaction")  # tried, and refused
     else:
         assert not error.fatal() and target.called("abort_transaction") == 1
 
