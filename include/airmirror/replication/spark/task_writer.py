@@ -2,9 +2,10 @@
 
 A batch's ranges are spread over a few copy tasks (:mod:`airmirror.replication.spark.copy_job`); a task copies all
 of its ranges with one source consumer (:class:`~airmirror.replication.spark.range_reader.RangesReader`) and two
-transactional producers that take turns (rule 3), so what a batch pays per task (fencing, producer, transactions, offset commits) is not
-paid per partition.  Recovery protocol (a task = ranges of batch N, source ``topic``/``partition`` offsets
-``[start, end)`` each; the records it writes are described in :mod:`airmirror.replication.spark.batch_log`):
+transactional producers that take turns (rule 3), so what a batch pays per task (fencing, producers, transactions,
+offset commits) is not paid per partition.  Recovery protocol (a task = ranges of batch N, source
+``topic``/``partition`` offsets ``[start, end)`` each; the records it writes are described in
+:mod:`airmirror.replication.spark.batch_log`):
 
 1. The ``transactional.id`` of each of the task's two producers is one of
    ``names.copy_task_transactional_ids(source, target, index)``: the same for every attempt at task ``index`` of the
@@ -54,12 +55,12 @@ paid per partition.  Recovery protocol (a task = ranges of batch N, source ``top
    offset commit; then ``commit_transaction()``.  Read_committed consumers of the target see the copy advance
    chunk by chunk.  The task's two producers take turns, one chunk each, so that a chunk never waits for the one
    before it: a commit returns once the coordinator logged it, and writes its markers after; until they are written
-   the coordinator refuses the same transactional id's next transaction its partitions (CONCURRENT_TRANSACTIONS),
-   and librdkafka asks again 20 ms later (measured on a busy broker: a tenth to a quarter of the chunks of a live
-   stream waited so, the chunk's median being 11 ms).  Never two transactions are open: a producer begins its
-   chunk only once the other's commit returned, so chunks commit in order, and a chunk's records and batch-log
-   records follow the previous chunk's in every partition.  Any failure before the commit aborts the chunk (explicitly, or at the next attempt's
-   ``init_transactions()``); the committed chunks stay, for every range.
+   the coordinator refuses the same transactional id's next transaction its partitions (CONCURRENT_TRANSACTIONS), and
+   librdkafka asks again 20 ms later (measured on a busy broker: a tenth to a quarter of the chunks of a live stream
+   waited so, the chunk's median being 11 ms).  Never two transactions are open: a producer begins its chunk only once
+   the other's commit returned, so chunks commit in order, and a chunk's records and batch-log records follow the
+   previous chunk's in every partition.  Any failure before the commit aborts the chunk (explicitly, or at the next
+   attempt's ``init_transactions()``); the committed chunks stay, for every range.
 4. A range's progress says ``done`` in the chunk that reaches its end (or the position the read got to when the
    source log was truncated below the plan, see :mod:`airmirror.replication.spark.range_reader`).  A range with
    no committed record left to copy is marked done in the chunk where its read ends, with no records.
@@ -414,8 +415,8 @@ class TaskCopy:
         if newest != task.job:
             raise ReplicationFailure(
                 f"copy job {task.job} of flow {task.flow} was superseded by "
-                f"{'job ' + newest if newest else 'a job whose token is gone'}: {task.transactional_ids[0]} writes nothing "
-                "(the run that started it lost the flow, or was stopped)"
+                f"{'job ' + newest if newest else 'a job whose token is gone'}: {task.transactional_ids[0]} writes "
+                "nothing (the run that started it lost the flow, or was stopped)"
             )
 
     def anchor(self, keys: list[tuple[str, int]]) -> None:
