@@ -476,9 +476,8 @@ def run_live_case(clusters: Clusters, args: argparse.Namespace, workdir: Path) -
         "seconds": args.live_seconds,
     }
     if args.live_warm_up_seconds:
-        for bootstrap in (clusters.source, clusters.target):
-            count = warm_up_transactions(bootstrap, args.live_warm_up_seconds)
-        log(f"live warm-up: {count} transactions on each cluster in {args.live_warm_up_seconds:.0f} s")
+        counts = [warm_up_transactions(b, args.live_warm_up_seconds) for b in (clusters.source, clusters.target)]
+        log(f"live warm-up: {' and '.join(map(str, counts))} transactions in {args.live_warm_up_seconds:.0f} s each")
     results = {}
     for name in args.live_copiers:
         time.sleep(args.settle_seconds)
