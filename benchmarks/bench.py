@@ -32,7 +32,11 @@ What it does (every number in one run, on one machine: only the ratios between c
    read_committed consumer on the target, polling without waits of its own, notes per record visible time minus
    produce time.  Reported as ``live_lag_ms``: p50, p99, max, mean, the longest gap between two arrivals
    (``longest_gap_ms``), when the longest gaps of 300 ms or more came (``long_gaps``) and the CPU seconds of each
-   copier's process tree during the case; every record must arrive exactly once.
+   copier's process tree during the case; every record must arrive exactly once.  Then the same at whole-cluster
+   scale (issue 35, ``live_wide_lag_ms``, unless ``--skip-live-wide``): ``--live-wide-rate`` records a second
+   (default 2,000) over ``--live-wide-partitions`` (default 2,000).  Each watch reads in one process per
+   ``--live-watch-partitions`` partitions (default 250), so that the measuring clients keep up; each case's topics
+   are deleted after it.
 6. Big partition (issue 9): one source partition of ``--big-partition-records`` N x 100-byte records (default
    10,000,000, stamped with their produce time) and, first, the same at N/10, each copied by one fresh
    ``airmirror replicate`` with the target producer's ``transaction.timeout.ms`` at 15,000 (so chunk
@@ -466,36 +470,56 @@ def run_latency(
     }
 
 
-def run_live_case(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
-    """The ``--live-copiers`` under the same steady load, one after the other (``live.py``): airmirror
-    ``replicate --continuous``, MM2 tuned, and MM2 tuned with exactly-once enabled."""
-    load = {
-        "partitions": args.partitions,
-        "rate": args.live_rate,
-        "size": args.record_size,
-        "seconds": args.live_seconds,
-    }
+def run_live_cases(clusters: Clusters, args: argparse.Namespace, workdir: Path, document: dict) -> None:
+    """Warm the brokers' transaction paths up (``--live-warm-up-seconds``), then the live case at ``--partitions``
+    (``live_lag_ms``) and, unless ``--skip-live-wide``, at ``--live-wide-partitions`` (``live_wide_lag_ms``)."""
     if args.live_warm_up_seconds:
         counts = [warm_up_transactions(b, args.live_warm_up_seconds) for b in (clusters.source, clusters.target)]
         log(f"live warm-up: {' and '.join(map(str, counts))} transactions in {args.live_warm_up_seconds:.0f} s each")
+    document["live_lag_ms"] = run_live_case(clusters, args, workdir, args.partitions, args.live_rate, "live")
+    if not args.skip_live_wide:
+        document["live_wide_lag_ms"] = run_live_case(
+            clusters, args, workdir, args.live_wide_partitions, args.live_wide_rate, "live-wide"
+        )
+
+
+def run_live_case(
+    clusters: Clusters, args: argparse.Namespace, workdir: Path, partitions: int, rate: int, label: str
+) -> dict:
+    """The ``--live-copiers`` under the same steady load of ``rate`` records/s over ``partitions`` partitions, one
+    after the other (``live.py``): airmirror ``replicate --continuous``, MM2 tuned, and MM2 tuned with exactly-once
+    enabled; each watch reads in one process per ``--live-watch-partitions`` partitions."""
+    load = {"partitions": partitions, "rate": rate, "size": args.record_size, "seconds": args.live_seconds}
+    processes = -(-partitions // args.live_watch_partitions)
     results = {}
     for name in args.live_copiers:
         time.sleep(args.settle_seconds)
-        log(f"live {name} ...")
-        live_dir = workdir / f"live-{name}"
+        log(f"{label} {name} ...")
+        live_dir = workdir / f"{label}-{name}"
         live_dir.mkdir()
-        command, topic, remote = live_copier(name, clusters, args, live_dir)
+        command, topic, remote = live_copier(name, clusters, args, live_dir, label)
         results[name] = run_live(
-            name, command, clusters.source, clusters.target, topic, remote, workdir=live_dir, **load
+            name,
+            command,
+            clusters.source,
+            clusters.target,
+            topic,
+            remote,
+            workdir=live_dir,
+            watch_processes=processes,
+            **load,
         )
-        log(f"live {name}: {results[name]}")
+        log(f"{label} {name}: {results[name]}")
     return results
 
 
-def live_copier(name: str, clusters: Clusters, args: argparse.Namespace, workdir: Path) -> tuple[list[str], str, str]:
-    """``(command, source topic, remote topic)`` of one live copier, each with its own topic and aliases."""
+def live_copier(
+    name: str, clusters: Clusters, args: argparse.Namespace, workdir: Path, label: str
+) -> tuple[list[str], str, str]:
+    """``(command, source topic, remote topic)`` of one live copier, each with its own topic (named after the case's
+    ``label``) and aliases."""
     alias, target_alias = f"live{name.replace('_', '')}", f"live{name.replace('_', '')}t"
-    topic = f"live-{name.replace('_', '-')}"
+    topic = f"{label}-{name.replace('_', '-')}"
     if name == "airmirror":
         config = workdir / "live-air.properties"
         db = workdir / "live-air.db"
@@ -908,15 +932,17 @@ def _latency_lines(document: dict) -> list[str]:
 
 
 def _live_lines(document: dict) -> list[str]:
-    """The live copiers' lag (no lines when the bench did not run it)."""
+    """The live copiers' lag, per live case the bench ran (no lines when it ran none)."""
     params = document["params"]
     lines: list[str] = []
-    live = document.get("live_lag_ms")
-    if live:
+    for key in ("live_lag_ms", "live_wide_lag_ms"):
+        live = document.get(key)
+        if not live:
+            continue
         first = next(iter(live.values()))
         lines += [
             "",
-            f"live: {first['rate']:,} records/s x {params['record_size']} B over {params['partitions']} partitions "
+            f"live: {first['rate']:,} records/s x {params['record_size']} B over {first['partitions']:,} partitions "
             f"for {first['seconds']:.0f} s",
             "",
             "| live copier | lag p50 ms | p90 | p99 | max | longest gap ms | gaps > 500 ms | CPU s | peak RSS MB "
@@ -1052,6 +1078,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--live-rate", type=int, default=5_000, help="records/s of the live case's producer")
     parser.add_argument("--live-seconds", type=float, default=60.0, help="how long the live case produces")
+    parser.add_argument(
+        "--live-wide-partitions", type=int, default=2000, help="the whole-cluster live case's partition count"
+    )
+    parser.add_argument(
+        "--live-wide-rate", type=int, default=2000, help="records/s the whole-cluster live case's producer writes"
+    )
+    parser.add_argument("--skip-live-wide", action="store_true", help="skip the whole-cluster live case")
+    parser.add_argument(
+        "--live-watch-partitions",
+        type=int,
+        default=250,
+        help="partitions each measuring process of the live cases reads (more partitions, more processes)",
+    )
     parser.add_argument(
         "--live-warm-up-seconds",
         type=float,
@@ -1207,7 +1246,7 @@ def run_separate_cases(clusters: Clusters, args: argparse.Namespace, workdir: Pa
     """The cases with topics of their own (live, scaling, partition scaling, big partition, schema ids), unless skipped;
     results go into ``document``."""
     if not args.skip_live:
-        document["live_lag_ms"] = run_live_case(clusters, args, workdir)
+        run_live_cases(clusters, args, workdir, document)
     if not args.skip_scaling:
         document["scaling"] = run_scaling(clusters, document["copiers"]["airmirror"], args, workdir)
     if not args.skip_partition_scaling:
@@ -1235,7 +1274,15 @@ def main(argv: list[str] | None = None) -> int:
             "big_partition_records": None if args.skip_big_partition else args.big_partition_records,
             "live": None
             if args.skip_live
-            else {"rate": args.live_rate, "seconds": args.live_seconds, "copiers": args.live_copiers},
+            else {
+                "rate": args.live_rate,
+                "seconds": args.live_seconds,
+                "copiers": args.live_copiers,
+                "wide": None
+                if args.skip_live_wide
+                else {"partitions": args.live_wide_partitions, "rate": args.live_wide_rate},
+                "watch_partitions_per_process": args.live_watch_partitions,
+            },
             "partition_scaling": None
             if args.skip_partition_scaling
             else {"records": args.partition_scaling_records, "partitions": list(args.partition_scaling_partitions)},

@@ -39,6 +39,16 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
         future.result()
 
 
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    """Delete ``topics`` and wait for it (one that is gone already is no error)."""
+    for future in AdminClient({"bootstrap.servers": bootstrap}).delete_topics(topics, operation_timeout=60).values():
+        try:
+            future.result()
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+
+
 def partition_creation_s(bootstrap: str, topics: list[str], partitions: int) -> float:
     """Seconds from creating ``topics`` (``partitions`` each) until a topic created right after them accepts a
     write, then delete them all: how long the broker takes to bring up that many new partitions.

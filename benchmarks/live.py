@@ -11,7 +11,9 @@ process tree used from the first produce to the last record visible (and by role
 1-minute load average at the end (the bench's own brokers and copier included; the case is only fair on an otherwise
 idle machine).  The measuring clients' own floor is measured beside it: a second watch reads the *source* topic the same
 way, and its produce-to-visible lag (``floor``) must stay far below the copier's.  Every record must arrive exactly once
-(its key seen once, none missing).
+(its key seen once, none missing).  A watch of many partitions spreads them over ``watch_processes`` processes (every
+``n``-th partition each), so that the measuring clients keep up with thousands of partitions; the topics are deleted
+after the case, so that the next copier's finds the brokers as this one did.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from copiers import SPARK_SHUTDOWN_S, TreeUsage
-from kafka_io import create_topic
+from kafka_io import create_topic, delete_topics
 
 from airmirror.devtools.processes import stop_process_group
 
@@ -67,43 +69,58 @@ def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, siz
 
 
 class VisibilityWatch:
-    """Reads a topic from its start, read_committed, in a process of its own (so that neither the producer nor the
-    other watch shares its interpreter), and keeps, per record in arrival order, its key, its arrival time and its
-    visible-minus-produced lag (ms since the epoch, the producer's clock): :attr:`keys`, :attr:`arrivals_ms` and
-    :attr:`lags_ms`, filled in by :meth:`stop`."""
+    """Reads a topic from its start, read_committed, in ``processes`` processes of its own (so that neither the
+    producer nor the other watch shares their interpreters; each reads every ``processes``-th partition), and keeps,
+    per record in arrival order, its key, its arrival time and its visible-minus-produced lag (ms since the epoch,
+    the producer's clock): :attr:`keys`, :attr:`arrivals_ms` and :attr:`lags_ms`, filled in by :meth:`stop`."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, processes: int = 1) -> None:
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.keys: list[bytes | None] = []
         self.arrivals_ms: list[int] = []
         self.lags_ms: list[int] = []
         context = multiprocessing.get_context("spawn")
-        self._count = context.Value("q", 0)
         self._stop = context.Event()
-        self._results = context.Queue()
-        self._process = context.Process(
-            target=watch_topic,
-            args=(bootstrap, topic, partitions, self._count, self._stop, self._results),
-            daemon=True,
-        )
+        self._watchers = []
+        for index in range(min(processes, partitions)):
+            count, results = context.Value("q", 0), context.Queue()
+            process = context.Process(
+                target=watch_topic,
+                args=(bootstrap, topic, list(range(index, partitions, processes)), count, self._stop, results),
+                daemon=True,
+            )
+            self._watchers.append((process, count, results))
 
     def start(self) -> VisibilityWatch:
-        self._process.start()
+        for process, _, _ in self._watchers:
+            process.start()
         return self
+
+    def count(self) -> int:
+        """The records seen so far, by all processes."""
+        return sum(count.value for _, count, _ in self._watchers)
 
     def wait_for(self, count: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        while self._count.value < count and time.monotonic() < deadline:
+        while self.count() < count and time.monotonic() < deadline:
             time.sleep(0.1)
-        return self._count.value >= count
+        return self.count() >= count
 
     def stop(self) -> None:
+        """Stop every process and merge what they saw, in arrival order."""
         self._stop.set()
-        self.keys, self.arrivals_ms, self.lags_ms = self._results.get(timeout=120)
-        self._process.join(30)
+        seen: list[tuple[int, bytes | None, int]] = []
+        for process, _, results in self._watchers:
+            keys, arrivals_ms, lags_ms = results.get(timeout=120)
+            seen += zip(arrivals_ms, keys, lags_ms, strict=True)
+            process.join(30)
+        seen.sort(key=lambda record: record[0])
+        self.arrivals_ms = [arrival for arrival, _, _ in seen]
+        self.keys = [key for _, key, _ in seen]
+        self.lags_ms = [lag for _, _, lag in seen]
 
 
-def watch_topic(bootstrap: str, topic: str, partitions: int, count: Any, stop: Any, results: Any) -> None:
+def watch_topic(bootstrap: str, topic: str, partitions: list[int], count: Any, stop: Any, results: Any) -> None:
     """A :class:`VisibilityWatch`'s process: read until ``stop``, counting arrivals in ``count``; then put the keys,
     arrival times and lags on ``results``."""
     consumer = Consumer(
@@ -116,7 +133,7 @@ def watch_topic(bootstrap: str, topic: str, partitions: int, count: Any, stop: A
             "fetch.wait.max.ms": 10,
         }
     )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     keys: list[bytes | None] = []
     arrivals_ms: list[int] = []
     lags_ms: list[int] = []
@@ -173,9 +190,10 @@ def run_live(
     size: int,
     seconds: float,
     workdir: Path,
+    watch_processes: int = 1,
 ) -> dict:
-    """One copier's live case (see the module docstring); raises ``RuntimeError`` when records go missing or
-    arrive twice, or the copier never starts copying."""
+    """One copier's live case (see the module docstring), each watch in ``watch_processes`` processes; raises
+    ``RuntimeError`` when records go missing or arrive twice, or the copier never starts copying."""
     create_topic(clusters_source, topic, partitions)
     admin = AdminClient({"bootstrap.servers": clusters_target})
     with open(workdir / f"{name}.stdout", "wb") as out, open(workdir / f"{name}.stderr", "wb") as err:
@@ -186,8 +204,8 @@ def run_live(
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{name} never created {remote_topic} (exit {process.returncode})")
                 time.sleep(0.2)
-            watch = VisibilityWatch(clusters_target, remote_topic, partitions).start()
-            floor = VisibilityWatch(clusters_source, topic, partitions).start()
+            watch = VisibilityWatch(clusters_target, remote_topic, partitions, watch_processes).start()
+            floor = VisibilityWatch(clusters_source, topic, partitions, watch_processes).start()
             produce_steadily(clusters_source, topic, partitions, 1, size, 1)
             if not watch.wait_for(1, READY_TIMEOUT_S):
                 raise RuntimeError(f"{name} did not copy the warm-up record")
@@ -199,6 +217,8 @@ def run_live(
             floor.stop()
         finally:
             stop_process_group(process, linger_s=SPARK_SHUTDOWN_S)
+    delete_topics(clusters_source, [topic])
+    delete_topics(clusters_target, [remote_topic])
     lags, keys = watch.lags_ms[1:], watch.keys[1:]
     if sorted(int(key) for key in keys) != list(range(produced)):
         raise RuntimeError(
@@ -208,6 +228,8 @@ def run_live(
         "records": produced,
         "rate": rate,
         "seconds": seconds,
+        "partitions": partitions,
+        "watch_processes": watch_processes,
         "p50": percentile(lags, 0.50),
         "p90": percentile(lags, 0.90),
         "p99": percentile(lags, 0.99),

@@ -60,6 +60,9 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
             "0",
             "--live-copiers",
             "airmirror,mm2_eos",
+            "--live-watch-partitions",
+            "2",
+            "--skip-live-wide",
         ),
         *("--skip-partition-scaling", "--skip-scaling", "--skip-schema-ids"),
     )
@@ -78,6 +81,7 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     assert set(live) == {"airmirror", "mm2_eos"}
     for name, figures in live.items():
         assert figures["records"] == 900 and 0 <= figures["p50"] <= figures["p99"] <= figures["max"], (name, figures)
+        assert (figures["partitions"], figures["watch_processes"]) == (3, 2), (name, figures)
         assert figures["cpu_s"] > 0 and figures["longest_gap_ms"] > 0, (name, figures)
         assert figures["p50"] <= figures["p90"] <= figures["p99"] and figures["peak_rss_mb"] > 0, (name, figures)
         assert 0 <= figures["floor"]["p50"] <= figures["floor"]["p99"], (name, figures)
@@ -93,7 +97,7 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     assert "| big | 20,000 |" in completed.stdout
     assert "peak_rss_ratio_big_vs_small" in completed.stdout
     assert "verified" in completed.stderr
-    assert "partition_scaling" not in document and "scaling" not in document
+    assert "partition_scaling" not in document and "scaling" not in document and "live_wide_lag_ms" not in document
     assert "schema_ids" not in document
 
 
@@ -233,6 +237,7 @@ def test_tables_show_cpu_per_gb_its_ratio_and_the_live_gap() -> None:
         "mean": 30,
         "longest_gap_ms": 2570,
         "gaps_over_500_ms": 1,
+        "partitions": 3,
         "cpu_s": 1.5,
         "peak_rss_mb": 700,
         "floor": {"p50": 2, "p99": 9, "max": 15},
