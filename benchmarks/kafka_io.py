@@ -41,7 +41,8 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     """Delete ``topics`` and wait for it (one that is gone already is no error)."""
-    for future in AdminClient({"bootstrap.servers": bootstrap}).delete_topics(topics, operation_timeout=60).values():
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: futures fail once their client is destroyed
+    for future in admin.delete_topics(topics, operation_timeout=60).values():
         try:
             future.result()
         except KafkaException as error:

@@ -174,7 +174,7 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
             "PREFIXED",
             names.transactional_id_prefix(source, target),
             ("DESCRIBE", "WRITE"),
-            "replicate: one transactional producer per source partition",
+            "replicate: two transactional producers per copy task, taking turns",
         ),
         AclRequirement(
             target,
