@@ -34,9 +34,9 @@ What it does (every number in one run, on one machine: only the ratios between c
    (``longest_gap_ms``), when the longest gaps of 300 ms or more came (``long_gaps``) and the CPU seconds of each
    copier's process tree during the case; every record must arrive exactly once.  Then the same at whole-cluster
    scale (issue 35, ``live_wide_lag_ms``, unless ``--skip-live-wide``): ``--live-wide-rate`` records a second
-   (default 2,000) over ``--live-wide-partitions`` (default 2,000).  Each watch reads in one process per
-   ``--live-watch-partitions`` partitions (default 250), so that the measuring clients keep up; each case's topics
-   are deleted after it.
+   (default 2,000) over ``--live-wide-partitions`` (default 2,000), its watches fetching in batches (64 KiB or 20
+   ms).  Each watch reads in one process per ``--live-watch-partitions`` partitions (default 1,000); each case's
+   topics are deleted after it.
 6. Big partition (issue 9): one source partition of ``--big-partition-records`` N x 100-byte records (default
    10,000,000, stamped with their produce time) and, first, the same at N/10, each copied by one fresh
    ``airmirror replicate`` with the target producer's ``transaction.timeout.ms`` at 15,000 (so chunk
@@ -479,16 +479,23 @@ def run_live_cases(clusters: Clusters, args: argparse.Namespace, workdir: Path, 
     document["live_lag_ms"] = run_live_case(clusters, args, workdir, args.partitions, args.live_rate, "live")
     if not args.skip_live_wide:
         document["live_wide_lag_ms"] = run_live_case(
-            clusters, args, workdir, args.live_wide_partitions, args.live_wide_rate, "live-wide"
+            clusters, args, workdir, args.live_wide_partitions, args.live_wide_rate, "live-wide", batched_watch=True
         )
 
 
 def run_live_case(
-    clusters: Clusters, args: argparse.Namespace, workdir: Path, partitions: int, rate: int, label: str
+    clusters: Clusters,
+    args: argparse.Namespace,
+    workdir: Path,
+    partitions: int,
+    rate: int,
+    label: str,
+    batched_watch: bool = False,
 ) -> dict:
     """The ``--live-copiers`` under the same steady load of ``rate`` records/s over ``partitions`` partitions, one
     after the other (``live.py``): airmirror ``replicate --continuous``, MM2 tuned, and MM2 tuned with exactly-once
-    enabled; each watch reads in one process per ``--live-watch-partitions`` partitions."""
+    enabled; each watch reads in one process per ``--live-watch-partitions`` partitions (with batched fetches if
+    ``batched_watch``)."""
     load = {"partitions": partitions, "rate": rate, "size": args.record_size, "seconds": args.live_seconds}
     processes = -(-partitions // args.live_watch_partitions)
     results = {}
@@ -507,6 +514,7 @@ def run_live_case(
             remote,
             workdir=live_dir,
             watch_processes=processes,
+            batched_watch=batched_watch,
             **load,
         )
         log(f"{label} {name}: {results[name]}")
@@ -1088,7 +1096,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--live-watch-partitions",
         type=int,
-        default=250,
+        default=1000,
         help="partitions each measuring process of the live cases reads (more partitions, more processes)",
     )
     parser.add_argument(

@@ -38,6 +38,9 @@ READY_TIMEOUT_S = 180.0
 DRAIN_TIMEOUT_S = 180.0
 IDLE_POLL_S = 0.1
 """How long the measuring consumer's ``poll`` blocks when nothing arrives; it returns at the first record."""
+BATCHED_FETCH_BYTES = 64 * 1024
+BATCHED_FETCH_WAIT_MS = 20
+"""A batched watch's fetch waits for this many bytes or this long: the floor shows what it adds."""
 LONG_GAP_MS = 300
 """A gap between arrivals this long or longer is listed with its time (``long_gaps``)."""
 STALL_MS = 500
@@ -74,7 +77,7 @@ class VisibilityWatch:
     per record in arrival order, its key, its arrival time and its visible-minus-produced lag (ms since the epoch,
     the producer's clock): :attr:`keys`, :attr:`arrivals_ms` and :attr:`lags_ms`, filled in by :meth:`stop`."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, processes: int = 1) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, processes: int = 1, batched: bool = False) -> None:
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.keys: list[bytes | None] = []
         self.arrivals_ms: list[int] = []
@@ -86,7 +89,7 @@ class VisibilityWatch:
             count, results = context.Value("q", 0), context.Queue()
             process = context.Process(
                 target=watch_topic,
-                args=(bootstrap, topic, list(range(index, partitions, processes)), count, self._stop, results),
+                args=(bootstrap, topic, list(range(index, partitions, processes)), batched, count, self._stop, results),
                 daemon=True,
             )
             self._watchers.append((process, count, results))
@@ -120,9 +123,13 @@ class VisibilityWatch:
         self.lags_ms = [lag for _, _, lag in seen]
 
 
-def watch_topic(bootstrap: str, topic: str, partitions: list[int], count: Any, stop: Any, results: Any) -> None:
+def watch_topic(
+    bootstrap: str, topic: str, partitions: list[int], batched: bool, count: Any, stop: Any, results: Any
+) -> None:
     """A :class:`VisibilityWatch`'s process: read until ``stop``, counting arrivals in ``count``; then put the keys,
-    arrival times and lags on ``results``."""
+    arrival times and lags on ``results``.  ``batched`` fetches wait for :data:`BATCHED_FETCH_BYTES` or
+    :data:`BATCHED_FETCH_WAIT_MS`: a fetch of thousands of partitions answered at every new record keeps the brokers
+    and the machine's cores busy with the measuring alone."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -130,7 +137,8 @@ def watch_topic(bootstrap: str, topic: str, partitions: list[int], count: Any, s
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             # the broker answers a fetch as soon as records are readable; this only bounds an idle fetch
-            "fetch.wait.max.ms": 10,
+            "fetch.wait.max.ms": BATCHED_FETCH_WAIT_MS if batched else 10,
+            "fetch.min.bytes": BATCHED_FETCH_BYTES if batched else 1,
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
@@ -191,9 +199,11 @@ def run_live(
     seconds: float,
     workdir: Path,
     watch_processes: int = 1,
+    batched_watch: bool = False,
 ) -> dict:
-    """One copier's live case (see the module docstring), each watch in ``watch_processes`` processes; raises
-    ``RuntimeError`` when records go missing or arrive twice, or the copier never starts copying."""
+    """One copier's live case (see the module docstring), each watch in ``watch_processes`` processes, with batched
+    fetches if ``batched_watch``; raises ``RuntimeError`` when records go missing or arrive twice, or the copier never
+    starts copying."""
     create_topic(clusters_source, topic, partitions)
     admin = AdminClient({"bootstrap.servers": clusters_target})
     with open(workdir / f"{name}.stdout", "wb") as out, open(workdir / f"{name}.stderr", "wb") as err:
@@ -204,8 +214,8 @@ def run_live(
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{name} never created {remote_topic} (exit {process.returncode})")
                 time.sleep(0.2)
-            watch = VisibilityWatch(clusters_target, remote_topic, partitions, watch_processes).start()
-            floor = VisibilityWatch(clusters_source, topic, partitions, watch_processes).start()
+            watch = VisibilityWatch(clusters_target, remote_topic, partitions, watch_processes, batched_watch).start()
+            floor = VisibilityWatch(clusters_source, topic, partitions, watch_processes, batched_watch).start()
             produce_steadily(clusters_source, topic, partitions, 1, size, 1)
             if not watch.wait_for(1, READY_TIMEOUT_S):
                 raise RuntimeError(f"{name} did not copy the warm-up record")
@@ -230,6 +240,7 @@ def run_live(
         "seconds": seconds,
         "partitions": partitions,
         "watch_processes": watch_processes,
+        "batched_watch": batched_watch,
         "p50": percentile(lags, 0.50),
         "p90": percentile(lags, 0.90),
         "p99": percentile(lags, 0.99),

@@ -215,11 +215,12 @@ class IdTranslator:
         """The target id of ``slot``'s id (rule 3), ``None`` for an unknown id under ``pass`` (rule 4)."""
         source_id = slot.schema_id
         target_id = self.ids.get(source_id)
+        if target_id is not None:
+            return target_id
         where = f"{topic}-{partition}@{offset}: the {slot.side.value}"
         if slot.header >= 0 and isinstance(headers, list):
             where = f"{topic}-{partition}@{offset}: the header {headers[slot.header][0]}"
-        if target_id is None:
-            target_id = self._copy(topic, slot.side, source_id, f"{where} names schema id {source_id}")
+        target_id = self._copy(topic, slot.side, source_id, f"{where} names schema id {source_id}")
         if target_id is None and self.record_ids.unknown == "fail":
             raise UnknownSchemaId(
                 f"{where} names schema id {source_id}, which the schema registry of cluster "

@@ -112,7 +112,8 @@ class RegistryClient:
             timeout=REQUEST_TIMEOUT_S,
             headers={"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE},
         )
-        self._schemas: dict[int, SchemaText] = {}
+        self._schemas: dict[int, tuple[SchemaText, str | None]] = {}
+        """Per known id, its schema and GUID (from one ``GET /schemas/ids/{id}``: an id's schema never changes)."""
 
     def __enter__(self) -> RegistryClient:
         return self
@@ -144,11 +145,18 @@ class RegistryClient:
 
     def schema(self, schema_id: int) -> SchemaText | None:
         """The schema of id ``schema_id``; ``None`` when the registry does not know the id."""
+        known = self._schema_of(schema_id)
+        return None if known is None else known[0]
+
+    def _schema_of(self, schema_id: int) -> tuple[SchemaText, str | None] | None:
+        """The schema and GUID of id ``schema_id`` (asked once per known id); ``None`` for an unknown id."""
         if schema_id not in self._schemas:
             data = self._call("GET", f"/schemas/ids/{schema_id}", missing_ok=True)
             if data is None:
                 return None
-            self._schemas[schema_id] = SchemaText.from_json(cast(dict[str, Any], data))
+            answer = cast(dict[str, Any], data)
+            guid = answer.get("guid")
+            self._schemas[schema_id] = (SchemaText.from_json(answer), None if guid is None else str(guid))
         return self._schemas[schema_id]
 
     def subject_versions(self, schema_id: int, *, deleted: bool = False) -> list[tuple[str, int]]:
@@ -199,9 +207,8 @@ class RegistryClient:
 
     def guid(self, schema_id: int) -> str | None:
         """The GUID of id ``schema_id`` (``None`` when the registry gives schemas no GUID, or does not know it)."""
-        found = self._call("GET", f"/schemas/ids/{schema_id}", missing_ok=True)
-        guid = cast(dict[str, Any], found or {}).get("guid")
-        return None if guid is None else str(guid)
+        known = self._schema_of(schema_id)
+        return None if known is None else known[1]
 
     # -- writes -------------------------------------------------------------------------------------------------------
     def register(
