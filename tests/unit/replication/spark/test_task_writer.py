@@ -134,13 +134,17 @@ def anchor(cluster: StandInCluster, partition: int = 0) -> Progress | None:
     return None if committed is None else Progress.decode(committed.metadata)
 
 
+def copy_ten_records_in_chunks_of_four(source: StandInCluster) -> None:
+    """Copy ten source records, one per poll, in chunks of at most four records: three chunks."""
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 10)
+    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+
 def test_a_chunk_commits_its_records_runs_progress_and_anchor_in_one_transaction(
     source: StandInCluster, target: StandInCluster
 ) -> None:
-    source.records_per_poll = 1
-    source.fill(TOPIC, 0, 10)
-
-    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+    copy_ten_records_in_chunks_of_four(source)
 
     chunks = target.committed()
     assert [len(written(target, chunk, REMOTE)) for chunk in chunks] == [4, 4, 2]
@@ -162,10 +166,7 @@ def test_a_chunk_commits_its_records_runs_progress_and_anchor_in_one_transaction
 def test_the_two_producers_take_turns_and_a_chunk_begins_only_once_the_one_before_it_committed(
     source: StandInCluster, target: StandInCluster
 ) -> None:
-    source.records_per_poll = 1
-    source.fill(TOPIC, 0, 10)
-
-    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+    copy_ten_records_in_chunks_of_four(source)
 
     assert [t.transactional_id for t in target.committed()] == [TIDS[0], TIDS[1], TIDS[0]]
     turns = [call for call in target.calls if call[1] in ("begin_transaction", "commit_transaction")]
