@@ -234,7 +234,9 @@ class PartitionDeliveries:
 
     An idempotent producer reports a partition's deliveries in produce order, so the n-th report of the remote
     partition belongs to the n-th record produced to it.  Pending source offsets are kept as runs of
-    consecutive offsets, never one entry per record; delivered ones become offset-sync runs.
+    consecutive offsets, never one entry per record; delivered ones become offset-sync runs.  The one exception,
+    records purged from the queue once their transaction failed, never reaches :meth:`delivered`
+    (:class:`TaskDeliveries`).
     """
 
     def __init__(self) -> None:
@@ -263,7 +265,12 @@ class PartitionDeliveries:
 
 class TaskDeliveries:
     """The producer's delivery callback: routes each report to its remote partition's :class:`PartitionDeliveries`
-    and keeps the failures, the first of which :meth:`raise_errors` raises."""
+    and keeps the failures, the first of which :meth:`raise_errors` raises.
+
+    A record purged from the queue takes no source offset.  When the broker refuses an in-flight record, the
+    transaction fails and librdkafka purges the records still queued behind it, reporting them before the refused
+    record's own report; the queued records are the partition's newest, so pairing the reports in order would
+    name a later record as the refused one."""
 
     def __init__(self, task: CopyTask) -> None:
         self.task = task
@@ -276,6 +283,9 @@ class TaskDeliveries:
         if remote not in self.partitions:  # the batch log
             if error is not None:
                 self.errors.append((None, -1, error, 0))
+            return
+        if error is not None and error.code() == KafkaError._PURGE_QUEUE:
+            self.errors.append((self.ranges[remote], -1, error, 0))
             return
         upstream = self.partitions[remote].delivered(None if error is not None else message.offset())
         if error is not None:

@@ -650,6 +650,20 @@ def test_records_purged_after_the_failed_transaction_do_not_hide_the_record_that
         deliveries.raise_errors()
 
 
+def test_records_purged_from_the_queue_before_the_refused_records_report_take_no_source_offset() -> None:
+    """librdkafka purges the records queued behind a refused in-flight record and reports them first."""
+    deliveries = TaskDeliveries(task_of())
+    for offset in range(41, 45):
+        deliveries.partitions[(REMOTE, 0)].sent(offset)
+    purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
+    for _ in range(3):
+        deliveries(purged, delivery(REMOTE, 0, -1))
+    deliveries(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), delivery(REMOTE, 0, -1, value=b"x" * 99))
+
+    with pytest.raises(ReplicationFailure, match=r"record orders-0@41 \(100 bytes .*max\.message\.bytes"):
+        deliveries.raise_errors()
+
+
 def test_a_record_the_target_refuses_as_too_large_fails_naming_the_record_and_the_settings() -> None:
     deliveries = TaskDeliveries(task_of())
     deliveries.partitions[(REMOTE, 0)].sent(41)
