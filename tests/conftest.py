@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.devtools.local_kafka import (
+    KAFKA_VERSION,
+    LocalBroker,
+    free_port,
+    resolve_maven_artifacts,
+    start_broker,
+    stop_broker,
+)
 from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
 from airmirror.mm2.policy import DefaultReplicationPolicy, is_cycle
 
@@ -94,6 +102,42 @@ def spark(test_home: Path):
     from airmirror.replication.spark.session import spark_session
 
     return spark_session("local[2]", "airmirror-tests")
+
+
+JAVA_TRANSLATE_SOURCE = Path(__file__).parent / "java" / "TranslateOffsets.java"
+SLF4J_VERSION = "1.7.36"
+"""The slf4j-api version connect-mirror-client depends on; the matching no-op binding keeps the run quiet."""
+
+JavaTranslate = Callable[[str, str, str], dict[tuple[str, int], tuple[int, str]]]
+
+
+@pytest.fixture(scope="session")
+def java_translate_offsets(tmp_path_factory: pytest.TempPathFactory) -> JavaTranslate:
+    """``(bootstrap, remote_alias, group) -> {(topic, partition): (offset, metadata)}`` as MM2's own Java client
+    (``RemoteClusterUtils.translateOffsets`` of ``connect-mirror-client`` from Maven Central) computes it."""
+    lib = resolve_maven_artifacts(
+        [f"org.apache.kafka:connect-mirror-client:{KAFKA_VERSION}", f"org.slf4j:slf4j-nop:{SLF4J_VERSION}"],
+        "connect-mirror-client",
+    )
+    classes = tmp_path_factory.mktemp("java-classes")
+    classpath = f"{classes}:{lib}/*"
+    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(JAVA_TRANSLATE_SOURCE)], check=True, timeout=120)
+
+    def translate(bootstrap: str, remote_alias: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+        done = subprocess.run(
+            ["java", "-cp", classpath, "TranslateOffsets", bootstrap, remote_alias, group],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        offsets = {}
+        for line in done.stdout.splitlines():
+            topic, partition, offset, metadata = line.split(" ", 3)
+            offsets[(topic, int(partition))] = (int(offset), metadata)
+        return offsets
+
+    return translate
 
 
 SINGLE_BROKER_FACTORS = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, 
 from confluent_kafka.admin import AdminClient
 
 from airmirror.checkpoints.checkpoint_emitter import CheckpointReport, emit_checkpoints
+from airmirror.client import OffsetAndMetadata
 from airmirror.config import FlowConfig
 from airmirror.kafka.retry import is_transient, retry_transient
 from airmirror.replication.options import BatchOptions
@@ -102,6 +104,11 @@ def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], in
         retry_transient(lambda: consumer.commit(offsets=partitions, asynchronous=False), f"commit offsets of {group}")
     finally:
         consumer.close()
+
+
+def as_java_offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[tuple[str, int], tuple[int, str]]:
+    """The failover client's offsets in the shape of the ``java_translate_offsets`` fixture's."""
+    return {(tp.topic, tp.partition): (o.offset, o.metadata) for tp, o in offsets.items()}
 
 
 def group_offsets_on(bootstrap: str, group: str) -> dict[tuple[str, int], int]:

@@ -1,7 +1,8 @@
 """MM2's own Java code reads what airmirror writes: ``RemoteClusterUtils.translateOffsets`` from the
-``connect-mirror-client`` jar on Maven Central must return the offsets airmirror translated from our checkpoints,
-and MM2's ``OffsetSyncStore`` (``connect-mirror``) must translate from our offset-syncs topic, never past the
-exact position and exactly at the end of what was copied."""
+``connect-mirror-client`` jar on Maven Central must return the offsets airmirror translated from our checkpoints
+(and so must airmirror's Python client, whose ``fail_over`` then commits them), and MM2's ``OffsetSyncStore``
+(``connect-mirror``) must translate from our offset-syncs topic, never past the exact position and exactly at the
+end of what was copied."""
 
 from __future__ import annotations
 
@@ -11,52 +12,28 @@ from pathlib import Path
 
 import pytest
 
+from airmirror import client
 from airmirror.checkpoints.translation import Translator
-from airmirror.devtools.local_kafka import KAFKA_VERSION, mm2_classpath, resolve_maven_artifacts
+from airmirror.devtools.local_kafka import mm2_classpath
 from airmirror.model import PartitionKey
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce
-from tests.mirror_helpers import checkpoint, commit_offsets, opened, produce_transactions, replicate, unique_records
+from tests.mirror_helpers import (
+    as_java_offsets,
+    checkpoint,
+    commit_offsets,
+    group_consumer,
+    group_offsets_on,
+    opened,
+    produce_transactions,
+    replicate,
+    unique_records,
+)
 
 pytestmark = pytest.mark.integration
 
 JAVA_DIR = Path(__file__).parents[1] / "java"
-JAVA_SOURCE = JAVA_DIR / "TranslateOffsets.java"
 SYNC_READER_SOURCE = JAVA_DIR / "org" / "apache" / "kafka" / "connect" / "mirror" / "ReadOffsetSyncs.java"
-SLF4J_VERSION = "1.7.36"
-"""The slf4j-api version connect-mirror-client depends on; the matching no-op binding keeps the run quiet."""
-
-Translate = Callable[[str, str, str], dict[tuple[str, int], tuple[int, str]]]
-
-
-@pytest.fixture(scope="module")
-def translate_offsets(tmp_path_factory: pytest.TempPathFactory) -> Translate:
-    """``(bootstrap, remote_alias, group) -> {(topic, partition): (offset, metadata)}`` computed by MM2's Java code."""
-    lib = resolve_maven_artifacts(
-        [f"org.apache.kafka:connect-mirror-client:{KAFKA_VERSION}", f"org.slf4j:slf4j-nop:{SLF4J_VERSION}"],
-        "connect-mirror-client",
-    )
-    classes = tmp_path_factory.mktemp("java-classes")
-    classpath = f"{classes}:{lib}/*"
-    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(JAVA_SOURCE)], check=True, timeout=120)
-
-    def translate(bootstrap: str, remote_alias: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
-        done = subprocess.run(
-            ["java", "-cp", classpath, "TranslateOffsets", bootstrap, remote_alias, group],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-        offsets = {}
-        for line in done.stdout.splitlines():
-            topic, partition, offset, metadata = line.split(" ", 3)
-            offsets[(topic, int(partition))] = (int(offset), metadata)
-        return offsets
-
-    return translate
-
-
 ReadSyncs = Callable[[str, dict[tuple[str, int], list[int]]], dict[tuple[str, int, int], int | None]]
 
 
@@ -86,8 +63,8 @@ def read_offset_syncs(tmp_path_factory: pytest.TempPathFactory) -> ReadSyncs:
     return read
 
 
-def test_remote_cluster_utils_returns_our_translated_offsets(
-    clusters, spark, prefix, tmp_path, translate_offsets, read_offset_syncs
+def test_remote_cluster_utils_returns_our_translated_offsets_and_our_client_fails_over_to_them(
+    clusters, spark, prefix, tmp_path, java_translate_offsets, read_offset_syncs
 ):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     plain, transactional, group = f"{prefix}.plain", f"{prefix}.tx", f"{prefix}-java-app"
@@ -113,12 +90,28 @@ def test_remote_cluster_utils_returns_our_translated_offsets(
     expected = {(t.route.target_topic, t.partition): t.downstream_offset for t in ours.values()}
     # plain-0: 12 records, a commit marker, then the rest; tx: 10 records, marker, 6 aborted + marker upstream
     assert expected == {(f"a.{plain}", 0): 28, (f"a.{plain}", 1): 8, (f"a.{transactional}", 0): 11}
-    java = translate_offsets(b, "a", group)
+    java = java_translate_offsets(b, "a", group)
     assert java == {
         (f"a.{plain}", 0): (28, "later"),
         (f"a.{plain}", 1): (8, "first"),
         (f"a.{transactional}", 0): (11, "in-an-aborted-transaction"),
     }
+    on_b = {"bootstrap.servers": b, "group.id": group, "auto.offset.reset": "earliest"}  # an application's own
+    assert as_java_offsets(client.translate_offsets(on_b, "a", group, 30)) == java
+
+    running = group_consumer(b, group)
+    running.subscribe([f"a.{plain}"])
+    while not running.assignment():
+        running.poll(0.5)
+    try:
+        with pytest.raises(client.GroupActive, match=f"group '{group}' on cluster {b} is active"):
+            client.fail_over(on_b, "a", group)
+        assert group_offsets_on(b, group) == {}
+    finally:
+        running.close()
+    assert as_java_offsets(client.fail_over(on_b, "a", group)) == java
+    assert group_offsets_on(b, group) == {key: offset for key, (offset, _) in java.items()}
+    assert client.fail_over(on_b, "a", group) == {}  # only forward: the group is there already
 
     ends = {(plain, 0): 30, (plain, 1): 8, (transactional, 0): 24}  # each log's end: every record copied
     mm2 = read_offset_syncs(a, {key: list(range(end + 1)) for key, end in ends.items()})

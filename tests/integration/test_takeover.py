@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from airmirror import client
 from airmirror.checkpoints.translation import Translator
 from airmirror.config import load_config
 from airmirror.devtools.local_kafka import LocalBroker
@@ -30,7 +31,7 @@ from airmirror.store import MetadataStore
 from tests.cli_helpers import Run, airmirror_in_process
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, end_offset, produce, read_partition, records_of, sample_records
-from tests.mirror_helpers import commit_offsets
+from tests.mirror_helpers import as_java_offsets, commit_offsets, group_offsets_on
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -133,6 +134,20 @@ def mm2_left(clusters: dict[str, LocalBroker], tmp_path_factory: pytest.TempPath
         for p in range(PARTITIONS):
             produce(a, topic, p, sample_records(LATER_RECORDS, f"later-{topic}-{p}"))
     return Mm2Left(prefix, refused)
+
+
+def test_our_python_client_reads_mm2s_own_checkpoints_as_mm2s_java_client_and_fails_over_to_them(
+    clusters, mm2_left, java_translate_offsets
+):
+    b, group = clusters["b"].bootstrap, f"{mm2_left.prefix}-readers"
+    _, remote = mm2_left.topic("orders")
+    java = java_translate_offsets(b, "a", group)
+    written = mm2_checkpoint(b, group, remote, 0)
+    assert written is not None and java[(remote, 0)] == (written.downstream_offset, written.metadata)
+
+    assert as_java_offsets(client.translate_offsets({"bootstrap.servers": b}, "a", group, 30)) == java
+    assert as_java_offsets(client.fail_over({"bootstrap.servers": b}, "a", group)) == java
+    assert group_offsets_on(b, group) == {key: offset for key, (offset, _) in java.items()}
 
 
 def take_over(config: Path, *flags: str) -> Run:

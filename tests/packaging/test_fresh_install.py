@@ -3,10 +3,7 @@ it validates the demo's config and replicates between two real clusters, and Air
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,26 +11,14 @@ import pytest
 from airmirror.devtools.demo.environment import DEMO_CLUSTERS, demo_config_text
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
+from tests.packaging.venvs import REPO, new_venv, run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 # what a source checkout has besides the sources; build/ is left out too, as setuptools may pack stale files from it
 NOT_SOURCES = shutil.ignore_patterns(
     ".git", ".venv", ".airmirror", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"
 )
-
-
-def isolated_env(venv: Path) -> dict[str, str]:
-    """The caller's environment, without anything that would let the venv see the test run's packages."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME")}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
-    return env
-
-
-def run(venv: Path, *args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=isolated_env(venv))
 
 
 @pytest.fixture(scope="module")
@@ -43,23 +28,7 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fresh-install")
     source = root / "src"
     shutil.copytree(REPO, source, ignore=NOT_SOURCES)
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    install = run(
-        venv,
-        str(venv / "bin" / "python"),
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "-c",
-        str(REPO / "constraints.txt"),
-        str(source),
-        cwd=root,
-        timeout=900,
-    )
-    assert install.returncode == 0, install.stdout + install.stderr
-    return venv
+    return new_venv(root / "venv", str(source), cwd=root)
 
 
 def test_validate_runs_from_the_installed_package(fresh_venv: Path, tmp_path: Path):

@@ -23,8 +23,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("airmirror", "airmirror.errors", "airmirror.model", "airmirror.names"),
     # 1: MM2's public contract: replication policies, topic filters, wire formats
     ("airmirror.mm2",),
-    # 2: MM2 properties -> validated flow settings
-    ("airmirror.config",),
+    # 2: MM2 properties -> validated flow settings | the failover client for applications (confluent-kafka and mm2 only)
+    ("airmirror.config", "airmirror.client"),
     # 3: every call to a cluster | SQL persistence | every call to a schema registry (siblings: none imports another)
     ("airmirror.kafka", "airmirror.store", "airmirror.schemas"),
     # 4: the MM2 features built on clusters and the store

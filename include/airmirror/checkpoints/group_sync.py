@@ -19,22 +19,19 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 
+from airmirror.client.failover import ACTIVE_GROUP_ERRORS, INACTIVE_STATES
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, target_admin
-from airmirror.kafka.groups import INACTIVE_STATES, describe_group
+from airmirror.kafka.groups import describe_group
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import GroupSyncOutcome, GroupSyncRecord, PartitionKey, StoredCheckpoint
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
-
-ACTIVE_GROUP_ERRORS = frozenset(
-    {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION}
-)
 
 
 def forward_offsets(

@@ -16,10 +16,11 @@ from collections.abc import Sized
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import ConsumerGroupDescription
 
 from airmirror import names
+from airmirror.client.failover import INACTIVE_STATES
 from airmirror.config import FlowConfig
 from airmirror.config.routes import route
 from airmirror.errors import ReplicationFailure
@@ -28,9 +29,6 @@ from airmirror.kafka.authorization import naming_refusals, raise_first_refusal
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, source_admin
 from airmirror.kafka.retry import retry_transient
 from airmirror.model import PartitionKey
-
-INACTIVE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
-"""States of a group no member runs in: EMPTY, or DEAD (a group that does not exist is described so)."""
 
 
 @dataclass(frozen=True)
