@@ -13,11 +13,13 @@ from collections.abc import Callable, Sequence
 
 from airmirror.cli.parser import build_parser
 from airmirror.errors import AirmirrorError
-from airmirror.kafka.clients import shared_clients
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(arguments).parse_args(arguments)
+    from airmirror.kafka.clients import shared_clients  # after parsing: --help and a bad flag import nothing more
+
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

@@ -1,5 +1,9 @@
 """One function per CLI verb: parse nothing, print nothing of their own; each calls the same library functions
-the Airflow tasks call, then hands the result to :mod:`airmirror.cli.render`.  Each returns the exit code."""
+the Airflow tasks call, then hands the result to :mod:`airmirror.cli.render`.  Each returns the exit code.
+
+A verb imports the library modules that need the metadata DB or Spark when it runs, so that ``validate`` and
+``acls`` import neither.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +11,13 @@ import argparse
 import sys
 from datetime import timedelta
 
-from airmirror.checkpoints.checkpoint_emitter import emit_checkpoints
-from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.cli import render
 from airmirror.config import load_config
 from airmirror.config.durations import positive_duration
 from airmirror.config.explain import explain_flow
 from airmirror.errors import InputError
-from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
 from airmirror.kafka.acls import principal, required_acls, takeover_acls
-from airmirror.migration.takeover import take_over_from_mm2
-from airmirror.migration.verification import verify_flow
-from airmirror.replication.continuous import StopOnSignals, replicate_continuously
-from airmirror.replication.incarnations import reset_topic
 from airmirror.replication.options import BatchOptions, parse_batch_options
-from airmirror.replication.pipeline import replicate_once
-from airmirror.replication.schema_sync import schemas_verb
-from airmirror.replication.spark.session import BackgroundSession, spark_session
-from airmirror.replication.status import flow_status
-from airmirror.store import describe_holder
-from airmirror.store.opening import open_flow
 
 REPLICATE_OPTIONS = ("topics", "start_from", "until", "max_records", "dry_run", "reset_cursor")
 """The ``replicate`` flags that are batch options (:func:`~airmirror.replication.options.parse_batch_options`)."""
@@ -53,6 +44,10 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def replicate(args: argparse.Namespace) -> int:
+    from airmirror.replication.pipeline import replicate_once
+    from airmirror.replication.spark.session import BackgroundSession, spark_session
+    from airmirror.store.opening import open_flow
+
     given = {option: getattr(args, option) for option in REPLICATE_OPTIONS}
     options = parse_batch_options(named=flag, allow_now=True, **given)
     if args.continuous or args.for_ is not None:
@@ -76,6 +71,10 @@ def run_duration(args: argparse.Namespace) -> timedelta | None:
 
 def replicate_continuously_for(args: argparse.Namespace, options: BatchOptions) -> int:
     """``replicate --continuous [--for DURATION]``: batches back to back until the duration or a signal."""
+    from airmirror.replication.continuous import StopOnSignals, replicate_continuously
+    from airmirror.replication.spark.session import BackgroundSession
+    from airmirror.store.opening import open_flow
+
     duration = run_duration(args)
     with open_flow(args.config, args.flow) as (flow, store), StopOnSignals() as signals:
         spark = BackgroundSession(flow.spark.master, f"airmirror {flow.name}", flow.spark.conf)
@@ -88,6 +87,9 @@ def replicate_continuously_for(args: argparse.Namespace, options: BatchOptions) 
 
 
 def schemas(args: argparse.Namespace) -> int:
+    from airmirror.replication.schema_sync import schemas_verb
+    from airmirror.store.opening import open_flow
+
     with open_flow(args.config, args.flow) as (flow, store):
         report = schemas_verb(flow, store, dry_run=args.dry_run)
     render.print_schema_sync(flow.name, report, args.dry_run, args.json)
@@ -95,6 +97,9 @@ def schemas(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
+    from airmirror.replication.status import flow_status
+    from airmirror.store.opening import open_flow
+
     with open_flow(args.config, args.flow) as (flow, store):
         current = flow_status(flow, store)
         emission = store.heartbeat_emission(flow.name)
@@ -106,6 +111,10 @@ def status(args: argparse.Namespace) -> int:
 
 def verify(args: argparse.Namespace) -> int:
     """Exit 0 when every partition is equal, 1 when any differs."""
+    from airmirror.migration.verification import verify_flow
+    from airmirror.replication.spark.session import BackgroundSession
+    from airmirror.store.opening import open_flow
+
     topics = parse_batch_options(named=flag, topics=args.topics).topics_regex
     with open_flow(args.config, args.flow) as (flow, store):
         spark = BackgroundSession(flow.spark.master, f"airmirror verify {flow.name}", flow.spark.conf).start()
@@ -115,6 +124,9 @@ def verify(args: argparse.Namespace) -> int:
 
 
 def heartbeat(args: argparse.Namespace) -> int:
+    from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
+    from airmirror.store.opening import open_flow
+
     with open_flow(args.config, args.flow) as (flow, store):
         report = emit_heartbeat(flow, store)
     render.print_heartbeat_report(report, args.json)
@@ -122,6 +134,9 @@ def heartbeat(args: argparse.Namespace) -> int:
 
 
 def checkpoint(args: argparse.Namespace) -> int:
+    from airmirror.checkpoints.checkpoint_emitter import emit_checkpoints
+    from airmirror.store.opening import open_flow
+
     with open_flow(args.config, args.flow) as (flow, store):
         report = emit_checkpoints(flow, store)
     render.print_checkpoint_report(report, args.json)
@@ -129,6 +144,9 @@ def checkpoint(args: argparse.Namespace) -> int:
 
 
 def translate(args: argparse.Namespace) -> int:
+    from airmirror.checkpoints.translate_view import inspect_group
+    from airmirror.store.opening import open_flow
+
     with open_flow(args.config, args.flow) as (flow, store):
         inspection = inspect_group(flow, store, args.group)
     render.print_inspection(inspection, args.json)
@@ -136,6 +154,10 @@ def translate(args: argparse.Namespace) -> int:
 
 
 def reset(args: argparse.Namespace) -> int:
+    from airmirror.replication.incarnations import reset_topic
+    from airmirror.store import describe_holder
+    from airmirror.store.opening import open_flow
+
     with open_flow(args.config, args.flow) as (flow, store):
         done = reset_topic(flow, store, args.topic, describe_holder("airmirror reset"))
     render.print_topic_reset(done, args.json)
@@ -143,6 +165,9 @@ def reset(args: argparse.Namespace) -> int:
 
 
 def takeover(args: argparse.Namespace) -> int:
+    from airmirror.migration.takeover import take_over_from_mm2
+    from airmirror.store.opening import open_flow
+
     with open_flow(args.config, args.flow) as (flow, store):
         plan = take_over_from_mm2(flow, store, dry_run=args.dry_run, mm2_stopped=args.mm2_stopped)
     render.print_takeover(plan, args.json)

@@ -6,15 +6,9 @@ import json
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airmirror.checkpoints.checkpoint_emitter import CheckpointReport
-from airmirror.checkpoints.translate_view import GroupInspection
-from airmirror.config.explain import EffectiveSetting
 from airmirror.config.schema_registries import SchemaIds
-from airmirror.heartbeats.heartbeat_emitter import HeartbeatReport
-from airmirror.kafka.acls import AclRequirement
-from airmirror.migration.takeover import TakeoverPlan
 from airmirror.model import (
     GroupSyncOutcome,
     GroupSyncRecord,
@@ -24,11 +18,19 @@ from airmirror.model import (
     Verdict,
     Verification,
 )
-from airmirror.replication.continuous import ContinuousReport
-from airmirror.replication.incarnations import TopicReset
-from airmirror.replication.pipeline import BatchSummary, ReplicateReport
-from airmirror.replication.schema_sync import SchemaSyncReport
-from airmirror.replication.status import FlowStatus, PartitionStatus, SchemaFigures
+
+if TYPE_CHECKING:  # the reports' modules import Spark and the DB: only verbs that need them import them
+    from airmirror.checkpoints.checkpoint_emitter import CheckpointReport
+    from airmirror.checkpoints.translate_view import GroupInspection
+    from airmirror.config.explain import EffectiveSetting
+    from airmirror.heartbeats.heartbeat_emitter import HeartbeatReport
+    from airmirror.kafka.acls import AclRequirement
+    from airmirror.migration.takeover import TakeoverPlan
+    from airmirror.replication.continuous import ContinuousReport
+    from airmirror.replication.incarnations import TopicReset
+    from airmirror.replication.pipeline import BatchSummary, ReplicateReport
+    from airmirror.replication.schema_sync import SchemaSyncReport
+    from airmirror.replication.status import FlowStatus, PartitionStatus, SchemaFigures
 
 
 def to_json(document: Any) -> str:

@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, access_scope
+from airmirror.kafka.client_log import logged
 
 ClientConfig: TypeAlias = Mapping[str, str | int]
 """A client's librdkafka settings as they travel to Spark executors (pickled): plain strings and integers, no
@@ -72,7 +73,7 @@ class ClusterAdmin(AdminClient):
         self._errors = ClientErrors()
         # confluent-kafka's AdminClient annotates its config values as str | int | float | bool, but its
         # "error_cb" takes a callable
-        super().__init__({**config, "error_cb": self._errors.remember, **NO_TOPIC_CREATION})  # type: ignore[dict-item]
+        super().__init__(logged({**config, "error_cb": self._errors.remember, **NO_TOPIC_CREATION}))
 
     @property
     def last_error(self) -> KafkaError | None:
@@ -151,12 +152,14 @@ def producer_client(flow: FlowConfig, alias: str, queue_records: int) -> Produce
     key = (flow.name, alias)
     if shared is None or key not in shared.producers:
         producer = Producer(
-            {
-                "queue.buffering.max.messages": queue_records,
-                **flow.client_config(alias, "producer"),
-                "enable.idempotence": True,
-                **NO_TOPIC_CREATION,
-            }
+            logged(
+                {
+                    "queue.buffering.max.messages": queue_records,
+                    **flow.client_config(alias, "producer"),
+                    "enable.idempotence": True,
+                    **NO_TOPIC_CREATION,
+                }
+            )
         )
         if shared is None:
             return producer

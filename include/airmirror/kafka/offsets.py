@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
 
 from airmirror import names
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, REQUEST_TIMEOUT_S
 from airmirror.model import PartitionKey, PartitionOffsets
 
@@ -175,17 +176,19 @@ def first_reads(
     if not positions:
         return {}
     consumer = Consumer(
-        {
-            **consumer_config,
-            "group.id": consumer_config.get("group.id") or names.reader_group("status"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "max.partition.fetch.bytes": 65536,
-            "queued.max.messages.kbytes": 1024,
-        }
+        logged(
+            {
+                **consumer_config,
+                "group.id": consumer_config.get("group.id") or names.reader_group("status"),
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "max.partition.fetch.bytes": 65536,
+                "queued.max.messages.kbytes": 1024,
+            }
+        )
     )
     found: dict[PartitionKey, FirstRead] = {}
     deadline = time.monotonic() + timeout

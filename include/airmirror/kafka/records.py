@@ -23,6 +23,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, ReplicationFailure
 from airmirror.kafka.authorization import access_scope, named, refuses_unused_group
+from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import drop_producer, producer_client, warm_producer
 
 DELIVERY_TIMEOUT_S = 60.0
@@ -97,12 +98,14 @@ def read_record_at(consumer_config: Mapping[str, Any], topic: str, partition: in
     readable within :data:`READ_TIMEOUT_S`, KafkaException on a read error and ValueError when the record is
     gone (compacted or deleted: the read lands on a later offset).  Never commits."""
     consumer = Consumer(
-        {
-            **consumer_config,
-            "group.id": names.reader_group("record"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
+        logged(
+            {
+                **consumer_config,
+                "group.id": names.reader_group("record"),
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
     )
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])

@@ -69,6 +69,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import raise_queued_refusal, refuses_unused_group
+from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, REQUEST_TIMEOUT_S
 from airmirror.kafka.records import OutgoingRecord, write_records
 from airmirror.kafka.retry import retry_transient
@@ -212,14 +213,16 @@ def runs_parts(batch_id: int, chunk: int, runs: Sequence[OffsetRun]) -> list[Run
 def log_consumer(consumer_config: Mapping[str, Any], group: str = names.reader_group("batch-log")) -> Consumer:
     """A read_committed consumer of the batch log that never commits and never resets silently."""
     return Consumer(
-        {
-            **consumer_config,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "error",
-            "enable.partition.eof": True,
-        }
+        logged(
+            {
+                **consumer_config,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "error",
+                "enable.partition.eof": True,
+            }
+        )
     )
 
 
@@ -241,7 +244,7 @@ def read_group(
     (:func:`~airmirror.kafka.authorization.raise_queued_refusal`)."""
     if not partitions:
         return []
-    consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer(logged({**consumer_config, "group.id": group, "enable.auto.commit": False}))
 
     def attempt() -> list[TopicPartition]:
         try:
@@ -282,7 +285,7 @@ def decode_job(metadata: str | builtins.bytes | None) -> str | None:
 def commit_job(consumer_config: Mapping[str, Any], group: str, log_topic: str, job: str) -> None:
     """Commit ``job`` as the flow's newest copy job (:func:`job_marker`), waiting for the coordinator's answer (and,
     for a batch log created a moment ago, for the coordinator to know it: :func:`while_log_is_new`)."""
-    consumer = Consumer({**consumer_config, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer(logged({**consumer_config, "group.id": group, "enable.auto.commit": False}))
     try:
         marker = TopicPartition(*job_marker(log_topic), 0, metadata=encode_job(job))
 
@@ -426,12 +429,14 @@ def log_watermarks(consumer_config: Mapping[str, Any], log_topic: str) -> tuple[
     before the batch log's markers are)."""
     log = TopicPartition(log_topic, 0)
     consumer = Consumer(
-        {
-            **consumer_config,
-            "group.id": names.reader_group("batch-log"),
-            "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
-        }
+        logged(
+            {
+                **consumer_config,
+                "group.id": names.reader_group("batch-log"),
+                "enable.auto.commit": False,
+                "isolation.level": "read_uncommitted",
+            }
+        )
     )
     try:
         low, high = while_log_is_new(

@@ -69,6 +69,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from airmirror import names
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, refuses_unused_group
+from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClientConfig
 from airmirror.kafka.offsets import divergence_points, epoch_position
 from airmirror.model import PartitionKey
@@ -241,7 +242,7 @@ class RangesReader:
         self._consumer: Consumer | None = None
         pending = [read.position() for read in self.reads.values() if not read.done]
         if pending:
-            self._consumer = Consumer(reader_config(consumer_config, buffer, len(pending)))
+            self._consumer = Consumer(logged(reader_config(consumer_config, buffer, len(pending))))
             self._consumer.incremental_assign(pending)
 
     def seek(self, topic: str, partition: int, position: int, epoch: int | None) -> None:

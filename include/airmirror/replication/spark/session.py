@@ -12,11 +12,14 @@ import os
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Mapping
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from airmirror.replication.spark.defaults import TASK_ATTEMPTS, copy_job_conf
+from airmirror.replication.spark.jvm_output import launch_logged_gateway
 
 LOCAL_MASTER = re.compile(r"local(?:\[(?P<threads>\*|\d+)\])?")
 
@@ -30,14 +33,25 @@ def with_task_retries(master: str) -> str:
 
 
 def spark_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """Get or create the session for airmirror's copy jobs: airmirror's Spark defaults, then ``conf``."""
+    """Get or create the session for airmirror's copy jobs: airmirror's Spark defaults, then ``conf``.  The first
+    session of the process starts the driver JVM with its console logged (:mod:`.jvm_output`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master(with_task_retries(master)).appName(app_name)
-    for key, value in copy_job_conf(conf).items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    settings = {"spark.master": with_task_retries(master), "spark.app.name": app_name, **copy_job_conf(conf)}
+    with warnings.catch_warnings():
+        # PySpark warns that it does not fully support pandas 3 when it first converts a setting; airmirror's jobs
+        # use no pandas API
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        with SparkContext._lock:
+            # PySpark keeps its gateway (the driver JVM) for the life of the process, across stopped sessions
+            if SparkContext._gateway is None:
+                spark_conf = SparkConf().setAll(list(settings.items()))
+                SparkContext(conf=spark_conf, gateway=launch_logged_gateway(spark_conf))
+        builder = SparkSession.builder
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 

@@ -111,6 +111,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, naming_refusals
+from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import NO_TOPIC_CREATION, ClientConfig
 from airmirror.model import RangeCopied
 from airmirror.replication.offset_runs import RunBuilder
@@ -367,7 +368,7 @@ class TaskCopy:
         self.deliveries = TaskDeliveries(task)
         settings = [producer_settings(task, self.deliveries, i) for i in task.transactional_ids]
         self.max_seconds = chunk_seconds(task, settings[0])
-        self.producers = [Producer(each) for each in settings]
+        self.producers = [Producer(logged(each)) for each in settings]
         self.turn = 0
         """Which of :attr:`producers` writes the next transaction (rule 3)."""
         self.remotes = RemoteTopicCheck(self.producers[0], [r.remote_topic for r in task.ranges], task.flow)
@@ -720,12 +721,14 @@ def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterab
     A refusal names the ACL to grant (``access``)."""
     for transactional_id in transactional_ids:
         producer = Producer(
-            {
-                **producer_config,
-                "transactional.id": transactional_id,
-                "enable.sparse.connections": False,
-                **NO_TOPIC_CREATION,
-            }
+            logged(
+                {
+                    **producer_config,
+                    "transactional.id": transactional_id,
+                    "enable.sparse.connections": False,
+                    **NO_TOPIC_CREATION,
+                }
+            )
         )
         with naming_refusals(access, transactional_id=transactional_id):
             await_broker_connections(producer, None)
@@ -761,7 +764,9 @@ def flush_all(producer: Producer, deliveries: TaskDeliveries, remotes: RemoteTop
 
 
 def anchor_group_metadata(task: CopyTask) -> Any:
-    consumer = Consumer({**task.target_consumer_config, "group.id": task.anchor_group, "enable.auto.commit": False})
+    consumer = Consumer(
+        logged({**task.target_consumer_config, "group.id": task.anchor_group, "enable.auto.commit": False})
+    )
     try:
         return consumer.consumer_group_metadata()
     finally:
