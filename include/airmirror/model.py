@@ -376,6 +376,14 @@ class RangeResult:
     schema_passed: int = 0
 
 
+@dataclass(frozen=True)
+class RunFailure:
+    """A run of a flow that failed: when, and the error it showed its user."""
+
+    failed_at: datetime
+    error: str
+
+
 class BatchState(str, enum.Enum):
     """Life cycle of a batch: ``RUNNING`` until it is committed or abandoned (``FAILED``)."""
 

@@ -4,8 +4,9 @@ plugin mounted by Airflow's plugin manager, real logins (``POST /auth/token``) a
 by a real auth manager (:mod:`tests.airflow.dag_scoped_auth`: SimpleAuthManager plus "``reader`` may not read
 ``airmirror__a__c``", since SimpleAuthManager alone cannot refuse one DAG to a user).
 
-Four flows, each with its own metadata DB: a->b and a->c are migrated and hold samples, b->a's DB file does
-not exist and c->a's is an empty SQLite file.  The view must not create, migrate or write any of them.
+Five flows, each with its own metadata DB: a->b, a->c and b->c are migrated and hold samples and a committed batch
+(a->c's newest run failed after it; b->c lags and has a stopped partition), b->a's DB file does not exist and
+c->a's is an empty SQLite file.  The view must not create, migrate or write any of them.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from airmirror.model import LagSample
+from airmirror.model import LagSample, PartitionKey, RunFailure
 from airmirror.store import MetadataStore
 from tests.airflow.dag_scoped_auth import CLASS_PATH, HIDDEN_DAG, READER
+from tests.store_helpers import commit_ten
 
 pytestmark = pytest.mark.integration
 
 ADMIN = "admin"
-FLOWS = {"a->b": "migrated", "a->c": "migrated", "b->a": "missing", "c->a": "empty"}
+FLOWS = {"a->b": "healthy", "a->c": "failing", "b->c": "lagging", "b->a": "missing", "c->a": "empty"}
+MIGRATED = ("healthy", "failing", "lagging")
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,18 @@ def view(airflow_db, tmp_path_factory) -> Iterator[ViewServer]:
     for flow, state in FLOWS.items():
         db = home / f"{flow.replace('->', '_')}.db"
         lines += [f"{flow}.enabled = true", f"{flow}.airmirror.metadata.db.url = sqlite:///{db}"]
-        if state == "migrated":
+        if state in MIGRATED:
             with MetadataStore.open(f"sqlite:///{db}") as store:
                 now = datetime.now(UTC)
                 samples = [LagSample("orders", 0, now - timedelta(minutes=m), 10 * m, None, None) for m in (30, 10)]
                 store.record_lag_samples(flow, samples)
+                commit_ten(store, flow)
+                commit_ten(store, flow, partition=1)
+                if state == "failing":
+                    store.record_run_failure(flow, RunFailure(datetime.now(UTC), "cannot reach cluster 'c': refused"))
+                if state == "lagging":
+                    store.record_lag_samples(flow, [LagSample("orders", 0, datetime.now(UTC), 5_000, 900_000, None)])
+                    store.stop_partition(flow, PartitionKey("orders", 1), "source partition orders-1 was deleted")
         elif state == "empty":
             sqlite3.connect(db).close()
     config = home / "mm2.properties"
@@ -93,7 +103,7 @@ def view(airflow_db, tmp_path_factory) -> Iterator[ViewServer]:
 
 def test_a_user_sees_only_the_flows_whose_dag_they_may_read(view: ViewServer):
     assert view.get(f"/api/v2/dags/{HIDDEN_DAG}", READER).status_code == 403, "Airflow itself refuses the DAG"
-    assert {f["flow"] for f in view.get("/airmirror/api/flows", READER).json()} == {"a->b", "b->a", "c->a"}
+    assert {f["flow"] for f in view.get("/airmirror/api/flows", READER).json()} == {"a->b", "b->a", "b->c", "c->a"}
     assert {f["flow"] for f in view.get("/airmirror/api/flows", ADMIN).json()} == set(FLOWS)
     index = view.get("/airmirror/", READER)
     assert index.status_code == 200 and "a-&gt;b" in index.text and "a-&gt;c" not in index.text
@@ -102,6 +112,37 @@ def test_a_user_sees_only_the_flows_whose_dag_they_may_read(view: ViewServer):
         assert view.get(path, ADMIN).status_code == 200, path
     page = view.get("/airmirror/flows/a-%3Eb", READER)
     assert page.status_code == 200 and 'data-topic="orders"' in page.text and "<polyline" in page.text
+
+
+def test_the_overview_shows_each_flows_state_worst_first_with_its_figures(view: ViewServer):
+    flows = view.get("/airmirror/api/flows", ADMIN).json()
+
+    assert [(f["flow"], f["state"]) for f in flows][:3] == [
+        ("a->c", "failing"),
+        ("b->c", "stopped partitions"),
+        ("a->b", "healthy"),
+    ]
+    assert {f["flow"]: f["state"] for f in flows[3:]} == {"b->a": "unavailable", "c->a": "unavailable"}
+    shown = {f["flow"]: f for f in flows}
+    assert "refused" in shown["a->c"]["last_failure"]["error"]
+    lagging = shown["b->c"]
+    assert lagging["states"] == ["stopped partitions", "lagging"]
+    assert (lagging["stopped_partitions"], lagging["lag_records"], lagging["oldest_record_age_ms"]) == (
+        1,
+        5_000,
+        900_000,
+    )
+    assert "flow c->b, which is not enabled" in lagging["latency_note"]
+    assert "no heartbeat has travelled a->b yet" in shown["a->b"]["latency_note"]  # b->a is enabled
+    assert shown["a->b"]["partitions"] == 2 and len(shown["a->b"]["lag_sparkline"]) == 2
+
+    page = view.get("/airmirror/", ADMIN).text
+    for flow, state in (("a->c", "failing"), ("b->c", "stopped partitions"), ("a->b", "healthy")):
+        assert f'data-flow="{flow.replace(">", "&gt;")}" data-state="{state}"' in page
+    assert page.index('data-flow="a-&gt;c"') < page.index('data-flow="b-&gt;c"') < page.index('data-flow="a-&gt;b"')
+    assert 'class="sparkline"' in page and "n/a (one-way flow)" in page
+    by_lag = view.get("/airmirror/?sort=lag", ADMIN).text
+    assert by_lag.index('data-flow="b-&gt;c"') < by_lag.index('data-flow="a-&gt;b"')
 
 
 def test_without_login_nothing_answers_and_no_api_schema_or_docs_are_published(view: ViewServer):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from airmirror.cli import render
 from airmirror.config import load_config
@@ -45,6 +45,7 @@ def validate(args: argparse.Namespace) -> int:
 
 def replicate(args: argparse.Namespace) -> int:
     from airmirror.replication.pipeline import replicate_once
+    from airmirror.replication.run_failures import failures_recorded
     from airmirror.replication.spark.session import BackgroundSession, spark_session
     from airmirror.store.opening import open_flow
 
@@ -52,7 +53,7 @@ def replicate(args: argparse.Namespace) -> int:
     options = parse_batch_options(named=flag, allow_now=True, **given)
     if args.continuous or args.for_ is not None:
         return replicate_continuously_for(args, options)
-    with open_flow(args.config, args.flow) as (flow, store):
+    with open_flow(args.config, args.flow) as (flow, store), failures_recorded(flow, store):
         session_args = (flow.spark.master, f"airmirror {flow.name}", flow.spark.conf)
         spark = (lambda: spark_session(*session_args)) if args.dry_run else BackgroundSession(*session_args)
         report = replicate_once(flow, store, options, spark)
@@ -72,11 +73,12 @@ def run_duration(args: argparse.Namespace) -> timedelta | None:
 def replicate_continuously_for(args: argparse.Namespace, options: BatchOptions) -> int:
     """``replicate --continuous [--for DURATION]``: batches back to back until the duration or a signal."""
     from airmirror.replication.continuous import StopOnSignals, replicate_continuously
+    from airmirror.replication.run_failures import failures_recorded
     from airmirror.replication.spark.session import BackgroundSession
     from airmirror.store.opening import open_flow
 
     duration = run_duration(args)
-    with open_flow(args.config, args.flow) as (flow, store), StopOnSignals() as signals:
+    with open_flow(args.config, args.flow) as (flow, store), failures_recorded(flow, store), StopOnSignals() as signals:
         spark = BackgroundSession(flow.spark.master, f"airmirror {flow.name}", flow.spark.conf)
         on_batch = None if args.json else render.print_batch_summary
         report = replicate_continuously(
@@ -97,15 +99,38 @@ def schemas(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
+    """One flow's partitions with ``--flow``; else every enabled flow's health, one line each, worst first."""
+    from airmirror.replication.health import latency_note
     from airmirror.replication.status import flow_status
     from airmirror.store.opening import open_flow
 
+    if args.flow is None:
+        return status_overview(args)
+    enabled = {flow.name for flow in load_config(args.config).enabled_flows()}
     with open_flow(args.config, args.flow) as (flow, store):
         current = flow_status(flow, store)
         emission = store.heartbeat_emission(flow.name)
         latencies, syncs = store.heartbeat_latencies(flow.name), store.group_syncs(flow.name)
         verification = store.last_verification(flow.name)
-    render.print_status(current, emission, latencies, syncs, verification, args.json)
+    note = None if latencies else latency_note(flow, f"{flow.target}->{flow.source}" in enabled, emission)
+    render.print_status(current, emission, latencies, syncs, verification, note, args.json)
+    return 0
+
+
+def status_overview(args: argparse.Namespace) -> int:
+    """``status CONFIG``: :func:`~airmirror.replication.health.flow_health` of every enabled flow."""
+    from airmirror.replication.health import flow_health, worst_first
+    from airmirror.store.opening import open_flow
+
+    flows = load_config(args.config).enabled_flows()
+    enabled = {flow.name for flow in flows}
+    now = datetime.now(UTC)
+    healths = []
+    for named in flows:
+        with open_flow(args.config, named.name) as (flow, store):
+            reverse = f"{flow.target}->{flow.source}" in enabled
+            healths.append(flow_health(flow, store, now, reverse_enabled=reverse))
+    render.print_overview(worst_first(healths), args.json)
     return 0
 
 

@@ -98,7 +98,14 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         command("schemas"),
     )
     schemas.add_argument("--dry-run", action="store_true", help="print what would be registered, change nothing")
-    flow_verb(verbs, "status", "per-partition cursor, lag and gaps of a flow", command("status"))
+    status = verbs.add_parser("status", help="every enabled flow's health, or one flow's partitions (--flow)")
+    status.add_argument("config")
+    status.add_argument(
+        "--flow",
+        help="source->target: this flow's cursor, lag and gaps per partition (default: every flow, one line each)",
+    )
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(run=command("status"))
     flow_verb(verbs, "heartbeat", "write one MM2 heartbeat of a flow to its target", command("heartbeat"))
     flow_verb(
         verbs, "checkpoint", "write MM2 checkpoints of the source groups, sync group offsets", command("checkpoint")

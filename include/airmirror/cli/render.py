@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the reports' modules import Spark and the DB: only verbs th
     from airmirror.kafka.acls import AclRequirement
     from airmirror.migration.takeover import TakeoverPlan
     from airmirror.replication.continuous import ContinuousReport
+    from airmirror.replication.health import FlowHealth
     from airmirror.replication.incarnations import TopicReset
     from airmirror.replication.pipeline import BatchSummary, ReplicateReport
     from airmirror.replication.schema_sync import SchemaSyncReport
@@ -102,10 +103,12 @@ def print_status(
     latencies: list[HeartbeatLatency],
     syncs: list[GroupSyncRecord],
     verification: Verification | None,
+    latency_note: str | None,
     as_json: bool,
 ) -> None:
     if as_json:
         extras = {
+            "latency_note": latency_note,
             "heartbeat_emitted": None if emission is None else asdict(emission),
             "heartbeats": [asdict(latency) for latency in latencies],
             "group_syncs": [asdict(sync) for sync in syncs],
@@ -134,7 +137,9 @@ def print_status(
         print(describe_schemas(status.schemas))
     if verification is not None:
         print_last_verification(verification)
-    if emission is not None:
+    if latency_note is not None:
+        print(f"heartbeat latency: n/a, {latency_note}")
+    elif emission is not None:
         print(f"heartbeat emitted to {emission.topic} at {emission.heartbeat_at.isoformat(timespec='seconds')}")
     for latency in latencies:
         print(
@@ -143,6 +148,35 @@ def print_status(
         )
     for sync in syncs:
         print(describe_sync(sync))
+
+
+def print_overview(healths: list[FlowHealth], as_json: bool) -> None:
+    """Every flow's health, one line each, worst first (``airmirror status CONFIG``)."""
+    if as_json:
+        print(to_json([health.as_json() for health in healths]))
+        return
+    for h in healths:
+        print(describe_health(h))
+
+
+def describe_health(h: FlowHealth) -> str:
+    """``a->b  lagging  lag 1200 records, oldest 412.0 s, latency 0.3 s, last copy 2026-...Z, gaps 0, stopped 0``."""
+    latency = "n/a" if h.replication_latency_ms is None else f"{seconds(h.replication_latency_ms)} s"
+    last = "never" if h.last_success_at is None else _moment(h.last_success_at)
+    line = (
+        f"{h.flow}  {', '.join(state.value for state in h.states)}  lag {h.lag_records} records, oldest "
+        f"{seconds(h.oldest_record_age_ms)} s, latency {latency}, last copy {last}, gaps {h.gaps}, "
+        f"stopped partitions {h.stopped_partitions}"
+    )
+    if h.live_run_since is not None:
+        line += f", running since {_moment(h.live_run_since)}"
+    if h.last_failure is not None and h.state.value == "failing":
+        line += f"; last run failed {_moment(h.last_failure.failed_at)}: {h.last_failure.error.splitlines()[0]}"
+    return line
+
+
+def _moment(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def describe_schemas(figures: SchemaFigures) -> str:

@@ -46,6 +46,7 @@ from airmirror.replication.continuous import from_the_cursors, replicate_continu
 from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
+from airmirror.replication.run_failures import failures_recorded
 from airmirror.store import FlowLease, MetadataStore, describe_holder
 from airmirror.store.opening import open_flow
 
@@ -64,9 +65,11 @@ def task_holder() -> str:
 def held_flow(
     config_path: str, flow_name: str, *, hold: bool = True
 ) -> Iterator[tuple[FlowConfig, MetadataStore, FlowLease | None]]:
-    """:func:`masked_open_flow`, holding the flow's lease while the block runs (unless ``hold`` is false)."""
+    """:func:`masked_open_flow`, holding the flow's lease while the block runs (unless ``hold`` is false); a
+    failure of the block is recorded as the flow's newest failed run (:mod:`airmirror.replication.run_failures`)."""
     with (
         masked_open_flow(config_path, flow_name) as (flow, store),
+        failures_recorded(flow, store),
         store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease,
     ):
         yield flow, store, lease

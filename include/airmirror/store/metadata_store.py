@@ -13,6 +13,7 @@ contracts in its module's docstring:
 * :mod:`airmirror.store.schema_ids`: the schema id map and synced subjects of each flow.
 * :mod:`airmirror.store.retention`: pruning of the history older than ``airmirror.metadata.retention``.
 * :mod:`airmirror.store.flow_lease`: :meth:`MetadataStore.hold_flow` lets one run at a time work on a flow.
+* :mod:`airmirror.store.run_failures`: each flow's newest failed run.
 * :mod:`airmirror.store.engine`: engines, transactions and schema migrations.
 
 Common contracts:
@@ -53,6 +54,7 @@ from airmirror.store.heartbeats import HeartbeatStore
 from airmirror.store.lag_samples import LagStore
 from airmirror.store.retention import RetentionStore
 from airmirror.store.rows import utcnow
+from airmirror.store.run_failures import RunFailureStore
 from airmirror.store.schema_ids import SchemaIdStore
 from airmirror.store.streams import StreamStore
 from airmirror.store.verify_results import VerificationStore
@@ -86,6 +88,7 @@ class MetadataStore(
     VerificationStore,
     RetentionStore,
     SchemaIdStore,
+    RunFailureStore,
 ):
     """Repository over the metadata store tables (see the module docstring for the contracts)."""
 

@@ -342,6 +342,14 @@ heartbeat_emissions = Table(
     Column("heartbeat_at", UTCDateTime(), nullable=False),
 )
 
+run_failures = Table(
+    "airmirror_run_failures",
+    metadata,
+    _flow(),
+    Column("failed_at", UTCDateTime(), nullable=False),
+    Column("error", Text, nullable=False),
+)
+
 flow_leases = Table(
     "airmirror_flow_leases",
     metadata,

@@ -17,10 +17,13 @@ Contracts:
 
 The flows come from the file named by ``$AIRMIRROR_CONFIG`` (the DAG factory's), re-read on every request.
 
-- ``GET /``                  the flows the user may read, HTML
+- ``GET /``                  the flows the user may read and their health, worst first, HTML (``?sort=`` one of
+  :data:`~airmirror.ui.page.SORTS`)
 - ``GET /flows/{flow}``      one flow's view, HTML (``flow`` as ``a->b``, URL-encoded)
 - ``GET /dags/{dag_id}``     the view of the flow a DAG replicates (the DAG page's "Replication" tab)
-- ``GET /api/flows``         the flows the user may read, JSON (:class:`FlowLink` each)
+- ``GET /api/flows``         the flows the user may read and their health, worst first, JSON
+  (:meth:`~airmirror.replication.health.FlowHealth.as_json` each; a flow whose store cannot be read has
+  ``state`` ``unavailable`` and an ``error``)
 - ``GET /api/flows/{flow}``  one flow's figures, JSON (:meth:`~airmirror.ui.flow_view.FlowView.as_json`)
 """
 
@@ -28,8 +31,9 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
-from typing import Annotated
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, TypeVar
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
@@ -39,13 +43,16 @@ from fastapi.responses import HTMLResponse
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.errors import ConfigError, ReplicationFailure
-from airmirror.model import Json, JsonObject, to_json
+from airmirror.model import Json, JsonObject
+from airmirror.replication.health import FlowHealth, flow_health, worst_first
+from airmirror.store import MetadataStore
 from airmirror.store.metadata_store import SchemaNotCurrentError
 from airmirror.ui.flow_view import FlowView, flow_view
-from airmirror.ui.page import flow_page, index_page, not_a_flow_page, store_unavailable_page
+from airmirror.ui.page import flow_page, not_a_flow_page, overview_page, store_unavailable_page
 from airmirror.ui.stores import readable_store
 
 CONFIG_ENV = "AIRMIRROR_CONFIG"
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 app = FastAPI(
@@ -55,14 +62,6 @@ app = FastAPI(
     redoc_url=None,
     dependencies=[Depends(requires_authenticated())],
 )
-
-
-@dataclass(frozen=True, kw_only=True)
-class FlowLink:
-    """A flow the user may read, and the DAG that replicates it."""
-
-    flow: str
-    dag_id: str
 
 
 class StoreUnavailable(Exception):
@@ -101,10 +100,30 @@ def flow_named(flow_name: str, flows: dict[str, FlowConfig]) -> FlowConfig:
     return flow
 
 
-def view_of(flow: FlowConfig) -> FlowView:
+def reverse_readable(flow: FlowConfig, flows: dict[str, FlowConfig]) -> bool:
+    """Whether flow ``target->source`` is among the flows the user may read (where heartbeats come from)."""
+    return any(other.source == flow.target and other.target == flow.source for other in flows.values())
+
+
+def view_of(flow: FlowConfig, flows: dict[str, FlowConfig]) -> FlowView:
     """The flow's view from its read-only store; :class:`StoreUnavailable` when the store cannot be shown."""
+    return read_store(
+        flow,
+        lambda store: flow_view(
+            flow, names.dag_id(flow.source, flow.target), store, reverse_enabled=reverse_readable(flow, flows)
+        ),
+    )
+
+
+def health_of(flow: FlowConfig, flows: dict[str, FlowConfig], now: datetime) -> FlowHealth:
+    """The flow's health from its read-only store; :class:`StoreUnavailable` when the store cannot be shown."""
+    return read_store(flow, lambda store: flow_health(flow, store, now, reverse_enabled=reverse_readable(flow, flows)))
+
+
+def read_store(flow: FlowConfig, read: Callable[[MetadataStore], T]) -> T:
+    """``read`` of the flow's read-only store; :class:`StoreUnavailable` (a message safe to show) when it cannot."""
     try:
-        return flow_view(flow, names.dag_id(flow.source, flow.target), readable_store(flow))
+        return read(readable_store(flow))
     except SchemaNotCurrentError as error:
         raise StoreUnavailable(
             f"The metadata store of flow {flow.name} has no schema yet, or another airmirror version's "
@@ -117,21 +136,34 @@ def view_of(flow: FlowConfig) -> FlowView:
         ) from error
 
 
-def flow_response(flow: FlowConfig) -> HTMLResponse:
+def flow_response(flow: FlowConfig, flows: dict[str, FlowConfig]) -> HTMLResponse:
     try:
-        return HTMLResponse(flow_page(view_of(flow)))
+        return HTMLResponse(flow_page(view_of(flow, flows)))
     except StoreUnavailable as error:
         return HTMLResponse(store_unavailable_page(flow.name, str(error)), status_code=503)
 
 
+def overview(flows: dict[str, FlowConfig]) -> tuple[list[FlowHealth], list[tuple[str, str, str]]]:
+    """The health of each flow, worst first, and the ``(flow, dag_id, reason)`` of those that cannot be read."""
+    now = datetime.now(UTC)
+    healths, unavailable = [], []
+    for dag_id, flow in flows.items():
+        try:
+            healths.append(health_of(flow, flows, now))
+        except StoreUnavailable as error:
+            unavailable.append((flow.name, dag_id, str(error)))
+    return worst_first(healths), unavailable
+
+
 @app.get("/", response_class=HTMLResponse)
-def index(flows: ReadableFlows) -> str:
-    return index_page([(flow.name, dag_id) for dag_id, flow in flows.items()])
+def index(flows: ReadableFlows, sort: str = "state") -> str:
+    healths, unavailable = overview(flows)
+    return overview_page(healths, unavailable, sort)
 
 
 @app.get("/flows/{flow_name}", response_class=HTMLResponse)
 def flow_html(flow_name: str, flows: ReadableFlows) -> HTMLResponse:
-    return flow_response(flow_named(flow_name, flows))
+    return flow_response(flow_named(flow_name, flows), flows)
 
 
 @app.get("/dags/{dag_id}", response_class=HTMLResponse)
@@ -139,17 +171,23 @@ def dag_html(dag_id: str, flows: ReadableFlows, dag_ids: ReadableDagIds) -> HTML
     if dag_id not in dag_ids:
         raise HTTPException(404, f"no DAG {dag_id!r} that you may read")
     flow = flows.get(dag_id)
-    return HTMLResponse(not_a_flow_page(dag_id)) if flow is None else flow_response(flow)
+    return HTMLResponse(not_a_flow_page(dag_id)) if flow is None else flow_response(flow, flows)
 
 
 @app.get("/api/flows", response_model=None)
 def flows_json(flows: ReadableFlows) -> Json:
-    return to_json([FlowLink(flow=flow.name, dag_id=dag_id) for dag_id, flow in flows.items()])
+    healths, unavailable = overview(flows)
+    shown: list[Json] = [health.as_json() for health in healths]
+    shown += [
+        {"flow": name, "dag_id": dag_id, "state": "unavailable", "error": reason}
+        for name, dag_id, reason in unavailable
+    ]
+    return shown
 
 
 @app.get("/api/flows/{flow_name}", response_model=None)
 def flow_json(flow_name: str, flows: ReadableFlows) -> JsonObject:
     try:
-        return view_of(flow_named(flow_name, flows)).as_json()
+        return view_of(flow_named(flow_name, flows), flows).as_json()
     except StoreUnavailable as error:
         raise HTTPException(503, str(error)) from error

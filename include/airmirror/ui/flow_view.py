@@ -6,7 +6,8 @@ with every cluster down.  Every figure is one the tasks recorded:
 - per source partition: records and bytes copied and the last batch (committed batches), lag in records and
   record age (the newest lag sample, taken after each commit), gaps (offsets retention deleted before they
   were copied), source resets and stops;
-- the flow's heartbeat latency (newest observation per heartbeat route);
+- the flow's heartbeat latency (newest observation per heartbeat route), or why there is none
+  (:func:`~airmirror.replication.health.latency_note`);
 - per consumer group: the newest checkpoint (partitions, when) and the newest group offset sync outcome;
 - recent batches with their throughput;
 - the flow's schema figures: ``airmirror.schema.ids`` mode, subjects synced, ids mapped and records passed through
@@ -30,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 
 from airmirror.config import FlowConfig
 from airmirror.model import BatchRecord, BatchState, GroupSyncOutcome, JsonObject, LagSample, PartitionKey, json_object
+from airmirror.replication.health import latency_note
 from airmirror.replication.status import SchemaFigures, schema_figures
 from airmirror.store import MetadataStore
 from airmirror.store.lag_samples import LagPoint
@@ -99,6 +101,7 @@ class FlowView:
     partitions: list[PartitionRow]
     heartbeat_latency_ms: int | None
     heartbeat_latency_at: str | None
+    latency_note: str | None
     groups: list[GroupRow]
     batches: list[BatchRow]
     series: list[SeriesPoint]
@@ -108,8 +111,11 @@ class FlowView:
         return json_object(self)
 
 
-def flow_view(flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime | None = None) -> FlowView:
-    """Everything the view shows of ``flow`` (see the module contract)."""
+def flow_view(
+    flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime | None = None, *, reverse_enabled: bool = False
+) -> FlowView:
+    """Everything the view shows of ``flow`` (see the module contract); ``reverse_enabled`` says whether flow
+    ``target->source``, which brings the heartbeats latency is measured from, runs."""
     now = now or datetime.now(UTC)
     since = now - SERIES_WINDOW
     newest_samples = {sample.key: sample for sample in store.newest_lag_samples(flow.name, since)}
@@ -122,6 +128,7 @@ def flow_view(flow: FlowConfig, dag_id: str, store: MetadataStore, now: datetime
         partitions=_partitions(flow, store, newest_samples),
         heartbeat_latency_ms=None if latency is None else latency.latency_ms,
         heartbeat_latency_at=None if latency is None else _iso(latency.observed_at),
+        latency_note=None if latency else latency_note(flow, reverse_enabled, store.heartbeat_emission(flow.name)),
         groups=_groups(flow, store),
         batches=[_batch_row(batch) for batch in store.batches(flow.name, limit=RECENT_BATCHES)],
         series=[_series_point(point) for point in store.lag_series(flow.name, since, now, SERIES_POINTS)],

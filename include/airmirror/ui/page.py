@@ -8,12 +8,13 @@ and replication latency (ms) over time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
 
 from airmirror.config.schema_registries import SchemaIds
+from airmirror.replication.health import FlowHealth, FlowState, worst_first
 from airmirror.replication.status import SchemaFigures
 from airmirror.ui.flow_view import FlowView, SeriesPoint
 
@@ -25,19 +26,111 @@ th, td { border-bottom: 1px solid #d9e2ec; padding: 0.3rem 0.6rem; text-align: r
 th:first-child, td:first-child, td.text { text-align: left; }
 .skipped-active { background: #fde8e8; color: #9b1c1c; font-weight: 600; }
 .stopped { color: #9b1c1c; } .muted { color: #829ab1; }
+.state-failing, .state-stopped, .state-unavailable { color: #9b1c1c; font-weight: 600; }
+.state-lagging, .state-not_running { color: #b45309; font-weight: 600; } .state-healthy { color: #047857; }
+.overview th a { color: inherit; }
 .figures span { margin-right: 2rem; } svg { background: #f8fafc; border: 1px solid #d9e2ec; }
 """
 
 
-def index_page(flows: Sequence[tuple[str, str]]) -> str:
-    """The list of ``(flow, dag_id)``, each flow linking to its view."""
-    items = "".join(
-        f'<li><a href="flows/{quote(name, safe="")}">{escape(name)}</a> '
-        f'<span class="muted">{escape(dag_id)}</span></li>'
-        for name, dag_id in flows
+SORTS: dict[str, tuple[str, Callable[[list[FlowHealth]], list[FlowHealth]]]] = {
+    "state": ("state", worst_first),
+    "lag": ("lag (records)", lambda rows: sorted(rows, key=lambda h: (-h.lag_records, h.flow))),
+    "age": ("oldest record", lambda rows: sorted(rows, key=lambda h: (-(h.oldest_record_age_ms or 0), h.flow))),
+    "last": (
+        "last copy",
+        lambda rows: sorted(rows, key=lambda h: (h.last_success_at is not None, h.last_success_at or 0, h.flow)),
+    ),
+    "flow": ("flow", lambda rows: sorted(rows, key=lambda h: h.flow)),
+}
+"""The overview's sort orders (``?sort=KEY``): its column heading, and the order; ``state`` (worst first) unless
+asked."""
+
+
+def overview_page(healths: Sequence[FlowHealth], unavailable: Sequence[tuple[str, str, str]], sort: str) -> str:
+    """Every flow the user may read, one row each, in the ``sort`` order (:data:`SORTS`); ``unavailable`` lists the
+    ``(flow, dag_id, reason)`` whose store cannot be read."""
+    heading, order = SORTS.get(sort, SORTS["state"])
+    headers = {key: f'<a href="?sort={key}">{escape(label)}</a>' for key, (label, _) in SORTS.items()}
+    rows = "".join(overview_row(h) for h in order(list(healths)))
+    rows += "".join(
+        f'<tr data-flow="{escape(name)}" data-state="unavailable"><td class="text"><a href="flows/'
+        f'{quote(name, safe="")}">{escape(name)}</a></td><td class="text state-unavailable" data-field="state">'
+        f'unavailable</td><td class="text muted" colspan="9">{escape(reason)}</td></tr>'
+        for name, _, reason in unavailable
     )
-    shown = f"<ul>{items}</ul>" if items else "<p class=muted>No flow whose DAG you may read.</p>"
-    return _document("airmirror replication", f"<h1>airmirror replication</h1>{shown}")
+    table = (
+        f'<table class="overview" data-sort="{escape(sort if sort in SORTS else "state")}"><thead><tr>'
+        f"<th>{headers['flow']}</th><th>{headers['state']}</th><th>{headers['lag']}</th><th>{headers['age']}</th>"
+        "<th>replication latency</th>"
+        f"<th>{headers['last']}</th><th>running since</th><th>gaps</th><th>stopped partitions</th>"
+        "<th>schema ids</th><th>lag, last 6 h</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+    shown = table if healths or unavailable else "<p class=muted>No flow whose DAG you may read.</p>"
+    title = f"<h1>airmirror replication</h1><p class=muted>sorted by {escape(heading)}</p>"
+    return _document("airmirror replication", title + shown)
+
+
+def overview_row(h: FlowHealth) -> str:
+    """One flow's row of the overview; where latency cannot be measured, the cell's title says why."""
+    if h.replication_latency_ms is not None:
+        latency = f'<td data-field="replication_latency_ms">{h.replication_latency_ms:,} ms</td>'
+    else:
+        one_way = h.latency_note is not None and "not enabled" in h.latency_note
+        latency = (
+            f'<td class="text muted" data-field="replication_latency_ms" title="{escape(h.latency_note or "")}">'
+            f"{'n/a (one-way flow)' if one_way else 'n/a'}</td>"
+        )
+    failure = ""
+    if h.last_failure is not None and h.state is FlowState.FAILING:
+        error = h.last_failure.error.splitlines()[0][:300] if h.last_failure.error else ""
+        failure = f'<div class="muted">last run failed {escape(_when(h.last_failure.failed_at))}: {escape(error)}</div>'
+    live = _when(h.live_run_since) if h.live_run_since is not None else ""
+    return (
+        f'<tr data-flow="{escape(h.flow)}" data-state="{escape(h.state.value)}">'
+        f'<td class="text"><a href="flows/{quote(h.flow, safe="")}">{escape(h.flow)}</a>'
+        f'<div class="muted">{escape(h.dag_id)}</div></td>'
+        f'<td class="text state-{h.state.name.lower()}" data-field="state">'
+        f"{escape(', '.join(state.value for state in h.states))}{failure}</td>"
+        f"{_cell(h.lag_records, 'lag_records')}"
+        f'<td data-field="oldest_record_age_ms">{escape(_age(h.oldest_record_age_ms))}</td>{latency}'
+        f'<td class="text" data-field="last_success_at">{escape(_when(h.last_success_at))}</td>'
+        f'<td class="text" data-field="live_run_since">{escape(live)}</td>'
+        f"{_cell(h.gaps, 'gaps')}{_cell(h.stopped_partitions, 'stopped_partitions')}"
+        f'<td class="text" data-field="schemas.mode">{escape(_schemas(h.schemas))}</td>'
+        f"<td>{sparkline(h.lag_sparkline)}</td></tr>"
+    )
+
+
+def sparkline(values: Sequence[int], width: int = 120, height: int = 24) -> str:
+    """A small SVG line of ``values`` (total lag, oldest first); nothing before two samples."""
+    if len(values) < 2:
+        return '<span class="muted">-</span>'
+    top = max(values) or 1
+    step = width / (len(values) - 1)
+    points = " ".join(f"{i * step:.1f},{height - 2 - v / top * (height - 4):.1f}" for i, v in enumerate(values))
+    return (
+        f'<svg class="sparkline" role="img" aria-label="lag, max {max(values):,} records" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}"><polyline fill="none" stroke="#2563eb" '
+        f'stroke-width="1.5" points="{points}"/></svg>'
+    )
+
+
+def _when(moment: datetime | None) -> str:
+    return "never" if moment is None else moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _age(milliseconds: int | None) -> str:
+    if milliseconds is None:
+        return "none waiting"
+    return f"{milliseconds / 1000:,.1f} s" if milliseconds < 120_000 else f"{milliseconds / 60_000:,.1f} min"
+
+
+def _schemas(figures: SchemaFigures) -> str:
+    if figures.mode is SchemaIds.OFF:
+        return "off"
+    return f"{figures.mode.value}: {figures.ids_mapped:,} ids mapped, {figures.records_passed:,} passed through"
 
 
 def not_a_flow_page(dag_id: str) -> str:
@@ -59,7 +152,11 @@ def flow_page(view: FlowView) -> str:
         f"<h1>Flow {escape(view.flow)}</h1>",
         f'<p class="figures"><span>DAG <b>{escape(view.dag_id)}</b></span>'
         f'<span>heartbeat latency <b data-field="heartbeat_latency_ms">{escape(latency)}</b></span>'
-        f"<span class=muted>as of {escape(view.heartbeat_latency_at or 'never')}</span></p>",
+        + (
+            f"<span class=muted>as of {escape(view.heartbeat_latency_at)}</span></p>"
+            if view.heartbeat_latency_at is not None
+            else f'</p><p class="muted" data-field="latency_note">{escape(view.latency_note or "")}</p>'
+        ),
         schemas_paragraph(view.schemas),
         "<h2>Lag and latency over time</h2>",
         chart(view.series),

@@ -14,7 +14,7 @@ TRANSLATED = SchemaFigures(SchemaIds.TRANSLATE, subjects=3, ids_mapped=7, record
 
 
 def printed(status: FlowStatus, capsys: pytest.CaptureFixture[str], *, as_json: bool) -> str:
-    print_status(status, None, [], [], None, as_json)
+    print_status(status, None, [], [], None, None, as_json)
     return capsys.readouterr().out
 
 

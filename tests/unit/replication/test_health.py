@@ -1,0 +1,118 @@
+"""The health rules (:mod:`airmirror.replication.health`) and failure recording
+(:mod:`airmirror.replication.run_failures`) on a real SQLite metadata DB."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from airmirror.config import FlowConfig, load_config
+from airmirror.errors import ReplicationFailure
+from airmirror.model import HeartbeatEmission, HeartbeatLatency, LagSample, PartitionKey
+from airmirror.replication.health import FlowState, flow_health, worst_first
+from airmirror.replication.run_failures import failures_recorded
+from airmirror.store import FlowBusyError, MetadataStore
+from tests.store_helpers import commit_ten
+
+NOW = datetime.now(UTC)
+
+
+@pytest.fixture
+def opened(tmp_path: Path) -> Iterator[tuple[FlowConfig, MetadataStore]]:
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n")
+    store = MetadataStore.open(f"sqlite:///{tmp_path / 'metadata.db'}")
+    yield load_config(config, env={}).flow("a->b"), store
+    store.dispose()
+
+
+def commit(store: MetadataStore, flow: FlowConfig, partition: int = 0) -> None:
+    commit_ten(store, flow.name, partition=partition)
+
+
+def health(flow: FlowConfig, store: MetadataStore, now: datetime = NOW, reverse: bool = False):
+    return flow_health(flow, store, now, reverse_enabled=reverse)
+
+
+def test_a_flow_that_copied_recently_and_keeps_up_is_healthy(opened):
+    flow, store = opened
+    commit(store, flow)
+    store.record_lag_samples(flow.name, [LagSample("orders", 0, NOW, 3, 2_000, None)])
+
+    shown = health(flow, store)
+
+    assert (shown.state, shown.states) == (FlowState.HEALTHY, [FlowState.HEALTHY])
+    assert (shown.lag_records, shown.oldest_record_age_ms, shown.partitions) == (3, 2_000, 1)
+    assert shown.last_success_at is not None and shown.as_json()["state"] == "healthy"
+
+
+def test_a_lagging_flow_with_a_stopped_partition_shows_the_stop_first_and_both_states(opened):
+    flow, store = opened
+    commit(store, flow, 0)
+    commit(store, flow, 1)
+    store.record_lag_samples(flow.name, [LagSample("orders", 0, NOW, 9_000, 600_000, None)])
+    store.stop_partition(flow.name, PartitionKey("orders", 1), "source partition 1 was deleted")
+
+    shown = health(flow, store)
+
+    assert shown.states == [FlowState.STOPPED, FlowState.LAGGING] and shown.state is FlowState.STOPPED
+    assert (shown.stopped_partitions, shown.lag_records) == (1, 9_000)
+
+
+def test_a_flow_whose_newest_run_failed_after_its_last_commit_is_failing_until_a_run_commits(opened):
+    flow, store = opened
+    commit(store, flow)
+    with pytest.raises(ReplicationFailure), failures_recorded(flow, store):
+        raise ReplicationFailure("cannot reach cluster 'b' (y:1): Connection refused")
+
+    failing = health(flow, store)
+    assert failing.state is FlowState.FAILING
+    assert failing.last_failure is not None and "Connection refused" in failing.last_failure.error
+
+    commit(store, flow)
+    assert health(flow, store).state is FlowState.HEALTHY
+
+
+def test_a_busy_flow_is_no_failure_and_a_run_that_raised_is_re_raised_as_it_was(opened):
+    flow, store = opened
+    with pytest.raises(FlowBusyError), failures_recorded(flow, store):
+        raise FlowBusyError(flow.name, None)
+    assert store.run_failure(flow.name) is None
+    with pytest.raises(KeyError), failures_recorded(flow, store):
+        raise KeyError("x")
+    failure = store.run_failure(flow.name)
+    assert failure is not None and failure.error == "KeyError: 'x'"
+
+
+def test_a_flow_that_never_copied_or_not_for_an_hour_is_not_running(opened):
+    flow, store = opened
+    assert health(flow, store).state is FlowState.NOT_RUNNING
+    commit(store, flow)
+    assert health(flow, store).state is FlowState.HEALTHY
+    assert health(flow, store, now=NOW + timedelta(hours=2)).state is FlowState.NOT_RUNNING
+
+
+def test_latency_is_explained_where_it_cannot_be_measured(opened):
+    flow, store = opened
+    commit(store, flow)
+    assert "flow b->a, which is not enabled" in (health(flow, store).latency_note or "")
+    store.record_heartbeat_emitted(flow.name, HeartbeatEmission("heartbeats", NOW))
+    note = health(flow, store, reverse=True).latency_note or ""
+    assert "no heartbeat has travelled a->b yet" in note and "heartbeats on cluster b" in note
+
+    store.record_heartbeat_latency(flow.name, HeartbeatLatency("b", "a", NOW, NOW, 420))
+    measured = health(flow, store, reverse=True)
+    assert (measured.replication_latency_ms, measured.latency_note) == (420, None)
+
+
+def test_worst_first_orders_by_state_then_by_the_oldest_record(opened):
+    flow, store = opened
+    commit(store, flow)
+    healthy = health(flow, store)
+    older = healthy.__class__(**{**healthy.__dict__, "flow": "c->d", "oldest_record_age_ms": 9_000})
+    failing = healthy.__class__(**{**healthy.__dict__, "flow": "z->y", "state": FlowState.FAILING})
+
+    assert [h.flow for h in worst_first([healthy, older, failing])] == ["z->y", "c->d", "a->b"]
