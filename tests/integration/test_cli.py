@@ -168,3 +168,53 @@ def test_spark_that_cannot_start_fails_the_run_and_the_batch_resumes(clusters, p
     healthy = write_config(tmp_path / "mm2.properties", clusters, flow_lines)  # same metadata DB
     assert airmirror("replicate", str(healthy), "--flow", "a->b").returncode == 0
     assert records_of(b, f"a.{topic}", 0) == records
+
+
+@pytest.mark.integration
+def test_status_without_a_flow_shows_every_flows_health_worst_first(clusters, prefix, tmp_path):
+    """a->b copied a moment ago (healthy), a->c's run failed (cluster c is unreachable), b->a never ran."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.health"
+    create_topic(a, topic, 1)
+    produce(a, topic, 0, sample_records(10))
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "\n".join(
+            [
+                "clusters = a, b, c",
+                f"a.bootstrap.servers = {a}",
+                f"b.bootstrap.servers = {b}",
+                "c.bootstrap.servers = 127.0.0.1:1",
+                "c.admin.request.timeout.ms = 2000",
+                f"topics = {prefix}\\..*",
+                "replication.factor = 1",
+                "heartbeats.topic.replication.factor = 1",
+                "checkpoints.topic.replication.factor = 1",
+                "offset-syncs.topic.replication.factor = 1",
+                "airmirror.batch.log.topic.replication.factor = 1",
+                "airmirror.spark.master = local[1]",
+                f"airmirror.metadata.db.url = sqlite:///{tmp_path / 'metadata.db'}",
+                "a->b.enabled = true",
+                "a->c.enabled = true",
+                "b->a.enabled = true",
+            ]
+        )
+        + "\n"
+    )
+    assert airmirror("replicate", str(config), "--flow", "a->b").returncode == 0
+    failed = airmirror("replicate", str(config), "--flow", "a->c")
+    assert failed.returncode == 1 and "cannot reach cluster 'c'" in failed.stderr, failed.stderr
+
+    shown = airmirror("status", str(config))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert [line.split("  ")[:2] for line in lines] == [
+        ["a->c", "failing, not running"],
+        ["b->a", "not running"],
+        ["a->b", "healthy"],
+    ]
+    assert "last run failed" in lines[0] and "cannot reach cluster 'c'" in lines[0]
+    as_json = {flow["flow"]: flow for flow in json.loads(airmirror("status", str(config), "--json").stdout)}
+    assert as_json["a->b"]["state"] == "healthy" and as_json["a->b"]["partitions"] == 1
+    assert "which is not enabled" not in as_json["a->b"]["latency_note"]  # b->a brings heartbeats back
+    assert as_json["a->c"]["last_failure"]["error"].startswith("cannot reach cluster 'c'")
