@@ -19,7 +19,8 @@ The flows come from the file named by ``$AIRMIRROR_CONFIG`` (the DAG factory's),
 
 - ``GET /``                  the flows the user may read and their health, worst first, HTML (``?sort=`` one of
   :data:`~airmirror.ui.page.SORTS`)
-- ``GET /flows/{flow}``      one flow's view, HTML (``flow`` as ``a->b``, URL-encoded)
+- ``GET /flows/{flow}``      one flow's view, HTML (``flow`` as ``a->b``, URL-encoded); ``?topic=REGEX`` filters its
+  topics, ``?page=N`` pages them (:mod:`airmirror.ui.topic_rows`)
 - ``GET /dags/{dag_id}``     the view of the flow a DAG replicates (the DAG page's "Replication" tab)
 - ``GET /api/flows``         the flows the user may read and their health, worst first, JSON
   (:meth:`~airmirror.replication.health.FlowHealth.as_json` each; a flow whose store cannot be read has
@@ -136,9 +137,11 @@ def read_store(flow: FlowConfig, read: Callable[[MetadataStore], T]) -> T:
         ) from error
 
 
-def flow_response(flow: FlowConfig, flows: dict[str, FlowConfig]) -> HTMLResponse:
+def flow_response(
+    flow: FlowConfig, flows: dict[str, FlowConfig], topic: str | None = None, page: int = 1
+) -> HTMLResponse:
     try:
-        return HTMLResponse(flow_page(view_of(flow, flows)))
+        return HTMLResponse(flow_page(view_of(flow, flows), topic, page))
     except StoreUnavailable as error:
         return HTMLResponse(store_unavailable_page(flow.name, str(error)), status_code=503)
 
@@ -162,16 +165,18 @@ def index(flows: ReadableFlows, sort: str = "state") -> str:
 
 
 @app.get("/flows/{flow_name}", response_class=HTMLResponse)
-def flow_html(flow_name: str, flows: ReadableFlows) -> HTMLResponse:
-    return flow_response(flow_named(flow_name, flows), flows)
+def flow_html(flow_name: str, flows: ReadableFlows, topic: str | None = None, page: int = 1) -> HTMLResponse:
+    return flow_response(flow_named(flow_name, flows), flows, topic, page)
 
 
 @app.get("/dags/{dag_id}", response_class=HTMLResponse)
-def dag_html(dag_id: str, flows: ReadableFlows, dag_ids: ReadableDagIds) -> HTMLResponse:
+def dag_html(
+    dag_id: str, flows: ReadableFlows, dag_ids: ReadableDagIds, topic: str | None = None, page: int = 1
+) -> HTMLResponse:
     if dag_id not in dag_ids:
         raise HTTPException(404, f"no DAG {dag_id!r} that you may read")
     flow = flows.get(dag_id)
-    return HTMLResponse(not_a_flow_page(dag_id)) if flow is None else flow_response(flow, flows)
+    return HTMLResponse(not_a_flow_page(dag_id)) if flow is None else flow_response(flow, flows, topic, page)
 
 
 @app.get("/api/flows", response_model=None)

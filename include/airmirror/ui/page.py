@@ -17,6 +17,7 @@ from airmirror.config.schema_registries import SchemaIds
 from airmirror.replication.health import FlowHealth, FlowState, worst_first
 from airmirror.replication.status import SchemaFigures
 from airmirror.ui.flow_view import FlowView, SeriesPoint
+from airmirror.ui.topic_rows import TopicRow, topic_page
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #1f2933; }
@@ -28,7 +29,7 @@ th:first-child, td:first-child, td.text { text-align: left; }
 .stopped { color: #9b1c1c; } .muted { color: #829ab1; }
 .state-failing, .state-stopped, .state-unavailable { color: #9b1c1c; font-weight: 600; }
 .state-lagging, .state-not_running { color: #b45309; font-weight: 600; } .state-healthy { color: #047857; }
-.overview th a { color: inherit; }
+.overview th a { color: inherit; } details table { margin: 0.4rem 0 0.8rem 1rem; } .paging a { margin-right: 1rem; }
 .figures span { margin-right: 2rem; } svg { background: #f8fafc; border: 1px solid #d9e2ec; }
 """
 
@@ -145,8 +146,9 @@ def store_unavailable_page(flow: str, reason: str) -> str:
     return _document(f"airmirror {flow}", f"<h1>Flow {escape(flow)}</h1><p>{escape(reason)}</p>")
 
 
-def flow_page(view: FlowView) -> str:
-    """The whole view of one flow."""
+def flow_page(view: FlowView, topic: str | None = None, page: int = 1) -> str:
+    """The whole view of one flow; its topics filtered by the regular expression ``topic`` and paged
+    (:mod:`airmirror.ui.topic_rows`)."""
     latency = "n/a" if view.heartbeat_latency_ms is None else f"{view.heartbeat_latency_ms:,} ms"
     body = [
         f"<h1>Flow {escape(view.flow)}</h1>",
@@ -160,45 +162,8 @@ def flow_page(view: FlowView) -> str:
         schemas_paragraph(view.schemas),
         "<h2>Lag and latency over time</h2>",
         chart(view.series),
-        "<h2>Partitions</h2>",
-        _table(
-            [
-                "topic",
-                "partition",
-                "remote topic",
-                "records copied",
-                "bytes copied",
-                "cursor",
-                "lag (records)",
-                "record age (ms)",
-                "sampled",
-                "gaps",
-                "gap offsets",
-                "source resets",
-                "stopped",
-            ],
-            (
-                (
-                    f'<tr data-topic="{escape(p.topic)}" data-partition="{p.partition}">',
-                    [
-                        _text(p.topic),
-                        _cell(p.partition, "partition"),
-                        _text(p.remote_topic),
-                        _cell(p.records, "records"),
-                        _cell(p.bytes, "bytes"),
-                        _cell(p.cursor, "cursor"),
-                        _cell(p.lag_records, "lag_records"),
-                        _cell(p.record_age_ms, "record_age_ms"),
-                        _text(p.sampled_at),
-                        _cell(p.gap_count, "gap_count"),
-                        _cell(p.gap_offsets, "gap_offsets"),
-                        _cell(p.resets, "resets"),
-                        f'<td class="text stopped">{escape(p.stopped or "")}</td>',
-                    ],
-                )
-                for p in view.partitions
-            ),
-        ),
+        "<h2>Topics</h2>",
+        topics_section(view, topic, page),
         "<h2>Consumer groups</h2>",
         _table(
             ["group", "checkpointed partitions", "last checkpoint", "group sync", "synced", "detail"],
@@ -238,6 +203,89 @@ def flow_page(view: FlowView) -> str:
         ),
     ]
     return _document(f"airmirror {view.flow}", "".join(body))
+
+
+PARTITION_HEADERS = (
+    "partition",
+    "records copied",
+    "bytes copied",
+    "cursor",
+    "lag (records)",
+    "record age (ms)",
+    "sampled",
+    "gaps",
+    "gap offsets",
+    "source resets",
+    "stopped",
+)
+
+
+def topics_section(view: FlowView, topic: str | None, page: int) -> str:
+    """The filter form, one row per topic of the page (worst first) that expands to its partitions, and paging."""
+    try:
+        shown = topic_page(view.partitions, topic, page)
+        problem = ""
+    except ValueError as error:
+        shown, problem = topic_page(view.partitions, None, page), f'<p class="stopped">{escape(str(error))}</p>'
+    form = (
+        '<form method="get" class="figures"><label>topics matching <input name="topic" '
+        f'value="{escape(topic or "")}" placeholder="regular expression"></label> <button>filter</button></form>'
+    )
+    counts = (
+        f'<p class="muted" data-field="topics">{shown.matching:,} of {shown.total:,} topics; '
+        f"page {shown.number} of {shown.pages}</p>"
+    )
+    rows = "".join(topic_row(row) for row in shown.rows)
+    rows = rows or '<tr><td class=muted colspan="6">none yet</td></tr>'
+    table = (
+        '<table class="topics"><thead><tr><th>topic (expand for its partitions)</th><th>partitions</th>'
+        "<th>lag (records)</th><th>oldest record (ms)</th><th>gaps</th><th>stopped</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+    return form + problem + counts + table + paging(shown.number, shown.pages, topic)
+
+
+def topic_row(row: TopicRow) -> str:
+    """A topic's row; its first cell expands to the table of its partitions."""
+    partitions = _table(
+        PARTITION_HEADERS,
+        (
+            (
+                f'<tr data-topic="{escape(p.topic)}" data-partition="{p.partition}">',
+                [
+                    _cell(p.partition, "partition"),
+                    _cell(p.records, "records"),
+                    _cell(p.bytes, "bytes"),
+                    _cell(p.cursor, "cursor"),
+                    _cell(p.lag_records, "lag_records"),
+                    _cell(p.record_age_ms, "record_age_ms"),
+                    _text(p.sampled_at),
+                    _cell(p.gap_count, "gap_count"),
+                    _cell(p.gap_offsets, "gap_offsets"),
+                    _cell(p.resets, "resets"),
+                    f'<td class="text stopped">{escape(p.stopped or "")}</td>',
+                ],
+            )
+            for p in row.partitions
+        ),
+    )
+    return (
+        f'<tr data-topic-row="{escape(row.topic)}"><td class="text"><details><summary>{escape(row.topic)} '
+        f'<span class="muted">&rarr; {escape(row.remote_topic)}</span></summary>{partitions}</details></td>'
+        f"{_cell(len(row.partitions), 'partitions')}{_cell(row.lag_records, 'lag_records')}"
+        f"{_cell(row.oldest_record_age_ms, 'oldest_record_age_ms')}{_cell(row.gap_count, 'gap_count')}"
+        f"{_cell(row.stopped, 'stopped')}</tr>"
+    )
+
+
+def paging(number: int, pages: int, topic: str | None) -> str:
+    """Links to the previous and next pages, keeping the filter."""
+    if pages == 1:
+        return ""
+    keep = f"&topic={quote(topic, safe='')}" if topic else ""
+    previous = f'<a rel="prev" href="?page={number - 1}{keep}">previous</a>' if number > 1 else ""
+    following = f'<a rel="next" href="?page={number + 1}{keep}">next</a>' if number < pages else ""
+    return f'<p class="paging">{previous} {following}</p>'
 
 
 def schemas_paragraph(figures: SchemaFigures) -> str:
