@@ -263,7 +263,28 @@ def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_
         assert int(cells["lag_records"].replace(",", "")) == known["lag"]
         schema_mode = browser.evaluate("document.querySelector('[data-field=\"schemas.mode\"]').innerText")
         assert schema_mode == status["schemas"]["mode"]
+        topic_row = f'tr[data-topic-row="{prefix}.live"]'
+        expanded = browser.evaluate(
+            f"(() => {{ document.querySelector('{topic_row} summary').click();"
+            f" return document.querySelector('{row}').offsetParent !== null; }})()"
+        )
+        assert expanded, "the topic's row expands to its partitions"
         browser.open(f"{airflow.url}/airmirror/", "!!document.querySelector('a[href=\"flows/a-%3Eb\"]')")
+        overview = browser.evaluate(
+            "[...document.querySelectorAll('tr[data-flow=\"a->b\"] [data-field]')]"
+            ".map(cell => [cell.dataset.field, cell.innerText])"
+        )
+        browser.screenshot(ARTIFACTS / "replication-overview.png")
+        health = next(
+            f
+            for f in httpx.get(
+                f"{airflow.url}/airmirror/api/flows", headers={"Authorization": f"Bearer {token}"}, timeout=60
+            ).json()
+            if f["flow"] == "a->b"
+        )
+        figures = dict(overview)
+        assert figures["state"].startswith(health["state"])
+        assert int(figures["lag_records"].replace(",", "")) == health["lag_records"]
         index = browser.evaluate("document.documentElement.outerHTML")
         assert str(config.parent) not in index and str(airflow.home) not in index
         browser.open(f"{airflow.url}/dags/{dag_id}", "document.body.innerText.includes('Replication')")

@@ -20,6 +20,10 @@ name                               kind     tags                        value
                                                                         because their schema id was unknown
 ``airmirror.schema-subjects-synced`` gauge  mode                        subjects the newest schema sync copied
 ``airmirror.schema-ids-mapped``    gauge    mode                        source schema ids mapped to target ids
+``airmirror.flow-state``           gauge    state                       the flow's state by the overview's rules
+                                                                        (:mod:`airmirror.replication.health`): 0
+                                                                        healthy, 1 lagging, 2 not running, 3 stopped
+                                                                        partitions, 4 failing
 =================================  =======  ==========================  ==============================================
 
 The schema gauges (:func:`~airmirror.replication.status.schema_figures`, the figures of ``airmirror status``) are
@@ -44,6 +48,7 @@ from airmirror.checkpoints.checkpoint_emitter import CheckpointReport
 from airmirror.config import FlowConfig
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.model import LagSample, PartitionKey
+from airmirror.replication.health import FlowState, flow_health
 from airmirror.replication.pipeline import BatchSummary
 from airmirror.replication.status import schema_figures
 from airmirror.store import MetadataStore
@@ -80,8 +85,19 @@ def publish_batch(flow: FlowConfig, store: MetadataStore, summary: BatchSummary)
             stats.timing(f"{PREFIX}.batch-duration-ms", batch.finished_at - batch.created_at, tags=tags)
         publish_lag(flow, newest_samples(store.lag_samples(flow.name, since=datetime.now(UTC) - SAMPLE_WINDOW)))
         publish_schemas(flow, store)
+        publish_state(flow, store)
     except Exception as error:
         log.warning("metrics of batch %s of %s not sent: %s", summary.batch_id, flow.name, error)
+
+
+def publish_state(flow: FlowConfig, store: MetadataStore) -> None:
+    """The ``flow-state`` gauge (the worst state's severity, tagged with its name); never fails the task."""
+    try:
+        health = flow_health(flow, store, datetime.now(UTC), reverse_enabled=False)
+        severity = len(FlowState) - 1 - health.state.rank
+        stats.gauge(f"{PREFIX}.flow-state", severity, tags=flow_tags(flow, state=health.state.value))
+    except Exception as error:
+        log.warning("the state metric of %s was not sent: %s", flow.name, error)
 
 
 def newest_samples(samples: Iterable[LagSample]) -> list[LagSample]:

@@ -35,7 +35,7 @@ from airmirror.dag_factory.connection_lookup import resolve_connections_through_
 from airmirror.dag_factory.failures import no_retry_on_bad_input
 from airmirror.dag_factory.live import emit_repeatedly
 from airmirror.dag_factory.masking import mask_flow_secrets
-from airmirror.dag_factory.metrics import publish_batch, publish_checkpoints
+from airmirror.dag_factory.metrics import publish_batch, publish_checkpoints, publish_state
 from airmirror.dag_factory.xcoms import BatchCopied, LiveCopied, PlannedRun, RunRecorded
 from airmirror.heartbeats.heartbeat_emitter import emit_heartbeat
 from airmirror.kafka.clients import shared_clients
@@ -53,6 +53,10 @@ from airmirror.store.opening import open_flow
 log = logging.getLogger(__name__)
 
 
+RANGES_LOGGED = 20
+"""A plan of at most this many partitions logs each range at INFO; a larger one logs them at DEBUG."""
+
+
 def task_holder() -> str:
     """Who holds the flow's lease: the running task instance, on this host and pid."""
     from airflow.sdk import get_current_context
@@ -66,13 +70,18 @@ def held_flow(
     config_path: str, flow_name: str, *, hold: bool = True
 ) -> Iterator[tuple[FlowConfig, MetadataStore, FlowLease | None]]:
     """:func:`masked_open_flow`, holding the flow's lease while the block runs (unless ``hold`` is false); a
-    failure of the block is recorded as the flow's newest failed run (:mod:`airmirror.replication.run_failures`)."""
-    with (
-        masked_open_flow(config_path, flow_name) as (flow, store),
-        failures_recorded(flow, store),
-        store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease,
-    ):
-        yield flow, store, lease
+    failure of the block is recorded as the flow's newest failed run (:mod:`airmirror.replication.run_failures`)
+    and the flow's state metric sent (:func:`~airmirror.dag_factory.metrics.publish_state`)."""
+    with masked_open_flow(config_path, flow_name) as (flow, store):
+        try:
+            with (
+                failures_recorded(flow, store),
+                store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease,
+            ):
+                yield flow, store, lease
+        except Exception:
+            publish_state(flow, store)
+            raise
 
 
 @contextmanager
@@ -106,8 +115,9 @@ def plan(config_path: str, flow_name: str, mappings: list[TopicMapping], options
     with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
         planned = plan_batch(flow, store, mappings, options)
         first_batch = planned.batch_id if planned.batch_id is not None else store.newest_batch_id(flow.name) + 1
+    each = log.info if len(planned.ranges) <= RANGES_LOGGED else log.debug  # a whole cluster: the summary only
     for r in planned.ranges:
-        log.info("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
+        each("plan %s-%d -> %s: [%d, %d) %d offsets", r.topic, r.partition, r.remote_topic, r.start, r.end, r.size)
     records = planned.offsets
     label = "dry run, nothing stored" if options.dry_run else f"batch {planned.batch_id}"
     log.info(
@@ -183,6 +193,19 @@ def replicate_live(config_path: str, flow_name: str, spark: Any, options: BatchO
     return LiveCopied(batches=report.batches, records=report.records, bytes=report.bytes)
 
 
+def log_lag(flow: FlowConfig, store: MetadataStore) -> None:
+    """The flow's lag after the commit, from the lag samples the commit stored."""
+    samples = store.newest_lag_samples(flow.name, datetime.now(UTC) - timedelta(minutes=5))
+    ages = [s.record_age_ms for s in samples if s.record_age_ms is not None]
+    oldest = f"{max(ages) / 1000:.1f} s" if ages else "none waiting"
+    log.info(
+        "lag after the commit: %d records over %d partitions, oldest record %s",
+        sum(s.lag_records for s in samples),
+        len(samples),
+        oldest,
+    )
+
+
 @no_retry_on_bad_input
 def record(config_path: str, flow_name: str, first_batch: int) -> RunRecorded:
     """Commit the unfinished batch's Kafka-committed results to the metadata DB; then report what the run copied:
@@ -197,6 +220,7 @@ def record(config_path: str, flow_name: str, first_batch: int) -> RunRecorded:
             summary = record_batch(flow, store, batch, lease)
             log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
             publish_batch(flow, store, summary)
+            log_lag(flow, store)
         copied = store.copied_since(flow.name, first_batch)
         result = RunRecorded(
             batch_id=copied.last_batch_id,
