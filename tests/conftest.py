@@ -111,6 +111,19 @@ SLF4J_VERSION = "1.7.36"
 JavaTranslate = Callable[[str, str, str], dict[tuple[str, int], tuple[int, str]]]
 
 
+def compile_java(source: Path, classpath: str, classes: Path) -> None:
+    """``javac`` of ``source`` into ``classes``."""
+    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(source)], check=True, timeout=120)
+
+
+def java_lines(classpath: str, main_class: str, *args: str) -> list[str]:
+    """The lines ``java main_class args`` printed (it must exit 0)."""
+    done = subprocess.run(
+        ["java", "-cp", classpath, main_class, *args], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout.splitlines()
+
+
 @pytest.fixture(scope="session")
 def java_translate_offsets(tmp_path_factory: pytest.TempPathFactory) -> JavaTranslate:
     """``(bootstrap, remote_alias, group) -> {(topic, partition): (offset, metadata)}`` as MM2's own Java client
@@ -121,18 +134,11 @@ def java_translate_offsets(tmp_path_factory: pytest.TempPathFactory) -> JavaTran
     )
     classes = tmp_path_factory.mktemp("java-classes")
     classpath = f"{classes}:{lib}/*"
-    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(JAVA_TRANSLATE_SOURCE)], check=True, timeout=120)
+    compile_java(JAVA_TRANSLATE_SOURCE, classpath, classes)
 
     def translate(bootstrap: str, remote_alias: str, group: str) -> dict[tuple[str, int], tuple[int, str]]:
-        done = subprocess.run(
-            ["java", "-cp", classpath, "TranslateOffsets", bootstrap, remote_alias, group],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
         offsets = {}
-        for line in done.stdout.splitlines():
+        for line in java_lines(classpath, "TranslateOffsets", bootstrap, remote_alias, group):
             topic, partition, offset, metadata = line.split(" ", 3)
             offsets[(topic, int(partition))] = (int(offset), metadata)
         return offsets

@@ -6,7 +6,6 @@ end of what was copied."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from airmirror import client
 from airmirror.checkpoints.translation import Translator
 from airmirror.devtools.local_kafka import mm2_classpath
 from airmirror.model import PartitionKey
-from tests.conftest import write_config
+from tests.conftest import compile_java, java_lines, write_config
 from tests.kafka_helpers import create_topic, produce
 from tests.mirror_helpers import (
     as_java_offsets,
@@ -43,19 +42,14 @@ def read_offset_syncs(tmp_path_factory: pytest.TempPathFactory) -> ReadSyncs:
     as MM2's ``OffsetSyncStore`` translates them from the offset-syncs topic of flow a->b (``None``: no sync)."""
     classes = tmp_path_factory.mktemp("mm2-classes")
     classpath = f"{classes}:{mm2_classpath()}"
-    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(SYNC_READER_SOURCE)], check=True, timeout=120)
+    compile_java(SYNC_READER_SOURCE, classpath, classes)
 
     def read(bootstrap: str, queries: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int, int], int | None]:
         args = [f"{topic}:{partition}:{','.join(map(str, offsets))}" for (topic, partition), offsets in queries.items()]
-        done = subprocess.run(
-            ["java", "-cp", classpath, "org.apache.kafka.connect.mirror.ReadOffsetSyncs", bootstrap, "a", "b", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
         found = {}
-        for line in done.stdout.splitlines():
+        for line in java_lines(
+            classpath, "org.apache.kafka.connect.mirror.ReadOffsetSyncs", bootstrap, "a", "b", *args
+        ):
             topic, partition, upstream, downstream = line.split(" ")
             found[(topic, int(partition), int(upstream))] = None if downstream == "none" else int(downstream)
         return found
