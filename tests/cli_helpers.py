@@ -4,6 +4,7 @@ process (its ``main``, where a test also reads what the command printed without 
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -18,6 +19,19 @@ def airmirror_process(*args: str) -> subprocess.CompletedProcess[str]:
     """``python -m airmirror.cli ARGS`` in a child process; whatever its exit code."""
     return subprocess.run(
         [sys.executable, "-m", "airmirror.cli", *args], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S
+    )
+
+
+def airmirror_as_a_user(*args: str) -> subprocess.CompletedProcess[str]:
+    """:func:`airmirror_process` with the user's environment: without the test session's JVM options, which the
+    JVM announces on stderr."""
+    env = {key: value for key, value in os.environ.items() if key != "JDK_JAVA_OPTIONS"}
+    return subprocess.run(
+        [sys.executable, "-m", "airmirror.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        env=env,
     )
 
 

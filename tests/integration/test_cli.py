@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from airmirror.config import load_config
 from airmirror.store import MetadataStore
-from tests.cli_helpers import airmirror_process
+from tests.cli_helpers import airmirror_as_a_user, airmirror_process
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
 
@@ -171,8 +171,11 @@ def test_spark_that_cannot_start_fails_the_run_and_the_batch_resumes(clusters, p
 
 
 @pytest.mark.integration
-def test_status_without_a_flow_shows_every_flows_health_worst_first(clusters, prefix, tmp_path):
-    """a->b copied a moment ago (healthy), a->c's run failed (cluster c is unreachable), b->a never ran."""
+def test_status_without_a_flow_shows_every_flows_health_worst_first_and_runs_say_nothing_else(
+    clusters, prefix, tmp_path
+):
+    """a->b copied a moment ago (healthy), a->c's run failed (cluster c is unreachable), b->a never ran.  The
+    runs are made as a user makes them, and say nothing on stderr unless they failed, then one line."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic = f"{prefix}.health"
     create_topic(a, topic, 1)
@@ -201,9 +204,15 @@ def test_status_without_a_flow_shows_every_flows_health_worst_first(clusters, pr
         )
         + "\n"
     )
-    assert airmirror("replicate", str(config), "--flow", "a->b").returncode == 0
-    failed = airmirror("replicate", str(config), "--flow", "a->c")
+    copied = airmirror_as_a_user("replicate", str(config), "--flow", "a->b")
+    assert copied.returncode == 0, copied.stderr
+    assert copied.stderr == "", "no Spark, JVM, PySpark or librdkafka line reaches the terminal:\n" + copied.stderr
+    failed = airmirror_as_a_user("replicate", str(config), "--flow", "a->c")
     assert failed.returncode == 1 and "cannot reach cluster 'c'" in failed.stderr, failed.stderr
+    assert failed.stderr.startswith("airmirror: error: ") and failed.stderr.count("\n") == 1, failed.stderr
+    unknown = airmirror_as_a_user("replicate", str(config), "--flow", "nowhere")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("airmirror: error: ")
+    assert unknown.stderr.count("\n") == 1 and "nowhere" in unknown.stderr, unknown.stderr
 
     shown = airmirror("status", str(config))
     assert shown.returncode == 0, shown.stderr
