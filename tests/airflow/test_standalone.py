@@ -25,6 +25,8 @@ import pytest
 from airmirror.devtools.local_airflow import LocalAirflow
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker
 from airmirror.mm2.wire_formats import Heartbeat
+from airmirror.model import LagSample, PartitionKey, RunFailure
+from airmirror.store import MetadataStore
 from tests.browser import HeadlessChromium
 from tests.conftest import write_config
 from tests.kafka_helpers import (
@@ -36,7 +38,9 @@ from tests.kafka_helpers import (
     records_of,
     sample_records,
 )
+from tests.polling import wait_until
 from tests.postgres_server import postgres_server
+from tests.store_helpers import commit_ten, commit_ten_each
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,6 +67,34 @@ def e2e_clusters(test_home) -> Iterator[dict[str, LocalBroker]]:
             broker.stop()
 
 
+WIDE, WIDE_TOPICS, WIDE_PARTITIONS = "wide", 200, 10
+READY_TOPICS = "document.readyState == 'complete' && !!document.querySelector('tr[data-topic-row]')"
+"""A flow page has loaded (its last byte too: the first rows show before the rest arrive)."""
+
+
+def text_shown(text: str) -> str:
+    """A JavaScript test that the page shows ``text``."""
+    return f"document.body.innerText.includes('{text}')"
+
+
+def overview_stores(home: Path) -> dict[str, str]:
+    """The metadata DBs of two flows that never run (paused, scheduled yearly), as runs left them: ``c->a``, whose
+    newest run failed after its last commit, and ``c->b``, a whole cluster's flow (2,000 partitions) that lags, with a
+    stopped partition.  Returns each flow's DB URL."""
+    now = datetime.now(UTC)
+    urls = {flow: f"sqlite:///{home / (flow.replace('->', '_') + '.db')}" for flow in ("c->a", "c->b")}
+    with MetadataStore.open(urls["c->a"]) as store:
+        commit_ten(store, "c->a", f"{WIDE}.000")
+        failed = RunFailure(datetime.now(UTC), "cannot reach cluster 'a': Connection refused")
+        store.record_run_failure("c->a", failed)  # after the commit: the flow is failing
+    keys = [PartitionKey(f"{WIDE}.{t:03d}", p) for t in range(WIDE_TOPICS) for p in range(WIDE_PARTITIONS)]
+    with MetadataStore.open(urls["c->b"]) as store:
+        commit_ten_each(store, "c->b", keys)
+        store.record_lag_samples("c->b", [LagSample(k.topic, k.partition, now, 7, 600_000, None) for k in keys])
+        store.stop_partition("c->b", keys[-1], f"source partition {keys[-1].topic}-9 was deleted")
+    return urls
+
+
 @pytest.fixture(scope="module")
 def airflow_env(e2e_clusters, test_home, tmp_path_factory) -> Iterator[tuple[LocalAirflow, dict, str, Path]]:
     brokers = e2e_clusters
@@ -70,11 +102,23 @@ def airflow_env(e2e_clusters, test_home, tmp_path_factory) -> Iterator[tuple[Loc
     create_topic(brokers["a"].bootstrap, f"{prefix}.live", 2, ACCEPTS_FUTURE)
     create_topic(brokers["a"].bootstrap, f"{prefix}.history", 1, {"retention.ms": "-1"})
     create_topic(brokers["b"].bootstrap, f"{prefix}.pulse", PULSE_PARTITIONS)
+    home = tmp_path_factory.mktemp("standalone")
+    stores = overview_stores(home)
     config = write_config(
-        tmp_path_factory.mktemp("standalone") / "mm2.properties",
+        home / "mm2.properties",
         brokers,
         "\n".join(
             [
+                *(
+                    line
+                    for flow, url in stores.items()
+                    for line in (
+                        f"{flow}.enabled = true",
+                        f"{flow}.airmirror.metadata.db.url = {url}",
+                        f"{flow}.airmirror.schedule = 0 0 1 1 *",
+                        f"{flow}.topics = {WIDE}\\..*",
+                    )
+                ),
                 "a->b.enabled = true",
                 f"a->b.topics = {prefix}\\.live",
                 "a->c.enabled = true",
@@ -225,6 +269,67 @@ def test_a_live_scheduled_run_replicates_for_its_interval_while_heartbeats_are_e
         )
 
 
+def test_the_overview_shows_each_flows_state_and_a_whole_cluster_flow_pages_its_topics_in_a_real_browser(
+    airflow_env,
+):
+    airflow, _, _, _ = airflow_env
+    api = airflow.client()
+    api.wait_for_dag("airmirror__c__b")
+    token = httpx.post(
+        f"{airflow.url}/auth/token", json={"username": "admin", "password": airflow.admin_password()}, timeout=30
+    ).json()["access_token"]
+    figures = {
+        f["flow"]: f
+        for f in httpx.get(
+            f"{airflow.url}/airmirror/api/flows", headers={"Authorization": f"Bearer {token}"}, timeout=60
+        ).json()
+    }
+    with HeadlessChromium() as browser:
+        browser.set_cookie(airflow.url, "_token", token)
+        browser.open(
+            f"{airflow.url}/airmirror/",
+            "document.readyState == 'complete' && !!document.querySelector('tr[data-flow]')",
+        )
+        rows = browser.evaluate("[...document.querySelectorAll('tr[data-flow]')].map(r => r.dataset.flow)")
+        states = browser.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('tr[data-flow]')].map(r => "
+            "[r.dataset.flow, r.querySelector('[data-field=state]').innerText]))"
+        )
+        print(f"overview screenshot: {browser.screenshot(ARTIFACTS / 'replication-overview-states.png')}")
+        assert rows.index("c->a") < rows.index("c->b"), rows
+        assert states["c->a"].startswith("failing") and "Connection refused" in states["c->a"]
+        assert states["c->b"].startswith("stopped partitions, lagging")
+        assert states["a->b"].startswith(figures["a->b"]["state"])
+        wide = figures["c->b"]
+        assert (wide["partitions"], wide["stopped_partitions"], wide["lag_records"]) == (2_000, 1, 14_000)
+
+        started = time.monotonic()
+        browser.open(f"{airflow.url}/airmirror/flows/c-%3Eb", READY_TOPICS)
+        opened_s = time.monotonic() - started
+        navigation = browser.evaluate("performance.getEntriesByType('navigation')[0].duration")
+        print(f"2,000-partition flow page: {navigation:.0f} ms navigation, {opened_s:.2f} s until its first topic row")
+        assert browser.evaluate("document.querySelectorAll('tr[data-topic-row]').length") == 50
+        first = browser.evaluate("document.querySelector('tr[data-topic-row]').dataset.topicRow")
+        assert first == f"{WIDE}.{WIDE_TOPICS - 1:03d}", "the topic with the stopped partition comes first"
+        shown = browser.evaluate(
+            f"(() => {{ const row = document.querySelector('tr[data-topic-row=\"{first}\"]');"
+            " row.querySelector('summary').click();"
+            " return [...row.querySelectorAll('tr[data-partition]')].filter(p => p.offsetParent !== null).length; })()"
+        )
+        assert shown == WIDE_PARTITIONS
+        print(f"flow page screenshot: {browser.screenshot(ARTIFACTS / 'replication-wide-flow.png')}")
+        browser.evaluate(
+            f"document.querySelector('input[name=topic]').value = '{WIDE}\\\\.00[0-9]';"
+            " document.querySelector('form').submit()"
+        )
+        wait_until(lambda: browser.evaluate(f"{READY_TOPICS} && {text_shown('10 of 200 topics')}"), 30, "the filter")
+        assert browser.evaluate("document.querySelectorAll('tr[data-topic-row]').length") == 10
+        browser.open(f"{airflow.url}/airmirror/flows/c-%3Eb", "location.search == '' && " + READY_TOPICS)
+        browser.evaluate("document.querySelector('a[rel=next]').click()")
+        wait_until(lambda: browser.evaluate(f"{READY_TOPICS} && {text_shown('page 2 of 4')}"), 30, "page 2")
+        assert browser.evaluate("document.querySelectorAll('tr[data-topic-row]').length") == 50
+
+
 def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_clusters(airflow_env):
     airflow, brokers, prefix, config = airflow_env
     dag_id, flow_path = "airmirror__a__b", "/airmirror/flows/a-%3Eb"
@@ -252,7 +357,15 @@ def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_
     row = f'tr[data-topic="{prefix}.live"][data-partition="0"]'
     with HeadlessChromium() as browser:
         browser.set_cookie(airflow.url, "_token", token)
-        browser.open(f"{airflow.url}{flow_path}", f"!!document.querySelector('{row}')")
+        browser.open(
+            f"{airflow.url}{flow_path}", f"document.readyState == 'complete' && !!document.querySelector('{row}')"
+        )
+        topic_row = f'tr[data-topic-row="{prefix}.live"]'
+        expanded = browser.evaluate(
+            f"(() => {{ document.querySelector('{topic_row} summary').click();"
+            f" return document.querySelector('{row}').offsetParent !== null; }})()"
+        )
+        assert expanded, "the topic's row expands to its partitions"
         shown = browser.evaluate(
             f"[...document.querySelectorAll('{row} td[data-field]')].map(td => [td.dataset.field, td.innerText])"
         )
@@ -263,12 +376,6 @@ def test_the_replication_view_in_a_real_browser_matches_status_and_outlives_the_
         assert int(cells["lag_records"].replace(",", "")) == known["lag"]
         schema_mode = browser.evaluate("document.querySelector('[data-field=\"schemas.mode\"]').innerText")
         assert schema_mode == status["schemas"]["mode"]
-        topic_row = f'tr[data-topic-row="{prefix}.live"]'
-        expanded = browser.evaluate(
-            f"(() => {{ document.querySelector('{topic_row} summary').click();"
-            f" return document.querySelector('{row}').offsetParent !== null; }})()"
-        )
-        assert expanded, "the topic's row expands to its partitions"
         browser.open(f"{airflow.url}/airmirror/", "!!document.querySelector('a[href=\"flows/a-%3Eb\"]')")
         overview = browser.evaluate(
             "[...document.querySelectorAll('tr[data-flow=\"a->b\"] [data-field]')]"
