@@ -125,7 +125,8 @@ def load_topic(
     stamp_now: bool = False,
     values: Callable[[int], bytes] | None = None,
 ) -> int:
-    """Produce ``records`` records of ``size``-byte values round-robin over the partitions; returns payload bytes.
+    """Produce ``records`` records of ``size``-byte values round-robin over the partitions, in order (an idempotent
+    producer); returns payload bytes.
 
     Values are slices of a random block (incompressible, all different), or ``values(i)`` for record number ``i``
     when given (``size`` then unused); keys are the record number, except
@@ -141,6 +142,8 @@ def load_topic(
         {
             "bootstrap.servers": bootstrap,
             "on_delivery": lambda error, _: errors.append(error) if error is not None else None,
+            # a batch retried on a loaded machine must not land after the next one: records stay in order
+            "enable.idempotence": True,
             "linger.ms": 20,
             "batch.size": 1024 * 1024,
             "queue.buffering.max.kbytes": 512 * 1024,
