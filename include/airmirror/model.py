@@ -15,7 +15,7 @@ import enum
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 if TYPE_CHECKING:
@@ -374,6 +374,11 @@ class RangeResult:
     downstream_end: int | None = None
     end_epoch: int | None = None
     schema_passed: int = 0
+
+
+def utc_text(moment: datetime) -> str:
+    """``moment`` as people read it in messages and pages: UTC to the second, ``2026-11-29T07:30:44Z``."""
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from airmirror.model import (
     PartitionVerification,
     Verdict,
     Verification,
+    utc_text,
 )
 
 if TYPE_CHECKING:  # the reports' modules import Spark and the DB: only verbs that need them import them
@@ -162,21 +163,17 @@ def print_overview(healths: list[FlowHealth], as_json: bool) -> None:
 def describe_health(h: FlowHealth) -> str:
     """``a->b  lagging  lag 1200 records, oldest 412.0 s, latency 0.3 s, last copy 2026-...Z, gaps 0, stopped 0``."""
     latency = "n/a" if h.replication_latency_ms is None else f"{seconds(h.replication_latency_ms)} s"
-    last = "never" if h.last_success_at is None else _moment(h.last_success_at)
+    last = "never" if h.last_success_at is None else utc_text(h.last_success_at)
     line = (
         f"{h.flow}  {', '.join(state.value for state in h.states)}  lag {h.lag_records} records, oldest "
         f"{seconds(h.oldest_record_age_ms)} s, latency {latency}, last copy {last}, gaps {h.gaps}, "
         f"stopped partitions {h.stopped_partitions}"
     )
     if h.live_run_since is not None:
-        line += f", running since {_moment(h.live_run_since)}"
+        line += f", running since {utc_text(h.live_run_since)}"
     if h.last_failure is not None and h.state.value == "failing":
-        line += f"; last run failed {_moment(h.last_failure.failed_at)}: {h.last_failure.error.splitlines()[0]}"
+        line += f"; last run failed {utc_text(h.last_failure.failed_at)}: {h.last_failure.error.splitlines()[0]}"
     return line
-
-
-def _moment(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def describe_schemas(figures: SchemaFigures) -> str:

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 
 from airmirror import names
 from airmirror.config import FlowConfig
-from airmirror.model import HeartbeatEmission, JsonObject, PartitionKey, RunFailure, json_object
+from airmirror.model import HeartbeatEmission, JsonObject, PartitionKey, RunFailure, json_object, utc_text
 from airmirror.replication.status import SchemaFigures, schema_figures
 from airmirror.store import MetadataStore
 
@@ -148,7 +148,7 @@ def latency_note(flow: FlowConfig, reverse_enabled: bool, emitted: HeartbeatEmis
     )
     if emitted is None:
         return f"{why}; {flow.name} has written no heartbeat to cluster {flow.target} yet"
-    at = emitted.heartbeat_at.isoformat(timespec="seconds").replace("+00:00", "Z")
+    at = utc_text(emitted.heartbeat_at)
     return (
         f"{why}; {flow.name} wrote its newest heartbeat to {emitted.topic} on cluster {flow.target}, acknowledged {at}"
     )

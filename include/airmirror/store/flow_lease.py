@@ -59,6 +59,7 @@ from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from airmirror.errors import ReplicationFailure
+from airmirror.model import utc_text
 from airmirror.store.engine import transaction
 from airmirror.store.schema import flow_leases
 
@@ -93,14 +94,10 @@ class FlowLeaseRecord:
     expires_at: datetime
 
 
-def _when(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _held_by(current: FlowLeaseRecord) -> str:
     return (
-        f"is being replicated by another run (holder {current.holder}, since {_when(current.acquired_at)}, "
-        f"lease expires {_when(current.expires_at)})"
+        f"is being replicated by another run (holder {current.holder}, since {utc_text(current.acquired_at)}, "
+        f"lease expires {utc_text(current.expires_at)})"
     )
 
 
@@ -184,7 +181,7 @@ def acquire_flow(
                         "flow %r: took over the lease of %s, which expired at %s",
                         flow,
                         previous.record.holder,
-                        _when(previous.record.expires_at),
+                        utc_text(previous.record.expires_at),
                     )
                 return FlowLease(engine, row, ttl_seconds)
             current = _stored_lease(connection, flow)
@@ -224,7 +221,7 @@ class FlowLease:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"FlowLease(flow={self.flow!r}, holder={self.holder!r}, expires_at={_when(self.expires_at)})"
+        return f"FlowLease(flow={self.flow!r}, holder={self.holder!r}, expires_at={utc_text(self.expires_at)})"
 
     @property
     def expires_at(self) -> datetime:
@@ -279,7 +276,7 @@ class FlowLease:
                     delete(flow_leases).where(flow_leases.c.flow == self.flow, flow_leases.c.token == self._token)
                 ).rowcount
         except ReplicationFailure as error:
-            log.warning("%s; the lease expires by itself at %s", error, _when(self.expires_at))
+            log.warning("%s; the lease expires by itself at %s", error, utc_text(self.expires_at))
             return False
         return deleted == 1
 
@@ -298,7 +295,7 @@ class FlowLease:
                     "could not renew the lease of flow %r held by %s (expires %s): %s; retrying",
                     self.flow,
                     self.holder,
-                    _when(self.expires_at),
+                    utc_text(self.expires_at),
                     error,
                 )
 

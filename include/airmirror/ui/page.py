@@ -9,11 +9,12 @@ and replication latency (ms) over time.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from html import escape
 from urllib.parse import quote
 
 from airmirror.config.schema_registries import SchemaIds
+from airmirror.model import utc_text
 from airmirror.replication.health import FlowHealth, FlowState, worst_first
 from airmirror.replication.status import SchemaFigures
 from airmirror.ui.flow_view import FlowView, SeriesPoint
@@ -119,7 +120,7 @@ def sparkline(values: Sequence[int], width: int = 120, height: int = 24) -> str:
 
 
 def _when(moment: datetime | None) -> str:
-    return "never" if moment is None else moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return "never" if moment is None else utc_text(moment)
 
 
 def _age(milliseconds: int | None) -> str:
