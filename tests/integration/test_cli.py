@@ -23,6 +23,7 @@ a->b.enabled = true
 
 
 airmirror = airmirror_process
+FILTER = "org.apache.kafka.connect.transforms.Filter"
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,9 @@ airmirror = airmirror_process
         (VALID + "a->b.replication.factor = two\n", "a->b.replication.factor", 5),
         (VALID + "offset.lag.max = 1O0\n", "offset.lag.max", 5),
         (VALID + "replication.policy.class = com.example.NoSuchPolicy\n", "replication.policy.class", 5),
+        (VALID + "a->b.transforms = x\na->b.transforms.x.type = com.nonexistent.Nope\n", "a->b.transforms.x.type", 6),
+        (VALID + f"transforms = x\ntransforms.x.type = {FILTER}\n", "transforms", 5),
+        (VALID + "a->b.topic.filter.class = com.acme.mm2.DefaultTopicFilter\n", "a->b.topic.filter.class", 5),
     ],
     ids=[
         "missing-clusters",
@@ -44,6 +48,9 @@ airmirror = airmirror_process
         "non-numeric-flow",
         "non-numeric",
         "unknown-policy",
+        "unknown-transform",
+        "top-level-transform-chain",
+        "custom-filter-class",
     ],
 )
 def test_bad_config_exits_2_naming_key_and_line(tmp_path: Path, body: str, key: str, line: int | None):
@@ -67,6 +74,18 @@ def test_validate_accepts_a_good_file(tmp_path: Path):
     config.write_text(VALID)
     result = airmirror("validate", str(config))
     assert result.returncode == 0 and "a->b" in result.stdout
+
+
+def test_validate_names_every_key_nothing_reads(tmp_path: Path):
+    config = tmp_path / "mm2.properties"
+    unused = ["tasks.max = 4", "a->b.topics.include = orders", "foo.bar = 1", "topics.blacklist = secret.*"]
+    config.write_text(VALID + "\n".join(unused) + "\n")
+    result = airmirror("validate", str(config))
+    assert result.returncode == 0 and "a->b" in result.stdout
+    warnings = result.stderr.splitlines()
+    for line_number, line in enumerate(unused, 5):
+        key = line.split(" = ")[0]
+        assert sum(f"key '{key}' (line {line_number})" in w for w in warnings) == 1, result.stderr
 
 
 def test_unknown_flow_exits_2(tmp_path: Path):

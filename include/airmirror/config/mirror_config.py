@@ -9,8 +9,10 @@ Key classification (as MirrorMakerConfig does it):
 
 Connector settings of flow ``a->b`` are the top-level keys overridden by ``a->b.KEY``.  The Java client
 settings of cluster ``c`` in a flow are, from lowest to highest precedence: top-level ``bootstrap.servers``,
-``security.protocol``, ``ssl.*`` and ``sasl.*``; top-level ``{kind}.X``; ``{c}.X``; ``{c}.{kind}.X``;
-then, as in MM2's connector configs, the flow keys ``a->b.{kind}.X`` and ``a->b.{source|target}.{kind}.X``.
+``security.protocol``, ``ssl.*`` and ``sasl.*``; top-level ``{kind}.X``; ``{c}.X``, overridden for those MM2 client
+keys by the flow's ``a->b.{source|target}.cluster.X`` (MM2's ``source.cluster.``/``target.cluster.`` connector keys);
+``{c}.{kind}.X``; then, as in MM2's connector configs, the flow keys ``a->b.{kind}.X`` and
+``a->b.{source|target}.{kind}.X``.  Every key no part of airmirror reads is named (:mod:`airmirror.config.key_audit`).
 Consumers get MM2's defaults ``enable.auto.commit=false`` (forced) and ``auto.offset.reset=earliest``.
 
 :func:`load_config` validates everything up front (every enabled flow and every client of every cluster), so
@@ -28,7 +30,6 @@ made for a one-broker cluster works unchanged.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from airmirror import names
-from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, is_client_key, translate
+from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, translate
 from airmirror.config.connections import CONN_ID_KEY, kafka_client_settings
 from airmirror.config.flow_settings import (
     TASK_BUFFER_CLIENT_KEYS,
@@ -49,6 +50,14 @@ from airmirror.config.flow_settings import (
     OffsetSyncSettings,
     SparkSettings,
     TopicSyncSettings,
+)
+from airmirror.config.key_audit import (
+    WORKER_KEYS_READ,
+    audit_flow,
+    audit_top_level,
+    is_client_kind_key,
+    is_inherited_client_key,
+    is_worker_key,
 )
 from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
@@ -105,9 +114,11 @@ from airmirror.config.settings_registry import (
     Scope,
     SettingKey,
     all_keys,
+    declared,
     is_declared,
     mm2_keys,
 )
+from airmirror.config.transforms import Step, TransformChain, flow_chain, top_level_warnings
 from airmirror.errors import ConfigError
 from airmirror.mm2.policy import (
     IdentityReplicationPolicy,
@@ -121,35 +132,8 @@ T = TypeVar("T")
 _FLOW_ARROW = "->"
 BATCH_LOG_REPLICATION_FACTOR_KEY = BATCH_LOG_REPLICATION_FACTOR.name
 _WORKER_OFFSETS_FACTOR_KEY = OFFSET_STORAGE_REPLICATION_FACTOR.name
-_WORKER_KEYS_READ = frozenset({"group.id", "offset.storage.topic", _WORKER_OFFSETS_FACTOR_KEY})
-"""Worker keys of a flow's target cluster that airmirror reads (:meth:`FlowConfig.mm2_worker`, the batch log's
-replication factor), so ``{alias}.KEY`` is not reported as ignored."""
 _MM2_KEYS = mm2_keys(Scope.FLOW) | mm2_keys(Scope.FILE)
 _AIRMIRROR_PREFIX = "airmirror."
-_WORKER_KEYS = frozenset(
-    {
-        "group.id",
-        "plugin.path",
-        "listeners",
-        "connect.protocol",
-        "scheduled.rebalance.max.delay.ms",
-        "exactly.once.source.support",
-        "offset.flush.interval.ms",
-        "offset.flush.timeout.ms",
-        "task.shutdown.graceful.timeout.ms",
-    }
-)
-_WORKER_PREFIXES = (
-    "offset.storage.",
-    "config.storage.",
-    "status.storage.",
-    "key.converter",
-    "value.converter",
-    "header.converter",
-    "worker.",
-    "rest.",
-    "config.providers.",
-)
 
 
 def load_config(path: str | PathLike[str], env: Mapping[str, str] | None = None) -> MirrorConfig:
@@ -166,23 +150,6 @@ def _is_mm2_key(key: str) -> bool:
     return key in _MM2_KEYS or key.startswith(_AIRMIRROR_PREFIX) or key.startswith("replication.policy.")
 
 
-def _is_worker_key(key: str) -> bool:
-    return key in _WORKER_KEYS or key.startswith(_WORKER_PREFIXES)
-
-
-def _is_inherited_client_key(key: str) -> bool:
-    """Top-level keys MM2 passes to every client (its ``CLIENT_CONFIG_DEF``)."""
-    return key in ("bootstrap.servers", "security.protocol") or key.startswith(("ssl.", "sasl."))
-
-
-def _unknown_airmirror_key(setting: Setting, key: str) -> str:
-    """The warning for an ``airmirror.*`` key the registry does not declare, naming the closest declared key."""
-    declared_names = [k.name for k in all_keys() if k.name.startswith(_AIRMIRROR_PREFIX)]
-    close = difflib.get_close_matches(key, declared_names, n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return f"{setting.describe()}: ignored, airmirror has no such setting{hint}"
-
-
 def _strip_prefix(settings: Mapping[str, Setting], prefix: str) -> dict[str, Setting]:
     """Settings whose key starts with ``prefix``, keyed without it (MM2 keys such as
     ``consumer.poll.timeout.ms`` are not client keys and are left out)."""
@@ -191,10 +158,6 @@ def _strip_prefix(settings: Mapping[str, Setting], prefix: str) -> dict[str, Set
         for key, setting in settings.items()
         if key.startswith(prefix) and not _is_mm2_key(key)
     }
-
-
-def _client_kind_prefix(key: str) -> bool:
-    return key.startswith(tuple(f"{kind}." for kind in CLIENT_KINDS))
 
 
 # A layer of client settings: the settings and whether they target one client kind only.
@@ -313,15 +276,23 @@ class MirrorConfig:
             )
         return merged
 
-    def client_settings(self, alias: str, kind: str, flow_layers: Iterable[_Layer]) -> ClientSettings:
-        """Merge the client layers of ``alias`` (then ``flow_layers``), translate, apply MM2's consumer
-        defaults; warnings are recorded in :attr:`warnings` once."""
+    def client_settings(
+        self,
+        alias: str,
+        kind: str,
+        flow_layers: Iterable[_Layer],
+        cluster_overrides: Mapping[str, Setting] | None = None,
+    ) -> ClientSettings:
+        """Merge the client layers of ``alias`` (``cluster_overrides``, a flow's ``{source|target}.cluster.X``,
+        over its ``{alias}.X``; then ``flow_layers``), translate, apply MM2's consumer defaults; warnings are
+        recorded in :attr:`warnings` once."""
         self.bootstrap_servers(alias)
         cluster = self._cluster[alias]
         layers: list[_Layer] = [
-            ({key: s for key, s in self._top.items() if _is_inherited_client_key(key)}, False),
+            ({key: s for key, s in self._top.items() if is_inherited_client_key(key)}, False),
             (_strip_prefix(self._top, f"{kind}."), True),
             ({key: s for key, s in cluster.items() if self._is_cluster_client_key(key)}, False),
+            (cluster_overrides or {}, False),
             (_strip_prefix(cluster, f"{kind}."), True),
             *flow_layers,
         ]
@@ -353,7 +324,7 @@ class MirrorConfig:
     @staticmethod
     def _is_cluster_client_key(key: str) -> bool:
         return key != CONN_ID_KEY and not (
-            _client_kind_prefix(key) or _is_worker_key(key) or _is_mm2_key(key) or key.startswith(REGISTRY_PREFIX)
+            is_client_kind_key(key) or is_worker_key(key) or _is_mm2_key(key) or key.startswith(REGISTRY_PREFIX)
         )
 
     @staticmethod
@@ -396,39 +367,22 @@ class MirrorConfig:
             self._cluster[alias][key[len(alias) + 1 :]] = setting
 
     def _warn_about_ignored_keys(self) -> None:
-        """Record a warning for every client-looking key that no client will use."""
-        for key, setting in self._top.items():
-            if is_client_key(key) and not (_is_inherited_client_key(key) or _is_worker_key(key)):
-                self._warn(
-                    f"{setting.describe()}: ignored, top-level client settings other than security ones "
-                    f"need a prefix (e.g. 'producer.{key}' or '{{cluster}}.{key}')"
-                )
+        """Record a warning for every key that nothing reads (:mod:`airmirror.config.key_audit`; the cluster keys
+        here)."""
         for settings in self._cluster.values():
             for key, setting in settings.items():
                 if key.startswith(REGISTRY_PREFIX) and not is_declared(key):
                     self._warn(f"{setting.describe()}: ignored, airmirror has no such schema registry setting")
-                elif _is_worker_key(key) and key not in _WORKER_KEYS_READ:
+                elif is_worker_key(key) and key not in WORKER_KEYS_READ:
                     self._warn(f"{setting.describe()}: ignored, Kafka Connect worker setting")
                 elif _is_mm2_key(key):
                     self._warn(
                         f"{setting.describe()}: ignored, replication settings are read at top level "
                         "or per flow ('{source}->{target}.KEY')"
                     )
-        self._warn_about_unknown_airmirror_keys()
+        self._warn(*audit_top_level(self._top), *top_level_warnings(self._top))
         for settings in self._flow_settings.values():
-            for key, setting in settings.items():
-                if is_client_key(key):
-                    self._warn(
-                        f"{setting.describe()}: ignored, flow-level client settings need a "
-                        "'consumer.', 'producer.' or 'admin.' prefix"
-                    )
-
-    def _warn_about_unknown_airmirror_keys(self) -> None:
-        """Record a warning for every ``airmirror.*`` key (top-level or per flow) the registry does not declare."""
-        for settings in (self._top, *self._flow_settings.values()):
-            for key, setting in settings.items():
-                if key.startswith(_AIRMIRROR_PREFIX) and not is_declared(key):
-                    self._warn(_unknown_airmirror_key(setting, key))
+            self._warn(*audit_flow(settings))
 
     def _build_flows(self) -> list[FlowConfig]:
         enabled = []
@@ -517,6 +471,10 @@ class FlowConfig:
         }
         # the batch log's factor falls back to the ones above
         self._replication_factors[BATCH_LOG_REPLICATION_FACTOR_KEY] = self._batch_log_replication_factor()
+        config._warn(*self._alias_warnings())
+        chain, transform_warnings = flow_chain(config.top_level_settings(), settings)
+        self.transforms: TransformChain = chain
+        config._warn(*transform_warnings)
         self.topics = RegexFilter(self.value(TOPICS), self.value(TOPICS_EXCLUDE))
         self.groups = RegexFilter(self.value(GROUPS), self.value(GROUPS_EXCLUDE))
         self.policy: ReplicationPolicy = self._load_policy()
@@ -540,10 +498,12 @@ class FlowConfig:
             interval_seconds=self.value(EMIT_HEARTBEATS_INTERVAL),
             replication_enabled=self.value(HEARTBEATS_REPLICATION_ENABLED),
         )
+        without_syncs = None if self.value(EMIT_OFFSET_SYNCS_ENABLED) else f"{EMIT_OFFSET_SYNCS_ENABLED.name} is false"
         self.checkpoints = CheckpointSettings(
-            off_by=self._off_by(EMIT_CHECKPOINTS_ENABLED, EMIT_CHECKPOINTS_INTERVAL),
+            off_by=without_syncs or self._off_by(EMIT_CHECKPOINTS_ENABLED, EMIT_CHECKPOINTS_INTERVAL),
             interval_seconds=self.value(EMIT_CHECKPOINTS_INTERVAL),
-            sync_group_offsets_enabled=self._off_by(SYNC_GROUP_OFFSETS_ENABLED, SYNC_GROUP_OFFSETS_INTERVAL) is None,
+            sync_group_offsets_enabled=without_syncs is None
+            and self._off_by(SYNC_GROUP_OFFSETS_ENABLED, SYNC_GROUP_OFFSETS_INTERVAL) is None,
         )
         self.offset_syncs = OffsetSyncSettings(
             emit_enabled=self.value(EMIT_OFFSET_SYNCS_ENABLED),
@@ -598,8 +558,35 @@ class FlowConfig:
         return registry
 
     def setting(self, key: str) -> Setting | None:
-        """The setting that supplies ``key``: ``{source}->{target}.KEY`` if present, else top-level ``KEY``."""
+        """The setting that supplies ``key``: ``{source}->{target}.KEY`` if present, else top-level ``KEY``; when
+        neither is set, the same for the key's deprecated aliases (the settings registry's rule), as MM2 reads them
+        from the flow's merged connector config."""
+        found = self._given(key)
+        declaration = declared(key)
+        if found is None and declaration is not None:
+            found = next(filter(None, map(self._given, declaration.aliases)), None)
+        return found
+
+    def _given(self, key: str) -> Setting | None:
         return self._settings.get(key) or self._config.top_level_settings().get(key)
+
+    def _alias_warnings(self) -> list[str]:
+        """One warning per deprecated alias the flow's config sets: read in its key's place, or ignored."""
+        warnings = []
+        for key in all_keys():
+            for alias in key.aliases:
+                setting = self._given(alias)
+                if setting is None:
+                    continue
+                own = self._given(key.name)
+                if own is None:
+                    warnings.append(
+                        f"{setting.describe()}: read as '{key.name}', its deprecated MM2 alias (removed in MM2 4.0): "
+                        f"rename it to '{key.name}'"
+                    )
+                else:
+                    warnings.append(f"{setting.describe()}: ignored, {own.describe()} is set (as in MM2)")
+        return warnings
 
     def get(self, key: str, default: str | None = None) -> str | None:
         """Effective value of connector-level ``key`` (flow-level beats top-level), else ``default``."""
@@ -655,6 +642,13 @@ class FlowConfig:
             heartbeats_replication=self.heartbeats.replication_enabled,
         )
 
+    def transform_steps(self, topic: str) -> tuple[Step, ...]:
+        """The flow's transform steps that act on the records of source topic ``topic`` (rule 4 of
+        :mod:`airmirror.config.transforms`): none for a heartbeats topic, which transforms never touch."""
+        if not self.transforms or self.policy.is_heartbeats_topic(topic):
+            return ()
+        return self.transforms.for_topic(self.remote_topic(topic))
+
     def is_config_excluded(self, name: str) -> bool:
         """True when topic config ``name`` matches ``config.properties.exclude`` (never synced)."""
         return self.topic_sync.config_properties_exclude.matches(name)
@@ -687,7 +681,9 @@ class FlowConfig:
             (_strip_prefix(self._settings, f"{kind}."), True),
             (_strip_prefix(self._settings, f"{side}.{kind}."), True),
         ]
-        return self._config.client_settings(alias, kind, flow_layers)
+        overrides = _strip_prefix(self._settings, f"{side}.cluster.")
+        cluster_overrides = {key: s for key, s in overrides.items() if is_inherited_client_key(key)}
+        return self._config.client_settings(alias, kind, flow_layers, cluster_overrides)
 
     def value(self, key: SettingKey[T]) -> T:
         """The flow's value of declared ``key`` (flow-level beats top-level), else its default."""

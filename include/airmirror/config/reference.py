@@ -9,6 +9,7 @@ summed up in the page's last section.
 from __future__ import annotations
 
 from airmirror.config.settings_registry import Group, Origin, Scope, SettingKey, SettingPrefix, all_keys, all_prefixes
+from airmirror.config.transforms import CLASS_DOCS, NOT_YET, PredicateKind
 
 HEADER = """# Configuration reference
 
@@ -29,8 +30,10 @@ every key and where it came from. How the file is read is explained in the
 CLIENT_SETTINGS = """## Client settings
 
 Client settings of cluster `c` come, from lowest to highest precedence, from top-level `bootstrap.servers`,
-`security.protocol`, `ssl.*` and `sasl.*`; top-level `consumer.X`, `producer.X` and `admin.X`; `{c}.X`;
-`{c}.{consumer|producer|admin}.X`; and per flow `{source}->{target}.{consumer|producer|admin}.X` and
+`security.protocol`, `ssl.*` and `sasl.*`; top-level `consumer.X`, `producer.X` and `admin.X`; `{c}.X`, where per
+flow `{source}->{target}.source.cluster.X` (of the source) and `{source}->{target}.target.cluster.X` (of the target)
+override `bootstrap.servers`, `security.protocol`, `ssl.*` and `sasl.*`, as in MM2; `{c}.{consumer|producer|admin}.X`;
+and per flow `{source}->{target}.{consumer|producer|admin}.X` and
 `{source}->{target}.{source|target}.{consumer|producer|admin}.X`, as in MM2's connector configs.
 """
 CLIENT_RULES = (
@@ -55,6 +58,30 @@ CLIENT_RULES = (
     ),
 )
 """The rules of client settings (:mod:`airmirror.config.client_properties`), one row per family of keys."""
+
+
+TRANSFORMS = """## Transforms and predicates (SMTs)
+
+A flow's Kafka Connect transforms are written as for MM2: `{source}->{target}.transforms = t1, t2`,
+`{source}->{target}.transforms.t1.type = CLASS` with the class's keys `{source}->{target}.transforms.t1.KEY`, and
+optionally `.predicate = p` and `.negate = true`; `{source}->{target}.predicates = p` with
+`{source}->{target}.predicates.p.type = CLASS` and its keys. Top-level `transforms` and `predicates` lists are
+inherited, but, as in MM2, top-level `transforms.X.*` and `predicates.X.*` keys are not (MM2 drops them), so such a
+chain is refused. The steps run in order on each copied record, on raw bytes as MM2's do; transforms never touch
+heartbeats, checkpoints or offset syncs. A class not listed here is refused (exit 2, naming key and line); so are a
+missing `.type` or required key, `negate` without `predicate` and a predicate not listed in `predicates`. Keys a class
+does not define are named by `airmirror validate`.
+"""
+
+
+def _transforms() -> str:
+    rows = [
+        f"| `{kind.value}` | {'predicate' if isinstance(kind, PredicateKind) else 'transform'} | {doc} |"
+        for kind, doc in CLASS_DOCS.items()
+    ]
+    later = ", ".join(f"`{name}`" for name in NOT_YET)
+    table = "\n".join(["| class | kind | what it does |", "|---|---|---|", *rows])
+    return f"{TRANSFORMS}\n{table}\n\nNot run yet, and so refused: {later}.\n"
 
 
 def _where(scope: Scope) -> str:
@@ -96,6 +123,7 @@ def render() -> str:
             continue
         table = ["| key | from | where | default | value | meaning |", "|---|---|---|---|---|---|", *rows]
         sections.append(f"## {group.value}\n\n" + "\n".join(table) + "\n")
+    sections.append(_transforms())
     client_rows = [f"| {keys} | {notes} |" for keys, notes in CLIENT_RULES]
     sections.append(CLIENT_SETTINGS + "\n" + "\n".join(["| keys | notes |", "|---|---|", *client_rows]) + "\n")
     return "\n".join(sections)

@@ -91,6 +91,15 @@ def _patterns(setting: Setting) -> PatternList:
     return PatternList.parse(setting.value, key=setting.key, line=setting.line)
 
 
+def _regex(setting: Setting) -> re.Pattern[str]:
+    try:
+        return re.compile(setting.value.strip())
+    except re.error as exc:
+        raise ConfigError(
+            f"invalid regular expression {setting.value!r}: {exc}", key=setting.key, line=setting.line
+        ) from exc
+
+
 def _text(setting: Setting) -> str:
     return setting.value.strip()
 
@@ -109,6 +118,7 @@ INTERVAL_SECONDS = ValueType("seconds, not 0 (negative: off)", _interval)
 REPLICA_COUNT = ValueType("replication factor (positive, or -1: the broker's default)", _replication_factor)
 POSITIVE_DURATION = ValueType("duration (30s, 5m, 2h, 7d)", _positive_duration)
 PATTERNS = ValueType("comma-separated regexes", _patterns)
+REGEX = ValueType("regex", _regex)
 TEXT = ValueType("text", _text)
 NON_EMPTY_TEXT = ValueType("text, not empty", _non_empty_text)
 
@@ -139,14 +149,18 @@ def one_of(*choices: str) -> ValueType[str]:
     return ValueType(" or ".join(f"`{choice}`" for choice in choices), parse)
 
 
-def mm2_class(simple_name: str) -> ValueType[str]:
-    """A pluggable MM2 class of which airmirror implements only MM2's default, ``simple_name`` (any package)."""
+def mm2_class(class_name: str) -> ValueType[str]:
+    """A pluggable MM2 class of which airmirror implements only MM2's default, ``class_name`` (fully qualified).
+
+    The whole name is compared, as Java loads a class by it: ``com.acme.mm2.DefaultTopicFilter`` is a custom class
+    that MM2 would run, so it is refused."""
+    simple_name = class_name.rsplit(".", 1)[-1]
 
     def parse(setting: Setting) -> str:
         value = setting.value.strip()
-        if value.rsplit(".", 1)[-1] != simple_name:
+        if value != class_name:
             raise ConfigError(
-                f"{setting.value!r} is not supported, airmirror only implements MM2's {simple_name}",
+                f"{setting.value!r} is not supported, airmirror only implements MM2's {class_name}",
                 key=setting.key,
                 line=setting.line,
             )

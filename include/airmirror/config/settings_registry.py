@@ -14,8 +14,11 @@ Rules:
   ``{source}->{target}.KEY`` (the flow's wins); a cluster key is ``{alias}.KEY``; a worker key is MM2's dedicated-mode
   worker setting, top-level ``KEY`` (which wins) or ``{target}.KEY``; a file key is top-level only.
 * Every key MM2 defines for its connectors is declared with origin MM2, also those airmirror accepts without using
-  them (so the file of a running MM2 loads unchanged); ``airmirror.*`` keys are airmirror's.  An ``airmirror.*`` key
-  declared nowhere here draws a warning naming it.
+  them (group :attr:`Group.ACCEPTED`: so the file of a running MM2 loads unchanged, and ``airmirror validate`` names
+  each one the file sets, with the reason it is not needed); ``airmirror.*`` keys are airmirror's.  A key declared
+  nowhere here is named by :mod:`airmirror.config.key_audit`.
+* A key's ``aliases`` are MM2's deprecated names of it (the ``*.blacklist`` keys of MM2 up to 3.9), read as MM2's
+  ``ConfigUtils.translateDeprecatedConfigs`` reads them: the alias only when the key itself is unset.
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ class SettingKey(Generic[T]):
     scope: Scope = Scope.FLOW
     default_doc: str | None = None
     blank_is_unset: bool = False
+    aliases: tuple[str, ...] = ()
 
     def value(self, setting: Setting | None) -> T:
         """The typed value ``setting`` gives, or the default's when unset (or blank, for a key whose
@@ -172,13 +176,27 @@ def declared(name: str) -> SettingKey[object] | None:
 
 
 def is_declared(name: str) -> bool:
-    """True for a declared key or a key of a declared family."""
-    return name in _REGISTRY.keys or any(name.startswith(p.prefix) for p in _REGISTRY.prefixes)
+    """True for a declared key, a deprecated alias of one, or a key of a declared family."""
+    return (
+        name in _REGISTRY.keys
+        or alias_target(name) is not None
+        or any(name.startswith(p.prefix) for p in _REGISTRY.prefixes)
+    )
+
+
+def alias_target(name: str) -> SettingKey[object] | None:
+    """The declared key of which ``name`` is a deprecated alias, if any."""
+    return next((key for key in _REGISTRY.keys.values() if name in key.aliases), None)
 
 
 def mm2_keys(scope: Scope = Scope.FLOW) -> frozenset[str]:
     """The names of MM2's keys of ``scope`` (replication settings: read top-level or per flow)."""
-    return frozenset(k.name for k in _REGISTRY.keys.values() if k.origin is Origin.MM2 and k.scope is scope)
+    return frozenset(
+        name
+        for k in _REGISTRY.keys.values()
+        if k.origin is Origin.MM2 and k.scope is scope
+        for name in (k.name, *k.aliases)
+    )
 
 
 MM2 = Origin.MM2
@@ -254,9 +272,10 @@ TOPICS_EXCLUDE = define(
         name="topics.exclude",
         type=PATTERNS,
         default=r".*[\-\.]internal, .*\.replica, __.*",
-        doc="topics never replicated",
+        doc="topics never replicated; MM2's deprecated `topics.blacklist` is read when this key is unset",
         group=Group.TOPICS,
         origin=MM2,
+        aliases=("topics.blacklist",),
     )
 )
 GROUPS = define(
@@ -274,15 +293,16 @@ GROUPS_EXCLUDE = define(
         name="groups.exclude",
         type=PATTERNS,
         default="console-consumer-.*, connect-.*, __.*",
-        doc="consumer groups never checkpointed",
+        doc="consumer groups never checkpointed; MM2's deprecated `groups.blacklist` is read when this key is unset",
         group=Group.TOPICS,
         origin=MM2,
+        aliases=("groups.blacklist",),
     )
 )
 TOPIC_FILTER_CLASS = define(
     SettingKey(
         name="topic.filter.class",
-        type=mm2_class("DefaultTopicFilter"),
+        type=mm2_class("org.apache.kafka.connect.mirror.DefaultTopicFilter"),
         default="org.apache.kafka.connect.mirror.DefaultTopicFilter",
         doc="only MM2's default filter (`topics`, `topics.exclude`) is implemented",
         group=Group.TOPICS,
@@ -292,7 +312,7 @@ TOPIC_FILTER_CLASS = define(
 GROUP_FILTER_CLASS = define(
     SettingKey(
         name="group.filter.class",
-        type=mm2_class("DefaultGroupFilter"),
+        type=mm2_class("org.apache.kafka.connect.mirror.DefaultGroupFilter"),
         default="org.apache.kafka.connect.mirror.DefaultGroupFilter",
         doc="only MM2's default filter (`groups`, `groups.exclude`) is implemented",
         group=Group.TOPICS,
@@ -385,15 +405,18 @@ CONFIG_PROPERTIES_EXCLUDE = define(
             r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
             r"unclean\.leader\.election\.enable, min\.insync\.replicas"
         ),
-        doc="topic configs never copied",
+        doc=(
+            "topic configs never copied; MM2's deprecated `config.properties.blacklist` is read when this key is unset"
+        ),
         group=Group.TOPIC_SYNC,
         origin=MM2,
+        aliases=("config.properties.blacklist",),
     )
 )
 CONFIG_PROPERTY_FILTER_CLASS = define(
     SettingKey(
         name="config.property.filter.class",
-        type=mm2_class("DefaultConfigPropertyFilter"),
+        type=mm2_class("org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter"),
         default="org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
         doc="only MM2's default filter (`config.properties.exclude`) is implemented",
         group=Group.TOPIC_SYNC,
@@ -789,7 +812,8 @@ EMIT_OFFSET_SYNCS_ENABLED = define(
         default="true",
         doc=(
             "after each committed batch, write exact syncs from the batch's runs to MM2's offset-syncs topic, for "
-            "tools built on MM2's client (airmirror itself translates from its metadata DB)"
+            "tools built on MM2's client (airmirror itself translates from its metadata DB); false also turns "
+            "checkpoints and group offset sync off, as MM2's checkpoint connector cannot run without offset syncs"
         ),
         group=Group.OFFSET_SYNCS,
         origin=MM2,
@@ -1007,7 +1031,7 @@ CONSUMER_POLL_TIMEOUT_MS = _accepted(
 FORWARDING_ADMIN_CLASS = define(
     SettingKey(
         name="forwarding.admin.class",
-        type=mm2_class("ForwardingAdmin"),
+        type=mm2_class("org.apache.kafka.clients.admin.ForwardingAdmin"),
         default="org.apache.kafka.clients.admin.ForwardingAdmin",
         doc="only MM2's default admin is implemented",
         group=Group.ACCEPTED,
@@ -1028,4 +1052,53 @@ CONFIG_PROVIDERS = _accepted(
 )
 DEDICATED_MODE_REST = _accepted(
     "dedicated.mode.enable.internal.rest", "MM2's internal REST server has no counterpart: nothing to enable", TEXT
+)
+TASKS_MAX_ENFORCE = _accepted("tasks.max.enforce", "Spark spreads partitions over its slots instead", BOOLEAN, "true")
+CONFIG_ACTION_RELOAD = _accepted(
+    "config.action.reload", "every run reads the file afresh", one_of("none", "restart"), "restart"
+)
+EXACTLY_ONCE_SUPPORT = _accepted(
+    "exactly.once.support", "airmirror always copies exactly once", one_of("requested", "required"), "requested"
+)
+TRANSACTION_BOUNDARY = _accepted(
+    "transaction.boundary",
+    "airmirror's transactions are its chunks (`airmirror.transaction.max.*`, `airmirror.live.transaction.max.ms`)",
+    one_of("poll", "interval", "connector"),
+    "poll",
+)
+TRANSACTION_BOUNDARY_INTERVAL_MS = _accepted(
+    "transaction.boundary.interval.ms", "airmirror's transactions are its chunks (`airmirror.transaction.max.*`)", TEXT
+)
+OFFSETS_STORAGE_TOPIC = _accepted(
+    "offsets.storage.topic", "airmirror keeps a source connector's offsets in its metadata DB and batch log", TEXT
+)
+ERRORS_RETRY_TIMEOUT = _accepted(
+    "errors.retry.timeout", "airmirror retries transient errors by its own rules (`kafka/retry.py`)", INTEGER, "0"
+)
+ERRORS_RETRY_DELAY_MAX_MS = _accepted(
+    "errors.retry.delay.max.ms",
+    "airmirror retries transient errors by its own rules (`kafka/retry.py`)",
+    INTEGER,
+    "60000",
+)
+ERRORS_TOLERANCE = _accepted(
+    "errors.tolerance",
+    "the transforms airmirror runs never fail a record, so there is none to skip",
+    one_of("none", "all"),
+    "none",
+)
+ERRORS_LOG_ENABLE = _accepted("errors.log.enable", "a failed record is named in the run's error", BOOLEAN, "false")
+ERRORS_LOG_INCLUDE_MESSAGES = _accepted(
+    "errors.log.include.messages",
+    "a failed record is named by topic, partition and offset, never by content",
+    BOOLEAN,
+    "false",
+)
+ERRORS_DEADLETTERQUEUE_TOPIC = _accepted(
+    "errors.deadletterqueue.topic.name",
+    "Kafka Connect's dead-letter queue is for sink connectors: MM2's source connector ignores it",
+    TEXT,
+)
+METRIC_REPORTERS = _accepted(
+    "metric.reporters", "airmirror reports MM2-named metrics through Airflow's metrics layer", TEXT
 )

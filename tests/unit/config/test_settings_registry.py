@@ -101,7 +101,10 @@ def test_a_flow_key_beats_the_top_level_key_and_each_value_is_parsed_by_its_type
     ("line", "message"),
     [
         ("tasks.max = many", "is not an integer"),
-        ("a->b.topic.filter.class = com.example.MyFilter", "only implements MM2's DefaultTopicFilter"),
+        (
+            "a->b.topic.filter.class = com.example.MyFilter",
+            "only implements MM2's org.apache.kafka.connect.mirror.DefaultTopicFilter",
+        ),
         ("airmirror.live = maybe", "is not true or false"),
         ("airmirror.task.max.buffer.bytes = 1000", "is below 16777216"),
         ("offset-syncs.topic.location = middle", "must be one of source, target"),

@@ -1,0 +1,331 @@
+"""A flow's Kafka Connect transforms (SMTs) and predicates, read from the MM2 file as MM2 reads them.
+
+Syntax (Kafka Connect's ``ConnectorConfig``): ``transforms = t1, t2`` lists the chain in order, each with
+``transforms.t1.type = CLASS``, the class's own keys ``transforms.t1.KEY``, and optionally
+``transforms.t1.predicate = p`` (the step runs only on records for which predicate ``p`` holds) and
+``transforms.t1.negate = true`` (only where it does not); ``predicates = p`` lists the predicates, each with
+``predicates.p.type = CLASS`` and its keys.  Rules:
+
+1. **Where.** As in MM2's ``MirrorMakerConfig.connectorBaseConfig``, a flow's chain comes from its own keys
+   (``{source}->{target}.transforms...``) over the top-level ``transforms`` and ``predicates`` lists; top-level
+   ``transforms.X.*`` and ``predicates.X.*`` keys are dropped (MM2 keeps only the names its connectors define), so a
+   top-level chain leaves its steps without a ``.type`` and is refused, as MM2 refuses the connector, and such keys
+   are named as unused (:func:`top_level_warnings`).
+2. **Refused** (:class:`~airmirror.errors.ConfigError`, exit 2, naming key and line), as Connect refuses them: an
+   alias listed twice; a step or predicate without ``.type``; a class airmirror does not run (it is named); a
+   required key missing or invalid; ``negate`` without ``predicate``; a ``predicate`` not listed in ``predicates``.
+3. **Named**: keys of a step or predicate that its class does not define, and keys of aliases the lists do not name
+   (MM2 logs them as unused).
+4. **What runs.** The classes of :data:`TRANSFORM_CLASSES` and :data:`PREDICATE_CLASSES`, with Connect's meaning on
+   records whose key, value and header values are raw bytes (MM2 hands its SMTs ``Schema.BYTES`` records).  The
+   topic a predicate sees is the remote topic, as in MM2 (its SMTs run on the renamed record).  Transforms never
+   touch heartbeats (nor checkpoints and offset syncs, which airmirror writes itself): MM2's do, since one
+   connector config reaches its three connectors.  The copy path applies the chain
+   (:mod:`airmirror.replication.spark.record_transforms`); a dropped record takes its source offset and no target
+   offset, so translation across it is exact (:mod:`airmirror.checkpoints.translation` rule 3).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from airmirror.config.properties import Setting
+from airmirror.config.setting_types import REGEX
+from airmirror.errors import ConfigError
+
+TRANSFORMS = "transforms"
+PREDICATES = "predicates"
+_CONNECT = "org.apache.kafka.connect.transforms."
+_LIST_SEPARATOR = re.compile(r"\s*,\s*")
+
+
+class StepKind(Enum):
+    """The transforms airmirror runs, by their Connect class."""
+
+    FILTER = _CONNECT + "Filter"
+    INSERT_HEADER = _CONNECT + "InsertHeader"
+    DROP_HEADERS = _CONNECT + "DropHeaders"
+
+
+class PredicateKind(Enum):
+    """The predicates airmirror runs, by their Connect class."""
+
+    TOPIC_NAME_MATCHES = _CONNECT + "predicates.TopicNameMatches"
+    HAS_HEADER_KEY = _CONNECT + "predicates.HasHeaderKey"
+    RECORD_IS_TOMBSTONE = _CONNECT + "predicates.RecordIsTombstone"
+
+
+TRANSFORM_CLASSES: Mapping[str, StepKind] = {kind.value: kind for kind in StepKind}
+PREDICATE_CLASSES: Mapping[str, PredicateKind] = {kind.value: kind for kind in PredicateKind}
+_STEP_KEYS: Mapping[StepKind, tuple[str, ...]] = {
+    StepKind.FILTER: (),
+    StepKind.INSERT_HEADER: ("header", "value.literal"),
+    StepKind.DROP_HEADERS: ("headers",),
+}
+"""Each class's own keys, all required (Connect defines them without a default)."""
+_PREDICATE_KEYS: Mapping[PredicateKind, tuple[str, ...]] = {
+    PredicateKind.TOPIC_NAME_MATCHES: ("pattern",),
+    PredicateKind.HAS_HEADER_KEY: ("name",),
+    PredicateKind.RECORD_IS_TOMBSTONE: (),
+}
+CLASS_DOCS: Mapping[StepKind | PredicateKind, str] = {
+    StepKind.FILTER: "drops the record (use it with a predicate): the target gets nothing for it, translation skips it",
+    StepKind.INSERT_HEADER: "appends header `header` with value `value.literal` (its UTF-8 bytes)",
+    StepKind.DROP_HEADERS: "removes every header named in `headers` (comma-separated)",
+    PredicateKind.TOPIC_NAME_MATCHES: "the remote topic name (as MM2's SMTs see it) matches the regex `pattern`",
+    PredicateKind.HAS_HEADER_KEY: "the record has a header named `name`",
+    PredicateKind.RECORD_IS_TOMBSTONE: "the record's value is null",
+}
+"""What each class does, for the configuration reference (:mod:`airmirror.config.reference`)."""
+NOT_YET = (
+    "MaskField",
+    "ReplaceField",
+    "InsertField",
+    "HeaderFrom",
+    "RegexRouter",
+)
+"""Connect classes airmirror will run and does not run yet: refused with a message that says so."""
+_STEP_CONTROL_KEYS = ("type", "predicate", "negate")
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """One predicate of ``predicates``: ``pattern`` for TopicNameMatches, ``header`` for HasHeaderKey."""
+
+    alias: str
+    kind: PredicateKind
+    pattern: re.Pattern[str] | None = None
+    header: str | None = None
+
+    def topic_only(self) -> bool:
+        """True when the predicate depends on the topic alone (decided once per partition, not per record)."""
+        return self.kind is PredicateKind.TOPIC_NAME_MATCHES
+
+    def holds_for_topic(self, topic: str) -> bool:
+        """TopicNameMatches: the pattern matches the whole remote topic name (Java's ``Matcher.matches``)."""
+        assert self.pattern is not None
+        return self.pattern.fullmatch(topic) is not None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a chain: a Connect transform, its keys, and the predicate (maybe negated) that gates it.
+
+    ``header`` and ``literal`` are InsertHeader's header name and value (the literal's UTF-8 bytes), ``headers``
+    DropHeaders' names."""
+
+    alias: str
+    kind: StepKind
+    predicate: Predicate | None = None
+    negate: bool = False
+    header: str | None = None
+    literal: bytes | None = None
+    headers: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class TransformChain:
+    """A flow's transforms in order; empty when the flow has none.  Plain data: it pickles to Spark executors."""
+
+    steps: tuple[Step, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.steps)
+
+    def for_topic(self, remote_topic: str) -> tuple[Step, ...]:
+        """The steps that can act on the records of ``remote_topic``: a step gated by a topic predicate is kept,
+        ungated, where the predicate (negated or not) holds for the topic, and dropped where it does not; the other
+        steps are kept as they are (their predicates are tested per record)."""
+        kept = []
+        for step in self.steps:
+            predicate = step.predicate
+            if predicate is not None and predicate.topic_only():
+                if predicate.holds_for_topic(remote_topic) == step.negate:
+                    continue
+                step = Step(step.alias, step.kind, None, False, step.header, step.literal, step.headers)
+            kept.append(step)
+        return tuple(kept)
+
+
+def is_transform_key(key: str) -> bool:
+    """True for the keys this module reads: ``transforms``, ``predicates`` and their ``.ALIAS.KEY`` keys."""
+    return key in (TRANSFORMS, PREDICATES) or key.startswith((f"{TRANSFORMS}.", f"{PREDICATES}."))
+
+
+def top_level_warnings(top: Mapping[str, Setting]) -> list[str]:
+    """Rule 1: top-level ``transforms.X.*`` and ``predicates.X.*`` keys, which MM2 drops."""
+    return [
+        f"{setting.describe()}: ignored, MM2 reads a transform's or predicate's keys per flow only "
+        f"('{{source}}->{{target}}.{key}')"
+        for key, setting in top.items()
+        if key.startswith((f"{TRANSFORMS}.", f"{PREDICATES}."))
+    ]
+
+
+def flow_chain(top: Mapping[str, Setting], flow: Mapping[str, Setting]) -> tuple[TransformChain, list[str]]:
+    """The flow's chain from its keys (``flow``, prefix removed) over the top-level lists, and the warnings of rule 3;
+    raises :class:`~airmirror.errors.ConfigError` for rule 2."""
+    merged = {key: top[key] for key in (TRANSFORMS, PREDICATES) if key in top}
+    merged.update((key, setting) for key, setting in flow.items() if is_transform_key(key))
+    reader = _ChainReader(merged, top)
+    predicates = {alias: reader.predicate(alias) for alias in reader.aliases(PREDICATES)}
+    steps = tuple(reader.step(alias, predicates) for alias in reader.aliases(TRANSFORMS))
+    return TransformChain(steps), reader.unused()
+
+
+class _ChainReader:
+    """Reads one flow's merged transform keys, remembering which it read (rule 3 names the rest)."""
+
+    def __init__(self, merged: Mapping[str, Setting], top: Mapping[str, Setting]) -> None:
+        self.merged, self.top = merged, top
+        self.read: set[str] = set()
+
+    def aliases(self, family: str) -> list[str]:
+        setting = self.merged.get(family)
+        if setting is None:
+            return []
+        self.read.add(family)
+        aliases = [alias for alias in _LIST_SEPARATOR.split(setting.value.strip()) if alias]
+        duplicates = sorted({alias for alias in aliases if aliases.count(alias) > 1})
+        if duplicates:
+            raise ConfigError(f"lists {', '.join(map(repr, duplicates))} twice", key=setting.key, line=setting.line)
+        return aliases
+
+    def type_of(self, family: str, alias: str) -> Setting:
+        key = f"{family}.{alias}.type"
+        setting = self.merged.get(key)
+        if setting is None or not setting.value.strip():
+            listing = self.merged[family]
+            dropped = " (MM2 drops top-level transform keys: write them per flow)" if key in self.top else ""
+            raise ConfigError(
+                f"{alias!r} has no '{key}'{dropped}: MM2 refuses a connector with a transform or predicate "
+                "without a class",
+                key=listing.key,
+                line=listing.line,
+            )
+        self.read.add(key)
+        return setting
+
+    def required(self, family: str, alias: str, name: str, type_setting: Setting) -> Setting:
+        key = f"{family}.{alias}.{name}"
+        setting = self.merged.get(key)
+        if setting is None:
+            missing = type_setting.key[: -len("type")] + name
+            raise ConfigError(
+                f"{type_setting.value.strip()} needs '{missing}'", key=type_setting.key, line=type_setting.line
+            )
+        self.read.add(key)
+        return setting
+
+    def predicate(self, alias: str) -> Predicate:
+        type_setting = self.type_of(PREDICATES, alias)
+        kind = PREDICATE_CLASSES.get(type_setting.value.strip())
+        if kind is None:
+            raise _unsupported(type_setting, "predicate", PREDICATE_CLASSES)
+        values = {name: self.required(PREDICATES, alias, name, type_setting) for name in _PREDICATE_KEYS[kind]}
+        if kind is PredicateKind.TOPIC_NAME_MATCHES:
+            return Predicate(alias, kind, pattern=REGEX.parse(values["pattern"]))
+        if kind is PredicateKind.HAS_HEADER_KEY:
+            return Predicate(alias, kind, header=_non_empty(values["name"]))
+        return Predicate(alias, kind)
+
+    def step(self, alias: str, predicates: Mapping[str, Predicate]) -> Step:
+        type_setting = self.type_of(TRANSFORMS, alias)
+        kind = TRANSFORM_CLASSES.get(type_setting.value.strip())
+        if kind is None:
+            raise _unsupported(type_setting, "transform", TRANSFORM_CLASSES)
+        values = {name: self.required(TRANSFORMS, alias, name, type_setting) for name in _STEP_KEYS[kind]}
+        predicate, negate = self.gate(alias, predicates)
+        if kind is StepKind.INSERT_HEADER:
+            return Step(
+                alias,
+                kind,
+                predicate,
+                negate,
+                header=_non_empty(values["header"]),
+                literal=values["value.literal"].value.strip().encode("utf-8"),
+            )
+        if kind is StepKind.DROP_HEADERS:
+            names = [name for name in _LIST_SEPARATOR.split(values["headers"].value.strip()) if name]
+            if not names:
+                setting = values["headers"]
+                raise ConfigError("lists no header", key=setting.key, line=setting.line)
+            return Step(alias, kind, predicate, negate, headers=frozenset(names))
+        return Step(alias, kind, predicate, negate)
+
+    def gate(self, alias: str, predicates: Mapping[str, Predicate]) -> tuple[Predicate | None, bool]:
+        """The step's ``predicate`` and ``negate`` (rule 2)."""
+        predicate_setting = self.merged.get(f"{TRANSFORMS}.{alias}.predicate")
+        negate_setting = self.merged.get(f"{TRANSFORMS}.{alias}.negate")
+        negate = False
+        if negate_setting is not None:
+            self.read.add(f"{TRANSFORMS}.{alias}.negate")
+            value = negate_setting.value.strip().lower()
+            if value not in ("true", "false"):
+                raise ConfigError(
+                    f"value {negate_setting.value!r} is not true or false",
+                    key=negate_setting.key,
+                    line=negate_setting.line,
+                )
+            if predicate_setting is None:
+                raise ConfigError(
+                    f"there is no '{TRANSFORMS}.{alias}.predicate' defining a predicate to be negated",
+                    key=negate_setting.key,
+                    line=negate_setting.line,
+                )
+            negate = value == "true"
+        if predicate_setting is None:
+            return None, False
+        self.read.add(f"{TRANSFORMS}.{alias}.predicate")
+        name = predicate_setting.value.strip()
+        if name not in predicates:
+            listed = ", ".join(predicates) or "none"
+            raise ConfigError(
+                f"predicate {name!r} is not listed in '{PREDICATES}' (listed: {listed})",
+                key=predicate_setting.key,
+                line=predicate_setting.line,
+            )
+        return predicates[name], negate
+
+    def unused(self) -> list[str]:
+        """Rule 3: the merged keys nothing read."""
+        return [
+            f"{setting.describe()}: not used, {_why_unused(key, self.merged)}"
+            for key, setting in self.merged.items()
+            if key not in self.read
+        ]
+
+
+def _why_unused(key: str, merged: Mapping[str, Setting]) -> str:
+    family, _, rest = key.partition(".")
+    alias, _, name = rest.partition(".")
+    listed = merged.get(family)
+    names = [] if listed is None else _LIST_SEPARATOR.split(listed.value.strip())
+    if alias not in names:
+        return f"'{family}' does not list {alias!r}"
+    if name in _STEP_CONTROL_KEYS:
+        return "Kafka Connect reads it for transforms only"
+    type_setting = merged.get(f"{family}.{alias}.type")
+    class_name = "its class" if type_setting is None else type_setting.value.strip().rsplit(".", 1)[-1]
+    return f"{class_name} has no setting {name!r}"
+
+
+def _unsupported(setting: Setting, what: str, supported: Mapping[str, object]) -> ConfigError:
+    name = setting.value.strip()
+    simple = name.rsplit(".", 1)[-1].split("$", 1)[0]
+    runs = ", ".join(sorted(cls.rsplit(".", 1)[-1] for cls in supported))
+    if name.startswith(_CONNECT) and simple in NOT_YET:
+        why = f"airmirror does not run {simple} yet"
+    else:
+        why = f"{name!r} is not a {what} airmirror runs"
+    return ConfigError(f"{why} (it runs {runs})", key=setting.key, line=setting.line)
+
+
+def _non_empty(setting: Setting) -> str:
+    value = setting.value.strip()
+    if not value:
+        raise ConfigError("is empty", key=setting.key, line=setting.line)
+    return value
