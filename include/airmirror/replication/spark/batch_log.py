@@ -120,7 +120,9 @@ class Progress:
     ``source_topic_id`` and ``remote_topic_id`` name the incarnations of both topics: progress of other
     incarnations says nothing about this copy.  ``leader_epoch`` is the source leader epoch of the record at
     ``position - 1`` when known, so that a resumed read validates its position against the leader.  ``passed``
-    counts the range's records copied unchanged with an unknown schema id (:mod:`airmirror.schemas.record_ids`).
+    counts the range's records copied unchanged with an unknown schema id (:mod:`airmirror.schemas.record_ids`),
+    ``filtered`` the source records the flow's transforms dropped (:mod:`airmirror.config.transforms`): read, and
+    never written, so ``records`` counts only what the target holds.
     """
 
     batch_id: int
@@ -138,6 +140,7 @@ class Progress:
     remote_topic_id: str | None = None
     leader_epoch: int | None = None
     passed: int = 0
+    filtered: int = 0
 
     def encode(self) -> str:
         return json.dumps({"v": LOG_FORMAT_VERSION, **asdict(self)}, separators=(",", ":"))

@@ -120,7 +120,8 @@ def copy_tasks(
     With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
     task, which streams until then and at least up to the source's last stable offsets of now (rule 6 of
     :mod:`airmirror.replication.spark.task_writer`).  ``record_ids`` (``airmirror.schema.ids`` not ``off``, see
-    :func:`airmirror.replication.schema_sync.record_ids`) goes to every task."""
+    :func:`airmirror.replication.schema_sync.record_ids`) goes to every task, and each range gets the flow's transform
+    steps for its topic (:meth:`~airmirror.config.FlowConfig.transform_steps`)."""
     catch_up: dict[PartitionKey, int] = {}
     if stream_until is not None:
         ranges = [replace(r, end=OPEN_END) for r in ranges]
@@ -136,6 +137,7 @@ def copy_tasks(
     bounds = transaction_bounds(flow, streaming=stream_until is not None)
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
     remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges})
+    steps = {topic: flow.transform_steps(topic) for topic in {r.topic for r in ranges}}
     end = log_end(flow)
     return [
         CopyTask(
@@ -161,6 +163,7 @@ def copy_tasks(
                     start_epoch=r.start_epoch,
                     known=progress[r.key],
                     catch_up=catch_up.get(r.key),
+                    transforms=steps[r.topic],
                 )
                 for r in task_ranges
             ),

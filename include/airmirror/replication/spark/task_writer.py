@@ -109,6 +109,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from airmirror.config.transforms import Step
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, naming_refusals
 from airmirror.kafka.client_log import logged
@@ -128,6 +129,7 @@ from airmirror.replication.spark.batch_log import (
     trusted_anchor,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
+from airmirror.replication.spark.record_transforms import RecordTransforms
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
@@ -166,7 +168,9 @@ class RangeTask:
     cursor starts afresh (rule 2 of the module docstring), ``start_epoch`` is the source leader epoch before
     ``start`` when known, and ``known`` the progress the driver found for it before the job.  A streaming range
     (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) has ``catch_up``: the source's last
-    stable offset when its job was planned, which its stream copies up to however late the task starts (rule 6)."""
+    stable offset when its job was planned, which its stream copies up to however late the task starts (rule 6).
+    ``transforms`` are the flow's transform steps for the remote topic (:mod:`airmirror.config.transforms`; none
+    for a heartbeats topic), which the task runs on each record (rule 3)."""
 
     topic: str
     partition: int
@@ -179,6 +183,7 @@ class RangeTask:
     start_epoch: int | None
     known: Progress | None
     catch_up: int | None = None
+    transforms: tuple[Step, ...] = ()
 
     @property
     def name(self) -> str:
@@ -357,7 +362,8 @@ class RangeState:
 
     def __init__(self, source: RangeTask, progress: Progress, deliveries: PartitionDeliveries) -> None:
         self.source, self.progress, self.deliveries = source, progress, deliveries
-        self.chunk_records = self.chunk_bytes = self.chunk_passed = 0
+        self.transforms = RecordTransforms(source.transforms) if source.transforms else None
+        self.chunk_records = self.chunk_bytes = self.chunk_passed = self.chunk_filtered = 0
 
 
 class TaskCopy:
@@ -507,8 +513,9 @@ class TaskCopy:
             for got in rounds:
                 for key, messages in got.items():
                     state = self.states[key]
+                    filtered = state.chunk_filtered
                     copied = self.produce_records(state, messages)
-                    state.chunk_records += len(messages)
+                    state.chunk_records += len(messages) - (state.chunk_filtered - filtered)
                     state.chunk_bytes += copied
                     records += len(messages)
                     copied_bytes += copied
@@ -537,19 +544,27 @@ class TaskCopy:
     def produce_records(self, state: RangeState, messages: list[Message]) -> int:
         """Produce one range's records, in order, to its remote partition; returns their payload bytes.
 
-        Key, value and headers go out as they came in, except the schema ids of a topic whose records are framed
-        when the task translates them (:mod:`airmirror.schemas.record_ids`); the source timestamp is kept, except
-        that a record without one (-1) gets the produce time (librdkafka's timestamp 0).
+        Key, value and headers go out as they came in, except as the range's transforms change them or drop the
+        record (:mod:`~airmirror.replication.spark.record_transforms`; a dropped record is counted in
+        ``chunk_filtered`` and produces nothing) and the schema ids of a topic whose records are framed when the task
+        translates them (:mod:`airmirror.schemas.record_ids`); the source timestamp is kept, except that a record
+        without one (-1) gets the produce time (librdkafka's timestamp 0).
         """
         produce, poll = self.producer.produce, self.producer.poll
         source, deliveries = state.source, state.deliveries
         topic, partition = source.remote_topic, source.partition
-        ids = self.ids
+        ids, transforms = self.ids, state.transforms
         rewrite = ids.rewriter(source.topic, source.partition) if ids is not None and ids.framed(source.topic) else None
         copied = 0
         for message in messages:
             key, value, offset = message.key(), message.value(), offset_of(message)
             headers = message.headers()
+            if transforms is not None:
+                kept = transforms.apply(key, value, headers)
+                if kept is None:
+                    state.chunk_filtered += 1
+                    continue
+                key, value, headers = kept
             if rewrite is not None:
                 key, value, headers, passed = rewrite(offset, key, value, headers)
                 state.chunk_passed += passed
@@ -616,7 +631,8 @@ class TaskCopy:
             self.carried_ids.update(uncarried)
         for key, progress in committed.items():
             state = self.states[key]
-            state.progress, state.chunk_records, state.chunk_bytes, state.chunk_passed = progress, 0, 0, 0
+            state.progress = progress
+            state.chunk_records = state.chunk_bytes = state.chunk_passed = state.chunk_filtered = 0
 
     def commit_progress(self, committed: Mapping[tuple[str, int], Progress]) -> None:
         """Write the progress records of ``committed`` (source partition to its new progress), their anchors in one
@@ -677,6 +693,7 @@ class TaskCopy:
             remote_topic_id=progress.remote_topic_id,
             leader_epoch=reached_epoch if state.chunk_records else progress.leader_epoch,
             passed=progress.passed + state.chunk_passed,
+            filtered=progress.filtered + state.chunk_filtered,
         )
 
 
