@@ -56,7 +56,8 @@ class CopySettings:
     (``reset`` or ``fail`` when a source topic was recreated or truncated) and ``airmirror.task.max.buffer.bytes``
     (what one copy task buffers, at least
     :data:`~airmirror.config.settings_registry.MIN_TASK_MAX_BUFFER_BYTES`; split as
-    :mod:`airmirror.replication.spark.task_buffer` says)."""
+    :mod:`airmirror.replication.spark.task_buffer` says); ``skip_failed_records``: ``errors.tolerance = all``
+    (a record a field transform cannot process is skipped, not the chunk failed)."""
 
     max_records_per_partition: int | None
     transaction_max_records: int
@@ -65,6 +66,7 @@ class CopySettings:
     source_reset_policy: str
     task_max_buffer_bytes: int
     live_transaction_max_ms: int = 100
+    skip_failed_records: bool = False
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ from airmirror.config.settings_registry import (
     EMIT_HEARTBEATS_INTERVAL,
     EMIT_OFFSET_SYNCS_ENABLED,
     ENABLED,
+    ERRORS_TOLERANCE,
     GROUPS,
     GROUPS_EXCLUDE,
     HEARTBEATS_REPLICATION_ENABLED,
@@ -492,6 +493,7 @@ class FlowConfig:
             live_transaction_max_ms=self.value(LIVE_TRANSACTION_MAX_MS),
             source_reset_policy=self.value(SOURCE_RESET_POLICY),
             task_max_buffer_bytes=self.value(TASK_MAX_BUFFER_BYTES),
+            skip_failed_records=self.value(ERRORS_TOLERANCE) == "all",
         )
         self.heartbeats = HeartbeatSettings(
             off_by=self._off_by(EMIT_HEARTBEATS_ENABLED, EMIT_HEARTBEATS_INTERVAL),

@@ -9,7 +9,7 @@ summed up in the page's last section.
 from __future__ import annotations
 
 from airmirror.config.settings_registry import Group, Origin, Scope, SettingKey, SettingPrefix, all_keys, all_prefixes
-from airmirror.config.transforms import CLASS_DOCS, NOT_YET, PredicateKind
+from airmirror.config.transforms import CLASS_DOCS, NOT_YET, PredicateKind, StepKind
 
 HEADER = """# Configuration reference
 
@@ -68,17 +68,26 @@ optionally `.predicate = p` and `.negate = true`; `{source}->{target}.predicates
 `{source}->{target}.predicates.p.type = CLASS` and its keys. Top-level `transforms` and `predicates` lists are
 inherited, but, as in MM2, top-level `transforms.X.*` and `predicates.X.*` keys are not (MM2 drops them), so such a
 chain is refused. The steps run in order on each copied record, on raw bytes as MM2's do; transforms never touch
-heartbeats, checkpoints or offset syncs. A class not listed here is refused (exit 2, naming key and line); so are a
-missing `.type` or required key, `negate` without `predicate` and a predicate not listed in `predicates`. Keys a class
-does not define are named by `airmirror validate`.
+heartbeats, checkpoints or offset syncs. A field transform edits a key or value that is a JSON object; a record whose
+key or value it cannot process fails its chunk, naming topic, partition, offset and transform, unless
+`errors.tolerance = all`, which skips the record and counts it. A class not listed here is refused (exit 2, naming key
+and line); so are a missing `.type` or required key, `negate` without `predicate` and a predicate not listed in
+`predicates`. Keys a class does not define are named by `airmirror validate`.
 """
 
 
+def _class_names(kind: StepKind | PredicateKind) -> str:
+    if isinstance(kind, StepKind) and kind.edits_fields:
+        return f"`{kind.value}$Key`, `{kind.value}$Value`"
+    return f"`{kind.value}`"
+
+
+def _kind(kind: StepKind | PredicateKind) -> str:
+    return "predicate" if isinstance(kind, PredicateKind) else "transform"
+
+
 def _transforms() -> str:
-    rows = [
-        f"| `{kind.value}` | {'predicate' if isinstance(kind, PredicateKind) else 'transform'} | {doc} |"
-        for kind, doc in CLASS_DOCS.items()
-    ]
+    rows = [f"| {_class_names(kind)} | {_kind(kind)} | {doc} |" for kind, doc in CLASS_DOCS.items()]
     later = ", ".join(f"`{name}`" for name in NOT_YET)
     table = "\n".join(["| class | kind | what it does |", "|---|---|---|", *rows])
     return f"{TRANSFORMS}\n{table}\n\nNot run yet, and so refused: {later}.\n"

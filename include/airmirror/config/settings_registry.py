@@ -560,6 +560,21 @@ SOURCE_RESET_POLICY = define(
     )
 )
 
+ERRORS_TOLERANCE = define(
+    SettingKey(
+        name="errors.tolerance",
+        type=one_of("none", "all"),
+        default="none",
+        doc=(
+            "a record whose key or value a field transform cannot process (not a JSON object): `none` fails its chunk, "
+            "naming topic, partition, offset and transform; `all` skips it, as Connect does, counting it (status "
+            "`records_skipped`): it is never written, and translation passes it like a filtered record"
+        ),
+        group=Group.COPY,
+        origin=MM2,
+    )
+)
+
 # -- schema registries ----------------------------------------------------------------------------------------------
 SCHEMA_REGISTRY_URL = define(
     SettingKey(
@@ -1080,12 +1095,6 @@ ERRORS_RETRY_DELAY_MAX_MS = _accepted(
     "airmirror retries transient errors by its own rules (`kafka/retry.py`)",
     INTEGER,
     "60000",
-)
-ERRORS_TOLERANCE = _accepted(
-    "errors.tolerance",
-    "the transforms airmirror runs never fail a record, so there is none to skip",
-    one_of("none", "all"),
-    "none",
 )
 ERRORS_LOG_ENABLE = _accepted("errors.log.enable", "a failed record is named in the run's error", BOOLEAN, "false")
 ERRORS_LOG_INCLUDE_MESSAGES = _accepted(

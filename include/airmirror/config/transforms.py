@@ -23,13 +23,19 @@ Syntax (Kafka Connect's ``ConnectorConfig``): ``transforms = t1, t2`` lists the 
    connector config reaches its three connectors.  The copy path applies the chain
    (:mod:`airmirror.replication.spark.record_transforms`); a dropped record takes its source offset and no target
    offset, so translation across it is exact (:mod:`airmirror.checkpoints.translation` rule 3).
+5. **Field transforms** (``MaskField``, ``ReplaceField``, ``InsertField``, each ``$Key`` or ``$Value``) edit a key or
+   value that is a JSON object, with Connect's meaning for a schemaless ``Map`` (MM2 itself fails them on its bytes:
+   it has no JSON).  A key or value that is not a JSON object (not JSON, another JSON type, null for MaskField and
+   ReplaceField... as Connect's ``requireMap``) cannot be processed: the record fails its chunk, named, unless
+   ``errors.tolerance = all`` skips it (counted, never written).  InsertField's ``offset.field`` is refused: it applies
+   to sink connectors only, and MM2 fails every record with it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from airmirror.config.properties import Setting
@@ -43,11 +49,26 @@ _LIST_SEPARATOR = re.compile(r"\s*,\s*")
 
 
 class StepKind(Enum):
-    """The transforms airmirror runs, by their Connect class."""
+    """The transforms airmirror runs, by their Connect class (the field transforms with ``$Key`` or ``$Value``)."""
 
     FILTER = _CONNECT + "Filter"
     INSERT_HEADER = _CONNECT + "InsertHeader"
     DROP_HEADERS = _CONNECT + "DropHeaders"
+    MASK_FIELD = _CONNECT + "MaskField"
+    REPLACE_FIELD = _CONNECT + "ReplaceField"
+    INSERT_FIELD = _CONNECT + "InsertField"
+
+    @property
+    def edits_fields(self) -> bool:
+        """True for the field transforms, which read the record's key or value as a JSON object (rule 5)."""
+        return self in (StepKind.MASK_FIELD, StepKind.REPLACE_FIELD, StepKind.INSERT_FIELD)
+
+
+class Side(Enum):
+    """Which part of a record a field transform edits: ``$Key`` or ``$Value``."""
+
+    KEY = "Key"
+    VALUE = "Value"
 
 
 class PredicateKind(Enum):
@@ -58,14 +79,35 @@ class PredicateKind(Enum):
     RECORD_IS_TOMBSTONE = _CONNECT + "predicates.RecordIsTombstone"
 
 
-TRANSFORM_CLASSES: Mapping[str, StepKind] = {kind.value: kind for kind in StepKind}
+TRANSFORM_CLASSES: Mapping[str, tuple[StepKind, Side | None]] = {
+    **{kind.value: (kind, None) for kind in StepKind if not kind.edits_fields},
+    **{f"{kind.value}${side.value}": (kind, side) for kind in StepKind if kind.edits_fields for side in Side},
+}
 PREDICATE_CLASSES: Mapping[str, PredicateKind] = {kind.value: kind for kind in PredicateKind}
 _STEP_KEYS: Mapping[StepKind, tuple[str, ...]] = {
     StepKind.FILTER: (),
     StepKind.INSERT_HEADER: ("header", "value.literal"),
     StepKind.DROP_HEADERS: ("headers",),
+    StepKind.MASK_FIELD: ("fields",),
+    StepKind.REPLACE_FIELD: (),
+    StepKind.INSERT_FIELD: (),
 }
-"""Each class's own keys, all required (Connect defines them without a default)."""
+"""Each class's required keys (Connect defines them without a default)."""
+_OPTIONAL_KEYS: Mapping[StepKind, tuple[str, ...]] = {
+    StepKind.MASK_FIELD: ("replacement", "replace.null.with.default"),
+    StepKind.REPLACE_FIELD: ("exclude", "include", "renames", "blacklist", "whitelist", "replace.null.with.default"),
+    StepKind.INSERT_FIELD: (
+        "topic.field",
+        "partition.field",
+        "offset.field",
+        "timestamp.field",
+        "static.field",
+        "static.value",
+        "replace.null.with.default",
+    ),
+}
+"""Each class's keys with a default (``replace.null.with.default`` concerns records with a schema only: a JSON value
+has none, so it changes nothing)."""
 _PREDICATE_KEYS: Mapping[PredicateKind, tuple[str, ...]] = {
     PredicateKind.TOPIC_NAME_MATCHES: ("pattern",),
     PredicateKind.HAS_HEADER_KEY: ("name",),
@@ -75,15 +117,24 @@ CLASS_DOCS: Mapping[StepKind | PredicateKind, str] = {
     StepKind.FILTER: "drops the record (use it with a predicate): the target gets nothing for it, translation skips it",
     StepKind.INSERT_HEADER: "appends header `header` with value `value.literal` (its UTF-8 bytes)",
     StepKind.DROP_HEADERS: "removes every header named in `headers` (comma-separated)",
+    StepKind.MASK_FIELD: (
+        'on a key or value that is a JSON object: sets each of `fields` to its type\'s empty value (`""`, 0, false, '
+        "`[]`, `{}`; null stays null, a missing field is added as null, as in Connect) or to `replacement`"
+    ),
+    StepKind.REPLACE_FIELD: (
+        "on a JSON object: keeps the fields of `include` (all when empty), drops those of `exclude`, renames per "
+        "`renames` (`old:new`, comma-separated); MM2's `blacklist`/`whitelist` are read as aliases"
+    ),
+    StepKind.INSERT_FIELD: (
+        "on a JSON object: adds `topic.field` (the remote topic), `partition.field`, `timestamp.field` (the record's "
+        "timestamp in ms) and `static.field` = `static.value`; a null key or value stays null"
+    ),
     PredicateKind.TOPIC_NAME_MATCHES: "the remote topic name (as MM2's SMTs see it) matches the regex `pattern`",
     PredicateKind.HAS_HEADER_KEY: "the record has a header named `name`",
     PredicateKind.RECORD_IS_TOMBSTONE: "the record's value is null",
 }
 """What each class does, for the configuration reference (:mod:`airmirror.config.reference`)."""
 NOT_YET = (
-    "MaskField",
-    "ReplaceField",
-    "InsertField",
     "HeaderFrom",
     "RegexRouter",
 )
@@ -111,11 +162,28 @@ class Predicate:
 
 
 @dataclass(frozen=True)
+class FieldEdit:
+    """What a field transform does to the JSON object of a record's ``side`` (see :data:`CLASS_DOCS`): MaskField's
+    ``masked`` fields and ``replacement``; ReplaceField's ``include``, ``exclude`` and ``renames``; InsertField's
+    ``inserted`` fields, ``(field, what)`` with ``what`` one of ``topic``, ``partition``, ``timestamp`` or
+    ``static``, and its ``static_value``."""
+
+    side: Side
+    masked: tuple[str, ...] = ()
+    replacement: str | None = None
+    include: frozenset[str] = frozenset()
+    exclude: frozenset[str] = frozenset()
+    renames: tuple[tuple[str, str], ...] = ()
+    inserted: tuple[tuple[str, str], ...] = ()
+    static_value: str | None = None
+
+
+@dataclass(frozen=True)
 class Step:
     """One step of a chain: a Connect transform, its keys, and the predicate (maybe negated) that gates it.
 
     ``header`` and ``literal`` are InsertHeader's header name and value (the literal's UTF-8 bytes), ``headers``
-    DropHeaders' names."""
+    DropHeaders' names, ``fields`` what a field transform does."""
 
     alias: str
     kind: StepKind
@@ -124,6 +192,13 @@ class Step:
     header: str | None = None
     literal: bytes | None = None
     headers: frozenset[str] = frozenset()
+    fields: FieldEdit | None = None
+
+    @property
+    def class_name(self) -> str:
+        """The Connect class, as the file names it (``MaskField$Value``)."""
+        simple = self.kind.value.rsplit(".", 1)[-1]
+        return simple if self.fields is None else f"{simple}${self.fields.side.value}"
 
 
 @dataclass(frozen=True)
@@ -145,7 +220,7 @@ class TransformChain:
             if predicate is not None and predicate.topic_only():
                 if predicate.holds_for_topic(remote_topic) == step.negate:
                     continue
-                step = Step(step.alias, step.kind, None, False, step.header, step.literal, step.headers)
+                step = replace(step, predicate=None, negate=False)
             kept.append(step)
         return tuple(kept)
 
@@ -232,13 +307,25 @@ class _ChainReader:
             return Predicate(alias, kind, header=_non_empty(values["name"]))
         return Predicate(alias, kind)
 
+    def optional(self, family: str, alias: str, name: str) -> Setting | None:
+        key = f"{family}.{alias}.{name}"
+        setting = self.merged.get(key)
+        if setting is not None:
+            self.read.add(key)
+        return setting
+
     def step(self, alias: str, predicates: Mapping[str, Predicate]) -> Step:
         type_setting = self.type_of(TRANSFORMS, alias)
-        kind = TRANSFORM_CLASSES.get(type_setting.value.strip())
-        if kind is None:
+        found = TRANSFORM_CLASSES.get(type_setting.value.strip())
+        if found is None:
             raise _unsupported(type_setting, "transform", TRANSFORM_CLASSES)
+        kind, side = found
         values = {name: self.required(TRANSFORMS, alias, name, type_setting) for name in _STEP_KEYS[kind]}
         predicate, negate = self.gate(alias, predicates)
+        if side is not None:
+            options = {name: self.optional(TRANSFORMS, alias, name) for name in _OPTIONAL_KEYS[kind]}
+            edit = _field_edit(kind, side, {**values, **options}, type_setting)
+            return Step(alias, kind, predicate, negate, fields=edit)
         if kind is StepKind.INSERT_HEADER:
             return Step(
                 alias,
@@ -311,6 +398,64 @@ def _why_unused(key: str, merged: Mapping[str, Setting]) -> str:
     type_setting = merged.get(f"{family}.{alias}.type")
     class_name = "its class" if type_setting is None else type_setting.value.strip().rsplit(".", 1)[-1]
     return f"{class_name} has no setting {name!r}"
+
+
+def _names(setting: Setting | None) -> list[str]:
+    """A Connect LIST value's entries (none when unset)."""
+    return [] if setting is None else [name for name in _LIST_SEPARATOR.split(setting.value.strip()) if name]
+
+
+def _field_edit(kind: StepKind, side: Side, values: Mapping[str, Setting | None], type_setting: Setting) -> FieldEdit:
+    """A field transform's keys, checked as Connect checks them (rule 2)."""
+    if kind is StepKind.MASK_FIELD:
+        fields = values["fields"]
+        assert fields is not None
+        if not _names(fields):
+            raise ConfigError("lists no field", key=fields.key, line=fields.line)
+        replacement = values["replacement"]
+        if replacement is not None and not replacement.value.strip():
+            raise ConfigError("is empty", key=replacement.key, line=replacement.line)
+        return FieldEdit(
+            side, masked=tuple(_names(fields)), replacement=None if replacement is None else replacement.value.strip()
+        )
+    if kind is StepKind.REPLACE_FIELD:
+        renames = []
+        for entry in _names(values["renames"]):
+            old, colon, new = entry.partition(":")
+            if not colon or not old or not new or ":" in new:
+                setting = values["renames"]
+                assert setting is not None
+                raise ConfigError(
+                    f"invalid rename mapping {entry!r} (write old:new)", key=setting.key, line=setting.line
+                )
+            renames.append((old, new))
+        exclude = values["exclude"] if values["exclude"] is not None else values["blacklist"]
+        include = values["include"] if values["include"] is not None else values["whitelist"]
+        return FieldEdit(
+            side, include=frozenset(_names(include)), exclude=frozenset(_names(exclude)), renames=tuple(renames)
+        )
+    offset = values["offset.field"]
+    if offset is not None:
+        raise ConfigError(
+            "InsertField's offset field is only applicable to sink connectors: MM2 fails every record with it",
+            key=offset.key,
+            line=offset.line,
+        )
+    inserted = [
+        (setting.value.strip().rstrip("!?"), what)
+        for what in ("topic", "partition", "timestamp", "static")
+        if (setting := values[f"{what}.field"]) is not None and setting.value.strip()
+    ]
+    if not inserted:
+        raise ConfigError("InsertField inserts no field", key=type_setting.key, line=type_setting.line)
+    static = values["static.value"]
+    if any(what == "static" for _, what in inserted) and static is None:
+        raise ConfigError(
+            f"no 'static.value' for the static field of {type_setting.value.strip()}",
+            key=type_setting.key,
+            line=type_setting.line,
+        )
+    return FieldEdit(side, inserted=tuple(inserted), static_value=None if static is None else static.value.strip())
 
 
 def _unsupported(setting: Setting, what: str, supported: Mapping[str, object]) -> ConfigError:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from airmirror.config.transforms import PredicateKind, StepKind
-from airmirror.replication.spark.record_transforms import RecordTransforms
+from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
 from tests.unit.config.test_mirror_config import BASE, flow, line_of, load, rejection
 
 T = "org.apache.kafka.connect.transforms."
@@ -81,9 +83,9 @@ def test_tombstones_and_negated_header_predicates(tmp_path):
     ("extra", "key", "message"),
     [
         (
-            f"a->b.transforms = x\na->b.transforms.x.type = {T}MaskField$Value\n",
+            f"a->b.transforms = x\na->b.transforms.x.type = {T}RegexRouter\n",
             "a->b.transforms.x.type",
-            "does not run MaskField yet",
+            "does not run RegexRouter yet",
         ),
         (
             "a->b.transforms = x\na->b.transforms.x.type = com.nonexistent.Nope\n",
@@ -142,3 +144,123 @@ def test_keys_no_step_reads_are_named(tmp_path):
     named = [w for w in config.warnings if "transforms." in w]
     assert any("'a->b.transforms.tag.colour'" in w and "InsertHeader has no setting 'colour'" in w for w in named)
     assert any("'a->b.transforms.gone.type'" in w and "does not list 'gone'" in w for w in named)
+
+
+FIELDS = f"""\
+a->b.transforms = mask, cut, add
+a->b.transforms.mask.type = {T}MaskField$Value
+a->b.transforms.mask.fields = password, pin, tags, card
+a->b.transforms.cut.type = {T}ReplaceField$Value
+a->b.transforms.cut.exclude = internal
+a->b.transforms.cut.renames = user:login
+a->b.transforms.add.type = {T}InsertField$Value
+a->b.transforms.add.topic.field = origin!
+a->b.transforms.add.partition.field = part
+a->b.transforms.add.timestamp.field = ts?
+a->b.transforms.add.static.field = mirror
+a->b.transforms.add.static.value = dr
+"""
+
+
+def test_field_transforms_edit_a_json_value_as_connect_edits_a_schemaless_map(tmp_path):
+    steps = flow(tmp_path, FIELDS).transform_steps("orders")
+    chain = RecordTransforms(steps, "a.orders", 3)
+    value = b'{"user":"ann","password":"x","pin":1234,"tags":["a"],"internal":true,"n":12345678901234567890123}'
+    key, out, headers = chain.apply(b"k", value, None, 1700)
+    assert (key, headers) == (b"k", None)
+    assert out == (
+        b'{"login":"ann","password":"","pin":0,"tags":[],"n":12345678901234567890123,"card":null,'
+        b'"origin":"a.orders","part":3,"ts":1700,"mirror":"dr"}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (b"not json", "needs a JSON object, the value is not JSON"),
+        (b"[1, 2]", "needs a JSON object, the value is JSON list"),
+        (None, "needs a JSON object, the value is null"),
+    ],
+)
+def test_a_value_a_field_transform_cannot_process_fails_naming_the_step(tmp_path, value, message):
+    chain = RecordTransforms(flow(tmp_path, FIELDS).transform_steps("orders"))
+    with pytest.raises(TransformFailure, match=re.escape(f"transform 'mask' (MaskField$Value) {message}")):
+        chain.apply(b"k", value, None)
+
+
+def test_mask_replacement_keeps_the_fields_type_and_refuses_what_connect_refuses(tmp_path):
+    text = FIELDS.replace("a->b.transforms = mask, cut, add", "a->b.transforms = mask")
+    chain = RecordTransforms(flow(tmp_path, text + "a->b.transforms.mask.replacement = 42\n").transform_steps("o"))
+    assert chain.apply(None, b'{"password":"x","pin":7,"card":1.5}', None) == (
+        None,
+        b'{"password":"42","pin":42,"card":42.0,"tags":null}',
+        None,
+    )
+    with pytest.raises(TransformFailure, match="cannot mask a JSON list with a replacement"):
+        chain.apply(None, b'{"tags":[1]}', None)
+    words = RecordTransforms(flow(tmp_path, text + "a->b.transforms.mask.replacement = secret\n").transform_steps("o"))
+    with pytest.raises(TransformFailure, match="cannot convert replacement 'secret' to a number"):
+        words.apply(None, b'{"pin":7}', None)
+
+
+def test_insert_field_leaves_a_tombstone_and_key_fields_edit_the_key(tmp_path):
+    text = (
+        f"a->b.transforms = add, maskKey\na->b.transforms.add.type = {T}InsertField$Value\n"
+        "a->b.transforms.add.static.field = s\na->b.transforms.add.static.value = v\n"
+        f"a->b.transforms.maskKey.type = {T}MaskField$Key\na->b.transforms.maskKey.fields = id\n"
+    )
+    chain = RecordTransforms(flow(tmp_path, text).transform_steps("orders"))
+    assert chain.apply(b'{"id":"u1","k":1}', None, None) == (b'{"id":"","k":1}', None, None)
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "message"),
+    [
+        (
+            f"a->b.transforms = x\na->b.transforms.x.type = {T}InsertField$Value\na->b.transforms.x.offset.field = o\n",
+            "a->b.transforms.x.offset.field",
+            "only applicable to sink connectors",
+        ),
+        (
+            f"a->b.transforms = x\na->b.transforms.x.type = {T}InsertField$Value\n",
+            "a->b.transforms.x.type",
+            "inserts no field",
+        ),
+        (
+            f"a->b.transforms = x\na->b.transforms.x.type = {T}InsertField$Value\na->b.transforms.x.static.field = s\n",
+            "a->b.transforms.x.type",
+            "no 'static.value'",
+        ),
+        (
+            f"a->b.transforms = x\na->b.transforms.x.type = {T}ReplaceField$Value\na->b.transforms.x.renames = a-b\n",
+            "a->b.transforms.x.renames",
+            "invalid rename mapping 'a-b'",
+        ),
+        (
+            f"a->b.transforms = x\na->b.transforms.x.type = {T}MaskField$Value\n",
+            "a->b.transforms.x.type",
+            "needs 'a->b.transforms.x.fields'",
+        ),
+        (
+            f"a->b.transforms = x\na->b.transforms.x.type = {T}MaskField\na->b.transforms.x.fields = f\n",
+            "a->b.transforms.x.type",
+            "is not a transform airmirror runs",
+        ),
+        ("errors.tolerance = some\n", "errors.tolerance", "must be one of none, all"),
+    ],
+)
+def test_bad_field_transform_keys_are_refused(tmp_path, extra, key, message):
+    text = BASE + extra
+    error = rejection(tmp_path, text)
+    assert (error.key, error.line) == (key, line_of(text, key))
+    assert message in str(error)
+
+
+def test_replace_field_reads_mm2s_blacklist_and_whitelist(tmp_path):
+    text = (
+        f"a->b.transforms = x\na->b.transforms.x.type = {T}ReplaceField$Value\n"
+        "a->b.transforms.x.whitelist = a, b\na->b.transforms.x.blacklist = b\n"
+    )
+    chain = RecordTransforms(flow(tmp_path, text).transform_steps("orders"))
+    assert chain.apply(None, b'{"a":1,"b":2,"c":3}', None) == (None, b'{"a":1}', None)
+    assert flow(tmp_path, "errors.tolerance = all\n").copy.skip_failed_records

@@ -122,7 +122,8 @@ class Progress:
     ``position - 1`` when known, so that a resumed read validates its position against the leader.  ``passed``
     counts the range's records copied unchanged with an unknown schema id (:mod:`airmirror.schemas.record_ids`),
     ``filtered`` the source records the flow's transforms dropped (:mod:`airmirror.config.transforms`): read, and
-    never written, so ``records`` counts only what the target holds.
+    never written, so ``records`` counts only what the target holds; ``skipped`` those a transform could not process
+    that ``errors.tolerance = all`` skipped, never written either.
     """
 
     batch_id: int
@@ -141,6 +142,7 @@ class Progress:
     leader_epoch: int | None = None
     passed: int = 0
     filtered: int = 0
+    skipped: int = 0
 
     def encode(self) -> str:
         return json.dumps({"v": LOG_FORMAT_VERSION, **asdict(self)}, separators=(",", ":"))

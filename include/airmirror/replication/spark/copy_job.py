@@ -175,6 +175,7 @@ def copy_tasks(
             source_consumer_config=source_consumer,
             stream_until=stream_until,
             record_ids=record_ids,
+            skip_failed_records=flow.copy.skip_failed_records,
         )
         for index, task_ranges in enumerate(spread(ranges, max(1, min(slots(), len(ranges)))))
     ]

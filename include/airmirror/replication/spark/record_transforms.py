@@ -1,4 +1,4 @@
-"""What a flow's transform chain does to one record on its way to the target (rule 4 of
+"""What a flow's transform chain does to one record on its way to the target (rules 4 and 5 of
 :mod:`airmirror.config.transforms`).
 
 Contract: :class:`RecordTransforms` runs the steps that :meth:`~airmirror.config.transforms.TransformChain.for_topic`
@@ -10,23 +10,41 @@ list of ``(name, bytes | None)``), with Kafka Connect's meaning:
   passes it and its offset-sync runs skip it (:mod:`airmirror.replication.spark.task_writer`).
 * ``InsertHeader`` appends a header (Connect's ``Headers.add``: a header of the same name stays).
 * ``DropHeaders`` removes every header whose name it lists.
+* ``MaskField``, ``ReplaceField`` and ``InsertField`` edit the key or value as a JSON object, as Connect edits a
+  schemaless ``Map`` (:data:`~airmirror.config.transforms.CLASS_DOCS`).  The side is parsed once, when the first
+  field step reaches it, and written once, after the last step (compact JSON, its fields in their order, new ones
+  last): a record no field step touches keeps its bytes.  JSON is read with orjson, except a text holding a run of
+  19 digits or more, which the standard library reads so that no integer beyond 64 bits becomes a float.  A side
+  that is not a JSON object raises :class:`TransformFailure` naming the step and why (the caller names the record).
 * A step with a predicate runs only where the predicate holds (where it does not, with ``negate``):
   ``HasHeaderKey`` holds when some header has the name, ``RecordIsTombstone`` when the value is null.  Topic
   predicates were decided per topic before (``TopicNameMatches``).
 
-The steps never fail a record: they read no key or value.  A record's timestamp, key and value pass unchanged.
+A record's timestamp passes unchanged; InsertField's ``timestamp.field`` and ``partition.field`` take the record's
+timestamp and partition, ``topic.field`` the remote topic.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from airmirror.config.transforms import Predicate, PredicateKind, Step, StepKind
+import orjson
+
+from airmirror.config.transforms import FieldEdit, Predicate, PredicateKind, Side, Step, StepKind
 
 HeaderValue = str | bytes | None
 Headers = list[tuple[str, HeaderValue]]
 GivenHeaders = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None
 """Headers in either form confluent-kafka takes (a consumer's records have the list form)."""
+_UNPARSED = object()
+_LONG_NUMBER = re.compile(rb"\d{19}")
+
+
+class TransformFailure(ValueError):
+    """A step could not process a record (rule 5 of :mod:`airmirror.config.transforms`); the message names the step."""
 
 
 def holds(predicate: Predicate, value: bytes | None, headers: Headers | None) -> bool:
@@ -39,25 +57,109 @@ def holds(predicate: Predicate, value: bytes | None, headers: Headers | None) ->
 
 
 class RecordTransforms:
-    """The steps one range's records go through (see the module docstring)."""
+    """The steps one range's records go through (see the module docstring); ``topic`` and ``partition`` are the
+    remote partition's, which InsertField may insert."""
 
-    def __init__(self, steps: Sequence[Step]) -> None:
+    def __init__(self, steps: Sequence[Step], topic: str = "", partition: int = 0) -> None:
         self.steps = tuple(steps)
+        self.topic, self.partition = topic, partition
 
     def apply(
-        self, key: bytes | None, value: bytes | None, given: GivenHeaders
+        self, key: bytes | None, value: bytes | None, given: GivenHeaders, timestamp: int = 0
     ) -> tuple[bytes | None, bytes | None, Headers | None] | None:
-        """The record as the chain leaves it, or ``None`` when a step dropped it."""
+        """The record as the chain leaves it, or ``None`` when a step dropped it; raises :class:`TransformFailure`
+        when a field step cannot process it."""
         headers = list(given.items()) if isinstance(given, Mapping) else None if given is None else list(given)
+        objects: dict[Side, Any] = {Side.KEY: _UNPARSED, Side.VALUE: _UNPARSED}
         for step in self.steps:
-            if step.predicate is not None and holds(step.predicate, value, headers) == step.negate:
-                continue
+            if step.predicate is not None:
+                parsed = objects[Side.VALUE]
+                current = value if parsed is _UNPARSED else None if parsed is None else b""
+                if holds(step.predicate, current, headers) == step.negate:
+                    continue
             kind = step.kind
             if kind is StepKind.FILTER:
                 return None
             if kind is StepKind.INSERT_HEADER:
                 assert step.header is not None
                 headers = [*(headers or ()), (step.header, step.literal)]
-            elif kind is StepKind.DROP_HEADERS and headers:
-                headers = [header for header in headers if header[0] not in step.headers]
+            elif kind is StepKind.DROP_HEADERS:
+                if headers:
+                    headers = [header for header in headers if header[0] not in step.headers]
+            else:
+                edit = step.fields
+                assert edit is not None
+                if objects[edit.side] is _UNPARSED:
+                    objects[edit.side] = _parsed(key if edit.side is Side.KEY else value, step)
+                objects[edit.side] = self.edited(step, edit, objects[edit.side], timestamp)
+        if objects[Side.KEY] is not _UNPARSED:
+            key = _encoded(objects[Side.KEY])
+        if objects[Side.VALUE] is not _UNPARSED:
+            value = _encoded(objects[Side.VALUE])
         return key, value, headers
+
+    def edited(self, step: Step, edit: FieldEdit, data: Any, timestamp: int) -> Any:
+        """One field step on the side's parsed JSON (``None`` for a null side)."""
+        if data is None and step.kind is StepKind.INSERT_FIELD:
+            return None  # Connect leaves a null key or value as it is
+        if not isinstance(data, dict):
+            found = "null" if data is None else f"JSON {type(data).__name__}"
+            raise TransformFailure(
+                f"transform '{step.alias}' ({step.class_name}) needs a JSON object, the {edit.side.value.lower()} is "
+                f"{found}"
+            )
+        if step.kind is StepKind.MASK_FIELD:
+            return {**data, **{field: _masked(data.get(field), edit.replacement, step) for field in edit.masked}}
+        if step.kind is StepKind.REPLACE_FIELD:
+            renames = dict(edit.renames)
+            return {
+                renames.get(name, name): field
+                for name, field in data.items()
+                if name not in edit.exclude and (not edit.include or name in edit.include)
+            }
+        inserted = {"topic": self.topic, "partition": self.partition, "timestamp": timestamp}
+        return {**data, **{field: inserted.get(what, edit.static_value) for field, what in edit.inserted}}
+
+
+def _parsed(data: bytes | None, step: Step) -> Any:
+    """A key or value as JSON (``None`` when null)."""
+    if data is None:
+        return None
+    try:
+        return json.loads(data) if _LONG_NUMBER.search(data) else orjson.loads(data)
+    except ValueError as error:
+        raise TransformFailure(
+            f"transform '{step.alias}' ({step.class_name}) needs a JSON object, the "
+            f"{step.fields.side.value.lower() if step.fields else 'value'} is not JSON ({error})"
+        ) from error
+
+
+def _encoded(data: Any) -> bytes | None:
+    if data is None:
+        return None
+    try:
+        return orjson.dumps(data)
+    except TypeError:  # an integer beyond 64 bits
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _masked(field: Any, replacement: str | None, step: Step) -> Any:
+    """Connect's ``MaskField.masked`` for a JSON value: null stays null; else its type's empty value, or the
+    replacement as that type (strings and numbers only)."""
+    if field is None:
+        return None
+    if replacement is None:
+        empty: dict[type, Any] = {bool: False, int: 0, float: 0.0, str: "", list: [], dict: {}}
+        return empty[type(field)]
+    if isinstance(field, str):
+        return replacement
+    if isinstance(field, bool) or not isinstance(field, int | float):
+        raise TransformFailure(
+            f"transform '{step.alias}' ({step.class_name}) cannot mask a JSON {type(field).__name__} with a replacement"
+        )
+    try:
+        return type(field)(replacement)
+    except ValueError as error:
+        raise TransformFailure(
+            f"transform '{step.alias}' ({step.class_name}) cannot convert replacement {replacement!r} to a number"
+        ) from error

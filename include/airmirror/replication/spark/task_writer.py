@@ -129,7 +129,7 @@ from airmirror.replication.spark.batch_log import (
     trusted_anchor,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
-from airmirror.replication.spark.record_transforms import RecordTransforms
+from airmirror.replication.spark.record_transforms import Headers, RecordTransforms, TransformFailure
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
@@ -205,7 +205,8 @@ class CopyTask:
     configurations can hold credentials, so they are left out of the repr.  The access scopes name the ACL
     behind a refusal (:mod:`airmirror.kafka.authorization`).  ``stream_until`` (epoch seconds) makes it a streaming
     task (rule 6 of the module docstring).  ``record_ids`` makes the task translate schema ids
-    (:mod:`airmirror.schemas.record_ids`).
+    (:mod:`airmirror.schemas.record_ids`).  ``skip_failed_records`` (``errors.tolerance = all``) skips a record a
+    transform cannot process instead of failing the chunk.
     """
 
     flow: str
@@ -226,6 +227,7 @@ class CopyTask:
     source_consumer_config: ClientConfig = field(repr=False)
     stream_until: float | None = None
     record_ids: RecordIds | None = field(default=None, repr=False)
+    skip_failed_records: bool = False
 
     @property
     def remote_topics(self) -> str:
@@ -328,6 +330,13 @@ def record_too_large(task: CopyTask, source: RangeTask, offset: int, size: int) 
     )
 
 
+def transform_failed(source: RangeTask, offset: int, failure: TransformFailure) -> ReplicationFailure:
+    return ReplicationFailure(
+        f"record {source.name}@{offset}: {failure}; nothing of its chunk was written: fix the transform or the "
+        "record, or set errors.tolerance = all to skip such records"
+    )
+
+
 def producer_settings(task: CopyTask, deliveries: TaskDeliveries, transactional_id: str) -> dict[str, Any]:
     """Transactional producer settings: the flow's target producer settings within the task buffer's producer
     limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants and no topic creation.
@@ -362,8 +371,9 @@ class RangeState:
 
     def __init__(self, source: RangeTask, progress: Progress, deliveries: PartitionDeliveries) -> None:
         self.source, self.progress, self.deliveries = source, progress, deliveries
-        self.transforms = RecordTransforms(source.transforms) if source.transforms else None
-        self.chunk_records = self.chunk_bytes = self.chunk_passed = self.chunk_filtered = 0
+        transforms = source.transforms
+        self.transforms = RecordTransforms(transforms, source.remote_topic, source.partition) if transforms else None
+        self.chunk_records = self.chunk_bytes = self.chunk_passed = self.chunk_filtered = self.chunk_skipped = 0
 
 
 class TaskCopy:
@@ -513,9 +523,9 @@ class TaskCopy:
             for got in rounds:
                 for key, messages in got.items():
                     state = self.states[key]
-                    filtered = state.chunk_filtered
+                    dropped = state.chunk_filtered + state.chunk_skipped
                     copied = self.produce_records(state, messages)
-                    state.chunk_records += len(messages) - (state.chunk_filtered - filtered)
+                    state.chunk_records += len(messages) - (state.chunk_filtered + state.chunk_skipped - dropped)
                     state.chunk_bytes += copied
                     records += len(messages)
                     copied_bytes += copied
@@ -545,10 +555,9 @@ class TaskCopy:
         """Produce one range's records, in order, to its remote partition; returns their payload bytes.
 
         Key, value and headers go out as they came in, except as the range's transforms change them or drop the
-        record (:mod:`~airmirror.replication.spark.record_transforms`; a dropped record is counted in
-        ``chunk_filtered`` and produces nothing) and the schema ids of a topic whose records are framed when the task
-        translates them (:mod:`airmirror.schemas.record_ids`); the source timestamp is kept, except that a record
-        without one (-1) gets the produce time (librdkafka's timestamp 0).
+        record (:meth:`transformed`) and the schema ids of a topic whose records are framed when the task translates
+        them (:mod:`airmirror.schemas.record_ids`); the source timestamp is kept, except that a record without one
+        (-1) gets the produce time (librdkafka's timestamp 0).
         """
         produce, poll = self.producer.produce, self.producer.poll
         source, deliveries = state.source, state.deliveries
@@ -560,9 +569,8 @@ class TaskCopy:
             key, value, offset = message.key(), message.value(), offset_of(message)
             headers = message.headers()
             if transforms is not None:
-                kept = transforms.apply(key, value, headers)
+                kept = self.transformed(state, transforms, message, offset)
                 if kept is None:
-                    state.chunk_filtered += 1
                     continue
                 key, value, headers = kept
             if rewrite is not None:
@@ -600,6 +608,24 @@ class TaskCopy:
         poll(0)
         return copied
 
+    def transformed(
+        self, state: RangeState, transforms: RecordTransforms, message: Message, offset: int
+    ) -> tuple[bytes | None, bytes | None, Headers | None] | None:
+        """The record as the range's transforms leave it (:mod:`~airmirror.replication.spark.record_transforms`), or
+        ``None`` when it produces nothing: dropped by a step (counted in ``chunk_filtered``), or one a transform
+        cannot process when the task skips those (counted in ``chunk_skipped``); otherwise such a record fails the
+        chunk, named."""
+        try:
+            kept = transforms.apply(message.key(), message.value(), message.headers(), message.timestamp()[1])
+        except TransformFailure as failure:
+            if not self.task.skip_failed_records:
+                raise transform_failed(state.source, offset, failure) from failure
+            state.chunk_skipped += 1
+            return None
+        if kept is None:
+            state.chunk_filtered += 1
+        return kept
+
     def raise_failed_delivery(self) -> None:
         """Raise the chunk's failed delivery (:meth:`TaskDeliveries.cause`), waiting up to
         :data:`FAILED_DELIVERY_POLLS` short polls for one that is not a purge.  A record the broker refused (one
@@ -633,6 +659,7 @@ class TaskCopy:
             state = self.states[key]
             state.progress = progress
             state.chunk_records = state.chunk_bytes = state.chunk_passed = state.chunk_filtered = 0
+            state.chunk_skipped = 0
 
     def commit_progress(self, committed: Mapping[tuple[str, int], Progress]) -> None:
         """Write the progress records of ``committed`` (source partition to its new progress), their anchors in one
@@ -694,6 +721,7 @@ class TaskCopy:
             leader_epoch=reached_epoch if state.chunk_records else progress.leader_epoch,
             passed=progress.passed + state.chunk_passed,
             filtered=progress.filtered + state.chunk_filtered,
+            skipped=progress.skipped + state.chunk_skipped,
         )
 
 
