@@ -360,7 +360,10 @@ class RangeResult:
     downstream offset.  ``downstream_end`` is the target offset after the last copied record
     (``None`` when nothing was copied).  ``end_epoch`` is the source leader epoch of the record at ``end - 1``
     when known: it goes with the cursor, for the next range's start validation.  ``schema_passed`` counts the
-    records copied unchanged because their schema id was unknown (``airmirror.schema.unknown = pass``).
+    records copied unchanged because their schema id was unknown (``airmirror.schema.unknown = pass``), ``filtered``
+    the source records the flow's transforms dropped (read, never written: ``end - start`` is ``records``, plus
+    ``filtered``, plus ``skipped``, plus offsets holding no record); ``skipped`` the records a transform could not
+    process that ``errors.tolerance = all`` skipped.
     """
 
     topic: str
@@ -374,6 +377,8 @@ class RangeResult:
     downstream_end: int | None = None
     end_epoch: int | None = None
     schema_passed: int = 0
+    filtered: int = 0
+    skipped: int = 0
 
 
 def utc_text(moment: datetime) -> str:
@@ -474,7 +479,8 @@ class PartitionStats:
     """Replication status of one source partition of a flow, as shown by ``airmirror status``.
 
     ``records``/``bytes`` total every committed batch; ``gap_offsets`` is how many source offsets
-    retention deleted before they were copied, over ``gap_count`` gaps.
+    retention deleted before they were copied, over ``gap_count`` gaps; ``filtered`` how many records the flow's
+    transforms dropped, ``skipped`` how many records ``errors.tolerance = all`` skipped.
     """
 
     cursor: int
@@ -484,6 +490,8 @@ class PartitionStats:
     last_batch_at: datetime
     gap_count: int
     gap_offsets: int
+    filtered: int = 0
+    skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -607,6 +615,10 @@ class ComparisonFigures:
     mapped through the flow's id map (the source digest too); ``schema_id`` counts copies that differ from that only
     in a schema id: unmapped, or another than the map gives.  ``schema_id_difference`` names the first of them in
     words (source offset, side, source id, mapped id or ``unmapped``, the id the copy holds).
+
+    With a flow's transforms (:mod:`airmirror.config.transforms`), a source record is compared as the copy job writes
+    it, after the chain; ``filtered`` counts the source records the chain drops, which are not differences and are
+    left out of ``source_records`` and the source digest.
     """
 
     verdict: Verdict
@@ -622,6 +634,7 @@ class ComparisonFigures:
     target_digest: str = ""
     schema_id: int = 0
     schema_id_difference: str = ""
+    filtered: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,8 @@ a deleted or overwritten anchor group.
 
 Each test copies one large batch through the real CLI (a separate process with its own Spark JVM), injects
 the fault while the batch is in flight, lets the next run resume, and then checks that every target
-partition equals its source partition record for record: nothing lost, nothing duplicated, same order.
+partition equals its source partition record for record (as a transform chain leaves it, where the flow has one):
+nothing lost, nothing duplicated, same order.
 Transactions are bounded to a few thousand records, so every range is copied in several chunk
 transactions and a fault mid-range leaves some of them committed: a resume that started the range again
 would duplicate them.
@@ -16,7 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ RECORDS_PER_PARTITION = 40_000
 
 
 def load_source(bootstrap: str, topic: str) -> None:
+    """Every record has a ``seq`` header; every tenth a ``drop`` header too (for :data:`CHAIN`)."""
     create_topic(bootstrap, topic, PARTITIONS)
     payload = bytes(range(256)) * 2
     base = recent_ms()
@@ -49,10 +51,39 @@ def load_source(bootstrap: str, topic: str) -> None:
             topic,
             p,
             [
-                Record(f"{p}-{i}".encode(), payload + i.to_bytes(4, "big"), (("seq", str(i).encode()),), base + i)
+                Record(
+                    f"{p}-{i}".encode(),
+                    payload + i.to_bytes(4, "big"),
+                    (("seq", str(i).encode()), *((("drop", b"1"),) if i % 10 == 0 else ())),
+                    base + i,
+                )
                 for i in range(RECORDS_PER_PARTITION)
             ],
         )
+
+
+T = "org.apache.kafka.connect.transforms."
+CHAIN = f"""
+a->b.transforms = drop, strip, tag
+a->b.transforms.drop.type = {T}Filter
+a->b.transforms.drop.predicate = marked
+a->b.transforms.strip.type = {T}DropHeaders
+a->b.transforms.strip.headers = seq
+a->b.transforms.tag.type = {T}InsertHeader
+a->b.transforms.tag.header = copy
+a->b.transforms.tag.value.literal = dr
+a->b.predicates = marked
+a->b.predicates.marked.type = {T}predicates.HasHeaderKey
+a->b.predicates.marked.name = drop
+"""
+"""A transform chain: every tenth record dropped, the others' headers changed."""
+
+
+def transformed(record: Record) -> Record | None:
+    """What :data:`CHAIN` makes of a record of :func:`load_source`, written out by hand."""
+    if any(name == "drop" for name, _ in record.headers):
+        return None
+    return Record(record.key, record.value, (("copy", b"dr"),), record.timestamp)
 
 
 def start_cli(config: Path) -> subprocess.Popen:
@@ -74,12 +105,15 @@ def run_until_success(config: Path, attempts: int = 3) -> None:
     raise AssertionError(f"replicate did not succeed in {attempts} attempts")
 
 
-def assert_exact_copy(clusters, topic: str) -> None:
+def assert_exact_copy(clusters, topic: str, chain: Callable[[Record], Record | None] | None = None) -> None:
+    """The target equals the source, record for record, or, with ``chain``, the source as it transforms it."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     for p in range(PARTITIONS):
         source, target = records_of(a, topic, p), records_of(b, f"a.{topic}", p)
-        assert len(target) == len(source) == RECORDS_PER_PARTITION
-        assert target == source
+        assert len(source) == RECORDS_PER_PARTITION
+        expected = source if chain is None else [kept for record in source if (kept := chain(record)) is not None]
+        assert len(target) == len(expected)
+        assert target == expected
 
 
 def assert_db_caught_up(config: Path, topic: str) -> None:
@@ -95,14 +129,14 @@ def assert_db_caught_up(config: Path, topic: str) -> None:
         store.dispose()
 
 
-def bulk_flow(clusters: dict[str, LocalBroker], prefix: str, tmp_path: Path) -> tuple[Path, str]:
+def bulk_flow(clusters: dict[str, LocalBroker], prefix: str, tmp_path: Path, extra: str = "") -> tuple[Path, str]:
     topic = f"{prefix}.bulk"
     load_source(clusters["a"].bootstrap, topic)
     config = write_config(
         tmp_path / "mm2.properties",
         clusters,
         f"a->b.enabled = true\ntopics = {prefix}.*\nairmirror.spark.master = local[2]\n"
-        "airmirror.transaction.max.records = 5000",
+        "airmirror.transaction.max.records = 5000" + extra,
     )
     return config, topic
 
@@ -123,8 +157,8 @@ def expiring_target(test_home) -> Iterator[LocalBroker]:
         stop_broker(name, home=test_home)
 
 
-def test_spark_worker_killed_mid_write(clusters, flow_config):
-    config, topic = flow_config
+def test_spark_worker_killed_mid_write_of_a_transformed_copy(clusters, prefix, tmp_path):
+    config, topic = bulk_flow(clusters, prefix, tmp_path, CHAIN)
     process = start_cli(config)
     wait_until(
         lambda: end_offset(clusters["b"].bootstrap, f"a.{topic}", 0) > 1000 or process.poll() is not None, 300, "writes"
@@ -137,7 +171,7 @@ def test_spark_worker_killed_mid_write(clusters, flow_config):
     process.communicate(timeout=600)
     if process.returncode != 0:
         run_until_success(config)
-    assert_exact_copy(clusters, topic)
+    assert_exact_copy(clusters, topic, transformed)
     assert_db_caught_up(config, topic)
 
 

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from airmirror.checkpoints.translation import Translator
-from airmirror.model import PartitionKey
+from airmirror.errors import ReplicationFailure
+from airmirror.migration.verification import verify_flow
+from airmirror.model import PartitionKey, Verdict
+from airmirror.replication.status import flow_status
 from tests.conftest import write_config
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms
 from tests.mirror_helpers import opened, replicate
@@ -118,3 +121,49 @@ def test_the_target_equals_the_transformed_source_and_every_offset_translates_ex
     again = replicate(config, spark)
     assert again.planned.ranges == [] and again.summary is None
     assert len(read_partition(b, f"a.{topic}", 0)) == len(target)
+
+    dropped = sum(1 for _, r in source if transformed(r) is None)
+    with opened(config) as (flow, store):
+        status = {(p.topic, p.records_filtered, p.records_copied) for p in flow_status(flow, store).partitions}
+        assert status == {(topic, dropped, len(target)), (audit, 12, 0)}
+        verified = {p.topic: p for p in verify_flow(flow, store, lambda: spark).partitions}
+    assert {name: (p.verdict, p.filtered) for name, p in verified.items()} == {
+        topic: (Verdict.EQUAL, dropped),
+        audit: (Verdict.EQUAL, 12),
+    }
+    assert verified[topic].source_digest == verified[topic].target_digest
+    produce(b, f"a.{topic}", 0, orders("stray", 1, pii_every=100))
+    with opened(config) as (flow, store):
+        [damaged] = verify_flow(flow, store, lambda: spark, topics_regex=f"{prefix}\\.orders").partitions
+    assert damaged.verdict is Verdict.EXTRA
+
+
+def test_json_fields_are_masked_and_a_record_no_transform_can_read_fails_then_is_skipped(
+    clusters, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic = f"{prefix}.users"
+    create_topic(a, topic)
+    now = recent_ms()
+    values = [b'{"user":"u%d","password":"pw%d","pin":%d}' % (i, i, 1000 + i) for i in range(8)]
+    values[5] = b"\x00\x00\x00\x00\x07not json"
+    produce(a, topic, 0, [Record(b"k%d" % i, v, (), now + i) for i, v in enumerate(values)])
+    chain = (
+        f"a->b.enabled = true\ntopics = {prefix}.*\na->b.transforms = mask\n"
+        f"a->b.transforms.mask.type = {T}MaskField$Value\na->b.transforms.mask.fields = password, pin\n"
+    )
+    config = write_config(tmp_path / "mm2.properties", clusters, chain)
+
+    with pytest.raises(ReplicationFailure, match=rf"record {topic}-0@5: transform 'mask' \(MaskField\$Value\)"):
+        replicate(config, spark)
+    assert read_partition(b, f"a.{topic}", 0) == []
+
+    write_config(tmp_path / "mm2.properties", clusters, chain + "errors.tolerance = all\n")
+    replicate(config, spark)
+    copied = [record.value for _, record in read_partition(b, f"a.{topic}", 0)]
+    assert copied == [b'{"user":"u%d","password":"","pin":0}' % i for i in range(8) if i != 5]
+    with opened(config) as (flow, store):
+        [status] = flow_status(flow, store).partitions
+        assert (status.records_copied, status.records_skipped, status.records_filtered, status.lag) == (7, 1, 0, 0)
+        [verified] = verify_flow(flow, store, lambda: spark).partitions
+    assert (verified.verdict, verified.filtered, verified.source_records) == (Verdict.EQUAL, 1, 7)

@@ -123,7 +123,7 @@ def print_status(
     )
     header = (
         f"{'partition':<32} {'remote':<32} {'start':>10} {'end':>10} {'cursor':>10} {'lag':>10} {'age s':>8} "
-        f"{'latency s':>9} {'copied':>10} {'gaps':>5} {'lost':>8}"
+        f"{'latency s':>9} {'copied':>10} {'filtered':>10} {'skipped':>8} {'gaps':>5} {'lost':>8}"
     )
     print(header)
     for p in status.partitions:
@@ -131,7 +131,7 @@ def print_status(
         print(
             f"{p.topic + '-' + str(p.partition):<32} {p.remote_topic:<32} {p.source_start:>10} {p.source_end:>10} "
             f"{cursor:>10} {p.lag:>10} {seconds(p.record_age_ms):>8} {seconds(p.replication_latency_ms):>9} "
-            f"{p.records_copied:>10} {p.gaps:>5} {p.gap_records:>8}"
+            f"{p.records_copied:>10} {p.records_filtered:>10} {p.records_skipped:>8} {p.gaps:>5} {p.gap_records:>8}"
         )
     print_partition_warnings(status)
     if status.schemas.mode is not SchemaIds.OFF:
@@ -360,7 +360,8 @@ def describe_verified_partition(p: PartitionVerification) -> str:
         for side, n in (("source", p.compacted_source), ("target", p.compacted_target))
         if n
     )
-    details = "; ".join(part for part in (p.reason, counts, schema_id, compaction, p.note) if part)
+    filtered = f"{p.filtered} filtered by the flow's transforms" if p.filtered else ""
+    details = "; ".join(part for part in (p.reason, counts, schema_id, compaction, filtered, p.note) if part)
     return (
         f"  {p.topic}-{p.partition} -> {p.remote_topic}: {verdict}; source [{p.source_start}, {p.source_end}) "
         f"{p.source_records} records, target [{p.target_start}, {p.target_end}) {p.target_records} records"

@@ -75,8 +75,10 @@ def publish_batch(flow: FlowConfig, store: MetadataStore, summary: BatchSummary)
             for name, count in (
                 ("record-count", result.records),
                 ("byte-count", result.bytes),
-                ("gap-count", result.end - result.start - result.records),
+                ("gap-count", result.end - result.start - result.records - result.filtered - result.skipped),
                 ("schema-records-passed", result.schema_passed),
+                ("record-filtered-count", result.filtered),
+                ("record-skipped-count", result.skipped),
             ):
                 if count > 0:
                     stats.incr(f"{PREFIX}.{name}", count, tags=partition)

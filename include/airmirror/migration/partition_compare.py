@@ -31,6 +31,11 @@ Contract:
   not map (copied unchanged), is **schema_id** at the source offset, the first of them named
   (:func:`describe_schema_id`): one wrong or missing mapping is told apart from changed data.  A copy that differs
   in anything else is **different**.
+- Transforms (a flow's SMT chain, :mod:`airmirror.config.transforms`): a source record is compared as the copy job
+  writes it, after the steps of its remote topic (:mod:`airmirror.replication.spark.record_transforms`), and before
+  its schema ids are mapped, as the copy job does; a source record the chain drops, or cannot process (which the copy
+  skipped under ``errors.tolerance = all``, or failed at and never passed), is **filtered**: counted, and neither
+  compared nor a difference.
 - The verdict is the first difference in target order; every difference is counted.
 """
 
@@ -44,8 +49,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from airmirror.config.transforms import Step
 from airmirror.migration.folded_alignment import compare_folded_run
 from airmirror.model import ComparisonFigures, OffsetRun, Verdict
+from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
 from airmirror.schemas.framing import HeaderValue, IdSlot, Side, framed_id, id_slots, slot_data, with_ids
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -423,10 +430,14 @@ def compare_partition(
     target_later_keys: Callable[[], Iterator[bytes | None]] = lambda: iter(()),
     lost: Lost | None = None,
     schema_ids: SchemaIdMap | None = None,
+    transforms: Sequence[Step] = (),
 ) -> ComparisonFigures:
     """Compare ``source`` with ``target`` (each in offset order) per the module contract; ``lost``, when given,
     is updated with how many of its records were read and whether retention by size excuses them; with
-    ``schema_ids``, source records and keys are read through it."""
+    ``transforms`` and ``schema_ids``, source records (and, for ids, keys) are read through them."""
+    chain = _Chain(transforms)
+    if transforms:
+        source = chain.kept(source)
     if schema_ids is not None:
         source, source_later_keys = map(schema_ids.expected, source), schema_ids.later_keys(source_later_keys)
     sources, targets = _Side(source_compacted), _Side(target_compacted)
@@ -451,8 +462,29 @@ def compare_partition(
         source_digest=sources.digest.hexdigest(),
         target_digest=targets.digest.hexdigest(),
         schema_id_difference="" if differences.first_schema_id is None else differences.first_schema_id[1],
+        filtered=chain.filtered,
         **counts,
     )
+
+
+class _Chain:
+    """The source records as a flow's transforms leave them, counting those they drop."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.transforms = RecordTransforms(steps)
+        self.filtered = 0
+
+    def kept(self, records: Iterable[Record]) -> Iterator[Record]:
+        for record in records:
+            try:
+                kept = self.transforms.apply(record.key, record.value, record.headers, record.timestamp)
+            except TransformFailure:
+                kept = None  # the copy skipped it (errors.tolerance = all), or failed there and never passed it
+            if kept is None:
+                self.filtered += 1
+                continue
+            key, value, headers = kept
+            yield Record(record.offset, key, value, _headers(headers), record.timestamp)
 
 
 def _explained_later(side: _Side, later_keys: Callable[[], Iterator[bytes | None]]) -> int:

@@ -251,6 +251,7 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
                 source_consumer_config=source_config,
                 target_consumer_config=target_config,
                 schema_ids=id_maps.get(key.topic),
+                transforms=flow.transform_steps(key.topic),
             )
         )
     return VerificationPlan(tasks, verdicts)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from pyspark.sql import SparkSession
 
+from airmirror.config.transforms import Step
 from airmirror.kafka.authorization import AccessScope
 from airmirror.kafka.clients import ClientConfig
 from airmirror.migration.partition_compare import Lost, Record, SchemaIdMap, compare_partition, verdict_reason
@@ -37,8 +38,9 @@ class VerifyTask:
     """What one Spark task compares: source ``[source_start, source_end)`` with remote ``[target_start,
     target_end)`` through ``runs``; keys in source ``[source_end, source_later_end)`` may explain a source
     compaction; ``lost`` is what one side lost that only its ``retention.bytes`` may still explain;
-    ``schema_ids`` how the copy translated the topic's schema ids (``None``: it copied them as they are).  Plain
-    data, so it pickles to executors; the client configurations and the id map are left out of the repr."""
+    ``schema_ids`` how the copy translated the topic's schema ids (``None``: it copied them as they are),
+    ``transforms`` the flow's transform steps for the topic.  Plain data, so it pickles to executors; the client
+    configurations and the id map are left out of the repr."""
 
     topic: str
     partition: int
@@ -58,6 +60,7 @@ class VerifyTask:
     source_consumer_config: ClientConfig = field(repr=False)
     target_consumer_config: ClientConfig = field(repr=False)
     schema_ids: SchemaIdMap | None = field(default=None, repr=False)
+    transforms: tuple[Step, ...] = ()
 
 
 def records_of(reader: RangeReader) -> Iterator[Record]:
@@ -108,6 +111,7 @@ def verify_partition(task: VerifyTask) -> PartitionVerification:
             source_later_keys=source_later_keys,
             lost=task.lost,
             schema_ids=task.schema_ids,
+            transforms=task.transforms,
         )
     note = task.note
     if task.lost is not None and task.lost.excused:

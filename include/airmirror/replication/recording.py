@@ -109,6 +109,8 @@ def range_result(
         downstream_end=progress.downstream_position if progress.records else None,
         end_epoch=progress.leader_epoch,
         schema_passed=progress.passed,
+        filtered=progress.filtered,
+        skipped=progress.skipped,
     )
 
 

@@ -4,9 +4,11 @@ Lag is ``source end - next offset to copy`` where the source end is the last sta
 is where the planner would start the partition's next range
 (:func:`airmirror.replication.plan_inputs.plan_partitions`: the cursor, where a new partition starts per
 ``auto.offset.reset``, or the new start after a source reset).  Gaps are the source ranges that retention
-deleted before they could be copied.  ``source_reset`` names a reset the next run will make (the topic was
-recreated, or its log ends below the cursor); the flow's past source resets and its stopped topics and
-partitions (:mod:`airmirror.replication.incarnations`) are listed with it.
+deleted before they could be copied; ``records_filtered`` counts the records the flow's transforms dropped
+(:mod:`airmirror.config.transforms`), ``records_skipped`` those ``errors.tolerance = all`` skipped.
+``source_reset`` names a reset the next run will make (the topic was recreated, or its log ends below the cursor);
+the flow's past source resets and its stopped topics and partitions (:mod:`airmirror.replication.incarnations`)
+are listed with it.
 
 Deleted source topics (:func:`deleted_source_topics`): a topic the flow selects and has copied (it has cursors)
 that the source cluster no longer lists is a stop too, one per topic, derived from the listing at every ``status``
@@ -62,6 +64,8 @@ class PartitionStatus:
     gap_records: int
     records_copied: int
     bytes_copied: int
+    records_filtered: int = 0
+    records_skipped: int = 0
     future_timestamp_ms: int | None = None
     future_timestamp_offset: int | None = None
     source_reset: str | None = None
@@ -190,6 +194,8 @@ def flow_status(
                 gap_records=s.gap_offsets if s is not None else 0,
                 records_copied=s.records if s is not None else 0,
                 bytes_copied=s.bytes if s is not None else 0,
+                records_filtered=s.filtered if s is not None else 0,
+                records_skipped=s.skipped if s is not None else 0,
                 future_timestamp_ms=future_ms,
                 future_timestamp_offset=future_offset,
                 source_reset=plan.source_reset,

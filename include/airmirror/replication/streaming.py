@@ -113,6 +113,8 @@ def stream_delta(recorded: RangeResult, progress: Progress, records: Iterable[Ru
         downstream_end=progress.downstream_position if copied else None,
         end_epoch=progress.leader_epoch,
         schema_passed=progress.passed - recorded.schema_passed,
+        filtered=progress.filtered - recorded.filtered,
+        skipped=progress.skipped - recorded.skipped,
     )
 
 
@@ -287,6 +289,8 @@ class StreamRecorder:
                 records=before.records + delta.records,
                 bytes=before.bytes + delta.bytes,
                 schema_passed=before.schema_passed + delta.schema_passed,
+                filtered=before.filtered + delta.filtered,
+                skipped=before.skipped + delta.skipped,
             )
             self.unsampled[key] = delta
         if deltas:

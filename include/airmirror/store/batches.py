@@ -363,6 +363,8 @@ class BatchStore(EngineHolder):
                 last_batch_at=row.updated_at,
                 gap_count=0 if total is None else total.gap_count,
                 gap_offsets=0 if total is None else total.gap_offsets,
+                filtered=0 if total is None else total.filtered,
+                skipped=0 if total is None else total.skipped,
             )
         return stats
 
@@ -478,7 +480,7 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
     )
 
 
-TOTALS = ("records", "bytes", "gap_count", "gap_offsets", "schema_passed")
+TOTALS = ("records", "bytes", "gap_count", "gap_offsets", "schema_passed", "filtered", "skipped")
 
 
 def _add_totals(
@@ -492,6 +494,8 @@ def _add_totals(
             "gap_count": 0,
             "gap_offsets": 0,
             "schema_passed": result.schema_passed,
+            "filtered": result.filtered,
+            "skipped": result.skipped,
         }
         for plan, result in pairs
     }
@@ -642,6 +646,8 @@ def _store_outcomes(connection: Connection, batch_id: int, pairs: Sequence[tuple
                 "downstream_end": result.downstream_end,
                 "end_epoch": result.end_epoch,
                 "schema_passed": result.schema_passed,
+                "filtered": result.filtered,
+                "skipped": result.skipped,
             }
             for plan, result in pairs
         ],

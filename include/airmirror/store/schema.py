@@ -37,7 +37,9 @@ Tables and their contracts:
 * ``airmirror_schema_ids``: per (flow, source schema id) the target registry's id (``airmirror.schema.ids``);
   ``airmirror_schema_subjects``: per (flow, source subject) the target subject and the versions its newest schema
   sync copied.  ``airmirror_partition_totals.schema_passed`` (and ``airmirror_batch_ranges.schema_passed``, per
-  range) counts records copied unchanged because their schema id was unknown (``airmirror.schema.unknown = pass``).
+  range) counts records copied unchanged because their schema id was unknown (``airmirror.schema.unknown = pass``);
+  ``filtered`` (both tables) the records the flow's transforms dropped (:mod:`airmirror.config.transforms`),
+  ``skipped`` those a transform could not process that ``errors.tolerance = all`` skipped.
 * ``airmirror_remote_topics``: per (flow, remote topic) the topic id airmirror first wrote to; a remote topic
   with another id (or gone) is stopped (see :mod:`airmirror.replication.incarnations`).
 * ``airmirror_stops``: per (flow, source topic, partition) why replication of it is stopped; partition
@@ -210,6 +212,8 @@ batch_ranges = Table(
     Column("truncated_at", BigInteger),
     Column("end_epoch", Integer),
     Column("schema_passed", BigInteger),
+    Column("filtered", BigInteger),
+    Column("skipped", BigInteger),
 )
 
 cursors = Table(
@@ -278,6 +282,8 @@ partition_totals = Table(
     Column("gap_count", BigInteger, nullable=False),
     Column("gap_offsets", BigInteger, nullable=False),
     Column("schema_passed", BigInteger, nullable=False, server_default="0"),
+    Column("filtered", BigInteger, nullable=False, server_default="0"),
+    Column("skipped", BigInteger, nullable=False, server_default="0"),
 )
 
 lag_samples = Table(
@@ -487,4 +493,5 @@ verified_partitions = Table(
     Column("reason", Text, nullable=False, server_default=""),
     Column("schema_id", BigInteger, nullable=False, server_default="0"),
     Column("schema_id_difference", Text, nullable=False, server_default=""),
+    Column("filtered", BigInteger, nullable=False, server_default="0"),
 )

@@ -74,6 +74,8 @@ def _recorded(connection: Connection, batch_id: int) -> dict[PartitionKey, Range
             downstream_end=row.downstream_end,
             end_epoch=row.end_epoch,
             schema_passed=row.schema_passed or 0,
+            filtered=row.filtered or 0,
+            skipped=row.skipped or 0,
         )
         for row in rows
     }
@@ -158,4 +160,6 @@ def _outcome(batch_id: int, recorded: RangeResult, delta: RangeResult) -> dict[s
         "downstream_end": delta.downstream_end if delta.records else recorded.downstream_end,
         "end_epoch": delta.end_epoch if delta.end_epoch is not None else recorded.end_epoch,
         "schema_passed": recorded.schema_passed + delta.schema_passed,
+        "filtered": recorded.filtered + delta.filtered,
+        "skipped": recorded.skipped + delta.skipped,
     }

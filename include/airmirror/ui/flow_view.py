@@ -57,6 +57,7 @@ class PartitionRow:
     gap_offsets: int
     resets: int
     stopped: str | None
+    filtered: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,6 +162,7 @@ def _partitions(flow: FlowConfig, store: MetadataStore, newest: dict[PartitionKe
                 gap_offsets=stat.gap_offsets if stat else 0,
                 resets=resets[key],
                 stopped=stop,
+                filtered=stat.filtered if stat else 0,
             )
         )
     return rows

@@ -209,6 +209,7 @@ def flow_page(view: FlowView, topic: str | None = None, page: int = 1) -> str:
 PARTITION_HEADERS = (
     "partition",
     "records copied",
+    "records filtered",
     "bytes copied",
     "cursor",
     "lag (records)",
@@ -256,6 +257,7 @@ def topic_row(row: TopicRow) -> str:
                 [
                     _cell(p.partition, "partition"),
                     _cell(p.records, "records"),
+                    _cell(p.filtered, "filtered"),
                     _cell(p.bytes, "bytes"),
                     _cell(p.cursor, "cursor"),
                     _cell(p.lag_records, "lag_records"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pickle
 import struct
 
+from airmirror.config.transforms import Predicate, PredicateKind, Step, StepKind
 from airmirror.migration.partition_compare import (
     Lost,
     Record,
@@ -475,3 +476,21 @@ def test_compaction_looks_for_translated_keys_on_the_source_and_beyond_the_compa
 
 def test_a_schema_id_map_pickles_for_spark_executors():
     assert pickle.loads(pickle.dumps(BOTH)) == BOTH
+
+
+def test_records_a_flows_transforms_drop_are_filtered_and_kept_ones_compared_as_transformed():
+    pii = Predicate("isPII", PredicateKind.HAS_HEADER_KEY, header="pii")
+    steps = (
+        Step("dropPII", StepKind.FILTER, pii),
+        Step("tag", StepKind.INSERT_HEADER, header="by", literal=b"airmirror"),
+    )
+    source = [record(o, f"k{o}", headers=[("pii", b"1")] if o % 3 == 0 else []) for o in range(10)]
+    kept = [r for r in source if not r.headers]
+    copies = [record(100 + i, r.key.decode(), headers=[("by", b"airmirror")]) for i, r in enumerate(kept)]
+    runs = [OffsetRun(1, 3, 100), OffsetRun(4, 6, 102), OffsetRun(7, 9, 104)]
+    result = compare(source, copies, runs, transforms=steps)
+    assert (result.verdict, result.filtered, result.source_records, result.target_records) == (Verdict.EQUAL, 4, 6, 6)
+    assert result.source_digest == result.target_digest
+    untagged = [record(r.offset, r.key.decode()) for r in copies]
+    assert compare(source, untagged, runs, transforms=steps).verdict is Verdict.DIFFERENT
+    assert compare(source, copies, runs).verdict is Verdict.MISSING, "without the chain the drops are missing"
