@@ -34,7 +34,7 @@ Syntax (Kafka Connect's ``ConnectorConfig``): ``transforms = t1, t2`` lists the 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -223,6 +223,12 @@ class TransformChain:
                 step = replace(step, predicate=None, negate=False)
             kept.append(step)
         return tuple(kept)
+
+
+def may_drop(steps: Sequence[Step], skip_failed_records: bool) -> bool:
+    """Whether these steps can leave a record unwritten: a ``Filter``, or a field transform whose failures
+    ``errors.tolerance = all`` skips."""
+    return any(step.kind is StepKind.FILTER or (skip_failed_records and step.fields is not None) for step in steps)
 
 
 def is_transform_key(key: str) -> bool:

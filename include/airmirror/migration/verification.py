@@ -41,6 +41,7 @@ from pyspark.sql import SparkSession
 
 from airmirror.config import FlowConfig
 from airmirror.config.schema_registries import SchemaIds
+from airmirror.config.transforms import may_drop
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import ClusterAdmin, cluster_metadata, source_admin, target_admin
@@ -193,9 +194,10 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
     target_offsets = partition_offsets(target, [remote[key] for key in readable])
     source_topics = retentions(source, [key.topic for key in readable])
     target_topics = retentions(target, [remote[key].topic for key in readable])
+    dropping = {key: may_drop(flow.transform_steps(key.topic), flow.copy.skip_failed_records) for key in readable}
     compared = []
     for key in readable:
-        reason = unmapped_below_cursor(runs[key], cursors[key], source_offsets[key])
+        reason = unmapped_below_cursor(runs[key], cursors[key], source_offsets[key], dropping[key])
         if reason is not None:
             verdicts.append(uncompared(key, remote[key].topic, cursors[key].next_offset, Verdict.NO_RUNS, reason))
         else:
@@ -230,6 +232,7 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
             target_offsets[remote_key],
             (source_retention, target_retention),
             Horizons(source_horizons.get(key), target_horizons.get(remote_key)),
+            dropping[key],
         )
         tasks.append(
             VerifyTask(

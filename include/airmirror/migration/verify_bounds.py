@@ -7,14 +7,16 @@ Contract:
   checked in this order: ``stopped``, ``source_deleted``, ``source_recreated``, ``target_deleted``,
   ``target_recreated``; then ``no_runs`` when the source holds records below the cursor that no offset-sync run
   maps (the cursor was moved by ``--start-from``, a reset or a takeover without MM2 offset syncs): nothing
-  proves they reached the target.  None of these is ``equal``.
-- The compared source range starts at the first copied offset, the remote range at its copy
-  (:func:`compared_bounds`).  Records deleted from the start of a side are left out only when retention
-  explains them: the other side deleted them too, or the side's ``cleanup.policy`` deletes and its
-  ``retention.ms`` is shorter than their age (every deleted record is older than the other side's first record
-  younger than ``now - retention.ms``: ``horizon``).  Otherwise they stay in the comparison as a
-  :class:`~airmirror.migration.partition_compare.Lost` range, **missing** unless the side's
-  ``retention.bytes`` explains them once it has been read.
+  proves they reached the target, unless the flow's transforms may drop the topic's records (``may_drop``: all
+  of them may have been dropped), and then the partition is compared from its source log start, where a kept
+  record no run maps is missing.  None of these verdicts is ``equal``.
+- The compared source range starts at the first copied offset, the remote range at its copy (:func:`compared_bounds`);
+  records a flow's transforms dropped before it are not compared.  Records deleted from the start of a side are left out
+  only when retention explains them: the other side deleted them too, or the side's ``cleanup.policy`` deletes and its
+  ``retention.ms`` is shorter than their age (every deleted record is older than the other side's first record younger
+  than ``now - retention.ms``: ``horizon``).  Otherwise they stay in the comparison as a
+  :class:`~airmirror.migration.partition_compare.Lost` range, **missing** unless the side's ``retention.bytes`` explains
+  them once it has been read.
 - Through a folded offset-sync run, where a copy lies is known only at or before it: a side's read starts
   there, and order pairing (:mod:`~airmirror.migration.folded_alignment`) finds the rest.  Where retention
   explains the records deleted from one side but a compared start falls inside a folded run, both sides start
@@ -91,10 +93,13 @@ def uncomparable(partition: int, topics: Topics, stop: Stop | None, remote_topic
     return None
 
 
-def unmapped_below_cursor(runs: Sequence[OffsetRun], cursor: CursorState, source: PartitionOffsets) -> str | None:
+def unmapped_below_cursor(
+    runs: Sequence[OffsetRun], cursor: CursorState, source: PartitionOffsets, may_drop: bool = False
+) -> str | None:
     """Why a partition without offset-sync runs cannot be proven (``no_runs``), or ``None`` when the source
-    holds no record below its cursor (nothing was there to copy) so that comparing the empty range is a proof."""
-    if runs or cursor.next_offset <= source.log_start:
+    holds no record below its cursor (nothing was there to copy) or ``may_drop`` (see the module contract), so that
+    comparing is a proof."""
+    if runs or cursor.next_offset <= source.log_start or may_drop:
         return None
     return (
         f"source offsets {source.log_start} to {cursor.next_offset - 1} lie below the cursor but no offset-sync run "
@@ -130,10 +135,11 @@ def compared_bounds(
     target: PartitionOffsets,
     retention: tuple[Retention, Retention],
     horizons: Horizons,
+    may_drop: bool = False,
 ) -> Bounds:
     """The compared ranges' starts (see the module contract); ``retention`` is (source's, target's)."""
     if not runs:
-        return Bounds(cursor, target.log_start)
+        return Bounds(source.log_start if may_drop else cursor, target.log_start)
     first = runs[0].upstream_start
     on_source = max(first, source.log_start)  # the first copied offset the source still holds
     on_target = first_source_copied_at_or_after(runs, target.log_start)  # ... whose copy the target still holds

@@ -65,6 +65,14 @@ def test_records_below_a_cursor_that_no_run_maps_cannot_be_proven():
     assert unmapped_below_cursor([OffsetRun(0, 300, 0)], CursorState(300, "S1"), PartitionOffsets(0, 400)) is None
 
 
+def test_a_partition_whose_records_the_transforms_may_drop_is_compared_from_its_log_start_without_runs():
+    assert unmapped_below_cursor([], CursorState(300, "S1"), PartitionOffsets(0, 400), may_drop=True) is None
+    source, target = PartitionOffsets(20, 400), PartitionOffsets(5, 5)
+    dropping = compared_bounds([], 300, source, target, (WEEK, WEEK), NO_HORIZONS, may_drop=True)
+    assert (dropping.source_start, dropping.target_start) == (20, 5)
+    assert compared_bounds([], 300, source, target, (WEEK, WEEK), NO_HORIZONS).source_start == 300
+
+
 RUNS = [OffsetRun(0, 100, 0)]
 
 
