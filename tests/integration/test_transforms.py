@@ -160,12 +160,22 @@ def test_json_fields_are_masked_and_a_record_no_transform_can_read_fails_then_is
         replicate(config, spark)
     assert read_partition(b, f"a.{topic}", 0) == []
 
-    write_config(tmp_path / "mm2.properties", clusters, chain + "errors.tolerance = all\n")
+    dropping = f"a->b.transforms = mask, all\na->b.transforms.all.type = {T}Filter\n"
+    changed = chain.replace("a->b.transforms = mask\n", dropping) + "errors.tolerance = all\n"
+    write_config(tmp_path / "mm2.properties", clusters, changed)
     replicate(config, spark)
     copied = [record.value for _, record in read_partition(b, f"a.{topic}", 0)]
-    assert copied == [b'{"user":"u%d","password":"","pin":0}' % i for i in range(8) if i != 5]
+    assert copied == [b'{"user":"u%d","password":"","pin":0}' % i for i in range(8) if i != 5], (
+        "the resumed batch applies the chain it was planned with, and the errors.tolerance of now"
+    )
+    write_config(tmp_path / "mm2.properties", clusters, chain + "errors.tolerance = all\n")
     with opened(config) as (flow, store):
         [status] = flow_status(flow, store).partitions
         assert (status.records_copied, status.records_skipped, status.records_filtered, status.lag) == (7, 1, 0, 0)
         [verified] = verify_flow(flow, store, lambda: spark).partitions
     assert (verified.verdict, verified.filtered, verified.source_records) == (Verdict.EQUAL, 1, 7)
+
+    write_config(tmp_path / "mm2.properties", clusters, changed)
+    produce(a, topic, 0, [Record(b"k8", b'{"user":"u8","password":"pw8"}', (), recent_ms())])
+    replicate(config, spark)
+    assert len(read_partition(b, f"a.{topic}", 0)) == 7, "the next batch applies the changed chain"

@@ -119,7 +119,7 @@ from airmirror.config.settings_registry import (
     is_declared,
     mm2_keys,
 )
-from airmirror.config.transforms import Step, TransformChain, flow_chain, top_level_warnings
+from airmirror.config.transforms import Step, TransformChain, flow_chain, top_level_warnings, transform_keys
 from airmirror.errors import ConfigError
 from airmirror.mm2.policy import (
     IdentityReplicationPolicy,
@@ -475,6 +475,10 @@ class FlowConfig:
         config._warn(*self._alias_warnings())
         chain, transform_warnings = flow_chain(config.top_level_settings(), settings)
         self.transforms: TransformChain = chain
+        self.transform_settings: dict[str, str] = {
+            key: setting.value for key, setting in transform_keys(config.top_level_settings(), settings).items()
+        }
+        """The keys the chain is read from, as text: what a batch stores to apply the same chain when resumed."""
         config._warn(*transform_warnings)
         self.topics = RegexFilter(self.value(TOPICS), self.value(TOPICS_EXCLUDE))
         self.groups = RegexFilter(self.value(GROUPS), self.value(GROUPS_EXCLUDE))
@@ -644,12 +648,20 @@ class FlowConfig:
             heartbeats_replication=self.heartbeats.replication_enabled,
         )
 
-    def transform_steps(self, topic: str) -> tuple[Step, ...]:
-        """The flow's transform steps that act on the records of source topic ``topic`` (rule 4 of
+    def transform_steps(self, topic: str, chain: TransformChain | None = None) -> tuple[Step, ...]:
+        """The steps of ``chain`` (default: the flow's) that act on the records of source topic ``topic`` (rule 4 of
         :mod:`airmirror.config.transforms`): none for a heartbeats topic, which transforms never touch."""
-        if not self.transforms or self.policy.is_heartbeats_topic(topic):
+        chain = self.transforms if chain is None else chain
+        if not chain or self.policy.is_heartbeats_topic(topic):
             return ()
-        return self.transforms.for_topic(self.remote_topic(topic))
+        return chain.for_topic(self.remote_topic(topic))
+
+    def stored_chain(self, stored: Mapping[str, str] | None) -> TransformChain:
+        """The chain a batch stored (:attr:`transform_settings` then), read again; the flow's own when the batch
+        stored none (planned before it had a chain, or before batches stored theirs)."""
+        if stored is None:
+            return self.transforms
+        return flow_chain({}, {key: Setting(key, value) for key, value in stored.items()})[0]
 
     def is_config_excluded(self, name: str) -> bool:
         """True when topic config ``name`` matches ``config.properties.exclude`` (never synced)."""

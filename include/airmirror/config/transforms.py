@@ -246,11 +246,17 @@ def top_level_warnings(top: Mapping[str, Setting]) -> list[str]:
     ]
 
 
+def transform_keys(top: Mapping[str, Setting], flow: Mapping[str, Setting]) -> dict[str, Setting]:
+    """Rule 1: the keys a flow's chain is read from, its own (``flow``, prefix removed) over the top-level lists."""
+    merged = {key: top[key] for key in (TRANSFORMS, PREDICATES) if key in top}
+    merged.update((key, setting) for key, setting in flow.items() if is_transform_key(key))
+    return merged
+
+
 def flow_chain(top: Mapping[str, Setting], flow: Mapping[str, Setting]) -> tuple[TransformChain, list[str]]:
     """The flow's chain from its keys (``flow``, prefix removed) over the top-level lists, and the warnings of rule 3;
     raises :class:`~airmirror.errors.ConfigError` for rule 2."""
-    merged = {key: top[key] for key in (TRANSFORMS, PREDICATES) if key in top}
-    merged.update((key, setting) for key, setting in flow.items() if is_transform_key(key))
+    merged = transform_keys(top, flow)
     reader = _ChainReader(merged, top)
     predicates = {alias: reader.predicate(alias) for alias in reader.aliases(PREDICATES)}
     steps = tuple(reader.step(alias, predicates) for alias in reader.aliases(TRANSFORMS))

@@ -42,7 +42,7 @@ from airmirror.kafka.topics import (
     replicated_topics,
     sync_topics,
 )
-from airmirror.model import PlannedRange, RangeCopied, RangeResult, StoredJobs
+from airmirror.model import Json, PlannedRange, RangeCopied, RangeResult, StoredJobs
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_inputs import plan_ranges, record_cap, refuse_moving_cursors
@@ -57,10 +57,16 @@ from airmirror.store.streams import STREAM_PARAM
 log = logging.getLogger(__name__)
 
 
+TRANSFORMS_PARAM = "transforms"
+"""The batch param holding the flow's transform settings when the batch was planned (:class:`PlannedBatch`)."""
+
+
 @dataclass
 class PlannedBatch:
     """A batch ready to run: ``batch_id`` is None for a dry run, which stores nothing.  ``copy_tasks`` and
-    ``log_floor`` are the stored batch's (:class:`~airmirror.model.BatchRecord`)."""
+    ``log_floor`` are the stored batch's (:class:`~airmirror.model.BatchRecord`), ``transforms`` the settings of the
+    transform chain it was planned with (``None``: the flow's chain now), which a resumed batch applies: a changed
+    chain applies from the next batch."""
 
     batch_id: int | None
     ranges: list[PlannedRange]
@@ -68,6 +74,7 @@ class PlannedBatch:
     copy_tasks: int | None = None
     stream: bool = False
     log_floor: int | None = None
+    transforms: dict[str, str] | None = None
 
     @property
     def offsets(self) -> int:
@@ -146,7 +153,13 @@ def unfinished_batch(flow: FlowConfig, store: MetadataStore) -> PlannedBatch | N
         copy_tasks=batch.copy_tasks,
         stream=bool(batch.params.get(STREAM_PARAM)),
         log_floor=batch.log_floor,
+        transforms=stored_transforms(batch.params.get(TRANSFORMS_PARAM)),
     )
+
+
+def stored_transforms(stored: Json) -> dict[str, str] | None:
+    """The transform settings a batch's params hold (:data:`TRANSFORMS_PARAM`), ``None`` for a batch stored without."""
+    return {str(key): str(value) for key, value in stored.items()} if isinstance(stored, dict) else None
 
 
 def plan_batch(
@@ -180,7 +193,8 @@ def plan_batch(
     ranges = plan_ranges(flow, store, mappings, options)
     if options.dry_run or not ranges:
         return PlannedBatch(None, ranges)
-    return PlannedBatch(store.begin_batch(flow.name, ranges, options.params()), ranges)
+    params = {**options.params(), TRANSFORMS_PARAM: flow.transform_settings}
+    return PlannedBatch(store.begin_batch(flow.name, ranges, params), ranges, transforms=flow.transform_settings)
 
 
 def run_batch(
@@ -208,6 +222,7 @@ def run_batch(
         job=job,
         scan_from=scan_floor(planned.copy_tasks, planned.log_floor),
         record_ids=ids,
+        chain=flow.stored_chain(planned.transforms),
     )
     if not tasks:
         return []

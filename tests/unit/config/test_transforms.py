@@ -264,3 +264,11 @@ def test_replace_field_reads_mm2s_blacklist_and_whitelist(tmp_path):
     chain = RecordTransforms(flow(tmp_path, text).transform_steps("orders"))
     assert chain.apply(None, b'{"a":1,"b":2,"c":3}', None) == (None, b'{"a":1}', None)
     assert flow(tmp_path, "errors.tolerance = all\n").copy.skip_failed_records
+
+
+def test_a_batch_stores_the_settings_its_chain_is_read_again_from(tmp_path):
+    f = flow(tmp_path, CHAIN)
+    assert f.transform_settings["transforms"] == "dropPII, tag, strip"
+    assert f.stored_chain(f.transform_settings) == f.transforms
+    assert f.stored_chain(None) == f.transforms, "a batch stored without settings applies the flow's chain"
+    assert not f.stored_chain({}), "a batch planned without a chain applies none"

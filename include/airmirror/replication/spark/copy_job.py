@@ -38,6 +38,7 @@ from pyspark.sql import SparkSession
 
 from airmirror import names
 from airmirror.config import FlowConfig
+from airmirror.config.transforms import TransformChain
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, source_admin, target_admin
@@ -105,6 +106,7 @@ def copy_tasks(
     scan_from: int | None,
     stream_until: float | None = None,
     record_ids: RecordIds | None = None,
+    chain: TransformChain | None = None,
 ) -> list[CopyTask]:
     """The copy tasks of the batch's ranges that have records to copy and are not done in Kafka yet, at most
     ``slots()`` of them (see the module docstring; asked last, after the reads of the batch log and the target,
@@ -120,8 +122,8 @@ def copy_tasks(
     With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
     task, which streams until then and at least up to the source's last stable offsets of now (rule 6 of
     :mod:`airmirror.replication.spark.task_writer`).  ``record_ids`` (``airmirror.schema.ids`` not ``off``, see
-    :func:`airmirror.replication.schema_sync.record_ids`) goes to every task, and each range gets the flow's transform
-    steps for its topic (:meth:`~airmirror.config.FlowConfig.transform_steps`)."""
+    :func:`airmirror.replication.schema_sync.record_ids`) goes to every task, and each range gets the steps of
+    ``chain`` (default: the flow's) for its topic (:meth:`~airmirror.config.FlowConfig.transform_steps`)."""
     catch_up: dict[PartitionKey, int] = {}
     if stream_until is not None:
         ranges = [replace(r, end=OPEN_END) for r in ranges]
@@ -137,7 +139,7 @@ def copy_tasks(
     bounds = transaction_bounds(flow, streaming=stream_until is not None)
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
     remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges})
-    steps = {topic: flow.transform_steps(topic) for topic in {r.topic for r in ranges}}
+    steps = {topic: flow.transform_steps(topic, chain) for topic in {r.topic for r in ranges}}
     end = log_end(flow)
     return [
         CopyTask(
