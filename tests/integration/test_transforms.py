@@ -5,18 +5,26 @@ all dropped."""
 
 from __future__ import annotations
 
+import threading
+import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from airmirror.checkpoints.translation import Translator
+from airmirror.config import load_config
 from airmirror.errors import ReplicationFailure
 from airmirror.migration.verification import verify_flow
 from airmirror.model import PartitionKey, Verdict
+from airmirror.replication import continuous
+from airmirror.replication.options import BatchOptions
 from airmirror.replication.status import flow_status
+from airmirror.store import MetadataStore
 from tests.conftest import write_config
+from tests.integration.test_checkpoints import checkpoints_of
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms
-from tests.mirror_helpers import opened, replicate
+from tests.mirror_helpers import checkpoint, commit_offsets, opened, replicate
 
 pytestmark = pytest.mark.integration
 
@@ -179,3 +187,43 @@ def test_json_fields_are_masked_and_a_record_no_transform_can_read_fails_then_is
     produce(a, topic, 0, [Record(b"k8", b'{"user":"u8","password":"pw8"}', (), recent_ms())])
     replicate(config, spark)
     assert len(read_partition(b, f"a.{topic}", 0)) == 7, "the next batch applies the changed chain"
+
+
+def test_a_live_stream_of_a_partition_whose_records_are_all_dropped_advances_its_cursor_and_checkpoints(
+    clusters, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    kept, noise, group = f"{prefix}.kept", f"{prefix}.noise", f"{prefix}-reader"
+    create_topic(a, kept)
+    create_topic(a, noise)
+    body = (
+        f"a->b.enabled = true\ntopics = {prefix}.*\na->b.transforms = quiet\n"
+        f"a->b.transforms.quiet.type = {T}Filter\na->b.transforms.quiet.predicate = isNoise\n"
+        f"a->b.predicates = isNoise\na->b.predicates.isNoise.type = {T}predicates.TopicNameMatches\n"
+        f"a->b.predicates.isNoise.pattern = a\\\\.{prefix}\\\\.noise\n"
+    )
+    config = write_config(tmp_path / "mm2.properties", clusters, body)
+    flow = load_config(config).flow("a->b")
+
+    def write_while_streaming() -> None:
+        for round_ in range(6):
+            time.sleep(1)
+            produce(a, kept, 0, orders(f"kept{round_}", 5, pii_every=100))
+            produce(a, noise, 0, orders(f"noise{round_}", 7, pii_every=100))
+
+    writer = threading.Thread(target=write_while_streaming)
+    with MetadataStore.open(flow.metadata_db_url) as store:
+        writer.start()
+        report = continuous.replicate_continuously(
+            flow, store, BatchOptions(), lambda: spark, stop=threading.Event(), duration=timedelta(seconds=15)
+        )
+        writer.join()
+        assert report.records == 30, report
+        assert store.cursors(flow.name)[PartitionKey(noise, 0)] == end_offset(a, noise, 0) == 42
+    assert read_partition(b, f"a.{noise}", 0) == []
+    copies = read_partition(b, f"a.{kept}", 0)
+    assert [r for _, r in copies] == [r for _, r in read_partition(a, kept, 0)]
+    commit_offsets(a, group, {(noise, 0): 42, (kept, 0): 12})
+    checkpoint(config)
+    written = {c.topic: (c.upstream_offset, c.downstream_offset) for c in checkpoints_of(b, group)}
+    assert written == {f"a.{noise}": (42, 0), f"a.{kept}": (12, copies[12][0])}
