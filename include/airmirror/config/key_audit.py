@@ -63,8 +63,15 @@ WORKER_PREFIXES = (
     "rest.",
     "config.providers.",
 )
-_CONNECT_INTERNAL_PREFIXES = ("task.assigned.", "task.index", "metrics.", "offset-syncs-")
-"""Keys MM2 sets for its own tasks (``task.assigned.partitions``), metrics tuning and its internal clients' roles."""
+_CONNECT_FAMILIES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("topic.creation.",), "Kafka Connect's topic creation: remote topics are created by the flow"),
+    (
+        ("task.assigned.", "task.index", "metrics.", "offset-syncs-"),
+        "MM2 sets it for its own tasks, metrics or internal clients",
+    ),
+)
+"""Key families of Kafka Connect and MM2's own machinery (``task.assigned.partitions``, metrics tuning, its internal
+clients' roles), and why airmirror does not need them."""
 
 
 def is_worker_key(key: str) -> bool:
@@ -153,8 +160,9 @@ def _connector_key(key: str, setting: Setting, *, flow_level: bool) -> Iterator[
         if key not in WORKER_KEYS_READ or flow_level:
             yield f"{setting.describe()}: not used, a Kafka Connect worker setting (airmirror runs no Connect worker)"
         return
-    if key.startswith(_CONNECT_INTERNAL_PREFIXES):
-        yield f"{setting.describe()}: not used, MM2 sets it for its own tasks, metrics or internal clients"
+    family = next((why for prefixes, why in _CONNECT_FAMILIES if key.startswith(prefixes)), None)
+    if family is not None:
+        yield f"{setting.describe()}: not used, {family}"
         return
     declaration = declared(key) or alias_target(key)
     if declaration is not None:

@@ -58,6 +58,7 @@ class PartitionRow:
     resets: int
     stopped: str | None
     filtered: int = 0
+    skipped: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +164,7 @@ def _partitions(flow: FlowConfig, store: MetadataStore, newest: dict[PartitionKe
                 resets=resets[key],
                 stopped=stop,
                 filtered=stat.filtered if stat else 0,
+                skipped=stat.skipped if stat else 0,
             )
         )
     return rows
