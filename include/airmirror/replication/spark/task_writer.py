@@ -523,9 +523,7 @@ class TaskCopy:
             for got in rounds:
                 for key, messages in got.items():
                     state = self.states[key]
-                    dropped = state.chunk_filtered + state.chunk_skipped
                     copied = self.produce_records(state, messages)
-                    state.chunk_records += len(messages) - (state.chunk_filtered + state.chunk_skipped - dropped)
                     state.chunk_bytes += copied
                     records += len(messages)
                     copied_bytes += copied
@@ -552,7 +550,8 @@ class TaskCopy:
             raise
 
     def produce_records(self, state: RangeState, messages: list[Message]) -> int:
-        """Produce one range's records, in order, to its remote partition; returns their payload bytes.
+        """Produce one range's records, in order, to its remote partition, counting them in ``chunk_records``;
+        returns their payload bytes.
 
         Key, value and headers go out as they came in, except as the range's transforms change them or drop the
         record (:meth:`transformed`) and the schema ids of a topic whose records are framed when the task translates
@@ -564,11 +563,12 @@ class TaskCopy:
         topic, partition = source.remote_topic, source.partition
         ids, transforms = self.ids, state.transforms
         rewrite = ids.rewriter(source.topic, source.partition) if ids is not None and ids.framed(source.topic) else None
-        copied = 0
+        copied = written = 0
         for message in messages:
-            key, value, offset = message.key(), message.value(), offset_of(message)
-            headers = message.headers()
-            if transforms is not None:
+            offset = offset_of(message)
+            if transforms is None:
+                key, value, headers = message.key(), message.value(), message.headers()
+            else:
                 kept = self.transformed(state, transforms, message, offset)
                 if kept is None:
                     continue
@@ -605,7 +605,9 @@ class TaskCopy:
                         self.raise_failed_delivery()
                     raise
             copied += (len(key) if key else 0) + (len(value) if value else 0)
+            written += 1
         poll(0)
+        state.chunk_records += written
         return copied
 
     def transformed(
