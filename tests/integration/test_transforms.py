@@ -169,14 +169,23 @@ def test_json_fields_are_masked_and_a_record_no_transform_can_read_fails_then_is
     assert read_partition(b, f"a.{topic}", 0) == []
 
     dropping = f"a->b.transforms = mask, all\na->b.transforms.all.type = {T}Filter\n"
-    changed = chain.replace("a->b.transforms = mask\n", dropping) + "errors.tolerance = all\n"
+    tolerant = (
+        f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {prefix}.dlq\n"
+        "errors.deadletterqueue.context.headers.enable = true\n"
+    )
+    changed = chain.replace("a->b.transforms = mask\n", dropping) + tolerant
     write_config(tmp_path / "mm2.properties", clusters, changed)
     replicate(config, spark)
     copied = [record.value for _, record in read_partition(b, f"a.{topic}", 0)]
     assert copied == [b'{"user":"u%d","password":"","pin":0}' % i for i in range(8) if i != 5], (
         "the resumed batch applies the chain it was planned with, and the errors.tolerance of now"
     )
-    write_config(tmp_path / "mm2.properties", clusters, chain + "errors.tolerance = all\n")
+    [(_, dead)] = read_partition(b, f"{prefix}.dlq", 0)
+    assert (dead.key, dead.value, dead.timestamp) == (b"k5", values[5], now + 5)
+    context = dict(dead.headers)
+    assert (context["__connect.errors.topic"], context["__connect.errors.offset"]) == (topic.encode(), b"5")
+    assert context["__connect.errors.class.name"] == f"{T}MaskField$Value".encode()
+    write_config(tmp_path / "mm2.properties", clusters, chain + tolerant)
     with opened(config) as (flow, store):
         [status] = flow_status(flow, store).partitions
         assert (status.records_copied, status.records_skipped, status.records_filtered, status.lag) == (7, 1, 0, 0)

@@ -57,7 +57,9 @@ class CopySettings:
     (what one copy task buffers, at least
     :data:`~airmirror.config.settings_registry.MIN_TASK_MAX_BUFFER_BYTES`; split as
     :mod:`airmirror.replication.spark.task_buffer` says); ``skip_failed_records``: ``errors.tolerance = all``
-    (a record a field transform cannot process is skipped, not the chunk failed)."""
+    (a record a field transform cannot process is skipped, not the chunk failed); ``dead_letter_topic``:
+    ``errors.deadletterqueue.topic.name`` (where skipped records go, ``None``: nowhere), with Connect's context
+    headers when ``dead_letter_headers`` (``errors.deadletterqueue.context.headers.enable``)."""
 
     max_records_per_partition: int | None
     transaction_max_records: int
@@ -67,6 +69,8 @@ class CopySettings:
     task_max_buffer_bytes: int
     live_transaction_max_ms: int = 100
     skip_failed_records: bool = False
+    dead_letter_topic: str | None = None
+    dead_letter_headers: bool = False
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,9 @@ from airmirror.config.settings_registry import (
     BATCH_MAX_RECORDS,
     CHECKPOINTS_TOPIC_REPLICATION_FACTOR,
     CONFIG_PROPERTIES_EXCLUDE,
+    DEAD_LETTER_CONTEXT_HEADERS,
+    DEAD_LETTER_REPLICATION_FACTOR,
+    DEAD_LETTER_TOPIC,
     EMIT_CHECKPOINTS_ENABLED,
     EMIT_CHECKPOINTS_INTERVAL,
     EMIT_HEARTBEATS_ENABLED,
@@ -468,6 +471,7 @@ class FlowConfig:
                 OFFSET_SYNCS_TOPIC_REPLICATION_FACTOR,
                 CHECKPOINTS_TOPIC_REPLICATION_FACTOR,
                 HEARTBEATS_TOPIC_REPLICATION_FACTOR,
+                DEAD_LETTER_REPLICATION_FACTOR,
             )
         }
         # the batch log's factor falls back to the ones above
@@ -498,6 +502,8 @@ class FlowConfig:
             source_reset_policy=self.value(SOURCE_RESET_POLICY),
             task_max_buffer_bytes=self.value(TASK_MAX_BUFFER_BYTES),
             skip_failed_records=self.value(ERRORS_TOLERANCE) == "all",
+            dead_letter_topic=self._dead_letter_topic(config),
+            dead_letter_headers=self.value(DEAD_LETTER_CONTEXT_HEADERS),
         )
         self.heartbeats = HeartbeatSettings(
             off_by=self._off_by(EMIT_HEARTBEATS_ENABLED, EMIT_HEARTBEATS_INTERVAL),
@@ -717,6 +723,21 @@ class FlowConfig:
         if seconds < 0:
             return f"{interval.name} is {seconds} (negative: off, as in MM2)"
         return None
+
+    def _dead_letter_topic(self, config: MirrorConfig) -> str | None:
+        """``errors.deadletterqueue.topic.name``, only with ``errors.tolerance = all``, which alone sends records there
+        (with ``none`` the record's chunk fails, and its dead letter with it): otherwise ``None`` and a warning."""
+        topic = self.optional(DEAD_LETTER_TOPIC)
+        if topic is None:
+            return None
+        if self.value(ERRORS_TOLERANCE) != "all":
+            setting = self.setting(DEAD_LETTER_TOPIC.name)
+            assert setting is not None
+            config._warn(
+                f"{setting.describe()}: not used, records go to the dead-letter queue only with errors.tolerance = all"
+            )
+            return None
+        return topic.strip()
 
     def _replication_factor_of(self, key: str) -> _ReplicationFactor:
         if key not in self._replication_factors:

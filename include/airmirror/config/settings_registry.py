@@ -568,8 +568,48 @@ ERRORS_TOLERANCE = define(
         doc=(
             "a record whose key or value a field transform cannot process (not a JSON object): `none` fails its chunk, "
             "naming topic, partition, offset and transform; `all` skips it, as Connect does, counting it (status "
-            "`records_skipped`): it is never written, and translation passes it like a filtered record"
+            "`records_skipped`): it is not copied (only to `errors.deadletterqueue.topic.name`, when set), and "
+            "translation passes it like a filtered record"
         ),
+        group=Group.COPY,
+        origin=MM2,
+    )
+)
+DEAD_LETTER_TOPIC = define(
+    SettingKey(
+        name="errors.deadletterqueue.topic.name",
+        type=TEXT,
+        default=None,
+        doc=(
+            "with `errors.tolerance = all`, each record a field transform cannot process is written, as it came from "
+            "the source, to this one-partition topic on the target (created by the flow), in the same transaction as "
+            "its chunk: the dead-letter queue is exactly once too. Kafka Connect has it for sink connectors only, so "
+            "MM2's source connector ignores it"
+        ),
+        group=Group.COPY,
+        origin=MM2,
+        blank_is_unset=True,
+    )
+)
+DEAD_LETTER_CONTEXT_HEADERS = define(
+    SettingKey(
+        name="errors.deadletterqueue.context.headers.enable",
+        type=BOOLEAN,
+        default="false",
+        doc=(
+            "add Connect's `__connect.errors.*` headers to each dead-lettered record: source topic, partition and "
+            "offset, the flow (`connector.name`), the stage, the transform class and the failure"
+        ),
+        group=Group.COPY,
+        origin=MM2,
+    )
+)
+DEAD_LETTER_REPLICATION_FACTOR = define(
+    SettingKey(
+        name="errors.deadletterqueue.topic.replication.factor",
+        type=REPLICA_COUNT,
+        default="3",
+        doc="replication factor of the dead-letter topic the flow creates",
         group=Group.COPY,
         origin=MM2,
     )
@@ -1102,11 +1142,6 @@ ERRORS_LOG_INCLUDE_MESSAGES = _accepted(
     "a failed record is named by topic, partition and offset, never by content",
     BOOLEAN,
     "false",
-)
-ERRORS_DEADLETTERQUEUE_TOPIC = _accepted(
-    "errors.deadletterqueue.topic.name",
-    "Kafka Connect's dead-letter queue is for sink connectors: MM2's source connector ignores it",
-    TEXT,
 )
 METRIC_REPORTERS = _accepted(
     "metric.reporters", "airmirror reports MM2-named metrics through Airflow's metrics layer", TEXT

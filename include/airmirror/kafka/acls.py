@@ -185,6 +185,17 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
             "replicate: transactional offset commits that anchor each partition's last copy",
         ),
     ]
+    if flow.copy.dead_letter_topic is not None:
+        acls.append(
+            AclRequirement(
+                target,
+                "TOPIC",
+                "LITERAL",
+                flow.copy.dead_letter_topic,
+                ("CREATE", "DESCRIBE", "WRITE"),
+                "replicate: the dead-letter queue (errors.deadletterqueue.topic.name)",
+            )
+        )
     if flow.topic_sync.sync_acls_enabled:
         acls.append(
             AclRequirement(

@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
+from airmirror.config.settings_registry import DEAD_LETTER_REPLICATION_FACTOR
 from airmirror.kafka.acl_sync import sync_topic_acls
 from airmirror.kafka.clients import ClusterAdmin, shared_clients, source_admin, target_admin
 from airmirror.kafka.topics import (
@@ -122,6 +123,8 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     if not options.dry_run:
         record_remote_topics(flow, store, target, mappings)
         ensure_batch_log(flow, target)
+        if flow.copy.dead_letter_topic is not None:
+            ensure_internal_topic(flow, target, flow.copy.dead_letter_topic, {}, DEAD_LETTER_REPLICATION_FACTOR.name)
         if flow.topic_sync.sync_acls_enabled:
             sync_topic_acls(flow, source, target)
         sync_schemas(flow, store, report.mappings)

@@ -79,7 +79,7 @@ def test_a_flows_cluster_keys_override_the_clusters_client_settings(tmp_path):
         ("a->b.exactly.once.support = required", "not used, airmirror always copies exactly once"),
         ("offset.flush.timeout.ms = 10000", "not used, a Kafka Connect worker setting"),
         ("source.cluster.bootstrap.servers = x:1", "MM2 reads 'source.' keys per flow only"),
-        ("a->b.errors.deadletterqueue.topic.name = dlq", "dead-letter queue is for sink connectors"),
+        ("a->b.errors.deadletterqueue.topic.name = dlq", "only with errors.tolerance = all"),
         ("a->b.topic.creation.default.partitions = 3", "not used, Kafka Connect's topic creation"),
         ("transforms.x.type = org.apache.kafka.connect.transforms.Filter", "MM2 reads a transform's"),
     ],

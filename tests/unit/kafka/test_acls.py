@@ -165,3 +165,10 @@ def test_acls_verb_rejects_an_unknown_flow_with_exit_2(tmp_path: Path, capsys: p
     path.write_text(BASE)
     assert main(["acls", str(path), "--flow", "dr->us"]) == 2
     assert "dr->us" in capsys.readouterr().err
+
+
+def test_a_dead_letter_queue_needs_its_topic_on_the_target_only_when_records_can_go_there(tmp_path: Path) -> None:
+    dlq = "us->dr.errors.deadletterqueue.topic.name = dr.dlq\n"
+    table = {(a.cluster, a.name): a.operations for a in required_acls(flow(tmp_path, dlq + "errors.tolerance = all\n"))}
+    assert table[("dr", "dr.dlq")] == ("CREATE", "DESCRIBE", "WRITE")
+    assert all(a.name != "dr.dlq" for a in required_acls(flow(tmp_path, dlq)))

@@ -178,6 +178,8 @@ def copy_tasks(
             stream_until=stream_until,
             record_ids=record_ids,
             skip_failed_records=flow.copy.skip_failed_records,
+            dead_letter_topic=flow.copy.dead_letter_topic,
+            dead_letter_headers=flow.copy.dead_letter_headers,
         )
         for index, task_ranges in enumerate(spread(ranges, max(1, min(slots(), len(ranges)))))
     ]

@@ -44,7 +44,17 @@ _LONG_NUMBER = re.compile(rb"\d{19}")
 
 
 class TransformFailure(ValueError):
-    """A step could not process a record (rule 5 of :mod:`airmirror.config.transforms`); the message names the step."""
+    """A step could not process a record (rule 5 of :mod:`airmirror.config.transforms`); the message names the step,
+    ``step_class`` is its Connect class (``org.apache.kafka.connect.transforms.MaskField$Value``)."""
+
+    def __init__(self, step: Step, message: str) -> None:
+        super().__init__(f"transform '{step.alias}' ({step.class_name}) {message}")
+        self.step_class = f"{step.kind.value}${step.fields.side.value}" if step.fields else step.kind.value
+
+
+def header_list(given: GivenHeaders) -> Headers | None:
+    """Headers in the list form (``None`` for none)."""
+    return list(given.items()) if isinstance(given, Mapping) else None if given is None else list(given)
 
 
 def holds(predicate: Predicate, value: bytes | None, headers: Headers | None) -> bool:
@@ -69,7 +79,7 @@ class RecordTransforms:
     ) -> tuple[bytes | None, bytes | None, Headers | None] | None:
         """The record as the chain leaves it, or ``None`` when a step dropped it; raises :class:`TransformFailure`
         when a field step cannot process it."""
-        headers = list(given.items()) if isinstance(given, Mapping) else None if given is None else list(given)
+        headers = header_list(given)
         objects: dict[Side, Any] = {Side.KEY: _UNPARSED, Side.VALUE: _UNPARSED}
         for step in self.steps:
             if step.predicate is not None:
@@ -104,10 +114,7 @@ class RecordTransforms:
             return None  # Connect leaves a null key or value as it is
         if not isinstance(data, dict):
             found = "null" if data is None else f"JSON {type(data).__name__}"
-            raise TransformFailure(
-                f"transform '{step.alias}' ({step.class_name}) needs a JSON object, the {edit.side.value.lower()} is "
-                f"{found}"
-            )
+            raise TransformFailure(step, f"needs a JSON object, the {edit.side.value.lower()} is {found}")
         if step.kind is StepKind.MASK_FIELD:
             return {**data, **{field: _masked(data.get(field), edit.replacement, step) for field in edit.masked}}
         if step.kind is StepKind.REPLACE_FIELD:
@@ -128,10 +135,8 @@ def _parsed(data: bytes | None, step: Step) -> Any:
     try:
         return json.loads(data) if _LONG_NUMBER.search(data) else orjson.loads(data)
     except ValueError as error:
-        raise TransformFailure(
-            f"transform '{step.alias}' ({step.class_name}) needs a JSON object, the "
-            f"{step.fields.side.value.lower() if step.fields else 'value'} is not JSON ({error})"
-        ) from error
+        side = step.fields.side.value.lower() if step.fields else "value"
+        raise TransformFailure(step, f"needs a JSON object, the {side} is not JSON ({error})") from error
 
 
 def _encoded(data: Any) -> bytes | None:
@@ -154,12 +159,8 @@ def _masked(field: Any, replacement: str | None, step: Step) -> Any:
     if isinstance(field, str):
         return replacement
     if isinstance(field, bool) or not isinstance(field, int | float):
-        raise TransformFailure(
-            f"transform '{step.alias}' ({step.class_name}) cannot mask a JSON {type(field).__name__} with a replacement"
-        )
+        raise TransformFailure(step, f"cannot mask a JSON {type(field).__name__} with a replacement")
     try:
         return type(field)(replacement)
     except ValueError as error:
-        raise TransformFailure(
-            f"transform '{step.alias}' ({step.class_name}) cannot convert replacement {replacement!r} to a number"
-        ) from error
+        raise TransformFailure(step, f"cannot convert replacement {replacement!r} to a number") from error

@@ -129,7 +129,7 @@ from airmirror.replication.spark.batch_log import (
     trusted_anchor,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
-from airmirror.replication.spark.record_transforms import Headers, RecordTransforms, TransformFailure
+from airmirror.replication.spark.record_transforms import Headers, RecordTransforms, TransformFailure, header_list
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
@@ -206,7 +206,8 @@ class CopyTask:
     behind a refusal (:mod:`airmirror.kafka.authorization`).  ``stream_until`` (epoch seconds) makes it a streaming
     task (rule 6 of the module docstring).  ``record_ids`` makes the task translate schema ids
     (:mod:`airmirror.schemas.record_ids`).  ``skip_failed_records`` (``errors.tolerance = all``) skips a record a
-    transform cannot process instead of failing the chunk.
+    transform cannot process instead of failing the chunk, writing it to ``dead_letter_topic`` when there is one
+    (:meth:`TaskCopy.dead_letter`), with Connect's context headers when ``dead_letter_headers``.
     """
 
     flow: str
@@ -228,6 +229,8 @@ class CopyTask:
     stream_until: float | None = None
     record_ids: RecordIds | None = field(default=None, repr=False)
     skip_failed_records: bool = False
+    dead_letter_topic: str | None = None
+    dead_letter_headers: bool = False
 
     @property
     def remote_topics(self) -> str:
@@ -622,11 +625,41 @@ class TaskCopy:
         except TransformFailure as failure:
             if not self.task.skip_failed_records:
                 raise transform_failed(state.source, offset, failure) from failure
+            if self.task.dead_letter_topic is not None:
+                self.dead_letter(state.source, message, offset, failure)
             state.chunk_skipped += 1
             return None
         if kept is None:
             state.chunk_filtered += 1
         return kept
+
+    def dead_letter(self, source: RangeTask, message: Message, offset: int, failure: TransformFailure) -> None:
+        """Write the source record as it came (key, value, headers, timestamp) to partition 0 of the dead-letter
+        topic, in the open chunk transaction (so exactly once: its chunk commits it or aborts it), with Connect's
+        ``__connect.errors.*`` headers when the task adds them.  Its delivery report is the batch log's kind: no
+        source offset is paired with it (:class:`TaskDeliveries`)."""
+        task = self.task
+        assert task.dead_letter_topic is not None
+        headers = header_list(message.headers()) or []
+        if task.dead_letter_headers:
+            context = {
+                "topic": source.topic,
+                "partition": str(source.partition),
+                "offset": str(offset),
+                "connector.name": task.flow,
+                "stage": "TRANSFORMATION",
+                "class.name": failure.step_class,
+                "exception.class.name": type(failure).__name__,
+                "exception.message": str(failure),
+            }
+            headers += [(f"__connect.errors.{name}", text.encode("utf-8")) for name, text in context.items()]
+        record = (task.dead_letter_topic, message.value(), message.key())
+        while True:
+            try:
+                self.producer.produce(*record, partition=0, timestamp=max(message.timestamp()[1], 0), headers=headers)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
 
     def raise_failed_delivery(self) -> None:
         """Raise the chunk's failed delivery (:meth:`TaskDeliveries.cause`), waiting up to
