@@ -49,7 +49,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from airmirror.config.transforms import Step
 from airmirror.migration.folded_alignment import compare_folded_run
 from airmirror.model import ComparisonFigures, OffsetRun, Verdict
 from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
@@ -430,13 +429,14 @@ def compare_partition(
     target_later_keys: Callable[[], Iterator[bytes | None]] = lambda: iter(()),
     lost: Lost | None = None,
     schema_ids: SchemaIdMap | None = None,
-    transforms: Sequence[Step] = (),
+    transforms: RecordTransforms | None = None,
 ) -> ComparisonFigures:
     """Compare ``source`` with ``target`` (each in offset order) per the module contract; ``lost``, when given,
     is updated with how many of its records were read and whether retention by size excuses them; with
-    ``transforms`` and ``schema_ids``, source records (and, for ids, keys) are read through them."""
+    ``transforms`` (the steps of the source partition's remote partition) and ``schema_ids``, source records (and, for
+    ids, keys) are read through them."""
     chain = _Chain(transforms)
-    if transforms:
+    if transforms is not None:
         source = chain.kept(source)
     if schema_ids is not None:
         source, source_later_keys = map(schema_ids.expected, source), schema_ids.later_keys(source_later_keys)
@@ -470,11 +470,12 @@ def compare_partition(
 class _Chain:
     """The source records as a flow's transforms leave them, counting those they drop."""
 
-    def __init__(self, steps: Sequence[Step]) -> None:
-        self.transforms = RecordTransforms(steps)
+    def __init__(self, transforms: RecordTransforms | None) -> None:
+        self.transforms = transforms
         self.filtered = 0
 
     def kept(self, records: Iterable[Record]) -> Iterator[Record]:
+        assert self.transforms is not None
         for record in records:
             try:
                 kept = self.transforms.apply(record.key, record.value, record.headers, record.timestamp)

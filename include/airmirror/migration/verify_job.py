@@ -28,6 +28,7 @@ from airmirror.migration.partition_compare import Lost, Record, SchemaIdMap, com
 from airmirror.model import OffsetRun, PartitionVerification
 from airmirror.replication.spark.copy_job import task_failure
 from airmirror.replication.spark.range_reader import RangeReader, headers_of, offset_of
+from airmirror.replication.spark.record_transforms import RecordTransforms
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 1.0
@@ -111,7 +112,9 @@ def verify_partition(task: VerifyTask) -> PartitionVerification:
             source_later_keys=source_later_keys,
             lost=task.lost,
             schema_ids=task.schema_ids,
-            transforms=task.transforms,
+            transforms=RecordTransforms(task.transforms, task.remote_topic, task.partition)
+            if task.transforms
+            else None,
         )
     note = task.note
     if task.lost is not None and task.lost.excused:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pickle
 import struct
 
-from airmirror.config.transforms import Predicate, PredicateKind, Step, StepKind
+from airmirror.config.transforms import FieldEdit, Predicate, PredicateKind, Step, StepKind
+from airmirror.config.transforms import Side as Part
 from airmirror.migration.partition_compare import (
     Lost,
     Record,
@@ -16,6 +17,7 @@ from airmirror.migration.partition_compare import (
     verdict_reason,
 )
 from airmirror.model import OffsetRun, Verdict
+from airmirror.replication.spark.record_transforms import RecordTransforms
 from airmirror.schemas.framing import Side
 
 
@@ -488,9 +490,20 @@ def test_records_a_flows_transforms_drop_are_filtered_and_kept_ones_compared_as_
     kept = [r for r in source if not r.headers]
     copies = [record(100 + i, r.key.decode(), headers=[("by", b"airmirror")]) for i, r in enumerate(kept)]
     runs = [OffsetRun(1, 3, 100), OffsetRun(4, 6, 102), OffsetRun(7, 9, 104)]
-    result = compare(source, copies, runs, transforms=steps)
+    result = compare(source, copies, runs, transforms=RecordTransforms(steps))
     assert (result.verdict, result.filtered, result.source_records, result.target_records) == (Verdict.EQUAL, 4, 6, 6)
     assert result.source_digest == result.target_digest
     untagged = [record(r.offset, r.key.decode()) for r in copies]
-    assert compare(source, untagged, runs, transforms=steps).verdict is Verdict.DIFFERENT
+    assert compare(source, untagged, runs, transforms=RecordTransforms(steps)).verdict is Verdict.DIFFERENT
     assert compare(source, copies, runs).verdict is Verdict.MISSING, "without the chain the drops are missing"
+
+
+def test_a_field_transform_is_compared_as_the_copy_of_its_remote_partition_writes_it():
+    add = Step(
+        "add", StepKind.INSERT_FIELD, fields=FieldEdit(Part.VALUE, inserted=(("origin", "topic"), ("p", "partition")))
+    )
+    source = [record(o, f"k{o}", value=f'{{"n":{o}}}') for o in range(3)]
+    copies = [record(100 + o, f"k{o}", value=f'{{"n":{o},"origin":"a.t","p":2}}') for o in range(3)]
+    assert compare(source, copies, [OffsetRun(0, 3, 100)], transforms=RecordTransforms((add,), "a.t", 2)).verdict is (
+        Verdict.EQUAL
+    )
