@@ -171,7 +171,7 @@ def test_json_fields_are_masked_and_a_record_no_transform_can_read_fails_then_is
     dropping = f"a->b.transforms = mask, all\na->b.transforms.all.type = {T}Filter\n"
     tolerant = (
         f"errors.tolerance = all\nerrors.deadletterqueue.topic.name = {prefix}.dlq\n"
-        "errors.deadletterqueue.context.headers.enable = true\n"
+        "errors.deadletterqueue.context.headers.enable = true\nerrors.deadletterqueue.topic.replication.factor = 1\n"
     )
     changed = chain.replace("a->b.transforms = mask\n", dropping) + tolerant
     write_config(tmp_path / "mm2.properties", clusters, changed)
