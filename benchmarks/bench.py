@@ -135,7 +135,6 @@ from pathlib import Path
 
 import psutil
 from avro_data import AvroValues, Registries, decoded_values, latest_id, start_registries, stop_registries
-from confluent_kafka.admin import AdminClient
 from copiers import CopierRun, TreeUsage, airmirror_properties, mm2_properties, run_copier
 from kafka_io import (
     TargetWatch,
@@ -143,6 +142,7 @@ from kafka_io import (
     create_topics,
     end_offsets,
     load_topic,
+    offsets_consumer,
     partition_creation_s,
     topic_digest,
     topics_digest,
@@ -428,8 +428,11 @@ def run_latency(
 ) -> dict:
     """1,000 new records, then an immediate ``airmirror replicate``: produce-to-visible time on the target."""
     remote = flow.remote_topic(source.name)
-    admin = AdminClient({"bootstrap.servers": clusters.target})
-    before = end_offsets(admin, remote, source.partitions, committed=True)
+    consumer = offsets_consumer(clusters.target, committed=True)
+    try:
+        before = end_offsets(consumer, remote, source.partitions)
+    finally:
+        consumer.close()
     new_per_partition = [
         LATENCY_RECORDS // source.partitions + (1 if p < LATENCY_RECORDS % source.partitions else 0)
         for p in range(source.partitions)

@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    IsolationLevel,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic
 
 HEADER_EVERY = 10  # every 10th record carries headers (one of them with a null value)
 NULL_KEY_EVERY = 97  # every 97th record has a null key
@@ -177,17 +176,24 @@ def load_topic(
     return payload
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+def offsets_consumer(bootstrap: str, committed: bool) -> Consumer:
+    """A consumer that only asks for end offsets: librdkafka's watermark query honours ``isolation.level`` (since
+    1.7.1), so a read_committed one answers the last stable offset.  (The admin client's ``list_offsets``, polled
+    from a thread, once aborted natively here.)"""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "airmirror-bench-offsets",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+        }
+    )
 
 
-def end_offsets(admin: AdminClient, topic: str, partitions: int, committed: bool) -> list[int]:
-    """Per-partition end offsets: the last stable offset (``committed``) or the high watermark; 0 if missing."""
-    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
-    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+def end_offsets(consumer: Consumer, topic: str, partitions: int) -> list[int]:
+    """Per-partition end offsets at ``consumer``'s isolation level (:func:`offsets_consumer`); 0 if missing."""
     try:
-        futures = admin.list_offsets(request, isolation_level=level, request_timeout=5)
-        return [futures[tp].result().offset for tp in request]
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions)]
     except KafkaException:
         return [0] * partitions
 
@@ -220,19 +226,26 @@ class TargetWatch:
         return self
 
     def _run(self) -> None:
-        admin = _admin(self.bootstrap)
+        written_at, visible_at = (offsets_consumer(self.bootstrap, committed) for committed in (False, True))
+        try:
+            self._watch(written_at, visible_at)
+        finally:
+            written_at.close()
+            visible_at.close()
+
+    def _watch(self, written_at: Consumer, visible_at: Consumer) -> None:
         partitions = len(self.expected)
         base = self.base or [0] * partitions
         while not self._stop.is_set():
             now = time.monotonic()
             if self.all_written is None:
-                written = end_offsets(admin, self.topic, partitions, committed=False)
+                written = end_offsets(written_at, self.topic, partitions)
                 if self.first_write is None and any(w > b for w, b in zip(written, base, strict=True)):
                     self.first_write = now
                 if all(w >= e for w, e in zip(written, self.expected, strict=True)):
                     self.all_written = now
             if self.all_written is not None:
-                visible = end_offsets(admin, self.topic, partitions, committed=True)
+                visible = end_offsets(visible_at, self.topic, partitions)
                 if all(v >= e for v, e in zip(visible, self.expected, strict=True)):
                     self.all_visible = now
                     return
