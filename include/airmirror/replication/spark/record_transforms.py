@@ -73,6 +73,8 @@ class RecordTransforms:
     def __init__(self, steps: Sequence[Step], topic: str = "", partition: int = 0) -> None:
         self.steps = tuple(steps)
         self.topic, self.partition = topic, partition
+        self.edits_fields = any(step.fields is not None for step in self.steps)
+        """Whether some step edits a key or value: only such a chain keeps parsed sides per record."""
 
     def apply(
         self, key: bytes | None, value: bytes | None, given: GivenHeaders, timestamp: int = 0
@@ -80,10 +82,10 @@ class RecordTransforms:
         """The record as the chain leaves it, or ``None`` when a step dropped it; raises :class:`TransformFailure`
         when a field step cannot process it."""
         headers = header_list(given)
-        objects: dict[Side, Any] = {Side.KEY: _UNPARSED, Side.VALUE: _UNPARSED}
+        objects: dict[Side, Any] | None = {Side.KEY: _UNPARSED, Side.VALUE: _UNPARSED} if self.edits_fields else None
         for step in self.steps:
             if step.predicate is not None:
-                parsed = objects[Side.VALUE]
+                parsed = _UNPARSED if objects is None else objects[Side.VALUE]
                 current = value if parsed is _UNPARSED else None if parsed is None else b""
                 if holds(step.predicate, current, headers) == step.negate:
                     continue
@@ -98,10 +100,12 @@ class RecordTransforms:
                     headers = [header for header in headers if header[0] not in step.headers]
             else:
                 edit = step.fields
-                assert edit is not None
+                assert edit is not None and objects is not None
                 if objects[edit.side] is _UNPARSED:
                     objects[edit.side] = _parsed(key if edit.side is Side.KEY else value, step)
                 objects[edit.side] = self.edited(step, edit, objects[edit.side], timestamp)
+        if objects is None:
+            return key, value, headers
         if objects[Side.KEY] is not _UNPARSED:
             key = _encoded(objects[Side.KEY])
         if objects[Side.VALUE] is not _UNPARSED:
