@@ -477,11 +477,11 @@ class FlowConfig:
         # the batch log's factor falls back to the ones above
         self._replication_factors[BATCH_LOG_REPLICATION_FACTOR_KEY] = self._batch_log_replication_factor()
         config._warn(*self._alias_warnings())
-        chain, transform_warnings = flow_chain(config.top_level_settings(), settings)
+        top = config.top_level_settings()
+        merged = transform_keys(top, settings)
+        chain, transform_warnings = flow_chain(merged, top)
         self.transforms: TransformChain = chain
-        self.transform_settings: dict[str, str] = {
-            key: setting.value for key, setting in transform_keys(config.top_level_settings(), settings).items()
-        }
+        self.transform_settings: dict[str, str] = {key: setting.value for key, setting in merged.items()}
         """The keys the chain is read from, as text: what a batch stores to apply the same chain when resumed."""
         config._warn(*transform_warnings)
         self.topics = RegexFilter(self.value(TOPICS), self.value(TOPICS_EXCLUDE))
@@ -667,7 +667,7 @@ class FlowConfig:
         stored none (planned before it had a chain, or before batches stored theirs)."""
         if stored is None:
             return self.transforms
-        return flow_chain({}, {key: Setting(key, value) for key, value in stored.items()})[0]
+        return flow_chain({key: Setting(key, value) for key, value in stored.items()}, {})[0]
 
     def is_config_excluded(self, name: str) -> bool:
         """True when topic config ``name`` matches ``config.properties.exclude`` (never synced)."""

@@ -253,10 +253,9 @@ def transform_keys(top: Mapping[str, Setting], flow: Mapping[str, Setting]) -> d
     return merged
 
 
-def flow_chain(top: Mapping[str, Setting], flow: Mapping[str, Setting]) -> tuple[TransformChain, list[str]]:
-    """The flow's chain from its keys (``flow``, prefix removed) over the top-level lists, and the warnings of rule 3;
-    raises :class:`~airmirror.errors.ConfigError` for rule 2."""
-    merged = transform_keys(top, flow)
+def flow_chain(merged: Mapping[str, Setting], top: Mapping[str, Setting]) -> tuple[TransformChain, list[str]]:
+    """The flow's chain from its :func:`transform_keys` (``merged``) and the warnings of rule 3; raises
+    :class:`~airmirror.errors.ConfigError` for rule 2, naming a top-level key of ``top`` that MM2 dropped."""
     reader = _ChainReader(merged, top)
     predicates = {alias: reader.predicate(alias) for alias in reader.aliases(PREDICATES)}
     steps = tuple(reader.step(alias, predicates) for alias in reader.aliases(TRANSFORMS))
