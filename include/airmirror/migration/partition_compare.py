@@ -435,9 +435,9 @@ def compare_partition(
     is updated with how many of its records were read and whether retention by size excuses them; with
     ``transforms`` (the steps of the source partition's remote partition) and ``schema_ids``, source records (and, for
     ids, keys) are read through them."""
-    chain = _Chain(transforms)
+    filtered = [0]
     if transforms is not None:
-        source = chain.kept(source)
+        source = _transformed(source, transforms, filtered)
     if schema_ids is not None:
         source, source_later_keys = map(schema_ids.expected, source), schema_ids.later_keys(source_later_keys)
     sources, targets = _Side(source_compacted), _Side(target_compacted)
@@ -462,30 +462,23 @@ def compare_partition(
         source_digest=sources.digest.hexdigest(),
         target_digest=targets.digest.hexdigest(),
         schema_id_difference="" if differences.first_schema_id is None else differences.first_schema_id[1],
-        filtered=chain.filtered,
+        filtered=filtered[0],
         **counts,
     )
 
 
-class _Chain:
-    """The source records as a flow's transforms leave them, counting those they drop."""
-
-    def __init__(self, transforms: RecordTransforms | None) -> None:
-        self.transforms = transforms
-        self.filtered = 0
-
-    def kept(self, records: Iterable[Record]) -> Iterator[Record]:
-        assert self.transforms is not None
-        for record in records:
-            try:
-                kept = self.transforms.apply(record.key, record.value, record.headers, record.timestamp)
-            except TransformFailure:
-                kept = None  # the copy skipped it (errors.tolerance = all), or failed there and never passed it
-            if kept is None:
-                self.filtered += 1
-                continue
-            key, value, headers = kept
-            yield Record(record.offset, key, value, _headers(headers), record.timestamp)
+def _transformed(records: Iterable[Record], transforms: RecordTransforms, filtered: list[int]) -> Iterator[Record]:
+    """The source records as a flow's transforms leave them; ``filtered[0]`` counts those they drop."""
+    for record in records:
+        try:
+            kept = transforms.apply(record.key, record.value, record.headers, record.timestamp)
+        except TransformFailure:
+            kept = None  # the copy skipped it (errors.tolerance = all), or failed there and never passed it
+        if kept is None:
+            filtered[0] += 1
+            continue
+        key, value, headers = kept
+        yield Record(record.offset, key, value, _headers(headers), record.timestamp)
 
 
 def _explained_later(side: _Side, later_keys: Callable[[], Iterator[bytes | None]]) -> int:
