@@ -169,6 +169,8 @@ def describe_health(h: FlowHealth) -> str:
         f"{seconds(h.oldest_record_age_ms)} s, latency {latency}, last copy {last}, gaps {h.gaps}, "
         f"stopped partitions {h.stopped_partitions}"
     )
+    if h.records_filtered or h.records_skipped:
+        line += f", filtered {h.records_filtered}, skipped {h.records_skipped}"
     if h.live_run_since is not None:
         line += f", running since {utc_text(h.live_run_since)}"
     if h.last_failure is not None and h.state.value == "failing":

@@ -77,6 +77,8 @@ class FlowHealth:
     gaps: int
     gap_records: int
     stopped_partitions: int
+    records_filtered: int = 0
+    records_skipped: int = 0
     schemas: SchemaFigures = field(default_factory=SchemaFigures)
     lag_sparkline: list[int] = field(default_factory=list)
 
@@ -126,6 +128,8 @@ def flow_health(flow: FlowConfig, store: MetadataStore, now: datetime, *, revers
         gaps=sum(s.gap_count for s in stats.values()),
         gap_records=sum(s.gap_offsets for s in stats.values()),
         stopped_partitions=stopped,
+        records_filtered=sum(s.filtered for s in stats.values()),
+        records_skipped=sum(s.skipped for s in stats.values()),
         schemas=schema_figures(flow, store),
         lag_sparkline=[point.lag_records for point in store.lag_series(flow.name, since, now, SPARKLINE_POINTS)],
     )

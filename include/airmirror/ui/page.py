@@ -58,14 +58,15 @@ def overview_page(healths: Sequence[FlowHealth], unavailable: Sequence[tuple[str
     rows += "".join(
         f'<tr data-flow="{escape(name)}" data-state="unavailable"><td class="text"><a href="flows/'
         f'{quote(name, safe="")}">{escape(name)}</a></td><td class="text state-unavailable" data-field="state">'
-        f'unavailable</td><td class="text muted" colspan="9">{escape(reason)}</td></tr>'
+        f'unavailable</td><td class="text muted" colspan="11">{escape(reason)}</td></tr>'
         for name, _, reason in unavailable
     )
     table = (
         f'<table class="overview" data-sort="{escape(sort if sort in SORTS else "state")}"><thead><tr>'
         f"<th>{headers['flow']}</th><th>{headers['state']}</th><th>{headers['lag']}</th><th>{headers['age']}</th>"
         "<th>replication latency</th>"
-        f"<th>{headers['last']}</th><th>running since</th><th>gaps</th><th>stopped partitions</th>"
+        f"<th>{headers['last']}</th><th>running since</th><th>records filtered</th><th>records skipped</th>"
+        "<th>gaps</th><th>stopped partitions</th>"
         "<th>schema ids</th><th>lag, last 6 h</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
     )
@@ -99,6 +100,7 @@ def overview_row(h: FlowHealth) -> str:
         f'<td data-field="oldest_record_age_ms">{escape(_age(h.oldest_record_age_ms))}</td>{latency}'
         f'<td class="text" data-field="last_success_at">{escape(_when(h.last_success_at))}</td>'
         f'<td class="text" data-field="live_run_since">{escape(live)}</td>'
+        f"{_cell(h.records_filtered, 'records_filtered')}{_cell(h.records_skipped, 'records_skipped')}"
         f"{_cell(h.gaps, 'gaps')}{_cell(h.stopped_partitions, 'stopped_partitions')}"
         f'<td class="text" data-field="schemas.mode">{escape(_schemas(h.schemas))}</td>'
         f"<td>{sparkline(h.lag_sparkline)}</td></tr>"
@@ -239,10 +241,11 @@ def topics_section(view: FlowView, topic: str | None, page: int) -> str:
         f"page {shown.number} of {shown.pages}</p>"
     )
     rows = "".join(topic_row(row) for row in shown.rows)
-    rows = rows or '<tr><td class=muted colspan="6">none yet</td></tr>'
+    rows = rows or '<tr><td class=muted colspan="8">none yet</td></tr>'
     table = (
         '<table class="topics"><thead><tr><th>topic (expand for its partitions)</th><th>partitions</th>'
-        "<th>lag (records)</th><th>oldest record (ms)</th><th>gaps</th><th>stopped</th></tr></thead>"
+        "<th>lag (records)</th><th>oldest record (ms)</th><th>records filtered</th><th>records skipped</th>"
+        "<th>gaps</th><th>stopped</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
     )
     return form + problem + counts + table + paging(shown.number, shown.pages, topic)
@@ -278,8 +281,8 @@ def topic_row(row: TopicRow) -> str:
         f'<tr data-topic-row="{escape(row.topic)}"><td class="text"><details><summary>{escape(row.topic)} '
         f'<span class="muted">&rarr; {escape(row.remote_topic)}</span></summary>{partitions}</details></td>'
         f"{_cell(len(row.partitions), 'partitions')}{_cell(row.lag_records, 'lag_records')}"
-        f"{_cell(row.oldest_record_age_ms, 'oldest_record_age_ms')}{_cell(row.gap_count, 'gap_count')}"
-        f"{_cell(row.stopped, 'stopped')}</tr>"
+        f"{_cell(row.oldest_record_age_ms, 'oldest_record_age_ms')}{_cell(row.filtered, 'filtered')}"
+        f"{_cell(row.skipped, 'skipped')}{_cell(row.gap_count, 'gap_count')}{_cell(row.stopped, 'stopped')}</tr>"
     )
 
 

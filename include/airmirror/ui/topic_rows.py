@@ -3,8 +3,9 @@ whole-cluster flow (thousands of partitions) reads like the demo's.
 
 Contract:
 
-1. A topic's row sums its partitions' lag (records), takes their oldest record age, counts their gaps and their
-   stopped partitions, and holds the partitions themselves (shown when the row is expanded).
+1. A topic's row sums its partitions' lag (records) and the records the flow's transforms filtered and
+   ``errors.tolerance = all`` skipped, takes their oldest record age, counts their gaps and their stopped partitions,
+   and holds the partitions themselves (shown when the row is expanded).
 2. Worst first: more stopped partitions, then the older oldest record, then the larger lag, then the name.
 3. ``topic`` (a regular expression, searched in the topic's name) keeps the matching topics; one that does not
    compile raises :class:`ValueError` naming it.
@@ -31,6 +32,8 @@ class TopicRow:
     oldest_record_age_ms: int | None
     gap_count: int
     stopped: int
+    filtered: int = 0
+    skipped: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +61,8 @@ def topic_rows(partitions: Sequence[PartitionRow]) -> list[TopicRow]:
             oldest_record_age_ms=max((p.record_age_ms for p in members if p.record_age_ms is not None), default=None),
             gap_count=sum(p.gap_count for p in members),
             stopped=sum(1 for p in members if p.stopped),
+            filtered=sum(p.filtered for p in members),
+            skipped=sum(p.skipped for p in members),
         )
         for topic, members in by_topic.items()
     ]

@@ -11,7 +11,15 @@ import pytest
 
 from airmirror.config import FlowConfig, load_config
 from airmirror.errors import ReplicationFailure
-from airmirror.model import HeartbeatEmission, HeartbeatLatency, LagSample, PartitionKey
+from airmirror.model import (
+    HeartbeatEmission,
+    HeartbeatLatency,
+    LagSample,
+    OffsetRun,
+    PartitionKey,
+    PlannedRange,
+    RangeResult,
+)
 from airmirror.replication.health import FlowState, flow_health, worst_first
 from airmirror.replication.run_failures import failures_recorded
 from airmirror.store import FlowBusyError, MetadataStore
@@ -47,6 +55,23 @@ def test_a_flow_that_copied_recently_and_keeps_up_is_healthy(opened):
     assert (shown.state, shown.states) == (FlowState.HEALTHY, [FlowState.HEALTHY])
     assert (shown.lag_records, shown.oldest_record_age_ms, shown.partitions) == (3, 2_000, 1)
     assert shown.last_success_at is not None and shown.as_json()["state"] == "healthy"
+
+
+def test_the_records_the_transforms_filtered_and_skipped_are_summed_over_the_partitions(opened):
+    flow, store = opened
+    for partition, (filtered, skipped) in enumerate(((3, 1), (4, 0))):
+        plan = PlannedRange(topic="orders", partition=partition, start=0, end=10, remote_topic="a.orders")
+        runs = (OffsetRun(0, 10 - filtered - skipped, 0),)
+        copied = RangeResult(
+            topic="orders", partition=partition, start=0, end=10, records=10 - filtered - skipped, bytes=60, runs=runs
+        )
+        result = RangeResult(**{**copied.__dict__, "filtered": filtered, "skipped": skipped})
+        store.commit_batch(store.begin_batch(flow.name, [plan], {"trigger": "test"}), [result])
+
+    shown = health(flow, store)
+
+    assert (shown.records_filtered, shown.records_skipped) == (7, 1)
+    assert (shown.as_json()["records_filtered"], shown.as_json()["records_skipped"]) == (7, 1)
 
 
 def test_a_lagging_flow_with_a_stopped_partition_shows_the_stop_first_and_both_states(opened):

@@ -16,7 +16,9 @@ from airmirror.ui.page import flow_page
 from airmirror.ui.topic_rows import TOPICS_PER_PAGE, topic_page, topic_rows
 
 
-def partition(topic: str, number: int, lag: int = 0, age: int | None = None, stopped: str | None = None):
+def partition(
+    topic: str, number: int, lag: int = 0, age: int | None = None, stopped: str | None = None, filtered: int = 0
+):
     return PartitionRow(
         topic=topic,
         partition=number,
@@ -31,6 +33,8 @@ def partition(topic: str, number: int, lag: int = 0, age: int | None = None, sto
         gap_offsets=0,
         resets=0,
         stopped=stopped,
+        filtered=filtered,
+        skipped=filtered // 2,
     )
 
 
@@ -38,8 +42,8 @@ def test_topics_sum_their_partitions_and_come_worst_first():
     rows = topic_rows(
         [
             partition("quiet", 0),
-            partition("behind", 0, lag=500, age=90_000),
-            partition("behind", 1, lag=20, age=1_000),
+            partition("behind", 0, lag=500, age=90_000, filtered=4),
+            partition("behind", 1, lag=20, age=1_000, filtered=2),
             partition("stopped", 0, stopped="deleted"),
             partition("busy", 0, lag=9_000, age=2_000),
         ]
@@ -47,6 +51,7 @@ def test_topics_sum_their_partitions_and_come_worst_first():
     assert [r.topic for r in rows] == ["stopped", "behind", "busy", "quiet"]
     behind = rows[1]
     assert (len(behind.partitions), behind.lag_records, behind.oldest_record_age_ms) == (2, 520, 90_000)
+    assert (behind.filtered, behind.skipped) == (6, 3)
 
 
 def test_a_filter_keeps_matching_topics_pages_hold_fifty_and_a_bad_regex_is_named():
