@@ -64,7 +64,16 @@ What it does (every number in one run, on one machine: only the ratios between c
    figures, and translate over off in throughput (``ratio_steady``: the copy jobs; ``ratio_wall``: whole runs)
    and in CPU seconds (``cpu_ratio``: the process tree; ``task_cpu_ratio``: the copy tasks' Python workers, where
    ids are rewritten, the figure least disturbed by other load); issue 24's goal is ``ratio_steady`` >= 0.9.
-9. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
+9. Transforms (issue 41, ``json_data.py``): a topic of ``--records`` JSON values of about ``--record-size`` bytes over
+   ``--partitions``, each with two personal headers and every tenth with a test marker, copied by fresh runs of
+   airmirror untransformed, airmirror through ``MaskField$Value`` on two fields, airmirror through a header chain
+   (``Filter`` on a ``HasHeaderKey`` predicate, ``DropHeaders``, ``InsertHeader``), and MM2 tuned through the same
+   SMTs (with ``header.converter = SimpleHeaderConverter``, without which MM2's InsertHeader fails), each into its
+   own remote topic, over ``--transforms-rounds`` rounds (default 2; in even rounds in the reverse order).  Every copy
+   must equal the copy worked out from the source.  Reported as ``transforms``: each run's figures, and over the
+   seconds summed over the rounds the header chain airmirror over MM2 (``header_chain_vs_mm2_tuned``, wall and
+   steady, issue 41's goal 1.2) and MaskField over untransformed (``mask_vs_plain``, steady, goal 0.6).
+10. Report: ``benchmarks/results/<UTC timestamp>.json`` and a Markdown table on stdout.
 
 Numbers per copier:
 - ``wall_s``: process start to every record visible on the target (last stable offsets polled every 0.1 s)
@@ -100,7 +109,8 @@ airmirror, mm2_tuned, mm2_eos), ``--skip-live``,
 ``--skip-big-partition``, ``--big-partition-only`` (no main load, copiers, latency or scaling),
 ``--partition-scaling-records N``, ``--partition-scaling-partitions FEW,MANY``, ``--skip-partition-scaling``,
 ``--partition-scaling-only``, ``--schema-ids-rounds N``, ``--skip-schema-ids``, ``--schema-ids-only`` (only the
-schema-id case, over ``--records`` x ``--record-size`` x ``--partitions``), ``--live-only`` (only the live case),
+schema-id case, over ``--records`` x ``--record-size`` x ``--partitions``), ``--skip-transforms``,
+``--transforms-only`` (likewise), ``--transforms-rounds N``, ``--live-only`` (only the live case),
 ``--timeout``, ``--settle-seconds`` (pause before each copier run, default 3), ``--results-dir``, ``--keep``
 (keep brokers' data and logs).
 
@@ -115,6 +125,10 @@ The partition-scaling case alone (issue 22)::
 The schema-id case alone (issue 24)::
 
     .venv/bin/python benchmarks/bench.py --schema-ids-only
+
+The transform case alone (issue 41)::
+
+    .venv/bin/python benchmarks/bench.py --transforms-only
 """
 
 from __future__ import annotations
@@ -131,11 +145,21 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import psutil
 from avro_data import AvroValues, Registries, decoded_values, latest_id, start_registries, stop_registries
 from copiers import CopierRun, TreeUsage, airmirror_properties, mm2_properties, run_copier
+from json_data import (
+    HEADER_CHAIN,
+    MASK_CHAIN,
+    MM2_HEADER_CONVERTER,
+    JsonValues,
+    through_header_chain,
+    through_mask_chain,
+)
+from json_data import headers as json_headers
 from kafka_io import (
     TargetWatch,
     create_topic,
@@ -144,6 +168,7 @@ from kafka_io import (
     load_topic,
     offsets_consumer,
     partition_creation_s,
+    reframed,
     topic_digest,
     topics_digest,
     warm_up_cluster,
@@ -172,6 +197,13 @@ PARTITION_SCALING_RATIO_TARGET = 2.0
 SCHEMA_IDS_MODES = ("off", "translate")
 SCHEMA_IDS_GOAL = 0.9
 SCHEMA_IDS_DECODED = 3
+TRANSFORMS_TOPIC = "bench-json"
+TRANSFORMS_RUNS = ("airmirror_plain", "airmirror_mask", "airmirror_header_chain", "mm2_tuned_header_chain")
+"""The transform case's runs, in this order in odd rounds and the reverse in even ones."""
+TRANSFORMS_VS_MM2_GOAL = 1.2
+"""Issue 41: airmirror through the header chain over MM2 tuned through the same SMTs, wall and steady."""
+TRANSFORMS_MASK_GOAL = 0.6
+"""Issue 41: airmirror masking two JSON fields over airmirror untransformed, steady."""
 COPY_JOB_LOG = re.compile(
     r"copy job of batch \d+: (?P<ranges>\d+) ranges, (?P<records>\d+) records, (?P<bytes>\d+) bytes"
     r" in (?P<seconds>[\d.]+) s"
@@ -294,19 +326,38 @@ def run_raw_pipe(clusters: Clusters, source: SourceTopic, workdir: Path, timeout
     return result
 
 
-def run_mm2(clusters: Clusters, source: SourceTopic, workdir: Path, timeout: float, tuned: bool) -> dict:
-    name = "mm2_tuned" if tuned else "mm2_default"
-    source_alias, target_alias = ("mmt", "mmtt") if tuned else ("mmd", "mmdt")
+def run_mm2(
+    clusters: Clusters,
+    source: SourceTopic,
+    workdir: Path,
+    timeout: float,
+    tuned: bool,
+    *,
+    name: str | None = None,
+    extra_lines: tuple[str, ...] = (),
+    expected: SourceTopic | None = None,
+) -> dict:
+    """One MM2 run (default or tuned) of the whole source topic, measured and checked against ``expected`` (what the
+    target must hold: by default the source itself); ``extra_lines`` (``{source}`` and ``{target}`` replaced by the
+    aliases) go last in its file, and ``name`` (``mm2_tuned`` or ``mm2_default`` by default) names the run and,
+    first letters, its aliases."""
+    name = name or ("mm2_tuned" if tuned else "mm2_default")
+    source_alias = {"mm2_tuned": "mmt", "mm2_default": "mmd"}.get(name, name.replace("_", ""))
+    target_alias = f"{source_alias}t"
+    expected = expected or source
     target_topic = f"{source_alias}.{source.name}"
-    properties = mm2_properties(source_alias, target_alias, clusters.source, clusters.target, source.name, tuned)
+    extra = [line.format(source=source_alias, target=target_alias) for line in extra_lines]
+    properties = mm2_properties(
+        source_alias, target_alias, clusters.source, clusters.target, source.name, tuned, extra=extra
+    )
     config, log_config = write_mm2_files(workdir, name, properties)
-    watch = TargetWatch(clusters.target, target_topic, expected_counts(source))
+    watch = TargetWatch(clusters.target, target_topic, expected_counts(expected))
     run = run_copier(
         name, mm2_command(config, log_config, target_alias), watch, workdir, ends_by_itself=False, timeout=timeout
     )
     assert run.first_write_s is not None and run.all_written_s is not None
     result = summarize(run, source, run.all_written_s - run.first_write_s)
-    verify(clusters, source, target_topic)
+    verify(clusters, expected, target_topic)
     return result
 
 
@@ -367,17 +418,20 @@ def run_airmirror(
     name: str = "airmirror",
     timeline: bool = False,
     verify_copy: bool = True,
+    expected: SourceTopic | None = None,
 ) -> dict:
-    """One fresh ``airmirror replicate`` of the whole source topic, measured; the copy is checked against the source
-    unless ``verify_copy`` is false (the caller checks it)."""
-    watch = TargetWatch(clusters.target, flow.remote_topic(source.name), expected_counts(source))
+    """One fresh ``airmirror replicate`` of the whole source topic, measured; the copy is checked against
+    ``expected`` (what the target must hold: by default the source itself) unless ``verify_copy`` is false (the
+    caller checks it)."""
+    expected = expected or source
+    watch = TargetWatch(clusters.target, flow.remote_topic(source.name), expected_counts(expected))
     run = run_copier(
         name, airmirror_command(flow.config, flow.flow), watch, workdir, ends_by_itself=True, timeout=timeout
     )
     report = json.loads(run.stdout)
-    if report["records"] != source.records:
+    if report["records"] != expected.records:
         raise SystemExit(
-            f"VERIFICATION FAILED: airmirror reports {report['records']} records copied, expected {source.records}"
+            f"VERIFICATION FAILED: airmirror reports {report['records']} records copied, expected {expected.records}"
         )
     result = summarize(run, source, copy_job_seconds(run.stderr))
     result["peak_rss_by_role_mb"] = run.peak_rss_by_role_mb
@@ -385,7 +439,7 @@ def run_airmirror(
     if timeline:
         result["rss_timeline"] = run.rss_timeline
     if verify_copy:
-        verify(clusters, source, flow.remote_topic(source.name))
+        verify(clusters, expected, flow.remote_topic(source.name))
     return result
 
 
@@ -808,7 +862,7 @@ def schema_ids_run(
     target_id = latest_id(registries.target, f"{remote}-value")
     if target_id == values.schema_id:
         raise SystemExit(f"the schema has id {target_id} on both registries: nothing to translate")
-    translated = topic_digest(clusters.source, source.name, source.partitions, value_schema_id=target_id)
+    translated = topic_digest(clusters.source, source.name, source.partitions, partial(reframed, schema_id=target_id))
     verify(clusters, SourceTopic(source.name, source.partitions, source.records, 0, translated), remote)
     shown = min(SCHEMA_IDS_DECODED, source.records // source.partitions)
     decoded = decoded_values(clusters.target, remote, 0, registries.target, shown)
@@ -839,6 +893,114 @@ def schema_ids_ratios(runs: list[dict]) -> dict:
         "cpu_ratio": ratio(translate["cpu_s"], off["cpu_s"]),
         "task_cpu_ratio": ratio(translate["task_cpu_s"], off["task_cpu_s"]),
     }
+
+
+def run_transforms(clusters: Clusters, args: argparse.Namespace, workdir: Path) -> dict:
+    """Issue 41: ``--records`` JSON values of about ``--record-size`` bytes (``json_data.py``) copied by fresh runs of
+    airmirror untransformed, airmirror through ``MaskField$Value`` on two fields, airmirror through the header chain
+    (Filter on a header, DropHeaders, InsertHeader) and MM2 tuned through the same SMTs, each into its own remote
+    topic and checked against the copy worked out from the source; ratios against :data:`TRANSFORMS_VS_MM2_GOAL` and
+    :data:`TRANSFORMS_MASK_GOAL`."""
+    time.sleep(args.settle_seconds)
+    started = time.monotonic()
+    create_topic(clusters.source, TRANSFORMS_TOPIC, args.partitions)
+    payload = load_topic(
+        clusters.source,
+        TRANSFORMS_TOPIC,
+        args.partitions,
+        args.records,
+        0,
+        values=JsonValues(args.record_size),
+        headers=json_headers,
+    )
+    source = SourceTopic(
+        TRANSFORMS_TOPIC,
+        args.partitions,
+        args.records,
+        payload,
+        topic_digest(clusters.source, TRANSFORMS_TOPIC, args.partitions),
+    )
+    expected = {
+        chain: SourceTopic(source.name, source.partitions, sum(c for c, _ in digest), payload, digest)
+        for chain, digest in (
+            ("header_chain", topic_digest(clusters.source, source.name, source.partitions, through_header_chain)),
+            ("mask", topic_digest(clusters.source, source.name, source.partitions, through_mask_chain)),
+        )
+    }
+    seconds = time.monotonic() - started
+    log(f"loaded {TRANSFORMS_TOPIC}: {args.records} JSON records, {payload / 1e6:.0f} MB in {seconds:.1f} s")
+    runs = []
+    for round_ in range(1, args.transforms_rounds + 1):
+        for name in TRANSFORMS_RUNS if round_ % 2 else TRANSFORMS_RUNS[::-1]:
+            time.sleep(args.settle_seconds)
+            runs.append(
+                {
+                    "run": name,
+                    "round": round_,
+                    **transforms_run(clusters, source, expected, args, workdir, name, round_),
+                }
+            )
+            log(f"{name}, round {round_}: {runs[-1]}")
+    seconds = {
+        name: {key: sum(run[key] for run in runs if run["run"] == name) for key in ("wall_s", "steady_s")}
+        for name in TRANSFORMS_RUNS
+    }
+    plain, mask = seconds["airmirror_plain"], seconds["airmirror_mask"]
+    chain, mm2 = seconds["airmirror_header_chain"], seconds["mm2_tuned_header_chain"]
+    return {
+        "records": args.records,
+        "record_size": args.record_size,
+        "partitions": args.partitions,
+        "payload_mb": round(payload / 1e6, 1),
+        "rounds": args.transforms_rounds,
+        "kept_by_header_chain": expected["header_chain"].records,
+        "runs": runs,
+        "header_chain_vs_mm2_tuned": {
+            "wall": ratio(mm2["wall_s"], chain["wall_s"]),
+            "steady": ratio(mm2["steady_s"], chain["steady_s"]),
+            "goal": TRANSFORMS_VS_MM2_GOAL,
+        },
+        "mask_vs_plain": {
+            "steady": ratio(plain["steady_s"], mask["steady_s"]),
+            "wall": ratio(plain["wall_s"], mask["wall_s"]),
+            "goal": TRANSFORMS_MASK_GOAL,
+        },
+        "header_chain_vs_plain": {
+            "steady": ratio(plain["steady_s"], chain["steady_s"]),
+            "wall": ratio(plain["wall_s"], chain["wall_s"]),
+        },
+    }
+
+
+def transforms_run(
+    clusters: Clusters,
+    source: SourceTopic,
+    expected: dict[str, SourceTopic],
+    args: argparse.Namespace,
+    workdir: Path,
+    name: str,
+    round_: int,
+) -> dict:
+    """One run of the transform case (:data:`TRANSFORMS_RUNS`), into a remote topic of its own, checked."""
+    if name == "mm2_tuned_header_chain":
+        return run_mm2(
+            clusters,
+            source,
+            workdir,
+            args.timeout,
+            tuned=True,
+            name=f"mm2_tuned_chain_{round_}",
+            extra_lines=(*HEADER_CHAIN, MM2_HEADER_CONVERTER),
+            expected=expected["header_chain"],
+        )
+    lines, target = {
+        "airmirror_plain": ((), source),
+        "airmirror_mask": (MASK_CHAIN, expected["mask"]),
+        "airmirror_header_chain": (HEADER_CHAIN, expected["header_chain"]),
+    }[name]
+    alias = f"{name.removeprefix('airmirror_').replace('_', '')}{round_}"
+    flow = airmirror_flow(clusters, source, workdir, alias, args.spark_master, extra_lines=lines)
+    return run_airmirror(clusters, source, flow, workdir, args.timeout, name=f"{name}_{round_}", expected=target)
 
 
 def ratio(numerator: float, denominator: float) -> float:
@@ -875,6 +1037,7 @@ def table(document: dict) -> str:
         _partition_scaling_lines,
         _big_partition_lines,
         _schema_ids_lines,
+        _transforms_lines,
     ):
         lines += section(document)
     return "\n".join(lines)
@@ -1087,6 +1250,36 @@ def _schema_ids_lines(document: dict) -> list[str]:
     return lines
 
 
+def _transforms_lines(document: dict) -> list[str]:
+    """The transform case (no lines when the bench did not run it)."""
+    case = document.get("transforms")
+    if not case:
+        return []
+    lines = [
+        "",
+        f"transforms: {case['records']:,} JSON records x ~{case['record_size']} B x {case['partitions']} partitions, "
+        f"{case['kept_by_header_chain']:,} kept by the header chain, {case['rounds']} rounds",
+        "",
+        "| run | round | wall s | steady s | steady MB/s | CPU s | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in case["runs"]:
+        lines.append(
+            f"| {run['run']} | {run['round']} | {run['wall_s']:.1f} | {run['steady_s']:.2f} | {run['steady_mb_s']:.1f} "
+            f"| {run['cpu_s']:.1f} | {run['peak_rss_mb']} |"
+        )
+    versus, mask = case["header_chain_vs_mm2_tuned"], case["mask_vs_plain"]
+    lines += [
+        "",
+        f"header chain, airmirror / MM2 tuned: wall {versus['wall']:.2f}, steady {versus['steady']:.2f} "
+        f"({'meets' if min(versus['wall'], versus['steady']) >= versus['goal'] else 'BELOW'} issue 41's goal of "
+        f"{versus['goal']})",
+        f"MaskField on two fields / untransformed: steady {mask['steady']:.2f}, wall {mask['wall']:.2f} "
+        f"({'meets' if mask['steady'] >= mask['goal'] else 'BELOW'} issue 41's goal of {mask['goal']})",
+    ]
+    return lines
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="airmirror vs MM2 vs a raw pipe (see the module docstring)")
     parser.add_argument("--records", type=int, default=500_000)
@@ -1153,6 +1346,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-schema-ids", action="store_true", help="no schema-id case")
     only = "only the schema-id case (issue 24), over --records x --record-size x --partitions"
     parser.add_argument("--schema-ids-only", action="store_true", help=only)
+    parser.add_argument(
+        "--transforms-rounds", type=int, default=2, help="rounds of the transform case: each of its runs once each"
+    )
+    parser.add_argument("--skip-transforms", action="store_true", help="no transform case")
+    only = "only the transform case (issue 41), over --records x --record-size x --partitions"
+    parser.add_argument("--transforms-only", action="store_true", help=only)
     parser.add_argument("--timeout", type=float, default=300.0, help="per copier run, seconds")
     parser.add_argument(
         "--settle-seconds",
@@ -1173,8 +1372,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         named = ", ".join(sorted(unknown)) or "none"
         parser.error(f"--live-copiers: unknown copiers or none ({named}); any of {', '.join(LIVE_COPIERS)}")
     apply_only_flags(parser, args)
-    if args.schema_ids_rounds < 1:
-        parser.error("--schema-ids-rounds must be at least 1")
+    if args.schema_ids_rounds < 1 or args.transforms_rounds < 1:
+        parser.error("--schema-ids-rounds and --transforms-rounds must be at least 1")
     args.partition_scaling_partitions = partition_counts(parser, args.partition_scaling_partitions)
     if not args.skip_big_partition and args.big_partition_records < 10:
         parser.error("--big-partition-records must be at least 10 (the small run has a tenth)")
@@ -1183,29 +1382,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+ONLY_FLAGS = {
+    "big_partition_only": "skip_big_partition",
+    "partition_scaling_only": "skip_partition_scaling",
+    "schema_ids_only": "skip_schema_ids",
+    "transforms_only": "skip_transforms",
+    "live_only": "skip_live",
+}
+"""Each ``--...-only`` flag and the ``--skip-...`` flag of its case."""
+
+
 def apply_only_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """``--big-partition-only``, ``--partition-scaling-only``, ``--schema-ids-only`` and ``--live-only``: skip every
-    other case."""
-    if args.big_partition_only:
-        if args.skip_big_partition:
-            parser.error("--big-partition-only and --skip-big-partition exclude each other")
-        args.copiers = []
-        args.skip_live = args.skip_schema_ids = args.skip_partition_scaling = True
-    if args.partition_scaling_only:
-        if args.skip_partition_scaling or args.big_partition_only:
-            parser.error("--partition-scaling-only excludes --skip-partition-scaling and --big-partition-only")
-        args.copiers = []
-        args.skip_live = args.skip_big_partition = args.skip_schema_ids = True
-    if args.schema_ids_only:
-        if args.skip_schema_ids or args.big_partition_only or args.partition_scaling_only:
-            parser.error("--schema-ids-only excludes --skip-schema-ids and the other --...-only flags")
-        args.copiers = []
-        args.skip_live = args.skip_big_partition = args.skip_partition_scaling = True
-    if args.live_only:
-        if args.skip_live or args.big_partition_only or args.partition_scaling_only or args.schema_ids_only:
-            parser.error("--live-only excludes --skip-live and the other --...-only flags")
-        args.copiers = []
-        args.skip_big_partition = args.skip_partition_scaling = args.skip_schema_ids = True
+    """A ``--...-only`` flag (:data:`ONLY_FLAGS`) skips the copiers and every other case; it excludes its own case's
+    ``--skip-...`` flag and the other ``--...-only`` flags."""
+    chosen = [only for only in ONLY_FLAGS if getattr(args, only)]
+    if not chosen:
+        return
+    only = chosen[0]
+    skip = ONLY_FLAGS[only]
+    if len(chosen) > 1 or getattr(args, skip):
+        flag = lambda name: "--" + name.replace("_", "-")  # noqa: E731
+        parser.error(f"{flag(only)} excludes {flag(skip)} and the other --...-only flags")
+    args.copiers = []
+    for other in ONLY_FLAGS.values():
+        setattr(args, other, other != skip)
 
 
 def partition_counts(parser: argparse.ArgumentParser, value: str) -> tuple[int, int]:
@@ -1263,7 +1463,8 @@ def run_copier_cases(clusters: Clusters, args: argparse.Namespace, workdir: Path
 
 
 def run_separate_cases(clusters: Clusters, args: argparse.Namespace, workdir: Path, document: dict) -> None:
-    """The cases with topics of their own (live, scaling, partition scaling, big partition, schema ids), unless skipped;
+    """The cases with topics of their own (live, scaling, partition scaling, big partition, schema ids, transforms),
+    unless skipped;
     results go into ``document``."""
     if not args.skip_live:
         run_live_cases(clusters, args, workdir, document)
@@ -1275,6 +1476,8 @@ def run_separate_cases(clusters: Clusters, args: argparse.Namespace, workdir: Pa
         document["big_partition"] = run_big_partition(clusters, args, workdir)
     if not args.skip_schema_ids:
         document["schema_ids"] = run_schema_ids(clusters, args, workdir)
+    if not args.skip_transforms:
+        document["transforms"] = run_transforms(clusters, args, workdir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1307,6 +1510,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.skip_partition_scaling
             else {"records": args.partition_scaling_records, "partitions": list(args.partition_scaling_partitions)},
             "schema_ids_rounds": None if args.skip_schema_ids else args.schema_ids_rounds,
+            "transforms_rounds": None if args.skip_transforms else args.transforms_rounds,
         },
         "copiers": {},
     }

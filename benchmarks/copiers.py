@@ -222,8 +222,9 @@ def mm2_properties(
     topic: str,
     tuned: bool,
     exactly_once_rest_port: int | None = None,
+    extra: Sequence[str] = (),
 ) -> str:
-    """A dedicated-mode MM2 config for one flow of ``topic``: defaults, or the tuned settings.
+    """A dedicated-mode MM2 config for one flow of ``topic``: defaults, or the tuned settings; ``extra`` lines last.
 
     Only what a single-broker cluster needs differs from MM2's defaults: replication factor 1 for the remote
     and internal topics.  Checkpoints (no consumer groups to translate here) are off.  With
@@ -255,6 +256,7 @@ def mm2_properties(
             f"listeners = http://127.0.0.1:{exactly_once_rest_port}",
             f"{source_alias}.consumer.isolation.level = read_committed",
         ]
+    lines += extra
     return "\n".join(lines) + "\n"
 
 

@@ -123,17 +123,18 @@ def load_topic(
     first: int = 0,
     stamp_now: bool = False,
     values: Callable[[int], bytes] | None = None,
+    headers: Callable[[int], list | None] | None = None,
 ) -> int:
     """Produce ``records`` records of ``size``-byte values round-robin over the partitions, in order (an idempotent
     producer); returns payload bytes.
 
     Values are slices of a random block (incompressible, all different), or ``values(i)`` for record number ``i``
-    when given (``size`` then unused); keys are the record number, except
-    a null key every :data:`NULL_KEY_EVERY` records; every :data:`HEADER_EVERY`-th record has two headers,
-    the second with a null value; timestamps are explicit, increasing and in the recent past (CreateTime),
-    one millisecond apart, so ``records`` ms before now at the first record.  ``stamp_now`` stamps each record
-    with its produce time instead (librdkafka's timestamp 0), for loads so large that the first timestamps
-    would be hours old.  Raises ``RuntimeError`` if the broker rejected any record.
+    when given (``size`` then unused); keys are the record number, except a null key every :data:`NULL_KEY_EVERY`
+    records; every :data:`HEADER_EVERY`-th record has two headers, the second with a null value (or ``headers(i)``
+    when given); timestamps are explicit, increasing and in the recent past (CreateTime), one millisecond apart, so
+    ``records`` ms before now at the first record.  ``stamp_now`` stamps each record with its produce time instead
+    (librdkafka's timestamp 0), for loads so large that the first timestamps would be hours old.  Raises
+    ``RuntimeError`` if the broker rejected any record.
     """
     block = os.urandom(size + 65536)
     errors: list = []
@@ -156,7 +157,10 @@ def load_topic(
         key = None if i % NULL_KEY_EVERY == 0 else b"%012d" % i
         start = (i * 7919) % 65536
         value = block[start : start + size] if values is None else values(i)
-        headers = [("seq", b"%d" % i), ("empty", None)] if i % HEADER_EVERY == 0 else None
+        if headers is None:
+            record_headers = [("seq", b"%d" % i), ("empty", None)] if i % HEADER_EVERY == 0 else None
+        else:
+            record_headers = headers(i)
         payload += len(value) + (len(key) if key else 0)
         while True:
             try:
@@ -166,7 +170,7 @@ def load_topic(
                     key,
                     partition=i % partitions,
                     timestamp=0 if stamp_now else base_ts + i - first,
-                    headers=headers,
+                    headers=record_headers,
                 )
                 break
             except BufferError:
@@ -325,44 +329,59 @@ def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[l
         consumer.close()
 
 
-class Reframed:
-    """A consumed message whose value, when framed by a schema-registry serializer (magic byte 0, 4-byte id), names
-    ``schema_id`` instead: what a copy that translated schema ids must hold."""
+class Expected:
+    """A consumed message as a copy that changed it must hold it: its ``value`` or ``headers`` replaced (by default
+    the message's own)."""
 
-    def __init__(self, message, schema_id: int) -> None:
-        self.message = message
-        self.frame = b"\0" + struct.pack(">I", schema_id)
+    _SAME = object()
+
+    def __init__(self, message, *, value=_SAME, headers=_SAME) -> None:
+        self._key, self._timestamp = message.key(), message.timestamp()
+        self._value = message.value() if value is Expected._SAME else value
+        self._headers = message.headers() if headers is Expected._SAME else headers
 
     def key(self):
-        return self.message.key()
+        return self._key
 
     def value(self):
-        value = self.message.value()
-        return self.frame + value[5:] if value and len(value) >= 5 and value[0] == 0 else value
+        return self._value
 
     def headers(self):
-        return self.message.headers()
+        return self._headers
 
     def timestamp(self):
-        return self.message.timestamp()
+        return self._timestamp
 
 
-def partition_digest(bootstrap: str, topic: str, partition: int, value_schema_id: int | None = None) -> tuple[int, str]:
-    """``(record count, digest)`` of every committed record of one partition, in offset order; with
-    ``value_schema_id``, of the records with their framed values naming that schema id (:class:`Reframed`)."""
+Reshape = Callable[[list], list]
+"""What a copy does to a batch of consumed messages: the messages (:class:`Expected` or as consumed) it must hold."""
+
+
+def reframed(messages: list, schema_id: int) -> list:
+    """Messages whose values, when framed by a schema-registry serializer (magic byte 0, 4-byte id), name
+    ``schema_id`` instead: what a copy that translated schema ids must hold (bind ``schema_id`` with
+    :func:`functools.partial`)."""
+    frame = b"\0" + struct.pack(">I", schema_id)
+    return [
+        Expected(m, value=frame + m.value()[5:]) if m.value() and len(m.value()) >= 5 and m.value()[0] == 0 else m
+        for m in messages
+    ]
+
+
+def partition_digest(bootstrap: str, topic: str, partition: int, reshape: Reshape | None = None) -> tuple[int, str]:
+    """``(record count, digest)`` of every committed record of one partition, in offset order; with ``reshape``, of
+    the records it makes of them (a picklable function: digests run in other processes)."""
     hasher = hashlib.blake2b(digest_size=20)
     count = 0
     for records in committed_messages(bootstrap, topic, partition):
-        if value_schema_id is not None:
-            records = [Reframed(m, value_schema_id) for m in records]
+        if reshape is not None:
+            records = reshape(records)
         record_digest(records, hasher)
         count += len(records)
     return count, hasher.hexdigest()
 
 
-def topic_digest(
-    bootstrap: str, topic: str, partitions: int, value_schema_id: int | None = None
-) -> list[tuple[int, str]]:
+def topic_digest(bootstrap: str, topic: str, partitions: int, reshape: Reshape | None = None) -> list[tuple[int, str]]:
     """Per-partition ``(count, digest)`` (see :func:`partition_digest`), partitions digested in parallel processes."""
     context = multiprocessing.get_context("spawn")  # no fork of a process running librdkafka threads
     with ProcessPoolExecutor(max_workers=min(partitions, os.cpu_count() or 1), mp_context=context) as pool:
@@ -372,7 +391,7 @@ def topic_digest(
                 [bootstrap] * partitions,
                 [topic] * partitions,
                 range(partitions),
-                [value_schema_id] * partitions,
+                [reshape] * partitions,
             )
         )
 

@@ -64,7 +64,7 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
             "2",
             "--skip-live-wide",
         ),
-        *("--skip-partition-scaling", "--skip-scaling", "--skip-schema-ids"),
+        *("--skip-partition-scaling", "--skip-scaling", "--skip-schema-ids", "--skip-transforms"),
     )
     assert set(document["copiers"]) == set(COPIERS)
     for name, figures in document["copiers"].items():
@@ -98,7 +98,7 @@ def test_small_bench_verifies_every_copier_and_reports_every_figure(tmp_path: Pa
     assert "peak_rss_ratio_big_vs_small" in completed.stdout
     assert "verified" in completed.stderr
     assert "partition_scaling" not in document and "scaling" not in document and "live_wide_lag_ms" not in document
-    assert "schema_ids" not in document
+    assert "schema_ids" not in document and "transforms" not in document
 
 
 def test_partition_scaling_flags_select_the_case_alone_and_check_the_counts() -> None:
@@ -120,6 +120,16 @@ def test_schema_ids_only_runs_that_case_alone_and_skips_it_under_the_other_only_
     assert bench.parse_args(["--partition-scaling-only"]).skip_schema_ids
     assert not bench.parse_args([]).skip_schema_ids
     for wrong in (["--schema-ids-only", "--skip-schema-ids"], ["--schema-ids-rounds", "0"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(wrong)
+
+
+def test_transforms_only_runs_that_case_alone() -> None:
+    args = bench.parse_args(["--transforms-only", "--records", "1000"])
+    skipped = (args.skip_live, args.skip_big_partition, args.skip_partition_scaling, args.skip_schema_ids)
+    assert args.copiers == [] and skipped == (True,) * 4 and not args.skip_transforms
+    assert bench.parse_args(["--schema-ids-only"]).skip_transforms and not bench.parse_args([]).skip_transforms
+    for wrong in (["--transforms-only", "--skip-transforms"], ["--transforms-only", "--live-only"]):
         with pytest.raises(SystemExit):
             bench.parse_args(wrong)
 
