@@ -19,6 +19,9 @@ slower or bigger.  On one machine, in a fresh temporary home:
 2. **Load.**  A producer writes ``--rate`` records a second in total, round-robin over ``soak``'s partitions
    (``--record-size``-byte values, keyed, stamped now; every delivery report checked), from before the first
    window to the end of the last.
+   With ``--transforms`` the flow copies through the bench's header chain (``json_data.HEADER_CHAIN``: a ``Filter``
+   on a header, ``DropHeaders``, ``InsertHeader``), and the producer gives every record the headers it acts on
+   (every tenth record the marker the filter drops).
 3. **Windows.**  A window starts once the previous window's whole process group has exited, as long as less than
    ``--minutes`` have passed since the first window started; each runs for ``--window``.  Each window's row:
 
@@ -49,8 +52,9 @@ slower or bigger.  On one machine, in a fresh temporary home:
    the middle of its burst deleted mid-read as retention would (60%), and the window's driver process frozen
    (SIGSTOP, its Spark tasks streaming on) for 20 s longer than its 60 s lease, then thawed (70%).
 5. **End.**  Stops the producer, runs one plain ``replicate`` to copy the rest (exit 0 required), and compares
-   source and target record by record over both topics (:func:`soak_io.compare_copies`): per partition, key,
-   value, headers and timestamp of every record, in order, over what both still hold, since retention deletes
+   source and target record by record over both topics (:func:`soak_io.compare_copies`; with ``--transforms`` the
+   source as the chain leaves it, worked out without airmirror's code): per partition, key, value, headers and
+   timestamp of every record, in order, over what both still hold, since retention deletes
    each side's oldest records on its own schedule; ``soak-trimmed`` is compared so too (the target keeps what it
    copied below the deleted offsets, the gap).  With faults, ``airmirror status --json`` must then list both
    stopped topics under ``stops`` (``soak-doomed``, gone from the source, and ``soak-spare``, whose remote topic is
@@ -83,7 +87,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,6 +95,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from copiers import SPARK_SHUTDOWN_S
+from json_data import HEADER_CHAIN, header_chain
+from json_data import headers as json_headers
 from kafka_io import load_topic, warm_up_cluster
 from soak_io import (
     FLOW,
@@ -216,9 +222,18 @@ def log(message: str) -> None:
 class SteadyProducer(threading.Thread):
     """Writes ``rate`` records a second round-robin over the partitions until stopped; keeps every failed delivery."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, size: int) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        rate: int,
+        size: int,
+        headers: Callable[[int], list] | None = None,
+    ) -> None:
         super().__init__(daemon=True)
         self.topic, self.partitions, self.rate, self.size = topic, partitions, rate, size
+        self.headers = headers
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
         self.halt = threading.Event()
         self.sent = 0
@@ -240,6 +255,7 @@ class SteadyProducer(threading.Thread):
                     f"key-{self.sent}".encode(),
                     partition=self.sent % self.partitions,
                     timestamp=int(time.time() * 1000),
+                    headers=None if self.headers is None else self.headers(self.sent),
                     on_delivery=self._delivered,
                 )
                 self.sent += 1
@@ -305,8 +321,11 @@ class Soak:
         return [sys.executable, "-m", "airmirror.cli", "replicate", str(self.config), "--flow", FLOW]
 
 
-def config_text(source: str, target: str, topics: list[str], db: Path, retention: str) -> str:
-    """The flow's MM2 properties: ``src->tgt`` over ``topics``, replication factors 1, a local Spark of 2 slots."""
+def config_text(
+    source: str, target: str, topics: list[str], db: Path, retention: str, transforms: Sequence[str] = ()
+) -> str:
+    """The flow's MM2 properties: ``src->tgt`` over ``topics``, replication factors 1, a local Spark of 2 slots, and
+    the ``transforms`` lines (``{source}`` and ``{target}`` to fill in) last."""
     lines = [
         f"clusters = {SOURCE}, {TARGET}",
         f"{SOURCE}.bootstrap.servers = {source}",
@@ -321,6 +340,7 @@ def config_text(source: str, target: str, topics: list[str], db: Path, retention
         f"airmirror.metadata.db.url = sqlite:///{db}",
         f"airmirror.metadata.retention = {retention}",
         "airmirror.spark.master = local[2]",
+        *(line.format(source=SOURCE, target=TARGET) for line in transforms),
     ]
     return "\n".join(lines) + "\n"
 
@@ -611,6 +631,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--topic-retention", type=duration_s, default=600.0, help="retention.ms of the source topics (default 10m)")
     add("--sample-seconds", type=float, default=5.0, help="process-tree sampling interval (default 5)")
     add("--no-faults", action="store_true", help="inject none of the scheduled faults")
+    add(
+        "--transforms",
+        action="store_true",
+        help="copy through the bench's header chain (json_data.HEADER_CHAIN: Filter, DropHeaders, InsertHeader)",
+    )
     return parser.parse_args(argv)
 
 
@@ -644,7 +669,10 @@ def main(argv: list[str] | None = None) -> int:
             warm_up_cluster(broker.bootstrap)
         create_source_topics(source.bootstrap, topics, args.topic_retention)
         config, db = home / "mm2.properties", home / "airmirror.db"
-        config.write_text(config_text(source.bootstrap, target.bootstrap, list(topics), db, args.retention))
+        transforms = HEADER_CHAIN if args.transforms else ()
+        chain = header_chain if args.transforms else None
+        DOOMED.chain = chain
+        config.write_text(config_text(source.bootstrap, target.bootstrap, list(topics), db, args.retention, transforms))
         soak = Soak(
             args=args,
             home=home,
@@ -655,7 +683,14 @@ def main(argv: list[str] | None = None) -> int:
             target_admin=AdminClient({"bootstrap.servers": target.bootstrap}),
             pending=list(schedule),
         )
-        producer = SteadyProducer(source.bootstrap, TOPIC, args.partitions, args.rate, args.record_size)
+        producer = SteadyProducer(
+            source.bootstrap,
+            TOPIC,
+            args.partitions,
+            args.rate,
+            args.record_size,
+            json_headers if args.transforms else None,
+        )
         producer.start()
         log(f"home {home}; windows of {' '.join(soak.command()[1:])}")
         rows = run_windows(soak, save)
@@ -665,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         document["copy"] = {
             "catch_up_exit_code": catch_up.returncode,
             "catch_up_error": error_line(catch_up.stderr) if catch_up.returncode else "",
-            **compare_copies(source.bootstrap, target.bootstrap, compared),
+            **compare_copies(source.bootstrap, target.bootstrap, compared, chain),
         }
         if not args.no_faults:
             document["stopped"] = stopped_topics(soak, rows)

@@ -10,9 +10,9 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psutil
 from confluent_kafka import OFFSET_BEGINNING, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -21,9 +21,6 @@ from kafka_io import committed_messages, load_topic, verify_consumer
 
 from airmirror import names
 from airmirror.devtools.local_kafka import LocalBroker
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 SOURCE, TARGET = "src", "tgt"
 FLOW = f"{SOURCE}->{TARGET}"
@@ -110,10 +107,12 @@ class DoomedTopic(BurstTopic):
     of what it held, each record once (:meth:`compare`)."""
 
     held: dict[int, list[int]] = field(default_factory=dict)
+    chain: HeaderChain | None = None
+    """The flow's transforms, when the soak runs them (:func:`contents`)."""
 
     def prepare(self, clusters: Clusters) -> None:
         self.burst(clusters)
-        self.held = {p: digests(clusters.source.bootstrap, self.topic, p) for p in range(self.partitions)}
+        self.held = {p: digests(clusters.source.bootstrap, self.topic, p, self.chain) for p in range(self.partitions)}
 
     def delete(self, clusters: Clusters, driver: int) -> None:
         delete_topic(clusters.source.bootstrap, self.topic)
@@ -291,35 +290,44 @@ def db_kb(db: Path) -> float:
     return round(sum(path.stat().st_size for path in (db, db.with_name(db.name + "-wal")) if path.exists()) / 1024, 1)
 
 
-def contents(bootstrap: str, topic: str, partition: int) -> list[tuple]:
-    """Key, value, headers and timestamp of every committed record of one partition, in offset order."""
-    return [
-        (m.key(), m.value(), m.headers(), m.timestamp()[1])
-        for batch in committed_messages(bootstrap, topic, partition)
-        for m in batch
-    ]
+HeaderChain = Callable[[list | None], list | None]
+"""What a flow's transforms make of a record's headers: ``None`` when they drop the record
+(``json_data.header_chain``)."""
 
 
-def digests(bootstrap: str, topic: str, partition: int) -> list[int]:
+def contents(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> list[tuple]:
+    """Key, value, headers and timestamp of every committed record of one partition, in offset order; with ``chain``,
+    as a copy through it holds them."""
+    records = []
+    for batch in committed_messages(bootstrap, topic, partition):
+        for m in batch:
+            headers = m.headers() if chain is None else chain(m.headers())
+            if chain is None or headers is not None:
+                records.append((m.key(), m.value(), headers, m.timestamp()[1]))
+    return records
+
+
+def digests(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> list[int]:
     """One hash per record of the partition, of what :func:`contents` holds of it (equal records, equal hashes,
     within this process): a long partition's contents at a fraction of the memory."""
     return [
-        hash((m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
-        for batch in committed_messages(bootstrap, topic, partition)
-        for m in batch
+        hash((key, value, tuple(headers or ()), stamp))
+        for key, value, headers, stamp in contents(bootstrap, topic, partition, chain)
     ]
 
 
-def compare_copies(source: str, target: str, topics: dict[str, int]) -> dict:
-    """Record-by-record comparison of every partition of ``topics`` (name -> partition count) on ``source`` with its
-    remote partition (``SOURCE.topic``) on ``target``, over what both still hold: the side holding fewer records
+def compare_copies(source: str, target: str, topics: dict[str, int], chain: HeaderChain | None = None) -> dict:
+    """Record-by-record comparison of every partition of ``topics`` (name -> partition count) on ``source``, as a
+    copy through ``chain`` holds it, with its remote partition (``SOURCE.topic``) on ``target``, over what both still
+    hold: the side holding fewer records
     must hold exactly the other side's newest ones (so none is missing or twice and both end at the same record),
     and a partition empty on one side must be empty on the other.  Returns the record counts, the unequal
     partitions (``topic-partition``) and ``equal``."""
     held, unequal = {"source_records": 0, "target_records": 0}, []
     for topic, count in topics.items():
         for partition in range(count):
-            copy, original = contents(target, f"{SOURCE}.{topic}", partition), contents(source, topic, partition)
+            copy = contents(target, f"{SOURCE}.{topic}", partition)
+            original = contents(source, topic, partition, chain)
             held["source_records"] += len(original)
             held["target_records"] += len(copy)
             common = min(len(copy), len(original))
