@@ -1,7 +1,7 @@
 """MM2's SMTs on the copy path, on real clusters and real Spark: Filter with HasHeaderKey and TopicNameMatches,
-InsertHeader and DropHeaders; the target equals the transformed source record by record, and every source offset
-translates exactly, across drops at chunk and batch edges, transaction markers, and a partition whose records are
-all dropped."""
+InsertHeader and DropHeaders, and on JSON MaskField, HeaderFrom, ReplaceField and InsertField; the target equals the
+transformed source record by record, and every source offset translates exactly, across drops at chunk and batch
+edges, transaction markers, and a partition whose records are all dropped."""
 
 from __future__ import annotations
 
@@ -196,6 +196,52 @@ def test_json_fields_are_masked_and_a_record_no_transform_can_read_fails_then_is
     produce(a, topic, 0, [Record(b"k8", b'{"user":"u8","password":"pw8"}', (), recent_ms())])
     replicate(config, spark)
     assert len(read_partition(b, f"a.{topic}", 0)) == 7, "the next batch applies the changed chain"
+
+
+def test_header_from_replace_field_and_insert_field_reshape_json_records_that_verify_equal(
+    clusters, spark, prefix, tmp_path
+):
+    topic, now = f"{prefix}.events", recent_ms()
+    values = [b'{"user":"u%d","tenant":"t%d","secret":"s%d","n":%d}' % (i, i % 2, i, i) for i in range(6)]
+    create_topic(clusters["a"].bootstrap, topic)
+    keyed = [Record(b'{"id": %d}' % i, value, (), now + i) for i, value in enumerate(values)]
+    produce(clusters["a"].bootstrap, topic, 0, keyed)
+    chain = f"""\
+a->b.enabled = true
+topics = {prefix}.*
+a->b.transforms = keyed, lift, drop, add
+a->b.transforms.keyed.type = {T}HeaderFrom$Key
+a->b.transforms.keyed.fields = id
+a->b.transforms.keyed.headers = key-id
+a->b.transforms.keyed.operation = copy
+a->b.transforms.lift.type = {T}HeaderFrom$Value
+a->b.transforms.lift.fields = tenant
+a->b.transforms.lift.headers = x-tenant
+a->b.transforms.lift.operation = move
+a->b.transforms.drop.type = {T}ReplaceField$Value
+a->b.transforms.drop.exclude = secret
+a->b.transforms.add.type = {T}InsertField$Value
+a->b.transforms.add.topic.field = origin
+a->b.transforms.add.partition.field = p
+"""
+    config = write_config(tmp_path / "mm2.properties", clusters, chain)
+
+    replicate(config, spark)
+
+    remote = f"a.{topic}"
+    expected = [
+        Record(
+            b'{"id": %d}' % i,  # HeaderFrom's copy leaves the key's bytes as they were
+            b'{"user":"u%d","n":%d,"origin":"%s","p":0}' % (i, i, remote.encode()),
+            (("key-id", b"%d" % i), ("x-tenant", b"t%d" % (i % 2))),
+            now + i,
+        )
+        for i in range(6)
+    ]
+    assert [record for _, record in read_partition(clusters["b"].bootstrap, remote, 0)] == expected
+    with opened(config) as (flow, store):
+        [verified] = verify_flow(flow, store, lambda: spark).partitions
+    assert (verified.verdict, verified.source_records, verified.filtered) == (Verdict.EQUAL, 6, 0)
 
 
 def test_a_live_stream_of_a_partition_whose_records_are_all_dropped_advances_its_cursor_and_checkpoints(

@@ -23,12 +23,15 @@ Syntax (Kafka Connect's ``ConnectorConfig``): ``transforms = t1, t2`` lists the 
    connector config reaches its three connectors.  The copy path applies the chain
    (:mod:`airmirror.replication.spark.record_transforms`); a dropped record takes its source offset and no target
    offset, so translation across it is exact (:mod:`airmirror.checkpoints.translation` rule 3).
-5. **Field transforms** (``MaskField``, ``ReplaceField``, ``InsertField``, each ``$Key`` or ``$Value``) edit a key or
-   value that is a JSON object, with Connect's meaning for a schemaless ``Map`` (MM2 itself fails them on its bytes:
-   it has no JSON).  A key or value that is not a JSON object (not JSON, another JSON type, null for MaskField and
-   ReplaceField... as Connect's ``requireMap``) cannot be processed: the record fails its chunk, named, unless
-   ``errors.tolerance = all`` skips it (counted, never written).  InsertField's ``offset.field`` is refused: it applies
-   to sink connectors only, and MM2 fails every record with it.
+5. **Field transforms** (``MaskField``, ``ReplaceField``, ``InsertField``, ``HeaderFrom``, each ``$Key`` or
+   ``$Value``) read or edit a key or value that is a JSON object, with Connect's meaning for a schemaless ``Map``
+   (MM2 itself fails them on its bytes: it has no JSON).  A key or value that is not a JSON object (not JSON, another
+   JSON type, null for all but InsertField... as Connect's ``requireMap``) cannot be processed: the record fails its
+   chunk, named, unless ``errors.tolerance = all`` skips it (counted, never written).  InsertField's
+   ``offset.field`` is refused: it applies to sink connectors only, and MM2 fails every record with it.  HeaderFrom's
+   headers need a byte encoding Connect leaves to the header converter (MM2's default one fails on them): a string
+   is its UTF-8 bytes, as Connect's ``SimpleHeaderConverter`` writes it, null is a null header, any other value its
+   compact JSON.
 """
 
 from __future__ import annotations
@@ -57,11 +60,12 @@ class StepKind(Enum):
     MASK_FIELD = _CONNECT + "MaskField"
     REPLACE_FIELD = _CONNECT + "ReplaceField"
     INSERT_FIELD = _CONNECT + "InsertField"
+    HEADER_FROM = _CONNECT + "HeaderFrom"
 
     @property
     def edits_fields(self) -> bool:
         """True for the field transforms, which read the record's key or value as a JSON object (rule 5)."""
-        return self in (StepKind.MASK_FIELD, StepKind.REPLACE_FIELD, StepKind.INSERT_FIELD)
+        return self in (StepKind.MASK_FIELD, StepKind.REPLACE_FIELD, StepKind.INSERT_FIELD, StepKind.HEADER_FROM)
 
 
 class Side(Enum):
@@ -91,6 +95,7 @@ _STEP_KEYS: Mapping[StepKind, tuple[str, ...]] = {
     StepKind.MASK_FIELD: ("fields",),
     StepKind.REPLACE_FIELD: (),
     StepKind.INSERT_FIELD: (),
+    StepKind.HEADER_FROM: ("fields", "headers", "operation"),
 }
 """Each class's required keys (Connect defines them without a default)."""
 _OPTIONAL_KEYS: Mapping[StepKind, tuple[str, ...]] = {
@@ -105,6 +110,7 @@ _OPTIONAL_KEYS: Mapping[StepKind, tuple[str, ...]] = {
         "static.value",
         "replace.null.with.default",
     ),
+    StepKind.HEADER_FROM: ("replace.null.with.default",),
 }
 """Each class's keys with a default (``replace.null.with.default`` concerns records with a schema only: a JSON value
 has none, so it changes nothing)."""
@@ -129,15 +135,18 @@ CLASS_DOCS: Mapping[StepKind | PredicateKind, str] = {
         "on a JSON object: adds `topic.field` (the remote topic), `partition.field`, `timestamp.field` (the record's "
         "timestamp in ms) and `static.field` = `static.value`; a null key or value stays null"
     ),
+    StepKind.HEADER_FROM: (
+        "on a JSON object: appends, for each of `fields`, a header named by the entry of `headers` at the same "
+        "place, holding the field's value (a string as its UTF-8 bytes, null or a missing field as a null header, "
+        "any other value as compact JSON); `operation` `move` also removes the fields, `copy` keeps the key or "
+        "value as it is"
+    ),
     PredicateKind.TOPIC_NAME_MATCHES: "the remote topic name (as MM2's SMTs see it) matches the regex `pattern`",
     PredicateKind.HAS_HEADER_KEY: "the record has a header named `name`",
     PredicateKind.RECORD_IS_TOMBSTONE: "the record's value is null",
 }
 """What each class does, for the configuration reference (:mod:`airmirror.config.reference`)."""
-NOT_YET = (
-    "HeaderFrom",
-    "RegexRouter",
-)
+NOT_YET = ("RegexRouter",)
 """Connect classes airmirror will run and does not run yet: refused with a message that says so."""
 _STEP_CONTROL_KEYS = ("type", "predicate", "negate")
 
@@ -166,7 +175,7 @@ class FieldEdit:
     """What a field transform does to the JSON object of a record's ``side`` (see :data:`CLASS_DOCS`): MaskField's
     ``masked`` fields and ``replacement``; ReplaceField's ``include``, ``exclude`` and ``renames``; InsertField's
     ``inserted`` fields, ``(field, what)`` with ``what`` one of ``topic``, ``partition``, ``timestamp`` or
-    ``static``, and its ``static_value``."""
+    ``static``, and its ``static_value``; HeaderFrom's ``to_headers``, ``(field, header)``, and ``move``."""
 
     side: Side
     masked: tuple[str, ...] = ()
@@ -176,6 +185,8 @@ class FieldEdit:
     renames: tuple[tuple[str, str], ...] = ()
     inserted: tuple[tuple[str, str], ...] = ()
     static_value: str | None = None
+    to_headers: tuple[tuple[str, str], ...] = ()
+    move: bool = False
 
 
 @dataclass(frozen=True)
@@ -445,6 +456,8 @@ def _field_edit(kind: StepKind, side: Side, values: Mapping[str, Setting | None]
         return FieldEdit(
             side, include=frozenset(_names(include)), exclude=frozenset(_names(exclude)), renames=tuple(renames)
         )
+    if kind is StepKind.HEADER_FROM:
+        return _header_from(side, values)
     offset = values["offset.field"]
     if offset is not None:
         raise ConfigError(
@@ -467,6 +480,25 @@ def _field_edit(kind: StepKind, side: Side, values: Mapping[str, Setting | None]
             line=type_setting.line,
         )
     return FieldEdit(side, inserted=tuple(inserted), static_value=None if static is None else static.value.strip())
+
+
+def _header_from(side: Side, values: Mapping[str, Setting | None]) -> FieldEdit:
+    """HeaderFrom's keys, checked as Connect checks them: as many ``headers`` as ``fields``, ``operation`` one of
+    ``move`` and ``copy``."""
+    fields, headers, operation = values["fields"], values["headers"], values["operation"]
+    assert fields is not None and headers is not None and operation is not None
+    if len(_names(fields)) != len(_names(headers)):
+        raise ConfigError(
+            "'fields' config must have the same number of elements as 'headers' config",
+            key=headers.key,
+            line=headers.line,
+        )
+    if not _names(fields):
+        raise ConfigError("lists no field", key=fields.key, line=fields.line)
+    how = operation.value.strip()
+    if how not in ("move", "copy"):
+        raise ConfigError(f"value {how!r} is not one of move, copy", key=operation.key, line=operation.line)
+    return FieldEdit(side, to_headers=tuple(zip(_names(fields), _names(headers), strict=True)), move=how == "move")
 
 
 def _unsupported(setting: Setting, what: str, supported: Mapping[str, object]) -> ConfigError:

@@ -213,9 +213,64 @@ def test_insert_field_leaves_a_tombstone_and_key_fields_edit_the_key(tmp_path):
     assert chain.apply(b'{"id":"u1","k":1}', None, None) == (b'{"id":"","k":1}', None, None)
 
 
+HEADER_FROM = f"""\
+a->b.transforms = lift
+a->b.transforms.lift.type = {T}HeaderFrom$Value
+a->b.transforms.lift.fields = user, id, meta, gone
+a->b.transforms.lift.headers = x-user, x-id, x-meta, x-gone
+"""
+OPERATION = "a->b.transforms.lift.operation = "
+
+
+def test_header_from_copies_fields_to_headers_and_move_removes_them(tmp_path):
+    value = b'{"user": "\xc3\xa9va", "id": 12345678901234567890123, "meta": {"a": [1, true]}, "keep": 1}'
+    headers = [("trace", b"t")]
+    copy = RecordTransforms(
+        flow(tmp_path, HEADER_FROM + "a->b.transforms.lift.operation = copy\n").transform_steps("o")
+    )
+    lifted = [
+        ("trace", b"t"),
+        ("x-user", "\u00e9va".encode()),
+        ("x-id", b"12345678901234567890123"),
+        ("x-meta", b'{"a":[1,true]}'),
+        ("x-gone", None),
+    ]
+    assert copy.apply(b"k", value, headers) == (b"k", value, lifted)  # a copy keeps the value's bytes
+    move = RecordTransforms(
+        flow(tmp_path, HEADER_FROM + "a->b.transforms.lift.operation = move\n").transform_steps("o")
+    )
+    assert move.apply(b"k", value, headers) == (b"k", b'{"keep":1}', lifted)
+    with pytest.raises(
+        TransformFailure, match=r"transform 'lift' \(HeaderFrom\$Value\) needs a JSON object, the value is null"
+    ):
+        move.apply(b"k", None, headers)
+
+
+def test_header_from_on_the_key_then_a_mask_writes_the_masked_key(tmp_path):
+    text = (
+        f"a->b.transforms = lift, mask\na->b.transforms.lift.type = {T}HeaderFrom$Key\n"
+        "a->b.transforms.lift.fields = id\na->b.transforms.lift.headers = key-id\n"
+        "a->b.transforms.lift.operation = copy\n"
+        f"a->b.transforms.mask.type = {T}MaskField$Key\na->b.transforms.mask.fields = id\n"
+    )
+    chain = RecordTransforms(flow(tmp_path, text).transform_steps("orders"))
+    assert chain.apply(b'{"id": "u1"}', b"v", None) == (b'{"id":""}', b"v", [("key-id", b"u1")])
+
+
 @pytest.mark.parametrize(
     ("extra", "key", "message"),
     [
+        (
+            HEADER_FROM.replace("x-gone", "") + "a->b.transforms.lift.operation = copy\n",
+            "a->b.transforms.lift.headers",
+            "'fields' config must have the same number of elements as 'headers' config",
+        ),
+        (
+            HEADER_FROM + "a->b.transforms.lift.operation = swap\n",
+            "a->b.transforms.lift.operation",
+            "value 'swap' is not one of move, copy",
+        ),
+        (HEADER_FROM, "a->b.transforms.lift.type", "needs 'a->b.transforms.lift.operation'"),
         (
             f"a->b.transforms = x\na->b.transforms.x.type = {T}InsertField$Value\na->b.transforms.x.offset.field = o\n",
             "a->b.transforms.x.offset.field",

@@ -11,9 +11,11 @@ list of ``(name, bytes | None)``), with Kafka Connect's meaning:
 * ``InsertHeader`` appends a header (Connect's ``Headers.add``: a header of the same name stays).
 * ``DropHeaders`` removes every header whose name it lists.
 * ``MaskField``, ``ReplaceField`` and ``InsertField`` edit the key or value as a JSON object, as Connect edits a
-  schemaless ``Map`` (:data:`~airmirror.config.transforms.CLASS_DOCS`).  The side is parsed once, when the first
-  field step reaches it, and written once, after the last step (compact JSON, its fields in their order, new ones
-  last): a record no field step touches keeps its bytes.  JSON is read with orjson, except a text holding a run of
+  schemaless ``Map`` (:data:`~airmirror.config.transforms.CLASS_DOCS`); ``HeaderFrom`` appends headers of its fields
+  (rule 5 of :mod:`airmirror.config.transforms` gives their bytes) and, for ``move``, removes them.  The side is
+  parsed once, when the first field step reaches it, and written once, after the last step (compact JSON, its
+  fields in their order, new ones last): a record no field step changes (none, or HeaderFrom's ``copy`` only)
+  keeps its bytes.  JSON is read with orjson, except a text holding a run of
   19 digits or more, which the standard library reads so that no integer beyond 64 bits becomes a float (the run
   is found by a byte translation and a substring search: a regular expression costs more than orjson's whole
   parse).  A side that is not a JSON object raises :class:`TransformFailure` naming the step and why (the caller
@@ -63,17 +65,18 @@ def header_list(given: GivenHeaders) -> Headers | None:
     return list(given.items()) if isinstance(given, Mapping) else list(given)
 
 
-RecordTest = Callable[[bytes | None, Headers | None], bool]
+RecordTest = Callable[[bytes | None, bytes | None, Headers | None, int], bool]
+"""Whether a predicate holds for a record's key, value, headers and timestamp."""
 
 
 def record_test(predicate: Predicate) -> RecordTest:
-    """Whether a record predicate holds, as a test of a record's value and headers."""
+    """Whether a record predicate holds, as a test of a record's key, value, headers and timestamp."""
     if predicate.kind is PredicateKind.RECORD_IS_TOMBSTONE:
-        return lambda value, headers: value is None
+        return lambda key, value, headers, timestamp: value is None
     if predicate.kind is PredicateKind.HAS_HEADER_KEY:
         name = predicate.header
 
-        def has_header(value: bytes | None, headers: Headers | None) -> bool:
+        def has_header(key: bytes | None, value: bytes | None, headers: Headers | None, timestamp: int) -> bool:
             return headers is not None and name in map(_NAME, headers)
 
         return has_header
@@ -82,6 +85,7 @@ def record_test(predicate: Predicate) -> RecordTest:
 
 _NAME = itemgetter(0)
 _FILTER, _INSERT_HEADER, _DROP_HEADERS = StepKind.FILTER, StepKind.INSERT_HEADER, StepKind.DROP_HEADERS
+_HEADER_FROM = StepKind.HEADER_FROM
 _KEY = Side.KEY
 
 
@@ -102,48 +106,57 @@ class RecordTransforms:
         self, key: bytes | None, value: bytes | None, given: GivenHeaders, timestamp: int = 0
     ) -> tuple[bytes | None, bytes | None, Headers | None] | None:
         """The record as the chain leaves it, or ``None`` when a step dropped it; raises :class:`TransformFailure`
-        when a field step cannot process it."""
+        when a step cannot process it."""
         headers = header_list(given)
         parsed_key: Any = _UNPARSED
         parsed_value: Any = _UNPARSED
         for step, kind, test, negate in self._plan:
-            if test is not None:
-                current = value if parsed_value is _UNPARSED else None if parsed_value is None else b""
-                if test(current, headers) == negate:
-                    continue
+            if test and (parsed_key is not _UNPARSED or parsed_value is not _UNPARSED):
+                # a predicate after a field step sees the record as written so far
+                key, value = _flushed(parsed_key, key), _flushed(parsed_value, value)
+                parsed_key = parsed_value = _UNPARSED
+            if test is not None and test(key, value, headers, timestamp) == negate:
+                continue
             if kind is _FILTER:
                 return None
-            if kind is _INSERT_HEADER:
-                assert step.header is not None
-                headers = [*(headers or ()), (step.header, step.literal)]
-            elif kind is _DROP_HEADERS:
-                if headers:
-                    dropped = step.headers
-                    headers = [header for header in headers if header[0] not in dropped]
-            else:
-                edit = step.fields
-                assert edit is not None
-                if edit.side is _KEY:
-                    parsed_key = self.edited(
-                        step, edit, _parsed(key, step) if parsed_key is _UNPARSED else parsed_key, timestamp
-                    )
-                else:
-                    parsed_value = self.edited(
-                        step, edit, _parsed(value, step) if parsed_value is _UNPARSED else parsed_value, timestamp
-                    )
-        if parsed_key is not _UNPARSED:
-            key = _encoded(parsed_key)
-        if parsed_value is not _UNPARSED:
-            value = _encoded(parsed_value)
-        return key, value, headers
+            if kind is _INSERT_HEADER or kind is _DROP_HEADERS:
+                headers = _header_step(step, headers)
+                continue
+            parsed_key, parsed_value, headers = self.field_step(
+                step, (key, value), (parsed_key, parsed_value), headers, timestamp
+            )
+        return _flushed(parsed_key, key), _flushed(parsed_value, value), headers
+
+    def field_step(
+        self,
+        step: Step,
+        written: tuple[bytes | None, bytes | None],
+        parsed: tuple[Any, Any],
+        headers: Headers | None,
+        timestamp: int,
+    ) -> tuple[Any, Any, Headers | None]:
+        """One field step: the parsed key and value after it (a side it did not change as it was, maybe unparsed),
+        and the headers."""
+        edit = step.fields
+        assert edit is not None
+        on_key = edit.side is _KEY
+        data = parsed[0] if on_key else parsed[1]
+        if data is _UNPARSED:
+            data = _parsed(written[0] if on_key else written[1], step)
+        if step.kind is _HEADER_FROM:
+            data, added = headers_from(step, edit, data)
+            headers = [*(headers or ()), *added]
+            if not edit.move:
+                return parsed[0], parsed[1], headers  # a copy leaves the key or value as it was, its bytes too
+        else:
+            data = self.edited(step, edit, data, timestamp)
+        return (data, parsed[1], headers) if on_key else (parsed[0], data, headers)
 
     def edited(self, step: Step, edit: FieldEdit, data: Any, timestamp: int) -> Any:
         """One field step on the side's parsed JSON (``None`` for a null side)."""
         if data is None and step.kind is StepKind.INSERT_FIELD:
             return None  # Connect leaves a null key or value as it is
-        if not isinstance(data, dict):
-            found = "null" if data is None else f"JSON {type(data).__name__}"
-            raise TransformFailure(step, f"needs a JSON object, the {edit.side.value.lower()} is {found}")
+        _require_object(step, edit, data)
         if step.kind is StepKind.MASK_FIELD:
             return {**data, **{field: _masked(data.get(field), edit.replacement, step) for field in edit.masked}}
         if step.kind is StepKind.REPLACE_FIELD:
@@ -157,6 +170,41 @@ class RecordTransforms:
         return {**data, **{field: inserted.get(what, edit.static_value) for field, what in edit.inserted}}
 
 
+def _header_step(step: Step, headers: Headers | None) -> Headers | None:
+    """InsertHeader appends its header; DropHeaders removes the headers it names."""
+    if step.kind is _INSERT_HEADER:
+        assert step.header is not None
+        return [*(headers or ()), (step.header, step.literal)]
+    if not headers:
+        return headers
+    dropped = step.headers
+    return [header for header in headers if header[0] not in dropped]
+
+
+def headers_from(step: Step, edit: FieldEdit, data: Any) -> tuple[Any, Headers]:
+    """HeaderFrom on the side's parsed JSON: the side (without the fields, for ``move``) and the headers to append."""
+    _require_object(step, edit, data)
+    added: Headers = [(header, _header_value(data.get(field))) for field, header in edit.to_headers]
+    if edit.move:
+        moved = {field for field, _ in edit.to_headers}
+        data = {name: field for name, field in data.items() if name not in moved}
+    return data, added
+
+
+def _header_value(field: Any) -> bytes | None:
+    """A JSON value as a header's bytes: a string's UTF-8 bytes, null as null, any other value its compact JSON."""
+    if field is None or isinstance(field, str):
+        return None if field is None else field.encode("utf-8")
+    return _encoded(field)
+
+
+def _require_object(step: Step, edit: FieldEdit, data: Any) -> None:
+    """Connect's ``requireMap``: a field step needs a JSON object."""
+    if not isinstance(data, dict):
+        found = "null" if data is None else f"JSON {type(data).__name__}"
+        raise TransformFailure(step, f"needs a JSON object, the {edit.side.value.lower()} is {found}")
+
+
 def _parsed(data: bytes | None, step: Step) -> Any:
     """A key or value as JSON (``None`` when null)."""
     if data is None:
@@ -166,6 +214,11 @@ def _parsed(data: bytes | None, step: Step) -> Any:
     except ValueError as error:
         side = step.fields.side.value.lower() if step.fields else "value"
         raise TransformFailure(step, f"needs a JSON object, the {side} is not JSON ({error})") from error
+
+
+def _flushed(parsed: Any, written: bytes | None) -> bytes | None:
+    """A side as bytes: ``written`` while unparsed, else its parsed JSON encoded."""
+    return written if parsed is _UNPARSED else _encoded(parsed)
 
 
 def _encoded(data: Any) -> bytes | None:
