@@ -152,6 +152,21 @@ class PartitionKey:
 
 
 @dataclass(frozen=True)
+class MirroredRecord:
+    """A record as a Python transform (``airmirror.transforms.Python``, :mod:`airmirror.config.transforms`) sees it:
+    the remote topic and partition it is copied to, its timestamp (ms), key, value and headers (``(name, bytes |
+    None)`` pairs, in order).  The function returns one (``dataclasses.replace(record, value=...)``) or ``None`` to
+    drop the record; only key, value and headers may differ."""
+
+    topic: str
+    partition: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True)
 class PartitionOffsets:
     """What the source broker reported for one partition at planning time."""
 

@@ -244,6 +244,45 @@ a->b.transforms.add.partition.field = p
     assert (verified.verdict, verified.source_records, verified.filtered) == (Verdict.EQUAL, 6, 0)
 
 
+def test_a_python_function_on_the_executors_and_a_condition_transform_and_filter_a_copy_that_verifies_equal(
+    clusters, spark, prefix, tmp_path
+):
+    topic, now = f"{prefix}.cards", recent_ms()
+    create_topic(clusters["a"].bootstrap, topic)
+    records = [
+        Record(b"k%d" % i, b'{"kind":"%s","card":"4111-%04d"}' % (b"test" if i % 3 == 0 else b"sale", i), (), now + i)
+        for i in range(9)
+    ]
+    produce(clusters["a"].bootstrap, topic, 0, [*records, Record(b"drop", b"x", (), now + 9)])
+    own = f"""\
+a->b.enabled = true
+topics = {prefix}.*
+a->b.transforms = dropTests, redact
+a->b.transforms.dropTests.type = {T}Filter
+a->b.transforms.dropTests.predicate = isTest
+a->b.transforms.redact.type = airmirror.transforms.Python
+a->b.transforms.redact.function = tests.transform_functions:redact_card
+a->b.predicates = isTest
+a->b.predicates.isTest.type = airmirror.predicates.Condition
+a->b.predicates.isTest.expression = value.kind == 'test'
+"""
+    config = write_config(tmp_path / "mm2.properties", clusters, own)
+
+    replicate(config, spark)
+
+    kept = [r for i, r in enumerate(records) if i % 3]
+    copied = [record for _, record in read_partition(clusters["b"].bootstrap, f"a.{topic}", 0)]
+    assert [(r.key, r.value, r.headers) for r in copied] == [
+        (r.key, b'{"kind":"sale","card":"####-####"}', (("seen-on", b"0"),)) for r in kept
+    ], "the executors imported the function; the condition dropped the tests, the function the 'drop' key"
+    with opened(config) as (flow, store):
+        [status] = flow_status(flow, store).partitions
+        [verified] = verify_flow(flow, store, lambda: spark).partitions
+    assert (status.records_copied, status.records_filtered) == (6, 4)
+    # verify compares from the first copied offset (1): the test record at 0 was dropped before it
+    assert (verified.verdict, verified.filtered) == (Verdict.EQUAL, 3)
+
+
 def test_a_live_stream_of_a_partition_whose_records_are_all_dropped_advances_its_cursor_and_checkpoints(
     clusters, spark, prefix, tmp_path
 ):

@@ -32,14 +32,24 @@ Syntax (Kafka Connect's ``ConnectorConfig``): ``transforms = t1, t2`` lists the 
    headers need a byte encoding Connect leaves to the header converter (MM2's default one fails on them): a string
    is its UTF-8 bytes, as Connect's ``SimpleHeaderConverter`` writes it, null is a null header, any other value its
    compact JSON.
+6. **airmirror's own**, for what the standard classes cannot say: the transform ``airmirror.transforms.Python``
+   (``function = module:callable``, imported when the chain is read, so a function that is not there is refused
+   like a missing class, and again on the Spark executors) and the predicate ``airmirror.predicates.Condition``
+   (``expression``, a JMESPath expression, parsed when the chain is read).  What they do to a record is
+   :mod:`airmirror.replication.spark.own_transforms`.  A Python step may drop records (as a ``Filter``), so
+   translation and verify treat it as one.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any, cast
+
+import jmespath
 
 from airmirror.config.properties import Setting
 from airmirror.config.setting_types import REGEX
@@ -61,6 +71,7 @@ class StepKind(Enum):
     REPLACE_FIELD = _CONNECT + "ReplaceField"
     INSERT_FIELD = _CONNECT + "InsertField"
     HEADER_FROM = _CONNECT + "HeaderFrom"
+    PYTHON = "airmirror.transforms.Python"
 
     @property
     def edits_fields(self) -> bool:
@@ -81,6 +92,7 @@ class PredicateKind(Enum):
     TOPIC_NAME_MATCHES = _CONNECT + "predicates.TopicNameMatches"
     HAS_HEADER_KEY = _CONNECT + "predicates.HasHeaderKey"
     RECORD_IS_TOMBSTONE = _CONNECT + "predicates.RecordIsTombstone"
+    CONDITION = "airmirror.predicates.Condition"
 
 
 TRANSFORM_CLASSES: Mapping[str, tuple[StepKind, Side | None]] = {
@@ -96,6 +108,7 @@ _STEP_KEYS: Mapping[StepKind, tuple[str, ...]] = {
     StepKind.REPLACE_FIELD: (),
     StepKind.INSERT_FIELD: (),
     StepKind.HEADER_FROM: ("fields", "headers", "operation"),
+    StepKind.PYTHON: ("function",),
 }
 """Each class's required keys (Connect defines them without a default)."""
 _OPTIONAL_KEYS: Mapping[StepKind, tuple[str, ...]] = {
@@ -118,6 +131,7 @@ _PREDICATE_KEYS: Mapping[PredicateKind, tuple[str, ...]] = {
     PredicateKind.TOPIC_NAME_MATCHES: ("pattern",),
     PredicateKind.HAS_HEADER_KEY: ("name",),
     PredicateKind.RECORD_IS_TOMBSTONE: (),
+    PredicateKind.CONDITION: ("expression",),
 }
 CLASS_DOCS: Mapping[StepKind | PredicateKind, str] = {
     StepKind.FILTER: "drops the record (use it with a predicate): the target gets nothing for it, translation skips it",
@@ -141,9 +155,19 @@ CLASS_DOCS: Mapping[StepKind | PredicateKind, str] = {
         "any other value as compact JSON); `operation` `move` also removes the fields, `copy` keeps the key or "
         "value as it is"
     ),
+    StepKind.PYTHON: (
+        "airmirror's own: calls `function` (`module:callable`, importable where the flow is loaded and on the Spark "
+        "executors) with each record (`airmirror.model.MirroredRecord`); it returns the record, changed in key, "
+        "value or headers, or None to drop it"
+    ),
     PredicateKind.TOPIC_NAME_MATCHES: "the remote topic name (as MM2's SMTs see it) matches the regex `pattern`",
     PredicateKind.HAS_HEADER_KEY: "the record has a header named `name`",
     PredicateKind.RECORD_IS_TOMBSTONE: "the record's value is null",
+    PredicateKind.CONDITION: (
+        "airmirror's own: the JMESPath `expression` is true (not false, null or empty) of "
+        "`{key, value, headers, topic, partition, timestamp}`: key and value as JSON (as text when not JSON), "
+        "headers by name as text, the remote topic"
+    ),
 }
 """What each class does, for the configuration reference (:mod:`airmirror.config.reference`)."""
 NOT_YET = ("RegexRouter",)
@@ -153,12 +177,14 @@ _STEP_CONTROL_KEYS = ("type", "predicate", "negate")
 
 @dataclass(frozen=True)
 class Predicate:
-    """One predicate of ``predicates``: ``pattern`` for TopicNameMatches, ``header`` for HasHeaderKey."""
+    """One predicate of ``predicates``: ``pattern`` for TopicNameMatches, ``header`` for HasHeaderKey,
+    ``expression`` (JMESPath, checked) for Condition."""
 
     alias: str
     kind: PredicateKind
     pattern: re.Pattern[str] | None = None
     header: str | None = None
+    expression: str | None = None
 
     def topic_only(self) -> bool:
         """True when the predicate depends on the topic alone (decided once per partition, not per record)."""
@@ -194,7 +220,8 @@ class Step:
     """One step of a chain: a Connect transform, its keys, and the predicate (maybe negated) that gates it.
 
     ``header`` and ``literal`` are InsertHeader's header name and value (the literal's UTF-8 bytes), ``headers``
-    DropHeaders' names, ``fields`` what a field transform does."""
+    DropHeaders' names, ``fields`` what a field transform does, ``function`` a Python transform's
+    ``module:callable`` (checked importable when the chain was read)."""
 
     alias: str
     kind: StepKind
@@ -204,6 +231,7 @@ class Step:
     literal: bytes | None = None
     headers: frozenset[str] = frozenset()
     fields: FieldEdit | None = None
+    function: str | None = None
 
     @property
     def class_name(self) -> str:
@@ -237,9 +265,12 @@ class TransformChain:
 
 
 def may_drop(steps: Sequence[Step], skip_failed_records: bool) -> bool:
-    """Whether these steps can leave a record unwritten: a ``Filter``, or a field transform whose failures
-    ``errors.tolerance = all`` skips."""
-    return any(step.kind is StepKind.FILTER or (skip_failed_records and step.fields is not None) for step in steps)
+    """Whether these steps can leave a record unwritten: a ``Filter`` or a Python transform, or a field transform
+    whose failures ``errors.tolerance = all`` skips."""
+    return any(
+        step.kind in (StepKind.FILTER, StepKind.PYTHON) or (skip_failed_records and step.fields is not None)
+        for step in steps
+    )
 
 
 def is_transform_key(key: str) -> bool:
@@ -327,6 +358,8 @@ class _ChainReader:
             return Predicate(alias, kind, pattern=REGEX.parse(values["pattern"]))
         if kind is PredicateKind.HAS_HEADER_KEY:
             return Predicate(alias, kind, header=_non_empty(values["name"]))
+        if kind is PredicateKind.CONDITION:
+            return Predicate(alias, kind, expression=_expression(values["expression"]))
         return Predicate(alias, kind)
 
     def optional(self, family: str, alias: str, name: str) -> Setting | None:
@@ -357,6 +390,8 @@ class _ChainReader:
                 header=_non_empty(values["header"]),
                 literal=values["value.literal"].value.strip().encode("utf-8"),
             )
+        if kind is StepKind.PYTHON:
+            return Step(alias, kind, predicate, negate, function=_function(values["function"]))
         if kind is StepKind.DROP_HEADERS:
             names = [name for name in _LIST_SEPARATOR.split(values["headers"].value.strip()) if name]
             if not names:
@@ -510,6 +545,45 @@ def _unsupported(setting: Setting, what: str, supported: Mapping[str, object]) -
     else:
         why = f"{name!r} is not a {what} airmirror runs"
     return ConfigError(f"{why} (it runs {runs})", key=setting.key, line=setting.line)
+
+
+def _expression(setting: Setting) -> str:
+    """A Condition's JMESPath expression, compiled once to refuse one that does not parse."""
+    expression = _non_empty(setting)
+    try:
+        jmespath.compile(expression)
+    except jmespath.exceptions.JMESPathError as error:
+        raise ConfigError(f"is not a JMESPath expression: {error}", key=setting.key, line=setting.line) from error
+    return expression
+
+
+def _function(setting: Setting) -> str:
+    """A Python transform's ``module:callable``, imported once to refuse one that is not there."""
+    target = _non_empty(setting)
+    try:
+        imported_function(target)
+    except (ImportError, AttributeError, TypeError, ValueError) as error:
+        raise ConfigError(str(error), key=setting.key, line=setting.line) from error
+    return target
+
+
+def imported_function(target: str) -> Callable[..., Any]:
+    """The callable ``module:name`` names (``name`` may be dotted), imported; raises ValueError for another form,
+    ImportError or AttributeError when it is not there, TypeError when it is not callable."""
+    module_name, colon, name = target.partition(":")
+    if not colon or not module_name or not name:
+        raise ValueError(f"{target!r} is not module:callable")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImportError(f"cannot import module {module_name!r} of {target!r}: {error}") from error
+    for part in name.split("."):
+        if not hasattr(found, part):
+            raise AttributeError(f"module {module_name!r} has no {name!r}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise TypeError(f"{target!r} is not callable")
+    return cast(Callable[..., Any], found)
 
 
 def _non_empty(setting: Setting) -> str:

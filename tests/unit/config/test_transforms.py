@@ -327,3 +327,84 @@ def test_a_batch_stores_the_settings_its_chain_is_read_again_from(tmp_path):
     assert f.stored_chain(f.transform_settings) == f.transforms
     assert f.stored_chain(None) == f.transforms, "a batch stored without settings applies the flow's chain"
     assert not f.stored_chain({}), "a batch planned without a chain applies none"
+
+
+OWN = f"""\
+a->b.transforms = redact, dropTests
+a->b.transforms.redact.type = airmirror.transforms.Python
+a->b.transforms.redact.function = tests.transform_functions:redact_card
+a->b.transforms.dropTests.type = {T}Filter
+a->b.transforms.dropTests.predicate = isTest
+a->b.predicates = isTest
+a->b.predicates.isTest.type = airmirror.predicates.Condition
+a->b.predicates.isTest.expression = value.kind == 'test' || headers."x-env" == 'staging'
+"""
+
+
+def test_a_python_transform_and_a_condition_run_airmirrors_own_steps(tmp_path):
+    chain = RecordTransforms(flow(tmp_path, OWN).transform_steps("orders"), "a.orders", 3)
+    assert chain.apply(b"k", b"card 4111", [("h", b"1")], 7) == (b"k", b"card ####", [("h", b"1"), ("seen-on", b"3")])
+    assert chain.apply(b"drop", b"x", None) is None
+    assert chain.apply(b"k", b'{"kind":"test"}', None) is None
+    assert chain.apply(b"k", b"plain", [("x-env", b"staging")]) is None
+    assert chain.apply(b"k", None, [("x-env", b"prod")]) == (b"k", None, [("x-env", b"prod"), ("seen-on", b"3")])
+
+
+def test_a_condition_sees_the_record_as_the_field_steps_before_it_left_it(tmp_path):
+    text = (
+        f"a->b.transforms = mask, drop\na->b.transforms.mask.type = {T}MaskField$Value\n"
+        "a->b.transforms.mask.fields = n\n"
+        f"a->b.transforms.drop.type = {T}Filter\na->b.transforms.drop.predicate = zero\n"
+        "a->b.predicates = zero\na->b.predicates.zero.type = airmirror.predicates.Condition\n"
+        "a->b.predicates.zero.expression = value.n == `0` && topic == 'a.orders'\n"
+    )
+    chain = RecordTransforms(flow(tmp_path, text).transform_steps("orders"), "a.orders")
+    assert chain.apply(None, b'{"n": 5}', None) is None
+    assert chain.apply(None, b'{"n": "5"}', None) == (None, b'{"n":""}', None)
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [
+        ("moves_the_timestamp", "changed the record's topic, partition or timestamp"),
+        ("raises", "raised KeyError: 'no such customer'"),
+        ("returns_text", "returned a str, not a MirroredRecord or None"),
+    ],
+)
+def test_a_python_transform_that_misbehaves_fails_the_record_naming_the_step(tmp_path, function, message):
+    text = (
+        "a->b.transforms = py\na->b.transforms.py.type = airmirror.transforms.Python\n"
+        f"a->b.transforms.py.function = tests.transform_functions:{function}\n"
+    )
+    chain = RecordTransforms(flow(tmp_path, text).transform_steps("orders"))
+    with pytest.raises(TransformFailure, match=re.escape(f"transform 'py' (Python) {message}")):
+        chain.apply(b"k", b"v", None, 1)
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "message"),
+    [
+        ("tests.transform_functions", "function", "'tests.transform_functions' is not module:callable"),
+        ("tests.no_such_module:f", "function", "cannot import module 'tests.no_such_module'"),
+        ("tests.transform_functions:absent", "function", "module 'tests.transform_functions' has no 'absent'"),
+        ("tests.transform_functions:NOT_CALLABLE", "function", "is not callable"),
+    ],
+)
+def test_a_python_transform_that_is_not_there_is_refused_naming_key_and_line(tmp_path, extra, key, message):
+    text = (
+        BASE + "a->b.transforms = py\na->b.transforms.py.type = airmirror.transforms.Python\n"
+        f"a->b.transforms.py.{key} = {extra}\n"
+    )
+    error = rejection(tmp_path, text)
+    assert (error.key, error.line) == (f"a->b.transforms.py.{key}", line_of(text, f"a->b.transforms.py.{key}"))
+    assert message in str(error)
+
+
+def test_a_condition_that_does_not_parse_is_refused_naming_key_and_line(tmp_path):
+    text = (
+        BASE + "a->b.predicates = p\na->b.predicates.p.type = airmirror.predicates.Condition\n"
+        "a->b.predicates.p.expression = value.kind ==\n"
+    )
+    error = rejection(tmp_path, text)
+    key = "a->b.predicates.p.expression"
+    assert (error.key, error.line) == (key, line_of(text, key)) and "is not a JMESPath expression" in str(error)

@@ -31,13 +31,14 @@ timestamp and partition, ``topic.field`` the remote topic.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
 from airmirror.config.transforms import FieldEdit, Predicate, PredicateKind, Side, Step, StepKind
+from airmirror.replication.spark.own_transforms import RecordTest, StepFailure, condition_test, python_call
 
 HeaderValue = str | bytes | None
 Headers = list[tuple[str, HeaderValue]]
@@ -65,12 +66,9 @@ def header_list(given: GivenHeaders) -> Headers | None:
     return list(given.items()) if isinstance(given, Mapping) else list(given)
 
 
-RecordTest = Callable[[bytes | None, bytes | None, Headers | None, int], bool]
-"""Whether a predicate holds for a record's key, value, headers and timestamp."""
-
-
-def record_test(predicate: Predicate) -> RecordTest:
-    """Whether a record predicate holds, as a test of a record's key, value, headers and timestamp."""
+def record_test(predicate: Predicate, topic: str = "", partition: int = 0) -> RecordTest:
+    """Whether a record predicate holds, as a test of a record's key, value, headers and timestamp (those of
+    ``topic``-``partition``, the remote partition)."""
     if predicate.kind is PredicateKind.RECORD_IS_TOMBSTONE:
         return lambda key, value, headers, timestamp: value is None
     if predicate.kind is PredicateKind.HAS_HEADER_KEY:
@@ -80,6 +78,8 @@ def record_test(predicate: Predicate) -> RecordTest:
             return headers is not None and name in map(_NAME, headers)
 
         return has_header
+    if predicate.kind is PredicateKind.CONDITION:
+        return condition_test(predicate, topic, partition)
     raise ValueError(f"{predicate.kind.value} is decided per topic, not per record")
 
 
@@ -91,14 +91,20 @@ _KEY = Side.KEY
 
 class RecordTransforms:
     """The steps one range's records go through (see the module docstring); ``topic`` and ``partition`` are the
-    remote partition's, which InsertField may insert.  Each step's predicate is made a test once, here: the chain
-    runs for every record copied."""
+    remote partition's, which InsertField may insert.  Each step's predicate is made a test once, here, and each
+    Python step's function imported: the chain runs for every record copied."""
 
     def __init__(self, steps: Sequence[Step], topic: str = "", partition: int = 0) -> None:
         self.steps = tuple(steps)
         self.topic, self.partition = topic, partition
         self._plan = tuple(
-            (step, step.kind, None if step.predicate is None else record_test(step.predicate), step.negate)
+            (
+                step,
+                step.kind,
+                None if step.predicate is None else record_test(step.predicate, topic, partition),
+                step.negate,
+                python_call(step, topic, partition) if step.kind is StepKind.PYTHON else None,
+            )
             for step in self.steps
         )
 
@@ -110,13 +116,22 @@ class RecordTransforms:
         headers = header_list(given)
         parsed_key: Any = _UNPARSED
         parsed_value: Any = _UNPARSED
-        for step, kind, test, negate in self._plan:
-            if test and (parsed_key is not _UNPARSED or parsed_value is not _UNPARSED):
-                # a predicate after a field step sees the record as written so far
+        for step, kind, test, negate, call in self._plan:
+            if (test or call) and (parsed_key is not _UNPARSED or parsed_value is not _UNPARSED):
+                # a predicate or a Python step after a field step sees the record as written so far
                 key, value = _flushed(parsed_key, key), _flushed(parsed_value, value)
                 parsed_key = parsed_value = _UNPARSED
-            if test is not None and test(key, value, headers, timestamp) == negate:
-                continue
+            try:
+                if test is not None and test(key, value, headers, timestamp) == negate:
+                    continue
+                if call is not None:
+                    kept = call(key, value, headers, timestamp)
+                    if kept is None:
+                        return None
+                    key, value, headers = kept
+                    continue
+            except StepFailure as failure:
+                raise TransformFailure(step, str(failure)) from failure
             if kind is _FILTER:
                 return None
             if kind is _INSERT_HEADER or kind is _DROP_HEADERS:
