@@ -143,10 +143,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 from avro_data import AvroValues, Registries, decoded_values, latest_id, start_registries, stop_registries
@@ -204,6 +206,7 @@ TRANSFORMS_VS_MM2_GOAL = 1.2
 """Issue 41: airmirror through the header chain over MM2 tuned through the same SMTs, wall and steady."""
 TRANSFORMS_MASK_GOAL = 0.6
 """Issue 41: airmirror masking two JSON fields over airmirror untransformed, steady."""
+Run = TypeVar("Run")
 COPY_JOB_LOG = re.compile(
     r"copy job of batch \d+: (?P<ranges>\d+) ranges, (?P<records>\d+) records, (?P<bytes>\d+) bytes"
     r" in (?P<seconds>[\d.]+) s"
@@ -259,11 +262,21 @@ def machine_facts() -> dict:
 
 
 def prepare_source(
-    clusters: Clusters, name: str, partitions: int, records: int, size: int, stamp_now: bool = False
+    clusters: Clusters,
+    name: str,
+    partitions: int,
+    records: int,
+    size: int,
+    stamp_now: bool = False,
+    values: Callable[[int], bytes] | None = None,
+    headers: Callable[[int], list | None] | None = None,
 ) -> SourceTopic:
+    """A source topic loaded by :func:`kafka_io.load_topic` (``values`` and ``headers`` as there) and digested."""
     started = time.monotonic()
     create_topic(clusters.source, name, partitions)
-    payload = load_topic(clusters.source, name, partitions, records, size, stamp_now=stamp_now)
+    payload = load_topic(
+        clusters.source, name, partitions, records, size, stamp_now=stamp_now, values=values, headers=headers
+    )
     loaded = time.monotonic()
     digest = topic_digest(clusters.source, name, partitions)
     log(
@@ -271,6 +284,14 @@ def prepare_source(
         f"(digest {time.monotonic() - loaded:.1f} s)"
     )
     return SourceTopic(name, partitions, records, payload, digest)
+
+
+def alternating_rounds(rounds: int, runs: Sequence[Run]) -> Iterator[tuple[int, Run]]:
+    """``(round, run)``: each of ``runs`` once a round, in order in odd rounds and in reverse in even ones, so that no
+    run always comes first (the one after a pause, on brokers that idled) or last."""
+    for round_ in range(1, rounds + 1):
+        for run in runs if round_ % 2 else runs[::-1]:
+            yield round_, run
 
 
 def verify(clusters: Clusters, source: SourceTopic, target_topic: str) -> None:
@@ -803,27 +824,20 @@ def run_schema_ids(clusters: Clusters, args: argparse.Namespace, workdir: Path) 
     registries = start_registries(workdir)
     try:
         time.sleep(args.settle_seconds)
-        started = time.monotonic()
         values = AvroValues(registries.source, "bench-avro", args.record_size)
-        create_topic(clusters.source, "bench-avro", args.partitions)
-        payload = load_topic(clusters.source, "bench-avro", args.partitions, args.records, 0, values=values)
-        digest = topic_digest(clusters.source, "bench-avro", args.partitions)
-        source = SourceTopic("bench-avro", args.partitions, args.records, payload, digest)
-        seconds = time.monotonic() - started
-        log(f"loaded bench-avro: {args.records} Avro records, {payload / 1e6:.0f} MB in {seconds:.1f} s")
+        source = prepare_source(clusters, "bench-avro", args.partitions, args.records, 0, values=values)
         runs = []
-        for round_ in range(1, args.schema_ids_rounds + 1):
-            for mode in SCHEMA_IDS_MODES if round_ % 2 else SCHEMA_IDS_MODES[::-1]:
-                time.sleep(args.settle_seconds)
-                runs.append(schema_ids_run(clusters, source, registries, values, args, workdir, mode, round_))
-                log(f"schema ids {mode}, round {round_}: {runs[-1]}")
+        for round_, mode in alternating_rounds(args.schema_ids_rounds, SCHEMA_IDS_MODES):
+            time.sleep(args.settle_seconds)
+            runs.append(schema_ids_run(clusters, source, registries, values, args, workdir, mode, round_))
+            log(f"schema ids {mode}, round {round_}: {runs[-1]}")
     finally:
         stop_registries(workdir)
     return {
         "records": args.records,
         "record_size": args.record_size,
         "partitions": args.partitions,
-        "payload_mb": round(payload / 1e6, 1),
+        "payload_mb": round(source.payload_bytes / 1e6, 1),
         "rounds": args.schema_ids_rounds,
         "source_schema_id": values.schema_id,
         "runs": runs,
@@ -902,10 +916,8 @@ def run_transforms(clusters: Clusters, args: argparse.Namespace, workdir: Path) 
     topic and checked against the copy worked out from the source; ratios against :data:`TRANSFORMS_VS_MM2_GOAL` and
     :data:`TRANSFORMS_MASK_GOAL`."""
     time.sleep(args.settle_seconds)
-    started = time.monotonic()
-    create_topic(clusters.source, TRANSFORMS_TOPIC, args.partitions)
-    payload = load_topic(
-        clusters.source,
+    source = prepare_source(
+        clusters,
         TRANSFORMS_TOPIC,
         args.partitions,
         args.records,
@@ -913,13 +925,7 @@ def run_transforms(clusters: Clusters, args: argparse.Namespace, workdir: Path) 
         values=JsonValues(args.record_size),
         headers=json_headers,
     )
-    source = SourceTopic(
-        TRANSFORMS_TOPIC,
-        args.partitions,
-        args.records,
-        payload,
-        topic_digest(clusters.source, TRANSFORMS_TOPIC, args.partitions),
-    )
+    payload = source.payload_bytes
     expected = {
         chain: SourceTopic(source.name, source.partitions, sum(c for c, _ in digest), payload, digest)
         for chain, digest in (
@@ -927,20 +933,12 @@ def run_transforms(clusters: Clusters, args: argparse.Namespace, workdir: Path) 
             ("mask", topic_digest(clusters.source, source.name, source.partitions, through_mask_chain)),
         )
     }
-    seconds = time.monotonic() - started
-    log(f"loaded {TRANSFORMS_TOPIC}: {args.records} JSON records, {payload / 1e6:.0f} MB in {seconds:.1f} s")
     runs = []
-    for round_ in range(1, args.transforms_rounds + 1):
-        for name in TRANSFORMS_RUNS if round_ % 2 else TRANSFORMS_RUNS[::-1]:
-            time.sleep(args.settle_seconds)
-            runs.append(
-                {
-                    "run": name,
-                    "round": round_,
-                    **transforms_run(clusters, source, expected, args, workdir, name, round_),
-                }
-            )
-            log(f"{name}, round {round_}: {runs[-1]}")
+    for round_, name in alternating_rounds(args.transforms_rounds, TRANSFORMS_RUNS):
+        time.sleep(args.settle_seconds)
+        figures = transforms_run(clusters, source, expected, args, workdir, name, round_)
+        runs.append({"run": name, "round": round_, **figures})
+        log(f"{name}, round {round_}: {runs[-1]}")
     seconds = {
         name: {key: sum(run[key] for run in runs if run["run"] == name) for key in ("wall_s", "steady_s")}
         for name in TRANSFORMS_RUNS
