@@ -9,9 +9,13 @@ Contract:
   on the target; one partition, compacted, ``offset-syncs.topic.replication.factor`` replicas; records in MM2's
   ``OffsetSync`` format, keyed by source topic and partition.
 - Syncs are exact: each names a copied record's source offset and its offset in the remote topic.  Per partition
-  and batch they come in source order: the first record of every run (so every gap a run break marks, a
-  compaction hole or transaction markers, starts with a sync), every ``offset.lag.max``-th record of a run after
-  that, and the run's last record, so MM2's translation of a position at the end of the batch is exact.
+  and batch they come in source order: the batch's first copied record, every ``offset.lag.max``-th copied record
+  after it, counted across the batch's runs, and its last copied record, so MM2's translation of a position at the
+  end of the batch is exact.  A gap between runs (records a transform dropped, a compaction hole, transaction
+  markers) starts no sync of its own: MM2's ``OffsetSyncStore`` translates a position after a sync to the sync's
+  remote offset plus one, never past where the next copied record is, and at most ``offset.lag.max`` copied records
+  before it, as MM2's own syncs allow.  So a flow that drops every tenth record writes no more syncs than one that
+  drops none.
 - They are written after the batch's DB commit (an after-commit action): a batch that fails writes none, and a
   resumed batch writes its syncs once it commits.  A write that fails, or is not acknowledged within
   :data:`DELIVERY_TIMEOUT_S`, is logged and that batch's syncs stay missing (airmirror's own translation does not
@@ -39,14 +43,22 @@ costs a batch this much at most (and that batch's syncs)."""
 
 
 def offset_syncs(topic: str, partition: int, runs: Iterable[OffsetRun], lag_max: int) -> Iterator[OffsetSync]:
-    """The syncs of one partition's ``runs`` (in source order), per the module contract, one at a time."""
+    """The syncs of one partition's ``runs`` of one batch (exact, in source order), per the module contract, one at
+    a time."""
     step = max(lag_max, 1)
+    copied = 0  # the copied records of the runs before this one
+    last: OffsetSync | None = None  # the newest sync yielded
+    final: OffsetSync | None = None  # the newest run's last record
     for run in runs:
         shift = run.downstream_start - run.upstream_start
-        last = run.upstream_end - 1
-        for upstream in range(run.upstream_start, last, step):
-            yield OffsetSync(topic, partition, upstream, upstream + shift)
-        yield OffsetSync(topic, partition, last, last + shift)
+        for index in range(-(-copied // step) * step, copied + run.length, step):
+            upstream = run.upstream_start + index - copied
+            last = OffsetSync(topic, partition, upstream, upstream + shift)
+            yield last
+        copied += run.length
+        final = OffsetSync(topic, partition, run.upstream_end - 1, run.upstream_end - 1 + shift)
+    if final is not None and final != last:
+        yield final
 
 
 def write_offset_syncs(flow: FlowConfig, runs: dict[tuple[str, int], list[OffsetRun]], timestamp_ms: int) -> int:

@@ -24,9 +24,25 @@ def test_a_run_gives_its_first_record_every_lag_max_th_and_its_last() -> None:
     assert {(s.topic, s.partition) for s in syncs} == {("orders", 3)}
 
 
-def test_every_run_starts_with_a_sync_so_holes_are_exact() -> None:
+def test_gaps_between_runs_start_no_sync_so_dropped_records_add_none() -> None:
     runs = [OffsetRun(0, 10, 0), OffsetRun(12, 13, 10), OffsetRun(20, 25, 11)]  # markers at 10-11, a hole at 13-19
-    assert pairs(offset_syncs("t", 0, runs, lag_max=100)) == [(0, 0), (9, 9), (12, 10), (20, 11), (24, 15)]
+    assert pairs(offset_syncs("t", 0, runs, lag_max=100)) == [(0, 0), (24, 15)]
+    assert pairs(offset_syncs("t", 0, runs, lag_max=5)) == [(0, 0), (5, 5), (12, 10), (24, 15)]
+    every_tenth_dropped = [OffsetRun(10 * i + 1, 10 * i + 10, 9 * i) for i in range(1000)]  # 9,000 copied records
+    syncs = pairs(offset_syncs("t", 0, every_tenth_dropped, lag_max=100))
+    assert [downstream for _, downstream in syncs] == [*range(0, 9000, 100), 8999]
+    assert syncs[-1] == (9999, 8999)
+
+
+def test_mm2s_translation_of_the_syncs_is_never_past_exact_nor_more_than_lag_max_behind() -> None:
+    runs = [OffsetRun(0, 7, 0), OffsetRun(9, 30, 7), OffsetRun(31, 40, 28)]  # drops at 7, 8 and 30
+    kept = [u for run in runs for u in range(run.upstream_start, run.upstream_end)]
+    syncs = pairs(offset_syncs("t", 0, runs, lag_max=10))
+    for u in range(41):
+        exact = next((i for i, offset in enumerate(kept) if offset >= u), len(kept))
+        upstream, downstream = max((s for s in syncs if s[0] <= u), default=(None, 0))
+        mm2 = downstream if upstream == u else downstream + 1  # OffsetSyncStore.translateDownstream
+        assert exact - 10 < mm2 <= exact, u
 
 
 def test_lag_max_zero_syncs_every_record() -> None:
