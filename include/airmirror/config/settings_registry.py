@@ -889,7 +889,8 @@ OFFSET_LAG_MAX = define(
         name="offset.lag.max",
         type=INTEGER,
         default="100",
-        doc="spacing of the syncs written to the offset-syncs topic: each run's first record, every n-th, its last",
+        doc="spacing of the syncs written to the offset-syncs topic: a batch's first copied record, every n-th after "
+        "it (records a transform dropped count none), its last",
         group=Group.OFFSET_SYNCS,
         origin=MM2,
     )
