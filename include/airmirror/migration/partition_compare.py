@@ -437,7 +437,7 @@ def compare_partition(
     ids, keys) are read through them."""
     filtered = [0]
     if transforms is not None:
-        source = _transformed(source, transforms, filtered)
+        source = transformed_records(source, transforms, filtered)
     if schema_ids is not None:
         source, source_later_keys = map(schema_ids.expected, source), schema_ids.later_keys(source_later_keys)
     sources, targets = _Side(source_compacted), _Side(target_compacted)
@@ -467,15 +467,19 @@ def compare_partition(
     )
 
 
-def _transformed(records: Iterable[Record], transforms: RecordTransforms, filtered: list[int]) -> Iterator[Record]:
-    """The source records as a flow's transforms leave them; ``filtered[0]`` counts those they drop."""
+def transformed_records(
+    records: Iterable[Record], transforms: RecordTransforms, filtered: list[int] | None = None
+) -> Iterator[Record]:
+    """The source records as a flow's transforms leave them (a record they cannot process counts as dropped, as
+    a copy that skipped it); ``filtered[0]``, when given, counts those they drop."""
     for record in records:
         try:
             kept = transforms.apply(record.key, record.value, record.headers, record.timestamp)
         except TransformFailure:
             kept = None  # the copy skipped it (errors.tolerance = all), or failed there and never passed it
         if kept is None:
-            filtered[0] += 1
+            if filtered is not None:
+                filtered[0] += 1
             continue
         key, value, headers = kept
         yield Record(record.offset, key, value, _headers(headers), record.timestamp)

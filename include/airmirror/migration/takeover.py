@@ -16,6 +16,9 @@ Contract:
 - **Where each partition continues**: after the last source record MM2 really copied, found by the tail walk
   of :mod:`airmirror.migration.takeover_tail` from MM2's last offset sync, not by MM2's stored offset alone
   (it lags by up to ``offset.flush.interval.ms``).  So no record MM2 copied is copied again and none is missed.
+  The walk reads the source through the flow's transforms (the same file's SMTs, which MM2 ran): a copy MM2 made
+  through the same chain (``Filter``, ``DropHeaders``, the classes MM2 can run on its bytes) continues exactly, its
+  dropped records absent from both sides of the walk.
   A partition whose last sync's source record is gone (retention) continues after MM2's stored offset.
 - **Translation**: the walk's exact runs are stored as offset-sync runs, and MM2's offset syncs up to the
   walk's start are imported, so a group that consumed MM2's copies translates as MM2 would translate it
@@ -41,6 +44,7 @@ from airmirror.kafka.clients import ClusterAdmin, admin_client, cluster_metadata
 from airmirror.kafka.groups import group_activity
 from airmirror.kafka.offsets import partition_offsets
 from airmirror.kafka.topics import TopicMapping, refuse_hidden_topics, replicated_topics, topic_ids
+from airmirror.migration.partition_compare import transformed_records
 from airmirror.migration.takeover_tail import follow_tail, imported_syncs, mm2_copied_offsets, mm2_offset_syncs
 from airmirror.migration.verify_job import records_of
 from airmirror.mm2.wire_formats import Checkpoint, OffsetSync, WireFormatError
@@ -55,6 +59,7 @@ from airmirror.model import (
 )
 from airmirror.replication.incarnations import record_remote_topics
 from airmirror.replication.spark.range_reader import RangeReader
+from airmirror.replication.spark.record_transforms import RecordTransforms
 from airmirror.store import MetadataStore, describe_holder
 
 log = logging.getLogger(__name__)
@@ -230,7 +235,11 @@ def take_over_partition(
             access=target_access,
         ) as target,
     ):
-        tail = follow_tail(f"{remote}-{key.partition}", records_of(source), records_of(target))
+        source_records = records_of(source)
+        steps = flow.transform_steps(key.topic)
+        if steps:  # MM2 ran the same chain: its copies are of the transformed records, the dropped ones absent
+            source_records = transformed_records(source_records, RecordTransforms(steps, remote, key.partition))
+        tail = follow_tail(f"{remote}-{key.partition}", source_records, records_of(target))
     last = tail.last_copied if tail.last_copied is not None else anchor.upstream_offset - 1
     return PartitionTakeover(
         key.topic, key.partition, remote, mm2_offset, last, last + 1, tail.recopied, tail.runs, tuple(syncs)
