@@ -148,6 +148,34 @@ def test_the_target_equals_the_transformed_source_and_every_offset_translates_ex
     assert damaged.verdict is Verdict.EXTRA
 
 
+def test_failing_back_through_a_filtered_flow_resumes_at_the_first_record_the_group_had_not_read(
+    clusters, spark, prefix, tmp_path
+):
+    b = clusters["b"].bootstrap
+    topic = f"{prefix}.back"
+    create_topic(b, topic)
+    source = orders("back", 20, 4)  # pii at 0, 4, 8, 12, 16 and 19: dropped on the way to a
+    produce(b, topic, 0, source)
+    filtered = chain(prefix).replace("a->b.", "b->a.").replace(f"a\\.{prefix}\\.audit", f"b\\.{prefix}\\.audit")
+    config = write_config(
+        tmp_path / "mm2.properties",
+        clusters,
+        filtered.replace(f"topics = {prefix}.*", f"a->b.enabled = true\ntopics = {prefix}.*, b\\.{prefix}.*")
+        + "heartbeats.replication.enabled = false\n",
+    )
+    replicate(config, spark, "b->a")
+    kept = [offset for offset, record in enumerate(source) if transformed(record) is not None]
+    assert len(read_partition(clusters["a"].bootstrap, f"b.{topic}", 0)) == len(kept)
+
+    with opened(config, "a->b") as (flow, store):
+        translator = Translator(flow, store)
+        key = PartitionKey(f"b.{topic}", 0)
+        back = [translator.translate({key: d})[key].downstream_offset for d in range(len(kept) + 1)]
+
+    # a group that read d copies on a resumes on b at the d-th kept record; having read them all, at the cursor
+    assert back == [*kept, len(source)]
+
+
 def test_json_fields_are_masked_and_a_record_no_transform_can_read_fails_then_is_skipped(
     clusters, spark, prefix, tmp_path
 ):
