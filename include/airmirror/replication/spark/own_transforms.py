@@ -5,7 +5,8 @@ Contract:
 
 1. **Condition** (``airmirror.predicates.Condition``): its JMESPath expression is searched in
    ``{key, value, headers, topic, partition, timestamp}`` and holds when the result is true in JMESPath's sense (not
-   false, null, an empty string, list or object).  Key and value are their JSON when they are JSON, else their
+   false, null, an empty string, list or object).  Key and value are their JSON when they are JSON
+   (:func:`~airmirror.replication.spark.record_codec.read_json`), else their
    UTF-8 text (undecodable bytes replaced), null when null; only the sides the expression names are read.
    ``headers`` maps each header's name to its value's text (the last of a name wins), ``topic`` is the remote topic.
    A condition that raises (a function given the wrong type) fails the record as a transform does.
@@ -18,7 +19,6 @@ Contract:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,12 +26,12 @@ import jmespath
 
 from airmirror.config.transforms import Predicate, Step, imported_function
 from airmirror.model import MirroredRecord
+from airmirror.replication.spark.record_codec import Headers, read_json
 
-HeaderList = list[tuple[str, str | bytes | None]]
-RecordTest = Callable[[bytes | None, bytes | None, HeaderList | None, int], bool]
+RecordTest = Callable[[bytes | None, bytes | None, Headers | None, int], bool]
 """Whether a predicate holds for a record's key, value, headers and timestamp."""
 RecordCall = Callable[
-    [bytes | None, bytes | None, HeaderList | None, int], tuple[bytes | None, bytes | None, HeaderList] | None
+    [bytes | None, bytes | None, Headers | None, int], tuple[bytes | None, bytes | None, Headers] | None
 ]
 """A Python step on a record's key, value, headers and timestamp: the record it leaves, or ``None`` (dropped)."""
 
@@ -48,7 +48,7 @@ def condition_test(predicate: Predicate, topic: str, partition: int) -> RecordTe
     named = set(_field_names(compiled.parsed))
     reads_key, reads_value = "key" in named, "value" in named
 
-    def holds(key: bytes | None, value: bytes | None, headers: HeaderList | None, timestamp: int) -> bool:
+    def holds(key: bytes | None, value: bytes | None, headers: Headers | None, timestamp: int) -> bool:
         record = {
             "key": _readable(key) if reads_key else None,
             "value": _readable(value) if reads_value else None,
@@ -72,8 +72,8 @@ def python_call(step: Step, topic: str, partition: int) -> RecordCall:
     function = imported_function(step.function)
 
     def call(
-        key: bytes | None, value: bytes | None, headers: HeaderList | None, timestamp: int
-    ) -> tuple[bytes | None, bytes | None, HeaderList] | None:
+        key: bytes | None, value: bytes | None, headers: Headers | None, timestamp: int
+    ) -> tuple[bytes | None, bytes | None, Headers] | None:
         given = MirroredRecord(topic, partition, timestamp, key, value, tuple(_bytes_headers(headers)))
         try:
             returned = function(given)
@@ -104,7 +104,7 @@ def _readable(data: bytes | None) -> Any:
     if data is None:
         return None
     try:
-        return json.loads(data)
+        return read_json(data)
     except ValueError:
         return _text(data)
 
@@ -113,6 +113,6 @@ def _text(data: str | bytes | None) -> str | None:
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
 
 
-def _bytes_headers(headers: HeaderList | None) -> Iterator[tuple[str, bytes | None]]:
+def _bytes_headers(headers: Headers | None) -> Iterator[tuple[str, bytes | None]]:
     for name, data in headers or ():
         yield name, data.encode("utf-8") if isinstance(data, str) else data

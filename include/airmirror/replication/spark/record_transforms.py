@@ -15,10 +15,8 @@ list of ``(name, bytes | None)``), with Kafka Connect's meaning:
   (rule 5 of :mod:`airmirror.config.transforms` gives their bytes) and, for ``move``, removes them.  The side is
   parsed once, when the first field step reaches it, and written once, after the last step (compact JSON, its
   fields in their order, new ones last): a record no field step changes (none, or HeaderFrom's ``copy`` only)
-  keeps its bytes.  JSON is read with orjson, except a text holding a run of
-  19 digits or more, which the standard library reads so that no integer beyond 64 bits becomes a float (the run
-  is found by a byte translation and a substring search: a regular expression costs more than orjson's whole
-  parse).  A side that is not a JSON object raises :class:`TransformFailure` naming the step and why (the caller
+  keeps its bytes.  JSON is read and written by :mod:`~airmirror.replication.spark.record_codec`.  A side that is
+  not a JSON object raises :class:`TransformFailure` naming the step and why (the caller
   names the record).
 * A step with a predicate runs only where the predicate holds (where it does not, with ``negate``):
   ``HasHeaderKey`` holds when some header has the name, ``RecordIsTombstone`` when the value is null.  Topic
@@ -30,24 +28,15 @@ timestamp and partition, ``topic.field`` the remote topic.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-import orjson
-
 from airmirror.config.transforms import FieldEdit, Predicate, PredicateKind, Side, Step, StepKind
 from airmirror.replication.spark.own_transforms import RecordTest, StepFailure, condition_test, python_call
+from airmirror.replication.spark.record_codec import GivenHeaders, Headers, header_list, read_json, written_json
 
-HeaderValue = str | bytes | None
-Headers = list[tuple[str, HeaderValue]]
-GivenHeaders = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None
-"""Headers in either form confluent-kafka takes (a consumer's records have the list form)."""
 _UNPARSED = object()
-_DIGITS = bytes(0x31 if ord("0") <= byte <= ord("9") else 0x30 for byte in range(256))
-"""Maps each digit to ``1`` and every other byte to ``0``: a run of digits is then found by a substring search."""
-_LONG_RUN = b"1" * 19
 
 
 class TransformFailure(ValueError):
@@ -57,13 +46,6 @@ class TransformFailure(ValueError):
     def __init__(self, step: Step, message: str) -> None:
         super().__init__(f"transform '{step.alias}' ({step.class_name}) {message}")
         self.step_class = f"{step.kind.value}${step.fields.side.value}" if step.fields else step.kind.value
-
-
-def header_list(given: GivenHeaders) -> Headers | None:
-    """Headers in the list form (``None`` for none); a list is returned as it is (no step changes one in place)."""
-    if given is None or isinstance(given, list):
-        return given
-    return list(given.items()) if isinstance(given, Mapping) else list(given)
 
 
 def record_test(predicate: Predicate, topic: str = "", partition: int = 0) -> RecordTest:
@@ -208,9 +190,9 @@ def headers_from(step: Step, edit: FieldEdit, data: Any) -> tuple[Any, Headers]:
 
 def _header_value(field: Any) -> bytes | None:
     """A JSON value as a header's bytes: a string's UTF-8 bytes, null as null, any other value its compact JSON."""
-    if field is None or isinstance(field, str):
-        return None if field is None else field.encode("utf-8")
-    return _encoded(field)
+    if field is None:
+        return None
+    return field.encode("utf-8") if isinstance(field, str) else written_json(field)
 
 
 def _require_object(step: Step, edit: FieldEdit, data: Any) -> None:
@@ -225,7 +207,7 @@ def _parsed(data: bytes | None, step: Step) -> Any:
     if data is None:
         return None
     try:
-        return json.loads(data) if _LONG_RUN in data.translate(_DIGITS) else orjson.loads(data)
+        return read_json(data)
     except ValueError as error:
         side = step.fields.side.value.lower() if step.fields else "value"
         raise TransformFailure(step, f"needs a JSON object, the {side} is not JSON ({error})") from error
@@ -237,12 +219,7 @@ def _flushed(parsed: Any, written: bytes | None) -> bytes | None:
 
 
 def _encoded(data: Any) -> bytes | None:
-    if data is None:
-        return None
-    try:
-        return orjson.dumps(data)
-    except TypeError:  # an integer beyond 64 bits
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return None if data is None else written_json(data)
 
 
 def _masked(field: Any, replacement: str | None, step: Step) -> Any:

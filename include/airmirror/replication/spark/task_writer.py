@@ -129,7 +129,8 @@ from airmirror.replication.spark.batch_log import (
     trusted_anchor,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
-from airmirror.replication.spark.record_transforms import Headers, RecordTransforms, TransformFailure, header_list
+from airmirror.replication.spark.record_codec import Headers, header_list
+from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
