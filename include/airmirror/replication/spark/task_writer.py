@@ -641,7 +641,7 @@ class TaskCopy:
         source offset is paired with it (:class:`TaskDeliveries`)."""
         task = self.task
         assert task.dead_letter_topic is not None
-        headers = header_list(message.headers()) or []
+        headers: Headers = [*(header_list(message.headers()) or ())]  # a copy: the context headers are appended
         if task.dead_letter_headers:
             context = {
                 "topic": source.topic,
