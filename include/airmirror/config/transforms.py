@@ -316,7 +316,7 @@ class _ChainReader:
         if setting is None:
             return []
         self.read.add(family)
-        aliases = [alias for alias in _LIST_SEPARATOR.split(setting.value.strip()) if alias]
+        aliases = _names(setting)
         duplicates = sorted({alias for alias in aliases if aliases.count(alias) > 1})
         if duplicates:
             raise ConfigError(f"lists {', '.join(map(repr, duplicates))} twice", key=setting.key, line=setting.line)
@@ -393,7 +393,7 @@ class _ChainReader:
         if kind is StepKind.PYTHON:
             return Step(alias, kind, predicate, negate, function=_function(values["function"]))
         if kind is StepKind.DROP_HEADERS:
-            names = [name for name in _LIST_SEPARATOR.split(values["headers"].value.strip()) if name]
+            names = _names(values["headers"])
             if not names:
                 setting = values["headers"]
                 raise ConfigError("lists no header", key=setting.key, line=setting.line)
