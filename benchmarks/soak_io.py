@@ -10,7 +10,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -295,24 +295,27 @@ HeaderChain = Callable[[list | None], list | None]
 (``json_data.header_chain``)."""
 
 
-def contents(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> list[tuple]:
-    """Key, value, headers and timestamp of every committed record of one partition, in offset order; with ``chain``,
-    as a copy through it holds them."""
-    records = []
+def records(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> Iterator[tuple]:
+    """Key, value, headers and timestamp of every committed record of one partition, in offset order, one at a time;
+    with ``chain``, as a copy through it holds them."""
     for batch in committed_messages(bootstrap, topic, partition):
         for m in batch:
             headers = m.headers() if chain is None else chain(m.headers())
             if chain is None or headers is not None:
-                records.append((m.key(), m.value(), headers, m.timestamp()[1]))
-    return records
+                yield m.key(), m.value(), headers, m.timestamp()[1]
+
+
+def contents(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> list[tuple]:
+    """Every record :func:`records` reads of one partition."""
+    return list(records(bootstrap, topic, partition, chain))
 
 
 def digests(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> list[int]:
     """One hash per record of the partition, of what :func:`contents` holds of it (equal records, equal hashes,
-    within this process): a long partition's contents at a fraction of the memory."""
+    within this process): a long partition's contents at a fraction of the memory, never held whole."""
     return [
         hash((key, value, tuple(headers or ()), stamp))
-        for key, value, headers, stamp in contents(bootstrap, topic, partition, chain)
+        for key, value, headers, stamp in records(bootstrap, topic, partition, chain)
     ]
 
 
