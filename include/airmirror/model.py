@@ -12,10 +12,16 @@ one place that does either (see :func:`from_json` for what it accepts).
 from __future__ import annotations
 
 import enum
+import functools
+import sys
 import types
-from collections.abc import Mapping
+import zlib
+from array import array
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
+from itertools import accumulate, pairwise
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 if TYPE_CHECKING:
@@ -182,12 +188,18 @@ class PartitionOffsets:
 class OffsetRun:
     """Where copied source records landed on the target: an **exact** run, or a **folded** one.
 
-    *Exact* (``downstream_end`` is ``None``): upstream offsets ``[upstream_start, upstream_end)`` were all copied,
-    in order, to downstream offsets ``[downstream_start, downstream_start + (upstream_end - upstream_start))``.
-    Compaction holes, aborted records and transaction markers break exact runs, so a batch yields one or more.
+    *Exact* (``downstream_end`` is ``None``): the source records in ``[upstream_start, upstream_end)`` were copied,
+    in order, to consecutive downstream offsets from ``downstream_start`` on, except those in its *holes*:
+    ``holes`` is ``(start, end, start, end, ...)``, sorted, disjoint and non-adjacent upstream ranges inside
+    ``(upstream_start, upstream_end)`` that hold no copy (records a transform dropped or a dead-letter queue took,
+    compaction holes, the source's transaction markers and aborted records).  So the run's copies are
+    ``length - skipped`` and its downstream offsets ``[downstream_start, downstream_start + copies)``: a copy task's
+    chunk (one transaction, so consecutive on the target) yields one run per partition however many records it
+    dropped, and what the holes cost is a pair of integers each (:func:`packed_holes` stores them compressed).
+    Downstream gaps (commit markers, another writer's records) start a new run.
 
-    *Folded* (``downstream_end`` and ``records`` set; see :mod:`airmirror.store.retention`): consecutive exact
-    runs merged so that a partition's run count stays bounded.  The copies of the source records in
+    *Folded* (``downstream_end`` and ``records`` set, no holes; see :mod:`airmirror.store.retention`): consecutive
+    exact runs merged so that a partition's run count stays bounded.  The copies of the source records in
     ``[upstream_start, upstream_end)``, ``records`` of them, lie in order in ``[downstream_start, downstream_end)``:
     the record at ``upstream_start`` was copied to ``downstream_start``, the last copy is at ``downstream_end - 1``.
     Which offset each copy in between has is no longer known: ``length - records`` source offsets of the run hold
@@ -204,6 +216,7 @@ class OffsetRun:
     downstream_start: int
     downstream_end: int | None = None
     records: int | None = None
+    holes: tuple[int, ...] = ()
 
     @property
     def length(self) -> int:
@@ -215,9 +228,14 @@ class OffsetRun:
         return self.downstream_end is None
 
     @property
+    def skipped(self) -> int:
+        """The upstream offsets of an exact run that hold no copy (its holes' lengths)."""
+        return self._hole_index[1][-1]
+
+    @property
     def downstream_stop(self) -> int:
         """One past the run's last downstream offset."""
-        return self.downstream_start + self.length if self.downstream_end is None else self.downstream_end
+        return self.downstream_start + self.copies if self.downstream_end is None else self.downstream_end
 
     @property
     def downstream_length(self) -> int:
@@ -226,7 +244,32 @@ class OffsetRun:
     @property
     def copies(self) -> int:
         """The number of copied records in the run (a lower bound for a folded run)."""
-        return self.length if self.records is None else self.records
+        return self.length - self.skipped if self.records is None else self.records
+
+    def copies_below(self, upstream_offset: int) -> int:
+        """For an exact run: how many of its copies are of source offsets below ``upstream_offset``."""
+        offset = min(max(upstream_offset, self.upstream_start), self.upstream_end)
+        starts, skipped_before = self._hole_index
+        index = bisect_right(starts, offset) - 1
+        skipped = skipped_before[index] + min(offset, self.holes[2 * index + 1]) - starts[index] if index >= 0 else 0
+        return offset - self.upstream_start - skipped
+
+    def copied(self, upstream_offset: int) -> bool:
+        """For an exact run: whether the record at ``upstream_offset`` (inside the run) was copied."""
+        return self.copies_below(upstream_offset + 1) > self.copies_below(upstream_offset)
+
+    def upstream_of_copy(self, index: int) -> int:
+        """For an exact run and ``0 <= index < copies``: the source offset of its ``index``-th copy."""
+        starts, skipped_before = self._hole_index
+        # hole j lies below the copy when fewer copies than ``index`` precede it: a binary search over j
+        low, high = 0, len(starts)
+        while low < high:
+            middle = (low + high) // 2
+            if starts[middle] - self.upstream_start - skipped_before[middle] <= index:
+                low = middle + 1
+            else:
+                high = middle
+        return self.upstream_start + index + skipped_before[low]
 
     def downstream_at_most(self, upstream_offset: int) -> int:
         """For ``upstream_start <= upstream_offset < upstream_end``: the downstream position of the first copy at
@@ -234,8 +277,10 @@ class OffsetRun:
         (``downstream_start`` plus the copies the run must hold below ``upstream_offset``: at least one, and at
         least the offsets below it less those that may hold no copy)."""
         below = upstream_offset - self.upstream_start
-        if self.exact or below <= 0:
-            return self.downstream_start + max(0, below)
+        if below <= 0:
+            return self.downstream_start
+        if self.exact:
+            return self.downstream_start + self.copies_below(upstream_offset)
         return self.downstream_start + max(1, below - (self.length - self.copies))
 
     def upstream_at_most(self, downstream_offset: int) -> int:
@@ -243,9 +288,41 @@ class OffsetRun:
         copy is the first at or after ``downstream_offset``, exactly for an exact run; at or before it for a
         folded one (the mirror image of :meth:`downstream_at_most`)."""
         below = downstream_offset - self.downstream_start
-        if self.exact or below <= 0:
-            return self.upstream_start + max(0, below)
+        if below <= 0:
+            return self.upstream_start
+        if self.exact:
+            return self.upstream_of_copy(below)
         return self.upstream_start + max(1, below - (self.downstream_length - self.copies))
+
+    @functools.cached_property
+    def _hole_index(self) -> tuple[list[int], list[int]]:
+        """The holes' starts, and per hole the offsets skipped by the holes before it (one more entry: all)."""
+        starts = list(self.holes[0::2])
+        skipped = [0, *accumulate(end - start for start, end in zip(starts, self.holes[1::2], strict=True))]
+        return starts, skipped
+
+
+def packed_holes(holes: Sequence[int]) -> bytes | None:
+    """``holes`` (:attr:`OffsetRun.holes`) as compressed bytes, ``None`` for none: each offset as its distance from
+    the one before it (the first as itself), 8 bytes each, then zlib, so a regular pattern of drops costs next to
+    nothing.  :func:`unpacked_holes` reads it back."""
+    if not holes:
+        return None
+    deltas = array("q", [holes[0], *(b - a for a, b in pairwise(holes))])
+    if sys.byteorder != "little":
+        deltas.byteswap()
+    return zlib.compress(deltas.tobytes(), 1)
+
+
+def unpacked_holes(packed: bytes | None) -> tuple[int, ...]:
+    """The holes :func:`packed_holes` packed (``()`` for ``None``)."""
+    if not packed:
+        return ()
+    deltas = array("q")
+    deltas.frombytes(zlib.decompress(packed))
+    if sys.byteorder != "little":
+        deltas.byteswap()
+    return tuple(accumulate(deltas))
 
 
 @dataclass(frozen=True)

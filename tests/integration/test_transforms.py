@@ -20,7 +20,7 @@ from airmirror.model import PartitionKey, Verdict
 from airmirror.replication import continuous
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.status import flow_status
-from airmirror.store import MetadataStore
+from airmirror.store import MetadataStore, folding, retention
 from tests.conftest import write_config
 from tests.integration.test_checkpoints import checkpoints_of
 from tests.kafka_helpers import Record, create_topic, end_offset, produce, read_partition, recent_ms
@@ -98,7 +98,7 @@ def translated(config: Path, topic: str, end: int) -> list[int | None]:
 
 
 def test_the_target_equals_the_transformed_source_and_every_offset_translates_exactly(
-    clusters, spark, prefix, tmp_path
+    clusters, spark, prefix, tmp_path, monkeypatch
 ):
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topic, audit = f"{prefix}.orders", f"{prefix}.audit"
@@ -111,14 +111,20 @@ def test_the_target_equals_the_transformed_source_and_every_offset_translates_ex
 
     first = replicate(config, spark)
     assert first.summary is not None
-    produce(a, topic, 0, orders("later", 10, pii_every=2))
-    replicate(config, spark)
+    for label in ("later", "last"):
+        produce(a, topic, 0, orders(label, 10, pii_every=2))
+        replicate(config, spark)
 
     source = read_partition(a, topic, 0)
     target = read_partition(b, f"a.{topic}", 0)
     assert [record for _, record in target] == [kept for _, r in source if (kept := transformed(r)) is not None]
     end = end_offset(a, topic, 0)
-    assert translated(config, topic, end) == expected_positions(source, target, end)
+    oracle = expected_positions(source, target, end)
+    assert translated(config, topic, end) == oracle
+    with opened(config) as (flow, store):
+        runs = store.offset_runs(flow.name, PartitionKey(topic, 0))
+    # drops are holes of their chunk's run: at most a run per chunk transaction, never one per drop
+    assert len(runs) <= -(-len(target) // 7) + 2 and sum(len(run.holes) for run in runs) > 0
 
     assert read_partition(b, f"a.{audit}", 0) == [], "every record of the audit topic is dropped"
     audit_end = end_offset(a, audit, 0)
@@ -146,6 +152,17 @@ def test_the_target_equals_the_transformed_source_and_every_offset_translates_ex
     with opened(config) as (flow, store):
         [damaged] = verify_flow(flow, store, lambda: spark, topics_regex=f"{prefix}\\.orders").partitions
     assert damaged.verdict is Verdict.EXTRA
+
+    for module in (folding, retention):  # fold every run but the newest, one at a time
+        monkeypatch.setattr(module, "EXACT_RUNS", 1)
+        monkeypatch.setattr(module, "FOLD_SIZE", 1)
+    with opened(config) as (flow, store):
+        store.fold_runs(flow.name, [PartitionKey(topic, 0)])
+        *older, newest = store.offset_runs(flow.name, PartitionKey(topic, 0))
+    after_folding = translated(config, topic, end)
+    assert older and not any(run.exact for run in older) and newest.exact
+    assert after_folding[newest.upstream_start :] == oracle[newest.upstream_start :]
+    assert all(got is not None and got <= want for got, want in zip(after_folding, oracle, strict=True))
 
 
 def test_failing_back_through_a_filtered_flow_resumes_at_the_first_record_the_group_had_not_read(

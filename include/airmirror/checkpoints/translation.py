@@ -15,9 +15,11 @@ upstream offset ``u`` of source partition ``P`` with cursor ``c`` (every offset 
 no readable record: aborted, transaction marker, compacted away, lost to retention):
 
 1. ``u > c``, or ``P`` has no cursor yet: **not yet** (``None``).  Never a position past replicated data.
-2. a run contains ``u``: its downstream offset for ``u`` (at or before it in a folded run);
-3. else the first run after ``u`` (``u`` points into a compaction hole, an aborted transaction, a marker or a
-   retention gap): that run's ``downstream_start``, the first replicated record at or after ``u``;
+2. a run contains ``u``: the downstream offset of its first copy at or after ``u`` (``u``'s own, unless ``u`` lies
+   in one of the run's holes: a record a transform dropped, a compaction hole, a marker); at or before it in a
+   folded run;
+3. else the first run after ``u`` (``u`` points into a dropped or compacted record, an aborted transaction, a marker
+   or a retention gap): that run's ``downstream_start``, the first replicated record at or after ``u``;
 4. else (``u <= c`` and nothing was copied at or after ``u``): just after the last copied record of ``P`` (the
    last run's ``downstream_stop``; a folded run cut by a truncation may stop past copies of records the source
    no longer holds, never past a copy of one it holds), or, if ``P`` never copied a record, the target

@@ -207,9 +207,11 @@ class RunMap:
         self._downstream = [r.downstream_start for r in self.runs]
 
     def upstream_run(self, offset: int) -> OffsetRun | None:
-        """The run whose source offsets hold ``offset``."""
+        """The run whose source offsets hold ``offset``: never an exact run with ``offset`` in one of its holes (the
+        record there was not copied)."""
         index = bisect_right(self._upstream, offset) - 1
-        return self.runs[index] if index >= 0 and offset < self.runs[index].upstream_end else None
+        run = self.runs[index] if index >= 0 and offset < self.runs[index].upstream_end else None
+        return None if run is None or (run.exact and not run.copied(offset)) else run
 
     def downstream_run(self, offset: int) -> OffsetRun | None:
         """The run whose target offsets hold ``offset`` (up to its ``downstream_stop``)."""
@@ -219,12 +221,12 @@ class RunMap:
     def to_target(self, offset: int) -> int | None:
         """The copy of source ``offset`` in an exact run (``None``: no run, or a folded one)."""
         run = self.upstream_run(offset)
-        return None if run is None or not run.exact else offset - run.upstream_start + run.downstream_start
+        return None if run is None or not run.exact else run.downstream_at_most(offset)
 
     def to_source(self, offset: int) -> int | None:
         """The source offset of the copy at target ``offset`` in an exact run (``None``: no run, or a folded one)."""
         run = self.downstream_run(offset)
-        return None if run is None or not run.exact else offset - run.downstream_start + run.upstream_start
+        return None if run is None or not run.exact else run.upstream_of_copy(offset - run.downstream_start)
 
 
 @dataclass
@@ -379,7 +381,7 @@ class _Comparison:
             s_place = (
                 None
                 if s is None or s_run is None
-                else s_run.downstream_start + (s.offset - s_run.upstream_start if s_run.exact else 0)
+                else (s_run.downstream_at_most(s.offset) if s_run.exact else s_run.downstream_start)
             )
             t_place = None if t is None or t_run is None else (t.offset if t_run.exact else t_run.downstream_start)
             if (

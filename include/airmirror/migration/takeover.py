@@ -316,11 +316,11 @@ def record(flow: FlowConfig, store: MetadataStore, partitions: list[PartitionTak
                 partition=p.partition,
                 start=start,
                 end=p.cursor,
-                records=sum(run.length for run in p.runs),
+                records=sum(run.copies for run in p.runs),
                 bytes=0,
                 runs=p.runs,
                 downstream_start=p.runs[0].downstream_start if p.runs else None,
-                downstream_end=p.runs[-1].downstream_start + p.runs[-1].length if p.runs else None,
+                downstream_end=p.runs[-1].downstream_stop if p.runs else None,
             )
         )
     syncs = [s for p in partitions for s in p.syncs]

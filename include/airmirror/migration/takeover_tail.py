@@ -28,6 +28,7 @@ from airmirror.errors import ReplicationFailure
 from airmirror.migration.partition_compare import Record, canonical_bytes
 from airmirror.mm2.wire_formats import OffsetSync, WireFormatError
 from airmirror.model import OffsetRun, PartitionKey
+from airmirror.replication.offset_runs import build_runs
 
 SOURCE_CONNECTOR = "MirrorSourceConnector"
 
@@ -129,7 +130,9 @@ def follow_tail(remote: str, source: Iterator[Record], target: Iterable[Record])
         else:
             mapped.append((upstream, record.offset))
         next_position = position + 1
-    return Tail(tuple(_runs(mapped)), mapped[-1][0] if mapped else None, recopied)
+    return Tail(
+        tuple(build_runs([u for u, _ in mapped], [d for _, d in mapped])), mapped[-1][0] if mapped else None, recopied
+    )
 
 
 def _source_at(
@@ -148,19 +151,3 @@ def _source_at(
 
 def _digest(record: Record) -> bytes:
     return hashlib.sha256(canonical_bytes(record)).digest()
-
-
-def _runs(mapped: list[tuple[int, int]]) -> Iterator[OffsetRun]:
-    """Contiguous runs of ``(upstream, downstream)`` pairs, both increasing by one within a run."""
-    start: tuple[int, int] | None = None
-    previous: tuple[int, int] | None = None
-    for upstream, downstream in mapped:
-        if previous is not None and (upstream, downstream) != (previous[0] + 1, previous[1] + 1):
-            assert start is not None
-            yield OffsetRun(start[0], previous[0] + 1, start[1])
-            start = None
-        if start is None:
-            start = (upstream, downstream)
-        previous = (upstream, downstream)
-    if start is not None and previous is not None:
-        yield OffsetRun(start[0], previous[0] + 1, start[1])

@@ -228,7 +228,7 @@ def last_copy_below(runs: Sequence[OffsetRun], source_offset: int) -> int | None
     run = max(below, key=lambda r: r.upstream_start)
     last = min(run.upstream_end, source_offset) - 1
     if run.exact:
-        return run.downstream_start + last - run.upstream_start
+        return run.downstream_start + run.copies_below(last + 1) - 1
     return min(
         run.downstream_stop - 1, run.downstream_start + last - run.upstream_start + run.downstream_length - run.copies
     )

@@ -1,9 +1,11 @@
-"""Building offset-sync runs from copied records, in memory that grows with runs, never with records.
+"""Building offset-sync runs from copied records, in memory that grows with runs and holes, never with records.
 
-A run ``(upstream_start, upstream_end, downstream_start)`` says upstream offsets
-``upstream_start .. upstream_end - 1`` were copied, one for one, to consecutive downstream offsets starting
-at ``downstream_start``.  Storing every run (instead of MM2's sparse, lossy offset-syncs) makes translation
-of any replicated upstream offset exact (see :mod:`airmirror.checkpoints.translation`).
+A run (:class:`~airmirror.model.OffsetRun`) says the upstream offsets ``upstream_start .. upstream_end - 1``, less
+its holes, were copied one for one to consecutive downstream offsets starting at ``downstream_start``.  Storing
+every run (instead of MM2's sparse, lossy offset-syncs) makes translation of any replicated upstream offset exact
+(see :mod:`airmirror.checkpoints.translation`).  A source offset without a copy (dropped by a transform, taken by
+the dead-letter queue, a compaction hole or a marker) is a hole of the run, so a chunk of a partition (consecutive
+on the target) is one run however much it dropped; only a downstream gap starts a new run.
 """
 
 from __future__ import annotations
@@ -15,44 +17,49 @@ from airmirror.model import OffsetRun
 
 
 class RunBuilder:
-    """Runs of the pairs fed with :meth:`add`, in copy order; holds three integers per run.
+    """Runs of the pairs fed with :meth:`add`, in copy order; holds four integers per run and two per hole.
 
-    Pairs must be strictly increasing on both sides (records are copied in order); a new run starts
-    wherever either side skips an offset.
+    Pairs must be strictly increasing on both sides (records are copied in order); a new run starts wherever the
+    downstream side skips an offset, and an upstream skip inside a run is a hole.
     """
 
     def __init__(self) -> None:
-        self._closed = array("q")
-        self._up = self._down = -1
-        self._length = 0
+        self._runs: list[OffsetRun] = []
+        self._holes = array("q")
+        self._start_up = self._start_down = self._up = self._down = -1
 
     def add(self, up: int, down: int) -> None:
         """Record that upstream offset ``up`` was copied to downstream offset ``down``."""
-        length = self._length
-        if length and up == self._up + length and down == self._down + length:
-            self._length = length + 1
-            return
-        if length and (up < self._up + length or down < self._down + length):
-            raise ValueError(f"offsets must increase: {self._up + length - 1}->{up}, {self._down + length - 1}->{down}")
+        if down == self._down + 1 and self._start_up >= 0:
+            if up == self._up + 1:
+                self._up = up
+                self._down = down
+                return
+            if up > self._up:
+                self._holes.extend((self._up + 1, up))
+                self._up = up
+                self._down = down
+                return
+        if self._start_up >= 0 and (up <= self._up or down <= self._down):
+            raise ValueError(f"offsets must increase: {self._up}->{up}, {self._down}->{down}")
         self._close()
-        self._up, self._down, self._length = up, down, 1
+        self._start_up = self._up = up
+        self._start_down = self._down = down
 
     def __len__(self) -> int:
-        return len(self._closed) // 3 + (1 if self._length else 0)
+        return len(self._runs) + (1 if self._start_up >= 0 else 0)
 
     def take(self) -> list[OffsetRun]:
         """The runs so far, in order; the builder starts afresh."""
         self._close()
-        flat = self._closed
-        runs = [OffsetRun(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
-        self._closed = array("q")
-        self._up = self._down = -1
+        runs, self._runs = self._runs, []
+        self._start_up = self._start_down = self._up = self._down = -1
         return runs
 
     def _close(self) -> None:
-        if self._length:
-            self._closed.extend((self._up, self._up + self._length, self._down))
-            self._length = 0
+        if self._start_up >= 0:
+            self._runs.append(OffsetRun(self._start_up, self._up + 1, self._start_down, holes=tuple(self._holes)))
+            self._holes = array("q")
 
 
 def build_runs(upstream: Sequence[int], downstream: Sequence[int]) -> list[OffsetRun]:
@@ -66,16 +73,34 @@ def build_runs(upstream: Sequence[int], downstream: Sequence[int]) -> list[Offse
 
 
 def merge_runs(runs: Iterable[OffsetRun]) -> list[OffsetRun]:
-    """Join consecutive runs that continue each other on both sides (a chunk boundary inside a run)."""
+    """Join consecutive exact runs that continue each other on the target (a chunk boundary inside a run): the
+    source offsets between them become a hole."""
     merged: list[OffsetRun] = []
     for run in runs:
         last = merged[-1] if merged else None
         if (
             last is not None
-            and run.upstream_start == last.upstream_end
-            and run.downstream_start == last.downstream_start + last.length
+            and last.exact
+            and run.exact
+            and run.upstream_start >= last.upstream_end
+            and run.downstream_start == last.downstream_stop
         ):
-            merged[-1] = OffsetRun(last.upstream_start, run.upstream_end, last.downstream_start)
+            between = (last.upstream_end, run.upstream_start) if run.upstream_start > last.upstream_end else ()
+            merged[-1] = OffsetRun(
+                last.upstream_start, run.upstream_end, last.downstream_start, holes=last.holes + between + run.holes
+            )
         else:
             merged.append(run)
     return merged
+
+
+def split_run(run: OffsetRun, room: int) -> tuple[OffsetRun, OffsetRun | None]:
+    """An exact ``run`` with more than ``room`` holes cut at its hole number ``room`` (from 0) into the run below
+    that hole and the run above it (``None``: the run has at most ``room`` holes and stays whole).  Together the two
+    map every offset as ``run`` did, and :func:`merge_runs` joins them back."""
+    if len(run.holes) <= 2 * room:
+        return run, None
+    hole_start, hole_end = run.holes[2 * room], run.holes[2 * room + 1]
+    head = OffsetRun(run.upstream_start, hole_start, run.downstream_start, holes=run.holes[: 2 * room])
+    rest = OffsetRun(hole_end, run.upstream_end, head.downstream_stop, holes=run.holes[2 * room + 2 :])
+    return head, rest

@@ -11,11 +11,11 @@ Contract:
 - Syncs are exact: each names a copied record's source offset and its offset in the remote topic.  Per partition
   and batch they come in source order: the batch's first copied record, every ``offset.lag.max``-th copied record
   after it, counted across the batch's runs, and its last copied record, so MM2's translation of a position at the
-  end of the batch is exact.  A gap between runs (records a transform dropped, a compaction hole, transaction
-  markers) starts no sync of its own: MM2's ``OffsetSyncStore`` translates a position after a sync to the sync's
-  remote offset plus one, never past where the next copied record is, and at most ``offset.lag.max`` copied records
-  before it, as MM2's own syncs allow.  So a flow that drops every tenth record writes no more syncs than one that
-  drops none.
+  end of the batch is exact.  A hole of a run or a gap between runs (records a transform dropped, a compaction
+  hole, transaction markers) starts no sync of its own: MM2's ``OffsetSyncStore`` translates a position after a sync
+  to the sync's remote offset plus one, never past where the next copied record is, and at most ``offset.lag.max``
+  copied records before it, as MM2's own syncs allow.  So a flow that drops every tenth record writes no more syncs
+  than one that drops none.
 - They are written after the batch's DB commit (an after-commit action): a batch that fails writes none, and a
   resumed batch writes its syncs once it commits.  A write that fails, or is not acknowledged within
   :data:`DELIVERY_TIMEOUT_S`, is logged and that batch's syncs stay missing (airmirror's own translation does not
@@ -50,13 +50,13 @@ def offset_syncs(topic: str, partition: int, runs: Iterable[OffsetRun], lag_max:
     last: OffsetSync | None = None  # the newest sync yielded
     final: OffsetSync | None = None  # the newest run's last record
     for run in runs:
-        shift = run.downstream_start - run.upstream_start
-        for index in range(-(-copied // step) * step, copied + run.length, step):
-            upstream = run.upstream_start + index - copied
-            last = OffsetSync(topic, partition, upstream, upstream + shift)
+        for index in range(-(-copied // step) * step, copied + run.copies, step):
+            last = OffsetSync(
+                topic, partition, run.upstream_of_copy(index - copied), run.downstream_start + index - copied
+            )
             yield last
-        copied += run.length
-        final = OffsetSync(topic, partition, run.upstream_end - 1, run.upstream_end - 1 + shift)
+        copied += run.copies
+        final = OffsetSync(topic, partition, run.upstream_of_copy(run.copies - 1), run.downstream_stop - 1)
     if final is not None and final != last:
         yield final
 

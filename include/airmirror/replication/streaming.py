@@ -95,7 +95,7 @@ def stream_delta(recorded: RangeResult, progress: Progress, records: Iterable[Ru
         for run in record.runs
         if run.upstream_start >= recorded.end
     )
-    copied = sum(run.length for run in runs)
+    copied = sum(run.copies for run in runs)
     if copied != progress.records - recorded.records:
         raise ReplicationFailure(
             f"the batch log holds runs for {copied} of the {progress.records - recorded.records} records batch "

@@ -15,10 +15,11 @@ Contracts:
   them to the partitions' totals (``airmirror_partition_totals``, what :meth:`BatchStore.partition_stats`
   reads) and marks the batch ``COMMITTED``, all in ONE database transaction: a reader sees all of it or
   none of it.  If the plan is stale it raises :class:`StaleCursorError` and writes nothing.
-* **Exact offset translation**: ``airmirror_offset_syncs`` holds one row per contiguous run of
-  copied records (:class:`~airmirror.model.OffsetRun`), so upstream offset ``u`` inside a run maps
-  to ``downstream_start + (u - upstream_start)`` with no approximation.  A batch whose first run continues
-  the partition's stored exact run exactly (on both sides) extends that run instead of adding one.  Retention
+* **Exact offset translation**: ``airmirror_offset_syncs`` holds one row per run of copied records consecutive
+  on the target (:class:`~airmirror.model.OffsetRun`, with the source offsets inside it that hold no copy as its
+  holes), so upstream offset ``u`` inside a run maps to ``downstream_start`` plus the copies of offsets below
+  ``u`` with no approximation.  A batch whose first run (without holes) continues the partition's stored exact
+  run without holes exactly (on both sides) extends that run instead of adding one.  Retention
   folds a partition's old runs (:mod:`airmirror.store.retention`); every read returns them as folded
   :class:`~airmirror.model.OffsetRun` values, whose translation is at or before the exact one.
 * **Takeover**: :meth:`BatchStore.record_takeover` stores what MM2 copied as one committed batch, with
@@ -667,18 +668,20 @@ class _StoredRunStart(NamedTuple):
 def _new_run_rows(
     connection: Connection, flow: str, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]]
 ) -> list[dict[str, Any]]:
-    """The rows of the batch's runs still to insert.  Where a range's first run continues its partition's stored
-    exact run (never a folded one) that ends where it starts exactly (on both sides), that run is extended in
-    place (keeping its ``batch_id``) and the first run is left out.  Translation is unchanged: every offset of
-    both runs maps as before.  The stored runs are found by the unique ``upstream_end`` index in one query per
-    :data:`PROBES_PER_QUERY` partitions, and extended in one statement: nothing here is paid per partition."""
-    firsts = {plan.key: result.runs[0] for plan, result in pairs if result.runs}
+    """The rows of the batch's runs still to insert.  Where a range's first run (without holes) continues its
+    partition's stored exact run (never a folded one, nor one with holes) that ends where it starts exactly (on
+    both sides), that run is extended in place (keeping its ``batch_id``) and the first run is left out.
+    Translation is unchanged: every offset of both runs maps as before.  The stored runs are found by the unique
+    ``upstream_end`` index in one query per :data:`PROBES_PER_QUERY` partitions, and extended in one statement:
+    nothing here is paid per partition."""
+    firsts = {plan.key: result.runs[0] for plan, result in pairs if result.runs and not result.runs[0].holes}
     previous: dict[PartitionKey, _StoredRunStart] = {}
     probes = [(key.topic, key.partition, run.upstream_start) for key, run in firsts.items()]
     for begin in range(0, len(probes), PROBES_PER_QUERY):
         rows = connection.execute(
             run_starts(flow).where(
                 offset_syncs.c.downstream_end.is_(None),
+                offset_syncs.c.holes.is_(None),
                 tuple_(offset_syncs.c.topic, offset_syncs.c.partition, offset_syncs.c.upstream_end).in_(
                     probes[begin : begin + PROBES_PER_QUERY]
                 ),

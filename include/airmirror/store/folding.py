@@ -33,7 +33,8 @@ first: they are the least likely to be translated)."""
 
 def merged(runs: Sequence[OffsetRun]) -> OffsetRun:
     """One folded run holding the consecutive, non-overlapping ``runs`` (ordered by upstream offset, at least
-    one): from the first's starts to the last's ends, holding the copies of them all."""
+    one): from the first's starts to the last's ends, holding the copies of them all (their holes are among the
+    ``length - records`` offsets without a copy)."""
     first, last = runs[0], runs[-1]
     return OffsetRun(
         first.upstream_start,
@@ -61,14 +62,16 @@ def fold(runs: Sequence[OffsetRun]) -> list[OffsetRun]:
 def cut(run: OffsetRun, offset: int) -> OffsetRun:
     """``run`` (with ``upstream_start < offset < upstream_end``) without its upstream offsets from ``offset`` on.
 
-    An exact run simply ends at ``offset``.  A folded run keeps ``downstream_end`` (now an upper bound: copies of
-    the records cut off may lie below it) and lowers ``records`` to the copies it must hold below ``offset``:
-    ``max(1, (offset - upstream_start) - (length - records))`` (its record at ``upstream_start`` is a copy, and at
-    most ``length - records`` of its offsets hold none).  The translation rules of :class:`OffsetRun` then stay at
-    or before the exact positions: forward, an offset below ``offset`` translates as before the cut or to
-    ``downstream_start + 1``; failback, the cut-off copies count as offsets holding no copy, and a position past
-    the last kept copy translates below ``offset``."""
+    An exact run simply ends at ``offset``, its holes with it (a hole around ``offset`` ends there).  A folded run
+    keeps ``downstream_end`` (now an upper bound: copies of the records cut off may lie below it) and lowers
+    ``records`` to the copies it must hold below ``offset``: ``max(1, (offset - upstream_start) - (length -
+    records))`` (its record at ``upstream_start`` is a copy, and at most ``length - records`` of its offsets hold
+    none).  The translation rules of :class:`OffsetRun` then stay at or before the exact positions: forward, an
+    offset below ``offset`` translates as before the cut or to ``downstream_start + 1``; failback, the cut-off copies
+    count as offsets holding no copy, and a position past the last kept copy translates below ``offset``."""
     if run.exact:
-        return OffsetRun(run.upstream_start, offset, run.downstream_start)
+        pairs = zip(run.holes[0::2], run.holes[1::2], strict=True)
+        below = tuple(bound for start, end in pairs if start < offset for bound in (start, min(end, offset)))
+        return OffsetRun(run.upstream_start, offset, run.downstream_start, holes=below)
     kept = max(1, (offset - run.upstream_start) - (run.length - run.copies))
     return OffsetRun(run.upstream_start, offset, run.downstream_start, run.downstream_end, kept)

@@ -110,7 +110,7 @@ def retire_translation_from(connection: Connection, flow: str, key: PartitionKey
         connection.execute(
             offset_syncs.update()
             .where(*where, offset_syncs.c.upstream_start == kept.upstream_start)
-            .values(upstream_end=kept.upstream_end, records=kept.records)
+            .values(upstream_end=kept.upstream_end, records=kept.records, holes=kept.holes)
         )
     connection.execute(
         delete(checkpoints).where(

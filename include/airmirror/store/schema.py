@@ -14,8 +14,9 @@ Tables and their contracts:
   copied once the batch commits.
 * ``airmirror_cursors``: per (flow, topic, partition) the next source offset to copy.  It only
   moves when a batch commits.
-* ``airmirror_offset_syncs``: offset translation, one row per contiguous run of copied records (an exact
-  run, ``downstream_end`` and ``records`` ``NULL``), or per folded run of several old ones (both set, see
+* ``airmirror_offset_syncs``: offset translation, one row per run of copied records consecutive on the target (an
+  exact run, ``downstream_end`` and ``records`` ``NULL``; ``holes``, packed by :func:`~airmirror.model.packed_holes`,
+  are its source offsets that hold no copy, ``NULL`` for none), or per folded run of several old ones (both set, see
   :class:`~airmirror.model.OffsetRun`).  Runs of a partition never overlap, so the unique index on
   ``upstream_end`` finds "the run containing or following upstream offset u" with one index probe
   (``upstream_end > u ORDER BY upstream_end LIMIT 1``).  ``batch_id`` is the batch that copied the run's
@@ -78,6 +79,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -85,7 +87,7 @@ from sqlalchemy import (
     TypeDecorator,
 )
 
-from airmirror.model import BatchState, GroupSyncOutcome, Verdict
+from airmirror.model import BatchState, GroupSyncOutcome, Verdict, packed_holes, unpacked_holes
 
 VERSION_TABLE = "airmirror_alembic_version"
 TABLE_PREFIX = "airmirror_"
@@ -126,6 +128,20 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
+
+
+class PackedHoles(TypeDecorator[tuple[int, ...]]):
+    """The holes of an exact offset-sync run (:attr:`~airmirror.model.OffsetRun.holes`), stored compressed
+    (:func:`~airmirror.model.packed_holes`); none is ``NULL``."""
+
+    impl = LargeBinary()
+    cache_ok = True
+
+    def process_bind_param(self, value: tuple[int, ...] | None, dialect: Dialect) -> bytes | None:
+        return packed_holes(value or ())
+
+    def process_result_value(self, value: bytes | None, dialect: Dialect) -> tuple[int, ...]:
+        return unpacked_holes(value)
 
 
 ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -241,6 +257,7 @@ offset_syncs = Table(
     _batch_ref(nullable=True),
     Column("downstream_end", BigInteger),
     Column("records", BigInteger),
+    Column("holes", PackedHoles()),
 )
 Index("ix_airmirror_offset_syncs_batch_id", offset_syncs.c.batch_id)
 Index(

@@ -34,6 +34,14 @@ def test_gaps_between_runs_start_no_sync_so_dropped_records_add_none() -> None:
     assert syncs[-1] == (9999, 8999)
 
 
+def test_holes_of_a_run_start_no_sync_and_each_sync_names_a_copied_record() -> None:
+    every_tenth_dropped = OffsetRun(0, 9999, 0, holes=tuple(b for i in range(999) for b in (10 * i + 9, 10 * i + 10)))
+    syncs = pairs(offset_syncs("t", 0, [every_tenth_dropped], lag_max=100))
+    assert [downstream for _, downstream in syncs] == [*range(0, 9000, 100), 8999]
+    assert all(upstream % 10 != 9 and upstream - upstream // 10 == downstream for upstream, downstream in syncs)
+    assert syncs[-1] == (9998, 8999)
+
+
 def test_mm2s_translation_of_the_syncs_is_never_past_exact_nor_more_than_lag_max_behind() -> None:
     runs = [OffsetRun(0, 7, 0), OffsetRun(9, 30, 7), OffsetRun(31, 40, 28)]  # drops at 7, 8 and 30
     kept = [u for run in runs for u in range(run.upstream_start, run.upstream_end)]

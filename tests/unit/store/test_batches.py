@@ -23,7 +23,7 @@ def planned(partition: int, start: int, end: int, *, gap_start: int | None = Non
 def copied(plan: PlannedRange, *runs: OffsetRun) -> RangeResult:
     """The result of copying the whole range in ``runs`` (one run from downstream offset ``start`` unless given)."""
     runs = runs or ((OffsetRun(plan.start, plan.end, plan.start),) if plan.size else ())
-    records = sum(run.length for run in runs)
+    records = sum(run.copies for run in runs)
     return RangeResult(
         topic=plan.topic,
         partition=plan.partition,
@@ -33,7 +33,7 @@ def copied(plan: PlannedRange, *runs: OffsetRun) -> RangeResult:
         bytes=records * BYTES_PER_RECORD,
         runs=runs,
         downstream_start=runs[0].downstream_start if runs else None,
-        downstream_end=runs[-1].downstream_start + runs[-1].length if runs else None,
+        downstream_end=runs[-1].downstream_stop if runs else None,
     )
 
 
@@ -164,6 +164,23 @@ def test_a_run_that_continues_the_stored_one_exactly_extends_it(store: MetadataS
 
     assert store.offset_runs(FLOW, key(0)) == [OffsetRun(0, 20, 0)]
     assert store.offset_runs(FLOW, key(1)) == [OffsetRun(0, 10, 0), OffsetRun(10, 20, 11)]
+
+
+def test_a_run_with_holes_is_stored_whole_and_never_extended_in_place(store: MetadataStore) -> None:
+    plan = planned(0, 0, 10)
+    batch_id = store.begin_batch(FLOW, [plan], {})
+    dropping = OffsetRun(0, 10, 100, holes=(2, 4, 7, 8))  # every record but 2, 3 and 7 copied
+    store.commit_batch(batch_id, [copied(plan, dropping)])
+
+    assert store.offset_runs(FLOW, key(0)) == [dropping]
+    assert store.find_offset_run(FLOW, key(0), 3) == dropping
+    assert store.find_offset_run_downstream(FLOW, key(0), 106) == dropping
+    assert dropping.downstream_at_most(3) == 102 and dropping.upstream_at_most(106) == 9
+
+    plan = planned(0, 10, 20)
+    batch_id = store.begin_batch(FLOW, [plan], {})
+    store.commit_batch(batch_id, [copied(plan, OffsetRun(10, 20, 107))])  # continues it exactly on both sides
+    assert store.offset_runs(FLOW, key(0)) == [dropping, OffsetRun(10, 20, 107)]
 
 
 def test_offsets_lost_to_retention_are_recorded_as_a_gap_with_the_batch_planned_past_them(

@@ -12,15 +12,20 @@ from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS, cut, fol
 
 
 def batch_runs(count: int, seed: int = 7) -> list[OffsetRun]:
-    """``count`` exact runs as batches leave them: upstream holes (compaction, aborted records) between some, and
-    one commit marker or more (aborted records) between every two on the target."""
+    """``count`` exact runs as batches leave them: holes (dropped records, compaction, aborted records) inside some
+    and upstream gaps between some, and one commit marker or more (aborted records) between every two on the
+    target."""
     rng = random.Random(seed)
     runs, upstream, downstream = [], 0, 0
     for _ in range(count):
         length = rng.randint(1, 9)
-        runs.append(OffsetRun(upstream, upstream + length, downstream))
+        holes = tuple(
+            b for i in range(2, length - 1, 3) if rng.random() < 0.3 for b in (upstream + i, upstream + i + 1)
+        )
+        run = OffsetRun(upstream, upstream + length, downstream, holes=holes)
+        runs.append(run)
         upstream += length + rng.choice((0, 0, 1, 3))
-        downstream += length + rng.choice((1, 1, 2, 4))
+        downstream += run.copies + rng.choice((1, 1, 2, 4))
     return runs
 
 
@@ -72,7 +77,7 @@ def test_the_oldest_runs_fold_sixteen_at_a_time_and_the_newest_stay_exact() -> N
     folded = fold(runs)
 
     assert folded == [merged(runs[:16]), merged(runs[16:32]), *runs[32:]]  # 21 newest stay exact
-    assert not folded[0].exact and folded[0].records == sum(r.length for r in runs[:16])
+    assert not folded[0].exact and folded[0].records == sum(r.copies for r in runs[:16])
     assert folded[0].downstream_end == runs[15].downstream_stop and folded[1].upstream_start == runs[16].upstream_start
     assert fold(folded) == folded
     assert_at_or_before(runs, folded)
@@ -85,7 +90,7 @@ def test_beyond_sixteen_folded_runs_the_oldest_merge() -> None:
 
     assert [r.exact for r in folded] == [False] * FOLDED_RUNS + [True] * (EXACT_RUNS + 3)
     assert folded[0] == merged(runs[: 5 * FOLD_SIZE]) and folded[1] == merged(runs[5 * FOLD_SIZE : 6 * FOLD_SIZE])
-    assert sum(r.copies for r in folded) == sum(r.length for r in runs)
+    assert sum(r.copies for r in folded) == sum(r.copies for r in runs)
     assert fold(folded) == folded
     assert_at_or_before(runs, folded)
 
@@ -102,6 +107,13 @@ def test_folding_batch_after_batch_keeps_the_count_bounded_and_translation_at_or
 
 def test_a_cut_exact_run_ends_at_the_offset() -> None:
     assert cut(OffsetRun(10, 20, 100), 15) == OffsetRun(10, 15, 100)
+
+
+def test_a_cut_exact_run_keeps_the_holes_below_the_offset() -> None:
+    run = OffsetRun(10, 30, 100, holes=(12, 14, 17, 20, 25, 26))
+    assert cut(run, 18) == OffsetRun(10, 18, 100, holes=(12, 14, 17, 18))
+    assert cut(run, 17) == OffsetRun(10, 17, 100, holes=(12, 14))
+    assert cut(run, 13).downstream_stop == 102
 
 
 def test_a_cut_folded_run_keeps_a_lower_bound_of_its_copies_and_translates_at_or_before() -> None:

@@ -7,8 +7,8 @@ it changed:
 1. the chunk's copied records, in source order, in the remote topic's same partition;
 2. one or more *runs records* in the batch-log topic (``names.batch_log_topic(source)``, target cluster,
    one partition, compacted), keyed ``runs-{flow}-{topic}-{partition}-{batch}-{chunk}-{part}``: the
-   chunk's offset-sync runs, at most :data:`RUNS_PER_RECORD` per record, so a record's size is bounded
-   whatever the range holds;
+   chunk's offset-sync runs, at most :data:`RUNS_PER_RECORD` runs and holes per record (a run with more holes is
+   split at one), so a record's size is bounded whatever the range holds;
 3. the partition's *progress record* in the same topic, keyed ``progress-{flow}-{topic}-{partition}``
    (:class:`Progress`): batch id, chunk number, planned range, the next source offset to copy, the
    downstream position, running totals and a log offset at or below the range's first runs record;
@@ -73,15 +73,16 @@ from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, REQUEST_TIMEOUT_S
 from airmirror.kafka.records import OutgoingRecord, write_records
 from airmirror.kafka.retry import retry_transient
-from airmirror.model import OffsetRun
+from airmirror.model import OffsetRun, packed_holes, unpacked_holes
 from airmirror.names import joined
+from airmirror.replication.offset_runs import split_run
 from airmirror.replication.spark.range_reader import offset_of
 
 T = TypeVar("T")
 Source = TypeVar("Source")
 LOG_FORMAT_VERSION = 2
 RUNS_PER_RECORD = 100_000
-"""At most this many runs per runs record: 2.4 MB before compression, far below the topic's limit."""
+"""At most this many runs and holes per runs record: 2.4 MB before compression, far below the topic's limit."""
 RUN_STRUCT = struct.Struct(">qqq")
 LOG_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -184,6 +185,8 @@ def runs_key(flow: str, topic: str, partition: int, batch_id: int, chunk: int, p
 
 
 def encode_runs(record: RunsRecord) -> bytes:
+    """A runs record's value: JSON with its runs packed (:data:`RUN_STRUCT`, zlib, base64) and, under ``holes``, the
+    holes of each run that has some (:func:`~airmirror.model.packed_holes`, base64) by its index in the record."""
     packed = b"".join(RUN_STRUCT.pack(r.upstream_start, r.upstream_end, r.downstream_start) for r in record.runs)
     body: dict[str, object] = {
         "v": LOG_FORMAT_VERSION,
@@ -192,6 +195,9 @@ def encode_runs(record: RunsRecord) -> bytes:
         "part": record.part,
         "runs": base64.b64encode(zlib.compress(packed)).decode("ascii"),
     }
+    holes = {str(i): _text(packed_holes(run.holes)) for i, run in enumerate(record.runs) if run.holes}
+    if holes:
+        body["holes"] = holes
     if record.schema_ids:
         body["ids"] = {str(source): target for source, target in record.schema_ids.items()}
     return json.dumps(body, separators=(",", ":")).encode("utf-8")
@@ -202,17 +208,36 @@ def decode_runs(value: bytes) -> RunsRecord:
     if body.get("v") != LOG_FORMAT_VERSION:
         raise ValueError(f"unsupported batch-log record version {body.get('v')!r}")
     packed = zlib.decompress(base64.b64decode(body["runs"]))
-    runs = tuple(OffsetRun(*RUN_STRUCT.unpack_from(packed, i)) for i in range(0, len(packed), RUN_STRUCT.size))
+    holes = body.get("holes") or {}
+    starts = (RUN_STRUCT.unpack_from(packed, offset) for offset in range(0, len(packed), RUN_STRUCT.size))
+    runs = tuple(
+        OffsetRun(up, up_end, down, holes=unpacked_holes(base64.b64decode(holes.get(str(i), ""))))
+        for i, (up, up_end, down) in enumerate(starts)
+    )
     ids = {int(source): int(target) for source, target in (body.get("ids") or {}).items()}
     return RunsRecord(body["batch_id"], body["chunk"], body["part"], runs, ids)
 
 
 def runs_parts(batch_id: int, chunk: int, runs: Sequence[OffsetRun]) -> list[RunsRecord]:
-    """A chunk's runs split into records of at most :data:`RUNS_PER_RECORD` runs."""
-    return [
-        RunsRecord(batch_id, chunk, part, tuple(runs[i : i + RUNS_PER_RECORD]))
-        for part, i in enumerate(range(0, len(runs), RUNS_PER_RECORD))
-    ]
+    """A chunk's runs in records of at most :data:`RUNS_PER_RECORD` runs and holes each, in order; a run with more
+    holes than a record has room for is split at a hole (:func:`~airmirror.replication.offset_runs.split_run`),
+    and reading merges the parts again (:func:`~airmirror.replication.offset_runs.merge_runs`)."""
+    parts: list[list[OffsetRun]] = [[]]
+    room = RUNS_PER_RECORD
+    for whole in runs:
+        pending: OffsetRun | None = whole
+        while pending is not None:
+            if room < 1:
+                parts.append([])
+                room = RUNS_PER_RECORD
+            head, pending = split_run(pending, room - 1)
+            parts[-1].append(head)
+            room -= 1 + len(head.holes) // 2
+    return [RunsRecord(batch_id, chunk, part, tuple(members)) for part, members in enumerate(parts) if members]
+
+
+def _text(packed: builtins.bytes | None) -> str:
+    return base64.b64encode(packed or b"").decode("ascii")
 
 
 def log_consumer(consumer_config: Mapping[str, Any], group: str = names.reader_group("batch-log")) -> Consumer:
@@ -464,7 +489,7 @@ def read_runs(
     log_topic = names.batch_log_topic(flow.source)
     found = scan_runs(flow.target_client("consumer"), log_topic, flow.name, batch_id, progress)
     for source, records in found.items():
-        copied = sum(run.length for record in records for run in record.runs)
+        copied = sum(run.copies for record in records for run in record.runs)
         if copied != progress[source].records:
             raise ReplicationFailure(
                 f"the batch log {log_topic} holds runs for {copied} of the {progress[source].records} records "

@@ -724,7 +724,7 @@ class TaskCopy:
         task, progress = self.task, state.progress
         chunk = progress.chunk + 1
         runs = state.deliveries.runs.take()
-        delivered = sum(run.length for run in runs)
+        delivered = sum(run.copies for run in runs)
         if delivered != state.chunk_records:
             raise ReplicationFailure(
                 f"{state.source.name}: {state.chunk_records} records produced but {delivered} delivered"
@@ -748,7 +748,7 @@ class TaskCopy:
             downstream_start=progress.downstream_start
             if progress.downstream_start is not None
             else (runs[0].downstream_start if runs else None),
-            downstream_position=runs[-1].downstream_start + runs[-1].length if runs else progress.downstream_position,
+            downstream_position=runs[-1].downstream_stop if runs else progress.downstream_position,
             first_runs_offset=progress.first_runs_offset
             if progress.first_runs_offset is not None or not runs
             else task.log_end,

@@ -7,6 +7,7 @@ from dataclasses import replace
 from confluent_kafka import TopicPartition
 
 from airmirror.model import OffsetRun
+from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.spark.batch_log import (
     RUNS_PER_RECORD,
     Progress,
@@ -57,6 +58,17 @@ def test_runs_split_into_bounded_records_that_round_trip():
         assert len(value) < 4 * 1024 * 1024
         assert decode_runs(value) == part
     assert runs_parts(7, 4, []) == []
+
+
+def test_holes_round_trip_and_a_run_with_more_than_a_record_holds_is_split_at_a_hole():
+    holes = tuple(b for i in range(RUNS_PER_RECORD + 10) for b in (3 * i + 1, 3 * i + 2))
+    whole = OffsetRun(0, 3 * (RUNS_PER_RECORD + 10), 500, holes=holes)
+    parts = runs_parts(7, 4, [OffsetRun(-5, -3, 400), whole])
+    assert len(parts) == 2
+    for part in parts:
+        assert decode_runs(encode_runs(part)) == part
+    assert merge_runs([run for part in parts for run in part.runs]) == [OffsetRun(-5, -3, 400), whole]
+    assert b'"holes"' not in encode_runs(runs_parts(7, 4, [OffsetRun(0, 2, 10)])[0])
 
 
 def test_a_runs_record_carries_the_schema_ids_its_task_mapped_and_old_ones_read_without():
