@@ -25,10 +25,13 @@ Syntax (Kafka Connect's ``ConnectorConfig``): ``transforms = t1, t2`` lists the 
    offset, so translation across it is exact (:mod:`airmirror.checkpoints.translation` rule 3).
 5. **Field transforms** (``MaskField``, ``ReplaceField``, ``InsertField``, ``HeaderFrom``, each ``$Key`` or
    ``$Value``) read or edit a key or value that is a JSON object, with Connect's meaning for a schemaless ``Map``
-   (MM2 itself fails them on its bytes: it has no JSON).  A key or value that is not a JSON object (not JSON, another
-   JSON type, null for all but InsertField... as Connect's ``requireMap``) cannot be processed: the record fails its
-   chunk, named, unless ``errors.tolerance = all`` skips it (counted, never written).  InsertField's
-   ``offset.field`` is refused: it applies to sink connectors only, and MM2 fails every record with it.  HeaderFrom's
+   (MM2 itself fails them on its bytes: it has no JSON), or an Avro record framed with a registry id, with Connect's
+   meaning for a ``Struct``, written with the schema the steps derive, registered on the target's registry
+   (:mod:`airmirror.schemas.avro_fields`; a flow whose schema ids are ``off`` reads no Avro).  A key or value that
+   is neither (not JSON, another JSON type, null for all but InsertField... as Connect's ``requireMap``) cannot be
+   processed: the record fails its chunk, named, unless ``errors.tolerance = all`` skips it (counted, never
+   written).  InsertField's ``offset.field`` is refused: it applies to sink connectors only, and MM2 fails every
+   record with it.  HeaderFrom's
    headers need a byte encoding Connect leaves to the header converter (MM2's default one fails on them): a string
    is its UTF-8 bytes, as Connect's ``SimpleHeaderConverter`` writes it, null is a null header, any other value its
    compact JSON.
@@ -138,22 +141,26 @@ CLASS_DOCS: Mapping[StepKind | PredicateKind, str] = {
     StepKind.INSERT_HEADER: "appends header `header` with value `value.literal` (its UTF-8 bytes)",
     StepKind.DROP_HEADERS: "removes every header named in `headers` (comma-separated)",
     StepKind.MASK_FIELD: (
-        'on a key or value that is a JSON object: sets each of `fields` to its type\'s empty value (`""`, 0, false, '
-        "`[]`, `{}`; null stays null, a missing field is added as null, as in Connect) or to `replacement`"
+        "on a key or value that is a JSON object or an Avro record (framed with a registry id, written with the schema "
+        "the steps derive, registered on the target's registry): sets each of `fields` to its type's empty value "
+        '(`""`, 0, false, `[]`, `{}`; null stays null; a missing JSON field is added as null, as in Connect) or to '
+        "`replacement`"
     ),
     StepKind.REPLACE_FIELD: (
-        "on a JSON object: keeps the fields of `include` (all when empty), drops those of `exclude`, renames per "
-        "`renames` (`old:new`, comma-separated); MM2's `blacklist`/`whitelist` are read as aliases"
+        "on a JSON object or an Avro record: keeps the fields of `include` (all when empty), drops those of "
+        "`exclude`, renames per `renames` (`old:new`, comma-separated); MM2's `blacklist`/`whitelist` are read as "
+        "aliases"
     ),
     StepKind.INSERT_FIELD: (
-        "on a JSON object: adds `topic.field` (the remote topic), `partition.field`, `timestamp.field` (the record's "
-        "timestamp in ms) and `static.field` = `static.value`; a null key or value stays null"
+        "on a JSON object or an Avro record: adds `topic.field` (the remote topic), `partition.field`, "
+        "`timestamp.field` (the record's timestamp in ms) and `static.field` = `static.value` (optional fields of an "
+        "Avro record); a null key or value stays null"
     ),
     StepKind.HEADER_FROM: (
-        "on a JSON object: appends, for each of `fields`, a header named by the entry of `headers` at the same "
-        "place, holding the field's value (a string as its UTF-8 bytes, null or a missing field as a null header, "
-        "any other value as compact JSON); `operation` `move` also removes the fields, `copy` keeps the key or "
-        "value as it is"
+        "on a JSON object or an Avro record: appends, for each of `fields`, a header named by the entry of `headers` "
+        "at the same place, holding the field's value (a string as its UTF-8 bytes, null or a missing field as a "
+        "null header, any other value as compact JSON); `operation` `move` also removes the fields, `copy` keeps the "
+        "key or value as it is"
     ),
     StepKind.PYTHON: (
         "airmirror's own: calls `function` (`module:callable`, importable where the flow is loaded and on the Spark "

@@ -438,10 +438,10 @@ def compare_partition(
     ``transforms`` (the steps of the source partition's remote partition) and ``schema_ids``, source records (and, for
     ids, keys) are read through them."""
     filtered = [0]
+    if schema_ids is not None:  # first, as the copy rewrites ids before its transforms run
+        source, source_later_keys = map(schema_ids.expected, source), schema_ids.later_keys(source_later_keys)
     if transforms is not None:
         source = transformed_records(source, transforms, filtered)
-    if schema_ids is not None:
-        source, source_later_keys = map(schema_ids.expected, source), schema_ids.later_keys(source_later_keys)
     sources, targets = _Side(source_compacted), _Side(target_compacted)
     comparison = _Comparison(runs, sources, targets, lost)
     comparison.walk(_Reader(source), _Reader(target))
@@ -473,10 +473,13 @@ def transformed_records(
     records: Iterable[Record], transforms: RecordTransforms, filtered: list[int] | None = None
 ) -> Iterator[Record]:
     """The source records as a flow's transforms leave them (a record they cannot process counts as dropped, as
-    a copy that skipped it); ``filtered[0]``, when given, counts those they drop."""
+    a copy that skipped it); ``filtered[0]``, when given, counts those they drop.  A record read through a
+    :class:`SchemaIdMap` keeps its ``schema_ids``; one with an id the map does not map is read as the copy reads it,
+    no side of it as Avro."""
     for record in records:
+        mapped = all(found.mapped_id is not None for found in record.schema_ids)
         try:
-            kept = transforms.apply(record.key, record.value, record.headers, record.timestamp)
+            kept = transforms.apply(record.key, record.value, record.headers, record.timestamp, avro=mapped)
         except TransformFailure:
             kept = None  # the copy skipped it (errors.tolerance = all), or failed there and never passed it
         if kept is None:
@@ -484,7 +487,7 @@ def transformed_records(
                 filtered[0] += 1
             continue
         key, value, headers = kept
-        yield Record(record.offset, key, value, _headers(headers), record.timestamp)
+        yield record._replace(key=key, value=value, headers=_headers(headers))
 
 
 def _explained_later(side: _Side, later_keys: Callable[[], Iterator[bytes | None]]) -> int:

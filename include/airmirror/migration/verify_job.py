@@ -5,7 +5,8 @@ Both reads are read_committed :class:`~airmirror.replication.spark.range_reader.
 own read path, so records of aborted transactions and transaction markers are never compared.  A task holds
 one Arrow batch per side at a time: memory does not grow with the partition.  A task whose topic's schema ids
 the copy translated reads its source records through the driver's
-:class:`~airmirror.migration.partition_compare.SchemaIdMap`; it never calls a schema registry.  The job changes
+:class:`~airmirror.migration.partition_compare.SchemaIdMap`; it calls no schema registry, but to read the schemas of
+Avro sides that field transforms edit (and look up, never register, the schemas they derive).  The job changes
 nothing on either cluster.  While it runs, the driver reports how many partitions are done every
 :data:`PROGRESS_INTERVAL_S` through ``on_progress``.
 """
@@ -21,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 from pyspark.sql import SparkSession
 
+from airmirror.config.schema_registries import RegistryAccess
 from airmirror.config.transforms import Step
 from airmirror.kafka.authorization import AccessScope
 from airmirror.kafka.clients import ClientConfig
@@ -29,6 +31,8 @@ from airmirror.model import OffsetRun, PartitionVerification
 from airmirror.replication.spark.copy_job import task_failure
 from airmirror.replication.spark.range_reader import RangeReader, headers_of, offset_of
 from airmirror.replication.spark.record_transforms import RecordTransforms
+from airmirror.schemas.avro_fields import AvroFields
+from airmirror.schemas.registry_client import RegistryClient
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 1.0
@@ -40,7 +44,8 @@ class VerifyTask:
     target_end)`` through ``runs``; keys in source ``[source_end, source_later_end)`` may explain a source
     compaction; ``lost`` is what one side lost that only its ``retention.bytes`` may still explain;
     ``schema_ids`` how the copy translated the topic's schema ids (``None``: it copied them as they are),
-    ``transforms`` the flow's transform steps for the topic.  Plain data, so it pickles to executors; the client
+    ``transforms`` the flow's transform steps for the topic, ``registry`` the target's registry when they edit fields
+    of Avro sides (:mod:`airmirror.schemas.avro_fields`, read only).  Plain data, so it pickles to executors; the client
     configurations and the id map are left out of the repr."""
 
     topic: str
@@ -62,6 +67,7 @@ class VerifyTask:
     target_consumer_config: ClientConfig = field(repr=False)
     schema_ids: SchemaIdMap | None = field(default=None, repr=False)
     transforms: tuple[Step, ...] = ()
+    registry: RegistryAccess | None = field(default=None, repr=False)
 
 
 def records_of(reader: RangeReader) -> Iterator[Record]:
@@ -77,6 +83,7 @@ def records_of(reader: RangeReader) -> Iterator[Record]:
 def verify_partition(task: VerifyTask) -> PartitionVerification:
     """Compare one partition (see the module docstring)."""
     source_config, target_config = task.source_consumer_config, task.target_consumer_config
+    avro = None if task.registry is None else AvroFields(RegistryClient(task.registry), register=False)
     with (
         RangeReader(
             source_config, task.topic, task.partition, task.source_start, task.source_end, access=task.source_access
@@ -112,10 +119,12 @@ def verify_partition(task: VerifyTask) -> PartitionVerification:
             source_later_keys=source_later_keys,
             lost=task.lost,
             schema_ids=task.schema_ids,
-            transforms=RecordTransforms(task.transforms, task.remote_topic, task.partition)
+            transforms=RecordTransforms(task.transforms, task.remote_topic, task.partition, avro)
             if task.transforms
             else None,
         )
+    if avro is not None:
+        avro.registry.close()
     note = task.note
     if task.lost is not None and task.lost.excused:
         excused = (

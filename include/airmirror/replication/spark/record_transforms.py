@@ -15,9 +15,11 @@ list of ``(name, bytes | None)``), with Kafka Connect's meaning:
   (rule 5 of :mod:`airmirror.config.transforms` gives their bytes) and, for ``move``, removes them.  The side is
   parsed once, when the first field step reaches it, and written once, after the last step (compact JSON, its
   fields in their order, new ones last): a record no field step changes (none, or HeaderFrom's ``copy`` only)
-  keeps its bytes.  JSON is read and written by :mod:`~airmirror.replication.spark.record_codec`.  A side that is
-  not a JSON object raises :class:`TransformFailure` naming the step and why (the caller
-  names the record).
+  keeps its bytes.  JSON is read and written by :mod:`~airmirror.replication.spark.record_codec`; a side framed
+  with a registry id, when the chain has the target registry (:class:`~airmirror.schemas.avro_fields.AvroFields`),
+  is read as Avro and written with the derived schema of the field steps that ran on it.  A side that is neither
+  a JSON object nor an Avro record raises :class:`TransformFailure` naming the step and why (the caller names the
+  record).
 * A step with a predicate runs only where the predicate holds (where it does not, with ``negate``):
   ``HasHeaderKey`` holds when some header has the name, ``RecordIsTombstone`` when the value is null.  Topic
   predicates were decided per topic before (``TopicNameMatches``).
@@ -35,8 +37,20 @@ from typing import Any
 from airmirror.config.transforms import FieldEdit, Predicate, PredicateKind, Side, Step, StepKind
 from airmirror.replication.spark.own_transforms import RecordTest, StepFailure, condition_test, python_call
 from airmirror.replication.spark.record_codec import GivenHeaders, Headers, header_list, read_json, written_json
+from airmirror.schemas.avro_fields import AvroFailure, AvroFields, AvroSide, subject_of
 
 _UNPARSED = object()
+
+
+class _AvroRecord:
+    """A side read as Avro while the chain runs: the record (edited in place by each field step), its schema and
+    the field steps that ran on it, which decide the schema it is written with."""
+
+    __slots__ = ("avro", "record", "side", "steps")
+
+    def __init__(self, avro: AvroSide, record: dict[str, Any], side: Side) -> None:
+        self.avro, self.record, self.side = avro, record, side
+        self.steps: list[Step] = []
 
 
 class TransformFailure(ValueError):
@@ -76,9 +90,11 @@ class RecordTransforms:
     remote partition's, which InsertField may insert.  Each step's predicate is made a test once, here, and each
     Python step's function imported: the chain runs for every record copied."""
 
-    def __init__(self, steps: Sequence[Step], topic: str = "", partition: int = 0) -> None:
+    def __init__(
+        self, steps: Sequence[Step], topic: str = "", partition: int = 0, avro: AvroFields | None = None
+    ) -> None:
         self.steps = tuple(steps)
-        self.topic, self.partition = topic, partition
+        self.topic, self.partition, self.avro = topic, partition, avro
         self._plan = tuple(
             (
                 step,
@@ -91,17 +107,19 @@ class RecordTransforms:
         )
 
     def apply(
-        self, key: bytes | None, value: bytes | None, given: GivenHeaders, timestamp: int = 0
+        self, key: bytes | None, value: bytes | None, given: GivenHeaders, timestamp: int = 0, *, avro: bool = True
     ) -> tuple[bytes | None, bytes | None, Headers | None] | None:
         """The record as the chain leaves it, or ``None`` when a step dropped it; raises :class:`TransformFailure`
-        when a step cannot process it."""
+        when a step cannot process it.  ``avro=False``: the record's schema ids are not the target registry's (copied
+        unmapped), so no side of it is read as Avro."""
         headers = header_list(given)
         parsed_key: Any = _UNPARSED
         parsed_value: Any = _UNPARSED
+        reads_avro = avro and self.avro is not None
         for step, kind, test, negate, call in self._plan:
             if (test or call) and (parsed_key is not _UNPARSED or parsed_value is not _UNPARSED):
                 # a predicate or a Python step after a field step sees the record as written so far
-                key, value = _flushed(parsed_key, key), _flushed(parsed_value, value)
+                key, value = self._flushed(parsed_key, key), self._flushed(parsed_value, value)
                 parsed_key = parsed_value = _UNPARSED
             try:
                 if test is not None and test(key, value, headers, timestamp) == negate:
@@ -120,9 +138,9 @@ class RecordTransforms:
                 headers = _header_step(step, headers)
                 continue
             parsed_key, parsed_value, headers = self.field_step(
-                step, (key, value), (parsed_key, parsed_value), headers, timestamp
+                step, (key, value), (parsed_key, parsed_value), headers, timestamp, reads_avro
             )
-        return _flushed(parsed_key, key), _flushed(parsed_value, value), headers
+        return self._flushed(parsed_key, key), self._flushed(parsed_value, value), headers
 
     def field_step(
         self,
@@ -131,6 +149,7 @@ class RecordTransforms:
         parsed: tuple[Any, Any],
         headers: Headers | None,
         timestamp: int,
+        reads_avro: bool = False,
     ) -> tuple[Any, Any, Headers | None]:
         """One field step: the parsed key and value after it (a side it did not change as it was, maybe unparsed),
         and the headers."""
@@ -139,15 +158,21 @@ class RecordTransforms:
         on_key = edit.side is _KEY
         data = parsed[0] if on_key else parsed[1]
         if data is _UNPARSED:
-            data = _parsed(written[0] if on_key else written[1], step)
+            data = self._parsed(written[0] if on_key else written[1], step, reads_avro)
+        as_avro = data if type(data) is _AvroRecord else None
+        content = data if as_avro is None else as_avro.record
         if step.kind is _HEADER_FROM:
-            data, added = headers_from(step, edit, data)
+            content, added = headers_from(step, edit, content)
             headers = [*(headers or ()), *added]
             if not edit.move:
                 return parsed[0], parsed[1], headers  # a copy leaves the key or value as it was, its bytes too
         else:
-            data = self.edited(step, edit, data, timestamp)
-        return (data, parsed[1], headers) if on_key else (parsed[0], data, headers)
+            content = self.edited(step, edit, content, timestamp)
+        if as_avro is not None:
+            as_avro.record = content
+            as_avro.steps.append(step)
+            content = as_avro
+        return (content, parsed[1], headers) if on_key else (parsed[0], content, headers)
 
     def edited(self, step: Step, edit: FieldEdit, data: Any, timestamp: int) -> Any:
         """One field step on the side's parsed JSON (``None`` for a null side)."""
@@ -165,6 +190,39 @@ class RecordTransforms:
             }
         inserted = {"topic": self.topic, "partition": self.partition, "timestamp": timestamp}
         return {**data, **{field: inserted.get(what, edit.static_value) for field, what in edit.inserted}}
+
+    def _parsed(self, data: bytes | None, step: Step, reads_avro: bool) -> Any:
+        """A key or value as JSON (``None`` when null), or as an :class:`_AvroRecord` when it is framed and the
+        chain reads Avro."""
+        if data is None:
+            return None
+        side = step.fields.side if step.fields else Side.VALUE
+        if reads_avro and self.avro is not None:
+            try:
+                found = self.avro.read(data)
+            except AvroFailure as failure:
+                raise TransformFailure(step, str(failure)) from failure
+            if found is not None:
+                return _AvroRecord(*found, side)
+        try:
+            return read_json(data)
+        except ValueError as error:
+            raise TransformFailure(
+                step, f"needs a JSON object, the {side.value.lower()} is not JSON ({error})"
+            ) from error
+
+    def _flushed(self, parsed: Any, written: bytes | None) -> bytes | None:
+        """A side as bytes: ``written`` while unparsed, else its parsed JSON encoded, or its Avro record written
+        with the schema the field steps that ran on it derive (:mod:`airmirror.schemas.avro_fields` rules 3-4)."""
+        if parsed is _UNPARSED:
+            return written
+        if type(parsed) is not _AvroRecord:
+            return _encoded(parsed)
+        assert self.avro is not None
+        try:
+            return self.avro.write(parsed.avro, subject_of(self.topic, parsed.side), parsed.steps, parsed.record)
+        except AvroFailure as failure:
+            raise TransformFailure(parsed.steps[-1], str(failure)) from failure
 
 
 def _header_step(step: Step, headers: Headers | None) -> Headers | None:
@@ -202,22 +260,6 @@ def _require_object(step: Step, edit: FieldEdit, data: Any) -> None:
         raise TransformFailure(step, f"needs a JSON object, the {edit.side.value.lower()} is {found}")
 
 
-def _parsed(data: bytes | None, step: Step) -> Any:
-    """A key or value as JSON (``None`` when null)."""
-    if data is None:
-        return None
-    try:
-        return read_json(data)
-    except ValueError as error:
-        side = step.fields.side.value.lower() if step.fields else "value"
-        raise TransformFailure(step, f"needs a JSON object, the {side} is not JSON ({error})") from error
-
-
-def _flushed(parsed: Any, written: bytes | None) -> bytes | None:
-    """A side as bytes: ``written`` while unparsed, else its parsed JSON encoded."""
-    return written if parsed is _UNPARSED else _encoded(parsed)
-
-
 def _encoded(data: Any) -> bytes | None:
     return None if data is None else written_json(data)
 
@@ -228,8 +270,9 @@ def _masked(field: Any, replacement: str | None, step: Step) -> Any:
     if field is None:
         return None
     if replacement is None:
-        empty: dict[type, Any] = {bool: False, int: 0, float: 0.0, str: "", list: [], dict: {}}
-        return empty[type(field)]
+        if type(field) not in _EMPTY:
+            raise TransformFailure(step, f"cannot mask a {type(field).__name__}")
+        return _EMPTY[type(field)]
     if isinstance(field, str):
         return replacement
     if isinstance(field, bool) or not isinstance(field, int | float):
@@ -238,3 +281,7 @@ def _masked(field: Any, replacement: str | None, step: Step) -> Any:
         return type(field)(replacement)
     except ValueError as error:
         raise TransformFailure(step, f"cannot convert replacement {replacement!r} to a number") from error
+
+
+_EMPTY: dict[type, Any] = {bool: False, int: 0, float: 0.0, str: "", bytes: b"", list: [], dict: {}}
+"""Connect's masked value of each type a JSON or Avro field has (an Avro ``bytes`` or ``fixed`` one is ``bytes``)."""

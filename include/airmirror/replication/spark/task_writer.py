@@ -129,12 +129,14 @@ from airmirror.replication.spark.batch_log import (
     trusted_anchor,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
-from airmirror.replication.spark.record_codec import Headers, header_list
+from airmirror.replication.spark.record_codec import GivenHeaders, Headers, header_list
 from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
+from airmirror.schemas.avro_fields import AvroFields
 from airmirror.schemas.record_ids import IdTranslator, RecordIds
+from airmirror.schemas.registry_client import RegistryClient
 
 TRANSACTION_TIMEOUT_MS = 900_000
 TRANSACTION_CALL_S = 30.0
@@ -373,10 +375,14 @@ def chunk_seconds(task: CopyTask, settings: Mapping[str, Any]) -> float:
 class RangeState:
     """One range within an attempt: its newest committed progress and what the open chunk copied of it."""
 
-    def __init__(self, source: RangeTask, progress: Progress, deliveries: PartitionDeliveries) -> None:
+    def __init__(
+        self, source: RangeTask, progress: Progress, deliveries: PartitionDeliveries, avro: AvroFields | None = None
+    ) -> None:
         self.source, self.progress, self.deliveries = source, progress, deliveries
         transforms = source.transforms
-        self.transforms = RecordTransforms(transforms, source.remote_topic, source.partition) if transforms else None
+        self.transforms = (
+            RecordTransforms(transforms, source.remote_topic, source.partition, avro) if transforms else None
+        )
         self.chunk_records = self.chunk_bytes = self.chunk_passed = self.chunk_filtered = self.chunk_skipped = 0
 
 
@@ -396,6 +402,12 @@ class TaskCopy:
         self.states: dict[tuple[str, int], RangeState] = {}
         self.call_s = TRANSACTION_CALL_S if task.stream_until is None else STREAM_TRANSACTION_CALL_S
         self.ids = None if task.record_ids is None else IdTranslator(task.record_ids)
+        self.avro = (
+            AvroFields(RegistryClient(task.record_ids.target))
+            if task.record_ids is not None and any(step.fields for r in task.ranges for step in r.transforms)
+            else None
+        )
+        """The target registry of field transforms on Avro sides (:mod:`airmirror.schemas.avro_fields`)."""
         self.carried_ids: set[int] = set()
         """The schema ids this attempt mapped that a committed runs record carries (rule 3)."""
 
@@ -433,7 +445,7 @@ class TaskCopy:
         for remote, source in remotes.items():
             progress = resume_from(task.batch_id, source, found[remote])
             self.states[(source.topic, source.partition)] = RangeState(
-                source, progress, self.deliveries.partitions[remote]
+                source, progress, self.deliveries.partitions[remote], self.avro
             )
         if task.stream_until is not None and unanchored:
             self.anchor([(remotes[remote].topic, remotes[remote].partition) for remote in unanchored])
@@ -557,10 +569,11 @@ class TaskCopy:
         """Produce one range's records, in order, to its remote partition, counting them in ``chunk_records``;
         returns their payload bytes.
 
-        Key, value and headers go out as they came in, except as the range's transforms change them or drop the
-        record (:meth:`transformed`) and the schema ids of a topic whose records are framed when the task translates
-        them (:mod:`airmirror.schemas.record_ids`); the source timestamp is kept, except that a record without one
-        (-1) gets the produce time (librdkafka's timestamp 0).
+        Key, value and headers go out as they came in, except for the schema ids of a topic whose records are framed
+        when the task translates them (:mod:`airmirror.schemas.record_ids`), and then as the range's transforms
+        change them or drop the record (:meth:`transformed`): the transforms see the target's ids, so a field step
+        reads an Avro side with the target's registry (:mod:`airmirror.schemas.avro_fields` rule 1).  The source
+        timestamp is kept, except that a record without one (-1) gets the produce time (librdkafka's timestamp 0).
         """
         produce, poll = self.producer.produce, self.producer.poll
         source, deliveries = state.source, state.deliveries
@@ -570,16 +583,16 @@ class TaskCopy:
         copied = written = 0
         for message in messages:
             offset = offset_of(message)
-            if transforms is None:
-                key, value, headers = message.key(), message.value(), message.headers()
-            else:
-                kept = self.transformed(state, transforms, message, offset)
+            key, value, headers = message.key(), message.value(), message.headers()
+            passed = False
+            if rewrite is not None:
+                key, value, headers, passed = rewrite(offset, key, value, headers)
+            if transforms is not None:
+                kept = self.transformed(state, transforms, message, offset, (key, value, headers), not passed)
                 if kept is None:
                     continue
                 key, value, headers = kept
-            if rewrite is not None:
-                key, value, headers, passed = rewrite(offset, key, value, headers)
-                state.chunk_passed += passed
+            state.chunk_passed += passed
             deliveries.sent(offset)
             blocked = False
             while True:
@@ -615,14 +628,21 @@ class TaskCopy:
         return copied
 
     def transformed(
-        self, state: RangeState, transforms: RecordTransforms, message: Message, offset: int
+        self,
+        state: RangeState,
+        transforms: RecordTransforms,
+        message: Message,
+        offset: int,
+        record: tuple[bytes | None, bytes | None, GivenHeaders],
+        mapped: bool,
     ) -> tuple[bytes | None, bytes | None, Headers | None] | None:
-        """The record as the range's transforms leave it (:mod:`~airmirror.replication.spark.record_transforms`), or
+        """The ``record`` of ``message`` (its key, value and headers, ids rewritten; ``mapped`` unless it kept an
+        unknown id) as the range's transforms leave it (:mod:`~airmirror.replication.spark.record_transforms`), or
         ``None`` when it produces nothing: dropped by a step (counted in ``chunk_filtered``), or one a transform
         cannot process when the task skips those (counted in ``chunk_skipped``); otherwise such a record fails the
         chunk, named."""
         try:
-            kept = transforms.apply(message.key(), message.value(), message.headers(), message.timestamp()[1])
+            kept = transforms.apply(*record, message.timestamp()[1], avro=mapped)
         except TransformFailure as failure:
             if not self.task.skip_failed_records:
                 raise transform_failed(state.source, offset, failure) from failure
@@ -894,6 +914,8 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
             attempt.copy(reader)
     if attempt.ids is not None:
         attempt.ids.close()
+    if attempt.avro is not None:
+        attempt.avro.registry.close()
     return [
         RangeCopied(
             topic=state.source.topic,

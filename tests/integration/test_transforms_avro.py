@@ -1,0 +1,106 @@
+"""Field transforms on Avro values framed with a registry id, end to end: real Kafka, real Spark, real registries
+(Apicurio 3.3.3, Confluent's API).  The source's records are written with confluent-kafka's AvroSerializer against
+registry ``a``; the target's are read with its AvroDeserializer against registry ``b`` only: each copy carries the
+schema the chain derives, registered on ``b`` under the remote topic's subject, and ``airmirror verify`` finds the
+copy equal to the transformed source."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka.serialization import MessageField
+
+from airmirror.migration.verification import verify_flow
+from airmirror.model import PartitionKey, Verdict
+from airmirror.replication.status import flow_status
+from tests.conftest import write_config
+from tests.kafka_helpers import Record, create_topic, produce, read_partition, recent_ms
+from tests.mirror_helpers import opened, replicate
+from tests.registry_helpers import avro_deserializer, avro_serializer, registry_url, subject_version
+
+pytestmark = pytest.mark.integration
+
+T = "org.apache.kafka.connect.transforms."
+VALUE = MessageField.VALUE
+
+
+def user_schema(prefix: str) -> dict[str, Any]:
+    return {
+        "type": "record",
+        "name": "User",
+        "namespace": prefix,
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "name", "type": "string"},
+            {"name": "password", "type": "string"},
+            {"name": "internal", "type": "boolean"},
+            {"name": "email", "type": ["null", "string"], "default": None},
+        ],
+    }
+
+
+def chain(prefix: str, url_a: str, url_b: str) -> str:
+    return f"""\
+a->b.enabled = true
+topics = {prefix}.*
+a.schema.registry.url = {url_a}
+b.schema.registry.url = {url_b}
+airmirror.transaction.max.records = 5
+a->b.transforms = dropPII, mask, cut, add
+a->b.transforms.dropPII.type = {T}Filter
+a->b.transforms.dropPII.predicate = isPII
+a->b.transforms.mask.type = {T}MaskField$Value
+a->b.transforms.mask.fields = password
+a->b.transforms.cut.type = {T}ReplaceField$Value
+a->b.transforms.cut.exclude = internal
+a->b.transforms.add.type = {T}InsertField$Value
+a->b.transforms.add.topic.field = origin
+a->b.predicates = isPII
+a->b.predicates.isPII.type = {T}predicates.HasHeaderKey
+a->b.predicates.isPII.name = pii
+"""
+
+
+def test_avro_values_are_masked_cut_and_extended_with_the_derived_schema_registered_on_the_target(
+    clusters, registries, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = registry_url(registries["a"]), registry_url(registries["b"])
+    topic, remote = f"{prefix}.users", f"a.{prefix}.users"
+    serialize = avro_serializer(url_a, json.dumps(user_schema(prefix)))
+    users = [
+        {"id": i, "name": f"u{i}", "password": f"pw{i}", "internal": i % 2 == 0, "email": f"u{i}@x" if i % 3 else None}
+        for i in range(12)
+    ]
+    now = recent_ms()
+    source = [
+        Record(f"k{i}".encode(), serialize(u, topic, VALUE), (("pii", b"1"),) if i % 4 == 3 else (), now + i)
+        for i, u in enumerate(users)
+    ]
+    create_topic(a, topic)
+    produce(a, topic, 0, source)
+    config = write_config(tmp_path / "mm2.properties", clusters, chain(prefix, url_a, url_b))
+
+    report = replicate(config, spark)
+
+    assert report.summary is not None and report.summary.records == 9
+    target = [record for _, record in read_partition(b, remote, 0)]
+    deserialize = avro_deserializer(url_b)
+    kept = [u for i, u in enumerate(users) if i % 4 != 3]
+    assert [deserialize(r.value, remote, VALUE) for r in target] == [
+        {"id": u["id"], "name": u["name"], "password": "", "email": u["email"], "origin": remote} for u in kept
+    ]
+    latest = subject_version(url_b, f"{remote}-value")
+    assert latest is not None
+    assert [f["name"] for f in json.loads(latest["schema"])["fields"]] == ["id", "name", "password", "email", "origin"]
+    assert {int.from_bytes(r.value[1:5], "big") for r in target if r.value} == {int(latest["id"])}
+    assert [r.key for r in target] == [f"k{u['id']}".encode() for u in kept]
+
+    with opened(config) as (flow, store):
+        [partition] = verify_flow(flow, store, lambda: spark).partitions
+        status = {p.topic: p.records_filtered for p in flow_status(flow, store).partitions}
+    assert (partition.verdict, partition.source_records, partition.target_records) == (Verdict.EQUAL, 9, 9)
+    assert partition.filtered == 3 and status == {topic: 3}
+    assert PartitionKey(topic, 0) == PartitionKey(partition.topic, partition.partition)
