@@ -23,12 +23,20 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from kafka_io import Expected
 
 from airmirror.devtools.local_kafka import free_port
 from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
 from airmirror.devtools.local_registry.clients import TOPIC_SUBJECTS, registry_client
 
 REGISTRIES = ("bench-source", "bench-target")
+AVRO_MASKED = ("customer", "amount_cents")
+AVRO_MASK_CHAIN = (
+    "{source}->{target}.transforms = mask",
+    "{source}->{target}.transforms.mask.type = org.apache.kafka.connect.transforms.MaskField$Value",
+    f"{{source}}->{{target}}.transforms.mask.fields = {','.join(AVRO_MASKED)}",
+)
+"""The Avro transform case's chain: MaskField on two fields of :data:`ORDER_SCHEMA` (its schema stays as it is)."""
 TARGET_PADDING = 3
 ORDER_SCHEMA = {
     "type": "record",
@@ -126,3 +134,21 @@ def decoded_values(bootstrap: str, topic: str, partition: int, registry: LocalRe
     finally:
         consumer.close()
     return [deserializer(m.value(), context) for m in messages]
+
+
+_PARSED = fastavro.parse_schema(ORDER_SCHEMA)
+
+
+def masked_reframed(messages: list, schema_id: int) -> list:
+    """What a copy through :data:`AVRO_MASK_CHAIN` holds of ``messages`` (values framed with :data:`ORDER_SCHEMA`)
+    when its schema has ``schema_id`` on the target: each value decoded here with fastavro, its masked fields set to
+    their type's empty value, encoded again and framed with ``schema_id`` (bind it with :func:`functools.partial`)."""
+    frame = b"\0" + _ID.pack(schema_id)
+    out = []
+    for message in messages:
+        record = fastavro.schemaless_reader(io.BytesIO(message.value()[5:]), _PARSED, None)
+        record.update(customer="", amount_cents=0)
+        body = io.BytesIO()
+        fastavro.schemaless_writer(body, _PARSED, record)
+        out.append(Expected(message, value=frame + body.getvalue()))
+    return out
