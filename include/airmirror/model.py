@@ -188,13 +188,13 @@ class PartitionOffsets:
 class OffsetRun:
     """Where copied source records landed on the target: an **exact** run, or a **folded** one.
 
-    *Exact* (``downstream_end`` is ``None``): the source records in ``[upstream_start, upstream_end)`` were copied,
-    in order, to consecutive downstream offsets from ``downstream_start`` on, except those in its *holes*:
-    ``holes`` is ``(start, end, start, end, ...)``, sorted, disjoint and non-adjacent upstream ranges inside
-    ``(upstream_start, upstream_end)`` that hold no copy (records a transform dropped or a dead-letter queue took,
-    compaction holes, the source's transaction markers and aborted records).  So the run's copies are
-    ``length - skipped`` and its downstream offsets ``[downstream_start, downstream_start + copies)``: a copy task's
-    chunk (one transaction, so consecutive on the target) yields one run per partition however many records it
+    *Exact* (``downstream_end`` is ``None``): the source records in ``[upstream_start, upstream_end)`` were copied, in
+    order, to consecutive downstream offsets from ``downstream_start`` on, except those in its *holes*: ``holes`` is
+    ``(start, end, start, end, ...)``, sorted, disjoint and non-adjacent upstream ranges past ``upstream_start`` and up
+    to ``upstream_end`` (a run cut by a truncation may end in one) that hold no copy (records a transform dropped or a
+    dead-letter queue took, compaction holes, the source's transaction markers and aborted records).  So the run's
+    copies are ``length - skipped`` and its downstream offsets ``[downstream_start, downstream_start + copies)``: a copy
+    task's chunk (one transaction, so consecutive on the target) yields one run per partition however many records it
     dropped, and what the holes cost is a pair of integers each (:func:`packed_holes` stores them compressed).
     Downstream gaps (commit markers, another writer's records) start a new run.
 

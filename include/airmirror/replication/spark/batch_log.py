@@ -81,6 +81,9 @@ from airmirror.replication.spark.range_reader import offset_of
 T = TypeVar("T")
 Source = TypeVar("Source")
 LOG_FORMAT_VERSION = 2
+HOLES_FORMAT_VERSION = 3
+"""The version of a runs record whose runs have holes: an airmirror that reads only version 2 refuses it rather than
+take its holes for copies."""
 RUNS_PER_RECORD = 100_000
 """At most this many runs and holes per runs record: 2.4 MB before compression, far below the topic's limit."""
 RUN_STRUCT = struct.Struct(">qqq")
@@ -197,7 +200,7 @@ def encode_runs(record: RunsRecord) -> bytes:
     }
     holes = {str(i): _text(packed_holes(run.holes)) for i, run in enumerate(record.runs) if run.holes}
     if holes:
-        body["holes"] = holes
+        body["v"], body["holes"] = HOLES_FORMAT_VERSION, holes
     if record.schema_ids:
         body["ids"] = {str(source): target for source, target in record.schema_ids.items()}
     return json.dumps(body, separators=(",", ":")).encode("utf-8")
@@ -205,7 +208,7 @@ def encode_runs(record: RunsRecord) -> bytes:
 
 def decode_runs(value: bytes) -> RunsRecord:
     body = json.loads(value)
-    if body.get("v") != LOG_FORMAT_VERSION:
+    if body.get("v") not in (LOG_FORMAT_VERSION, HOLES_FORMAT_VERSION):
         raise ValueError(f"unsupported batch-log record version {body.get('v')!r}")
     packed = zlib.decompress(base64.b64decode(body["runs"]))
     holes = body.get("holes") or {}
