@@ -2,12 +2,13 @@
 Pure logic: the records come in as iterators, so memory does not grow with the partition (or with a run).
 
 Contract:
-- An exact run says where every copied source offset landed: source ``o`` in run ``r`` is target
-  ``o - r.upstream_start + r.downstream_start``.  A folded run (:class:`~airmirror.model.OffsetRun`) only says
-  that its ``records`` copies lie in order in its target range: its records are paired by order
-  (:mod:`airmirror.migration.folded_alignment`, whose contract says which pair, which are left unpaired and
-  where, and when a run's count falls short).  The records of both sides are walked in target order; a folded
-  run is compared as one block at its first target offset.
+- An exact run says where every copied source offset landed: source ``o`` in run ``r``, not in one of its holes, is
+  target ``r.downstream_start`` plus the copies of the run's offsets below ``o``
+  (:meth:`~airmirror.model.OffsetRun.downstream_at_most`); a source record in a hole was not copied.  A folded run
+  (:class:`~airmirror.model.OffsetRun`) only says that its ``records`` copies lie in order in its target range: its
+  records are paired by order (:mod:`airmirror.migration.folded_alignment`, whose contract says which pair, which are
+  left unpaired and where, and when a run's count falls short).  The records of both sides are walked in target
+  order; a folded run is compared as one block at its first target offset.
 - A source record at an offset no run covers was never copied: **missing** at that source offset.  A target
   record at an offset no run covers is no copy: **extra** at that target offset.
 - A source record whose copy is not in the target, or a copy whose source record is gone, is a difference
