@@ -280,6 +280,22 @@ def may_drop(steps: Sequence[Step], skip_failed_records: bool) -> bool:
     )
 
 
+RESCHEMAING = (StepKind.REPLACE_FIELD, StepKind.INSERT_FIELD)
+"""The field transforms that change an Avro record's schema (so does ``HeaderFrom`` with ``move``)."""
+
+
+def reschemaed_sides(steps: Sequence[Step]) -> frozenset[Side]:
+    """The sides of a topic (its :meth:`TransformChain.for_topic` steps) whose every record a schema-changing field
+    step rewrites: one without a record predicate (:mod:`airmirror.schemas.avro_fields` rule 5)."""
+    return frozenset(
+        step.fields.side
+        for step in steps
+        if step.fields is not None
+        and step.predicate is None
+        and (step.kind in RESCHEMAING or (step.kind is StepKind.HEADER_FROM and step.fields.move))
+    )
+
+
 def is_transform_key(key: str) -> bool:
     """True for the keys this module reads: ``transforms``, ``predicates`` and their ``.ALIAS.KEY`` keys."""
     return key in (TRANSFORMS, PREDICATES) or key.startswith((f"{TRANSFORMS}.", f"{PREDICATES}."))

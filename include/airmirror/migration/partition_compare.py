@@ -99,10 +99,11 @@ class SchemaIdMap:
     ids: Mapping[int, int]
     sides: frozenset[Side]
 
-    def expected(self, record: Record) -> Record:
-        """``record`` as its copy should be: each framed id replaced by the id the map gives (kept when unmapped),
-        every other byte as it is; the ids found in :attr:`Record.schema_ids`."""
-        slots = id_slots(self.sides, record.key, record.value, record.headers)
+    def expected(self, record: Record, settled: frozenset[Side] = frozenset()) -> Record:
+        """``record`` as its copy should be: each framed id replaced by the id the map gives (kept when unmapped), but
+        on the ``settled`` sides (written by a field transform with a target id already), every other byte as it is;
+        the ids found in :attr:`Record.schema_ids`."""
+        slots = id_slots(self.sides - settled if settled else self.sides, record.key, record.value, record.headers)
         if not slots:
             return record
         found = tuple(SchemaIdSlot(slot, self.ids.get(slot.schema_id)) for slot in slots)
@@ -439,10 +440,12 @@ def compare_partition(
     ``transforms`` (the steps of the source partition's remote partition) and ``schema_ids``, source records (and, for
     ids, keys) are read through them."""
     filtered = [0]
-    if schema_ids is not None:  # first, as the copy rewrites ids before its transforms run
-        source, source_later_keys = map(schema_ids.expected, source), schema_ids.later_keys(source_later_keys)
     if transforms is not None:
-        source = transformed_records(source, transforms, filtered)
+        source = transformed_records(source, transforms, filtered, schema_ids)
+    elif schema_ids is not None:
+        source = map(schema_ids.expected, source)
+    if schema_ids is not None:
+        source_later_keys = schema_ids.later_keys(source_later_keys)
     sources, targets = _Side(source_compacted), _Side(target_compacted)
     comparison = _Comparison(runs, sources, targets, lost)
     comparison.walk(_Reader(source), _Reader(target))
@@ -471,16 +474,17 @@ def compare_partition(
 
 
 def transformed_records(
-    records: Iterable[Record], transforms: RecordTransforms, filtered: list[int] | None = None
+    records: Iterable[Record],
+    transforms: RecordTransforms,
+    filtered: list[int] | None = None,
+    schema_ids: SchemaIdMap | None = None,
 ) -> Iterator[Record]:
     """The source records as a flow's transforms leave them (a record they cannot process counts as dropped, as
-    a copy that skipped it); ``filtered[0]``, when given, counts those they drop.  A record read through a
-    :class:`SchemaIdMap` keeps its ``schema_ids``; one with an id the map does not map is read as the copy reads it,
-    no side of it as Avro."""
+    a copy that skipped it), then, with ``schema_ids``, as the copy maps their ids (never on a side the transforms
+    wrote in Avro with a target id); ``filtered[0]``, when given, counts those they drop."""
     for record in records:
-        mapped = all(found.mapped_id is not None for found in record.schema_ids)
         try:
-            kept = transforms.apply(record.key, record.value, record.headers, record.timestamp, avro=mapped)
+            kept = transforms.apply(record.key, record.value, record.headers, record.timestamp)
         except TransformFailure:
             kept = None  # the copy skipped it (errors.tolerance = all), or failed there and never passed it
         if kept is None:
@@ -488,7 +492,8 @@ def transformed_records(
                 filtered[0] += 1
             continue
         key, value, headers = kept
-        yield record._replace(key=key, value=value, headers=_headers(headers))
+        copied = Record(record.offset, key, value, _headers(headers), record.timestamp)
+        yield copied if schema_ids is None else schema_ids.expected(copied, transforms.settled)
 
 
 def _explained_later(side: _Side, later_keys: Callable[[], Iterator[bytes | None]]) -> int:

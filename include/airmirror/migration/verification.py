@@ -221,8 +221,10 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
     id_maps = schema_id_maps(flow, store, {key.topic: remote[key].topic for key in compared})
     edits_fields = any(step.fields for key in compared for step in flow.transform_steps(key.topic))
-    target_registry = (
-        flow.registry(flow.target).resolved() if edits_fields and flow.schema_ids is not SchemaIds.OFF else None
+    registries = (
+        (flow.registry(flow.source).resolved(), flow.registry(flow.target).resolved())
+        if edits_fields and flow.schema_ids is not SchemaIds.OFF
+        else None
     )
     tasks = []
     for key in compared:
@@ -259,7 +261,8 @@ def verification_plan(flow: FlowConfig, store: MetadataStore, topics_regex: str 
                 target_consumer_config=target_config,
                 schema_ids=id_maps.get(key.topic),
                 transforms=(steps := flow.transform_steps(key.topic)),
-                registry=target_registry if any(step.fields for step in steps) else None,
+                registries=registries if any(step.fields for step in steps) else None,
+                derives=flow.schema_ids is SchemaIds.TRANSLATE,
             )
         )
     return VerificationPlan(tasks, verdicts)

@@ -44,8 +44,9 @@ class VerifyTask:
     target_end)`` through ``runs``; keys in source ``[source_end, source_later_end)`` may explain a source
     compaction; ``lost`` is what one side lost that only its ``retention.bytes`` may still explain;
     ``schema_ids`` how the copy translated the topic's schema ids (``None``: it copied them as they are),
-    ``transforms`` the flow's transform steps for the topic, ``registry`` the target's registry when they edit fields
-    of Avro sides (:mod:`airmirror.schemas.avro_fields`, read only).  Plain data, so it pickles to executors; the client
+    ``transforms`` the flow's transform steps for the topic, ``registries`` the source's and the target's registry when
+    they edit fields of Avro sides (:mod:`airmirror.schemas.avro_fields`, read only), ``derives`` whether the copy
+    registers derived schemas (ids ``translate``).  Plain data, so it pickles to executors; the client
     configurations and the id map are left out of the repr."""
 
     topic: str
@@ -67,7 +68,8 @@ class VerifyTask:
     target_consumer_config: ClientConfig = field(repr=False)
     schema_ids: SchemaIdMap | None = field(default=None, repr=False)
     transforms: tuple[Step, ...] = ()
-    registry: RegistryAccess | None = field(default=None, repr=False)
+    registries: tuple[RegistryAccess, RegistryAccess] | None = field(default=None, repr=False)
+    derives: bool = True
 
 
 def records_of(reader: RangeReader) -> Iterator[Record]:
@@ -83,7 +85,10 @@ def records_of(reader: RangeReader) -> Iterator[Record]:
 def verify_partition(task: VerifyTask) -> PartitionVerification:
     """Compare one partition (see the module docstring)."""
     source_config, target_config = task.source_consumer_config, task.target_consumer_config
-    avro = None if task.registry is None else AvroFields(RegistryClient(task.registry), register=False)
+    avro = None
+    if task.registries is not None:
+        readers = (RegistryClient(access) for access in task.registries)
+        avro = AvroFields(*readers, register=False, derives=task.derives)
     with (
         RangeReader(
             source_config, task.topic, task.partition, task.source_start, task.source_end, access=task.source_access
@@ -124,7 +129,7 @@ def verify_partition(task: VerifyTask) -> PartitionVerification:
             else None,
         )
     if avro is not None:
-        avro.registry.close()
+        avro.close()
     note = task.note
     if task.lost is not None and task.lost.excused:
         excused = (

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from airmirror.config import FlowConfig
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.config.settings_registry import SCHEMA_IDS, SCHEMA_RECORD_SUBJECTS, SCHEMA_TOPICS, SCHEMA_UNKNOWN
+from airmirror.config.transforms import reschemaed_sides
 from airmirror.errors import ConfigError, SchemaRefused
 from airmirror.kafka.clients import shared_clients, source_admin
 from airmirror.kafka.topics import TopicMapping, replicated_topics
@@ -103,15 +104,25 @@ def subject_names(flow: FlowConfig, mappings: Mapping[str, str]) -> SubjectNames
 
 
 def selected_subjects(flow: FlowConfig, subjects: Iterable[str], mappings: Iterable[TopicMapping]) -> list[str]:
-    """The source subjects a sync copies (rule 1), sorted."""
+    """The source subjects a sync copies (rule 1), sorted: never that of a side whose every record the flow's chain
+    gives a derived schema (:func:`derived_sides`)."""
     topics = {m.source_topic for m in mappings}
     record_subjects = flow.value(SCHEMA_RECORD_SUBJECTS)
     chosen = []
     for subject in subjects:
         named = topic_of(subject)
+        if named is not None and named[0] in topics and named[1] in derived_sides(flow, named[0]):
+            continue
         if (named is not None and named[0] in topics) or record_subjects.matches(subject):
             chosen.append(subject)
     return sorted(chosen)
+
+
+def derived_sides(flow: FlowConfig, topic: str) -> frozenset[Side]:
+    """The sides of source topic ``topic`` whose every Avro record the flow's chain writes with a derived schema, on
+    the target's registry (:mod:`airmirror.schemas.avro_fields` rule 5): the copy neither maps their ids nor needs
+    their source subjects there."""
+    return frozenset(Side(side.value.lower()) for side in reschemaed_sides(flow.transform_steps(topic)))
 
 
 def sync_schemas(
@@ -188,11 +199,14 @@ def record_ids(flow: FlowConfig, store: MetadataStore, mappings: dict[str, str])
     for topic in mappings:
         if all_sides.matches(topic):
             framed[topic] = set(Side)
+        if topic in framed:
+            framed[topic] -= derived_sides(flow, topic)
     return RecordIds(
         mode=flow.schema_ids,
         unknown=flow.value(SCHEMA_UNKNOWN),
         ids=store.schema_ids(flow.name),
         framed={topic: frozenset(sides) for topic, sides in framed.items()},
+        derived={topic: sides for topic in mappings if (sides := derived_sides(flow, topic))},
         names=subject_names(flow, mappings),
         source=source.resolved(),
         target=target.resolved(),

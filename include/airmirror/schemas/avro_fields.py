@@ -2,15 +2,16 @@
 
 Contract:
 
-1. **Which sides.**  A key or value in Confluent's framing (magic byte 0, a 4-byte schema id) whose id the *target*
-   cluster's registry serves as an ``AVRO`` record schema without references.  The copy rewrites schema ids before
-   it runs the transforms (:mod:`airmirror.replication.spark.task_writer`), so the id a field step sees is the
-   target's (the schema sync and :mod:`airmirror.schemas.record_ids` rule 3 put it there), under ``translate`` and
-   ``keep`` alike; a flow whose ids are ``off`` decodes no Avro, and its field steps fail on framed bytes as on any
-   other non-JSON side.  A side framed with an id that is not Avro (Protobuf, JSON Schema), or that the registry does
-   not serve, fails the step (:class:`AvroFailure`), as a side that is not JSON does.
+1. **Which sides.**  A key or value in Confluent's framing (magic byte 0, a 4-byte schema id) whose id the *source*
+   cluster's registry serves as an ``AVRO`` record schema without references, in a flow whose schema ids are
+   ``translate`` or ``keep`` (both clusters have a registry); a flow whose ids are ``off`` decodes no Avro, and its
+   field steps fail on framed bytes as on any other non-JSON side.  A side framed with an id that is not Avro
+   (Protobuf, JSON Schema), or that the registry does not serve, fails the step (:class:`AvroFailure`), as a side
+   that is not JSON does; an id the registry did not serve is asked for again once
+   :data:`~airmirror.schemas.record_ids.UNKNOWN_ID_TTL_S` has passed.
 2. **Read.**  The payload after the frame is decoded with the schema (fastavro): the record as a ``dict``, which the
-   field steps edit as they edit a JSON object.
+   field steps edit as they edit a JSON object.  The chain runs before the copy rewrites schema ids, so a record a
+   step drops never has its ids mapped (:mod:`airmirror.schemas.record_ids`).
 3. **The derived schema** is the side's schema as the field steps that ran on the record change it, in their order
    (:func:`derived_schema`): ``MaskField`` keeps it (a masked field keeps its type); ``ReplaceField`` keeps the fields
    ``include`` names (all when empty), drops those of ``exclude`` and renames per ``renames``; ``InsertField`` appends
@@ -19,13 +20,19 @@ Contract:
    type ``timestamp-millis``; ``HeaderFrom`` with ``move`` drops its fields.  As in Connect on a ``Struct``, a
    masked or moved field the schema does not have, and an inserted one it has already, fail the step.  The record
    keeps its schema's name, namespace and documentation.
-4. **Write.**  The edited record is encoded with the derived schema, which is registered on the target registry under
-   the remote topic's subject (``{remote topic}-key`` / ``-value``, Connect's ``TopicNameStrategy``; registering is
-   idempotent, so a retried chunk gets the same id), and framed with its id.  A schema the registry refuses
-   (incompatible with the subject's versions) fails the step naming the subject.  Without registering
-   (``register=False``, what ``airmirror verify`` asks) the id is looked up instead, and a derived schema the registry
-   does not hold fails the step: no copy was written with it.
-5. **Cost.**  Schemas are asked for once per id, derived schemas once per (id, steps that ran) and registered once per
+4. **Write.**  The edited record is encoded with the derived schema, registered on the *target* registry under the
+   remote topic's subject (``{remote topic}-key`` / ``-value``, Connect's ``TopicNameStrategy``; registering is
+   idempotent, so a retried chunk gets the same id), and framed with its id; the copy's id rewrite leaves such a side
+   as it is (:attr:`~airmirror.replication.spark.record_transforms.RecordTransforms.settled`).  A schema the registry
+   refuses (incompatible with the subject's versions) fails the step naming the subject.  Under ``keep`` (the
+   target's ids are the source's) the side is framed with its own id when the schema is unchanged, and a derived
+   schema, which no source id names, fails the step.  Without registering (``register=False``, what ``airmirror
+   verify`` asks) the id is looked up instead, and a derived schema the registry does not hold fails the step: no
+   copy was written with it.
+5. **The schema sync** copies no source subject of a side whose every record a schema-changing step rewrites
+   (:func:`~airmirror.config.transforms.reschemaed_sides`): that subject on the target holds the derived schemas
+   alone, so the source's evolution never meets them in a compatibility check.
+6. **Cost.**  Schemas are asked for once per id, derived schemas once per (id, steps that ran) and registered once per
    task; each record pays a decode and an encode.
 """
 
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +50,7 @@ import fastavro
 from airmirror.config.transforms import FieldEdit, Side, Step, StepKind
 from airmirror.errors import RegistryRefusal
 from airmirror.schemas.framing import FRAME_LENGTH, MAGIC_ID
+from airmirror.schemas.record_ids import UNKNOWN_ID_TTL_S
 from airmirror.schemas.registry_client import RegistryClient, SchemaText
 
 
@@ -74,14 +83,19 @@ class AvroSide:
 
 
 class AvroFields:
-    """One task's Avro sides, on the target registry ``registry`` (rules 1-5); ``register`` is ``False`` for a
-    reader that must not change the registry (``airmirror verify``)."""
+    """One task's Avro sides (rules 1-4): read with the ``source`` registry, derived schemas registered on (or, when
+    ``register`` is ``False``, looked up in) the ``target`` one; ``derives`` is ``False`` under ``keep``, where no
+    derived schema may be registered.  :meth:`close` closes both clients."""
 
-    def __init__(self, registry: RegistryClient, *, register: bool = True) -> None:
-        self.registry = registry
-        self.register = register
-        self._schemas: dict[int, tuple[dict[str, Any], Any] | str] = {}
-        """Schema id -> its JSON and parsed form, or why it is no Avro record schema."""
+    def __init__(
+        self, source: RegistryClient, target: RegistryClient, *, register: bool = True, derives: bool = True
+    ) -> None:
+        self.source, self.target = source, target
+        self.register, self.derives = register, derives
+        self._schemas: dict[int, tuple[dict[str, Any], Any]] = {}
+        """Schema id -> its JSON and parsed form."""
+        self._unusable: dict[int, tuple[str, float]] = {}
+        """Schema id -> why it is no Avro record schema here, and when that was found (``time.monotonic()``)."""
         self._written: dict[tuple[int, str, tuple[Step, ...]], tuple[int, Any]] = {}
         """(schema id, subject, steps that ran) -> the derived schema's id and parsed form."""
 
@@ -110,17 +124,28 @@ class AvroFields:
             raise AvroFailure(f"cannot write the record in Avro with schema id {schema_id}: {error}") from error
         return buffer.getvalue()
 
+    def close(self) -> None:
+        self.source.close()
+        self.target.close()
+
     def _schema(self, schema_id: int) -> tuple[dict[str, Any], Any]:
         known = self._schemas.get(schema_id)
-        if known is None:
-            known = self._schemas[schema_id] = self._fetched(schema_id)
-        if isinstance(known, str):
-            raise AvroFailure(known)
-        return known
+        if known is not None:
+            return known
+        told = self._unusable.get(schema_id)
+        if told is not None and time.monotonic() - told[1] < UNKNOWN_ID_TTL_S:
+            raise AvroFailure(told[0])
+        found = self._fetched(schema_id)
+        if isinstance(found, str):
+            self._unusable[schema_id] = (found, time.monotonic())
+            raise AvroFailure(found)
+        self._unusable.pop(schema_id, None)
+        self._schemas[schema_id] = found
+        return found
 
     def _fetched(self, schema_id: int) -> tuple[dict[str, Any], Any] | str:
-        text = self.registry.schema(schema_id)
-        where = f"schema id {schema_id} of the registry {self.registry!r}"
+        text = self.source.schema(schema_id)
+        where = f"schema id {schema_id} of the registry {self.source!r}"
         if text is None:
             return f"{where} is not there"
         if text.schema_type != "AVRO" or text.references:
@@ -136,23 +161,30 @@ class AvroFields:
         if cached is not None:
             return cached
         derived = derived_schema(side.schema, steps)
-        parsed = fastavro.parse_schema(derived)
-        if derived == side.schema:
+        try:
+            parsed = fastavro.parse_schema(derived)
+        except Exception as error:  # fastavro's errors for a schema that no longer parses (a named type cut off)
+            raise AvroFailure(f"the derived schema of schema id {side.schema_id} is not valid Avro: {error}") from error
+        if not self.derives:
+            if derived != side.schema:
+                raise AvroFailure(
+                    "under airmirror.schema.ids = keep the target's ids are the source's, and no source id names "
+                    f"the schema these steps derive from schema id {side.schema_id}: use translate"
+                )
             schema_id = side.schema_id
         else:
-            text = SchemaText(json.dumps(derived, separators=(",", ":")))
-            schema_id = self._registered(subject, text)
+            schema_id = self._registered(subject, SchemaText(json.dumps(derived, separators=(",", ":"))))
         self._written[(side.schema_id, subject, steps)] = (schema_id, parsed)
         return schema_id, parsed
 
     def _registered(self, subject: str, text: SchemaText) -> int:
         if not self.register:
-            found = self.registry.lookup(subject, text)
+            found = self.target.lookup(subject, text)
             if found is None:
-                raise AvroFailure(f"the registry {self.registry!r} holds no derived schema under {subject}")
+                raise AvroFailure(f"the registry {self.target!r} holds no derived schema under {subject}")
             return found[0]
         try:
-            return self.registry.register(subject, text)
+            return self.target.register(subject, text)
         except RegistryRefusal as refused:
             if refused.status not in (409, 422):
                 raise

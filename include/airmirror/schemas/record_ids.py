@@ -10,12 +10,14 @@ Contract:
    live stream copies it is framed from then on (:meth:`IdTranslator.framed`); should the registry not answer within
    :data:`REFRESH_WAIT_S`, the task goes on with the list it holds.  A payload that is not framed (null, short, another
    first byte, or a side a header names) is copied as it is; every other record is copied as it is, untouched.
-2. **translate**: a framed id is replaced by its target id, and so is the id form of a ``__key_schema_id`` /
-   ``__value_schema_id`` header; nothing else changes (Protobuf message indexes, payload, other headers, their order).
-   **keep**: nothing changes, but every id is checked to be on the target.  A header in the GUID form names its schema
-   by content: it is found on the source registry (``/schemas/guids``), its schema copied like an id, and the header
-   rewritten to the target's GUID of it; where either registry has no GUIDs (Apicurio 3.3), the record is handled as one
-   with an unknown id (rule 4), never copied naming a schema the target registry cannot serve.
+2. **translate**: a framed id is replaced by its target id (but on a side a field transform wrote in Avro with a
+   derived schema, whose id is the target's already: :mod:`airmirror.schemas.avro_fields` rule 4), and so is the id form
+   of a ``__key_schema_id`` / ``__value_schema_id`` header; nothing else changes (Protobuf message indexes, payload,
+   other headers, their order). **keep**: nothing changes, but every id is checked to be on the target.  A header in the
+   GUID form names its schema by content: it is found on the source registry (``/schemas/guids``), its schema copied
+   like an id, and the header rewritten to the target's GUID of it; where either registry has no GUIDs (Apicurio 3.3),
+   the record is handled as one with an unknown id (rule 4), never copied naming a schema the target registry cannot
+   serve.
 3. **An id not in the map** (a schema registered after the run's schema sync) is copied from the source registry to the
    target in the same run (:meth:`~airmirror.schemas.subject_copy.SubjectCopier.copy_id`, under the record topic's
    subject when it holds the id) and added to :attr:`IdTranslator.new_ids`, which the driver stores.
@@ -56,9 +58,14 @@ from airmirror.schemas.subject_copy import SubjectCopier, SubjectNames, topic_of
 
 Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]] | None
 """A record's headers as confluent-kafka types them; a consumer returns a list (or ``None``), rewritten as a list."""
-Rewrite = Callable[[int, bytes | None, bytes | None, Headers], tuple[bytes | None, bytes | None, Headers, bool]]
-"""One source partition's rewrite (:meth:`IdTranslator.rewriter`): offset, key, value, headers in; key, value,
-headers to write and whether the record passed with an unknown id out."""
+Rewrite = Callable[
+    [int, bytes | None, bytes | None, Headers, frozenset[Side]], tuple[bytes | None, bytes | None, Headers, bool]
+]
+"""One source partition's rewrite (:meth:`IdTranslator.rewriter`): offset, key, value, headers and the sides left as
+they are in; key, value, headers to write and whether the record passed with an unknown id out."""
+NONE: frozenset[Side] = frozenset()
+SETTLED = (NONE, frozenset({Side.KEY}), frozenset({Side.VALUE}), frozenset(Side))
+"""Every set of sides a rewrite may be told to leave (rule 2)."""
 UNKNOWN_ID_TTL_S = 10.0
 """How long an id the source registry did not know is taken as unknown before it is asked for again (rule 4): a live
 run's topic-sync interval (:data:`airmirror.replication.continuous.TOPIC_SYNC_INTERVAL_S`); also how old a task's
@@ -81,8 +88,10 @@ def subject_sides(subjects: Iterable[str], topics: Collection[str]) -> dict[str,
 class RecordIds:
     """What a copy task needs to handle schema ids: plain data, so it pickles to Spark executors.  ``ids`` is the
     stored id map when the job was planned, ``framed`` the framed sides per source topic (rule 1) as read at
-    ``framed_at`` (``time.time()``), ``unknown`` the ``airmirror.schema.unknown`` policy.  The registries' settings hold
-    credentials and stay out of the repr."""
+    ``framed_at`` (``time.time()``), ``unknown`` the ``airmirror.schema.unknown`` policy, ``derived`` the sides per
+    source topic whose records the flow's chain writes with derived schemas (never framed here:
+    :mod:`airmirror.schemas.avro_fields` rule 5).  The registries' settings hold credentials and stay out of the
+    repr."""
 
     mode: SchemaIds
     unknown: str
@@ -92,6 +101,7 @@ class RecordIds:
     source: RegistryAccess = field(repr=False)
     target: RegistryAccess = field(repr=False)
     framed_at: float = field(default_factory=time.time)
+    derived: Mapping[str, frozenset[Side]] = field(default_factory=dict, repr=False)
 
 
 _MISS = object()
@@ -125,14 +135,15 @@ class IdTranslator:
                 subjects = self._registries().source.subjects(wait_s=REFRESH_WAIT_S)
             except ReplicationFailure:
                 subjects = []  # the registry is slow or down: the list held stands, read again later
+            derived = self.record_ids.derived
             for named, sides in subject_sides(subjects, self.record_ids.names.remote_topics).items():
-                self._framed[named] = self._framed.get(named, frozenset()) | sides
+                self._framed[named] = (self._framed.get(named, frozenset()) | sides) - derived.get(named, frozenset())
         return self._framed.get(topic, frozenset())
 
     def rewriter(self, topic: str, partition: int) -> Rewrite:
         """The rewrite of source partition ``topic``/``partition``'s records (a framed topic): called with a record's
-        offset, key, value and headers, it returns the record to write and whether it was passed through unchanged
-        with an unknown id (rule 4).
+        offset, key, value and headers, and the sides to leave as they are (rule 2), it returns the record to write and
+        whether it was passed through unchanged with an unknown id (rule 4).
 
         A record without a schema-id header, whose ids are all in the map, takes a short way: its ids are only the
         frames of its topic's framed sides (:func:`~airmirror.schemas.framing.id_slots` without headers), and each
@@ -142,6 +153,7 @@ class IdTranslator:
         framed = self.framed(topic)
         key_framed, value_framed = Side.KEY in framed, Side.VALUE in framed
         frames, slots = self._frames, self._rewrite_slots
+        unsettled = {settled: framed - settled for settled in SETTLED}
 
         def reframed(data: bytes | None) -> bytes | object | None:
             """``data`` naming its mapped id (itself when not framed or mapped to the same id); :data:`_MISS` when
@@ -158,14 +170,14 @@ class IdTranslator:
             return frame + data[FRAME_LENGTH:] if frame else data
 
         def rewrite(
-            offset: int, key: bytes | None, value: bytes | None, headers: Headers
+            offset: int, key: bytes | None, value: bytes | None, headers: Headers, settled: frozenset[Side] = NONE
         ) -> tuple[bytes | None, bytes | None, Headers, bool]:
             if headers is None or (isinstance(headers, list) and not any(name in HEADERS for name, _ in headers)):
-                new_key = reframed(key) if key_framed else key
-                new_value = reframed(value) if value_framed else value
+                new_key = reframed(key) if key_framed and Side.KEY not in settled else key
+                new_value = reframed(value) if value_framed and Side.VALUE not in settled else value
                 if new_key is not _MISS and new_value is not _MISS:
                     return new_key, new_value, headers, False  # type: ignore[return-value]
-            return slots(topic, partition, offset, key, value, headers)
+            return slots(topic, partition, offset, key, value, headers, unsettled[settled])
 
         return rewrite
 
@@ -180,10 +192,17 @@ class IdTranslator:
         return frame
 
     def _rewrite_slots(
-        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, headers: Headers
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        framed: frozenset[Side],
     ) -> tuple[bytes | None, bytes | None, Headers, bool]:
         listed = headers if isinstance(headers, list) else None
-        slots = id_slots(self.framed(topic), key, value, listed)
+        slots = id_slots(framed, key, value, listed)
         guids = guid_slots(listed)
         if not slots and not guids:
             return key, value, headers, False

@@ -86,6 +86,32 @@ def test_copy_tasks_learn_the_framed_sides_of_their_topics_and_the_stored_map(
     assert (found.ids, found.unknown, found.names.target("orders-value")) == ({1: 101}, "pass", "a.orders-value")
 
 
+def test_a_side_every_record_of_which_gets_a_derived_schema_is_neither_synced_nor_framed(
+    tmp_path: Path, source: FakeRegistry, target: FakeRegistry, store: MetadataStore
+) -> None:
+    chain = (
+        "a->b.transforms = cut, mask\n"
+        "a->b.transforms.cut.type = org.apache.kafka.connect.transforms.ReplaceField$Value\n"
+        "a->b.transforms.cut.exclude = n\n"
+        "a->b.transforms.cut.predicate = isOrders\n"
+        "a->b.transforms.mask.type = org.apache.kafka.connect.transforms.MaskField$Key\n"
+        "a->b.transforms.mask.fields = id\n"
+        "a->b.predicates = isOrders\n"
+        "a->b.predicates.isOrders.type = org.apache.kafka.connect.transforms.predicates.TopicNameMatches\n"
+        "a->b.predicates.isOrders.pattern = a\\.orders\n"
+    )
+    flow = flow_of(tmp_path, source, target, chain)
+    for subject in ("orders-value", "orders-key", "plain-value"):
+        source.add(subject, V1)
+
+    report = sync_schemas(flow, store, MAPPINGS)
+    found = record_ids(flow, store, {"orders": "a.orders", "plain": "a.plain"})
+
+    assert report is not None and sorted(s.target_subject for s in report.subjects) == ["a.orders-key", "a.plain-value"]
+    assert found is not None and found.framed == {"orders": frozenset({Side.KEY}), "plain": frozenset({Side.VALUE})}
+    assert found.derived == {"orders": frozenset({Side.VALUE})}
+
+
 def test_a_flow_without_registries_has_no_schema_step(tmp_path: Path, store: MetadataStore) -> None:
     config = tmp_path / "mm2.properties"
     config.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n")

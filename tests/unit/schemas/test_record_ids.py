@@ -216,7 +216,7 @@ def test_the_short_way_for_records_without_schema_id_headers_equals_the_general_
         for value in payloads:
             for listed in headers:
                 short = ids.rewriter("orders", 0)(0, key, value, listed)
-                general = ids._rewrite_slots("orders", 0, 0, key, value, listed)
+                general = ids._rewrite_slots("orders", 0, 0, key, value, listed, framed)
                 assert short == general, (key, value, listed)
 
 
@@ -288,3 +288,34 @@ def test_a_topic_that_gets_its_first_subject_is_framed_once_the_list_is_old(
     source.fail_next(503, times=1000)
     monkeypatch.setattr(record_ids, "REFRESH_WAIT_S", 0.1)
     assert ids.framed("orders") == frozenset({Side.VALUE}), "a registry down leaves the list held"
+
+
+def test_a_side_a_transform_settled_is_left_as_it_is_both_ways(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator]
+) -> None:
+    rewrite = translator(translators, source, target, ids={1: 101}).rewriter("orders", 0)
+    value_settled = frozenset({Side.VALUE})
+    assert rewrite(0, frame(1), frame(701), None, value_settled) == (frame(101), frame(701), None, False)
+    headers = [("h", b"x")]  # a header list takes the general way
+    assert rewrite(0, frame(1), frame(701), headers, value_settled) == (frame(101), frame(701), headers, False)
+    assert rewrite(0, frame(1), frame(1), None, frozenset()) == (frame(101), frame(101), None, False)
+
+
+def test_a_derived_side_is_never_framed_even_once_its_subject_is_listed_again(
+    source: FakeRegistry, target: FakeRegistry, translators: list[IdTranslator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_ids_ = RecordIds(
+        mode=SchemaIds.TRANSLATE,
+        unknown="fail",
+        ids={},
+        framed={"orders": frozenset({Side.KEY})},
+        names=SubjectNames({"orders": "a.orders"}),
+        source=source.access("a"),
+        target=target.access("b"),
+        derived={"orders": frozenset({Side.VALUE})},
+    )
+    translators.append(IdTranslator(record_ids_))
+    source.add("orders-value", V1)
+    source.add("orders-key", V1.replace("Order", "OrderKey"))
+    monkeypatch.setattr(record_ids, "UNKNOWN_ID_TTL_S", 0.0)
+    assert translators[-1].framed("orders") == frozenset({Side.KEY})

@@ -16,7 +16,7 @@ list of ``(name, bytes | None)``), with Kafka Connect's meaning:
   parsed once, when the first field step reaches it, and written once, after the last step (compact JSON, its
   fields in their order, new ones last): a record no field step changes (none, or HeaderFrom's ``copy`` only)
   keeps its bytes.  JSON is read and written by :mod:`~airmirror.replication.spark.record_codec`; a side framed
-  with a registry id, when the chain has the target registry (:class:`~airmirror.schemas.avro_fields.AvroFields`),
+  with a registry id, when the chain has the flow's registries (:class:`~airmirror.schemas.avro_fields.AvroFields`),
   is read as Avro and written with the derived schema of the field steps that ran on it.  A side that is neither
   a JSON object nor an Avro record raises :class:`TransformFailure` naming the step and why (the caller names the
   record).
@@ -31,6 +31,8 @@ timestamp and partition, ``topic.field`` the remote topic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
 from operator import itemgetter
 from typing import Any
 
@@ -38,12 +40,14 @@ from airmirror.config.transforms import FieldEdit, Predicate, PredicateKind, Sid
 from airmirror.replication.spark.own_transforms import RecordTest, StepFailure, condition_test, python_call
 from airmirror.replication.spark.record_codec import GivenHeaders, Headers, header_list, read_json, written_json
 from airmirror.schemas.avro_fields import AvroFailure, AvroFields, AvroSide, subject_of
+from airmirror.schemas.framing import Side as FramedSide
 
 _UNPARSED = object()
+NO_SIDES: frozenset[FramedSide] = frozenset()
 
 
 class _AvroRecord:
-    """A side read as Avro while the chain runs: the record (edited in place by each field step), its schema and
+    """A side read as Avro while the chain runs: the record (replaced by each field step's edit), its schema and
     the field steps that ran on it, which decide the schema it is written with."""
 
     __slots__ = ("avro", "record", "side", "steps")
@@ -95,6 +99,9 @@ class RecordTransforms:
     ) -> None:
         self.steps = tuple(steps)
         self.topic, self.partition, self.avro = topic, partition, avro
+        self.settled: frozenset[FramedSide] = NO_SIDES
+        """The sides the last :meth:`apply` wrote in Avro with a derived schema, framed with the target's id: the
+        copy's id rewrite leaves them as they are (:mod:`airmirror.schemas.avro_fields` rule 4)."""
         self._plan = tuple(
             (
                 step,
@@ -107,15 +114,17 @@ class RecordTransforms:
         )
 
     def apply(
-        self, key: bytes | None, value: bytes | None, given: GivenHeaders, timestamp: int = 0, *, avro: bool = True
+        self, key: bytes | None, value: bytes | None, given: GivenHeaders, timestamp: int = 0
     ) -> tuple[bytes | None, bytes | None, Headers | None] | None:
         """The record as the chain leaves it, or ``None`` when a step dropped it; raises :class:`TransformFailure`
-        when a step cannot process it.  ``avro=False``: the record's schema ids are not the target registry's (copied
-        unmapped), so no side of it is read as Avro."""
+        when a step cannot process it.  Afterwards :attr:`settled` holds the sides it wrote in Avro, framed with a
+        target id."""
         headers = header_list(given)
         parsed_key: Any = _UNPARSED
         parsed_value: Any = _UNPARSED
-        reads_avro = avro and self.avro is not None
+        reads_avro = self.avro is not None
+        if reads_avro:
+            self.settled = NO_SIDES
         for step, kind, test, negate, call in self._plan:
             if (test or call) and (parsed_key is not _UNPARSED or parsed_value is not _UNPARSED):
                 # a predicate or a Python step after a field step sees the record as written so far
@@ -220,9 +229,11 @@ class RecordTransforms:
             return _encoded(parsed)
         assert self.avro is not None
         try:
-            return self.avro.write(parsed.avro, subject_of(self.topic, parsed.side), parsed.steps, parsed.record)
+            written = self.avro.write(parsed.avro, subject_of(self.topic, parsed.side), parsed.steps, parsed.record)
         except AvroFailure as failure:
             raise TransformFailure(parsed.steps[-1], str(failure)) from failure
+        self.settled |= {FramedSide(parsed.side.value.lower())}
+        return written
 
 
 def _header_step(step: Step, headers: Headers | None) -> Headers | None:
@@ -239,7 +250,10 @@ def _header_step(step: Step, headers: Headers | None) -> Headers | None:
 def headers_from(step: Step, edit: FieldEdit, data: Any) -> tuple[Any, Headers]:
     """HeaderFrom on the side's parsed JSON: the side (without the fields, for ``move``) and the headers to append."""
     _require_object(step, edit, data)
-    added: Headers = [(header, _header_value(data.get(field))) for field, header in edit.to_headers]
+    try:
+        added: Headers = [(header, _header_value(data.get(field))) for field, header in edit.to_headers]
+    except TypeError as error:
+        raise TransformFailure(step, f"cannot write a field as a header: {error}") from error
     if edit.move:
         moved = {field for field, _ in edit.to_headers}
         data = {name: field for name, field in data.items() if name not in moved}
@@ -247,9 +261,12 @@ def headers_from(step: Step, edit: FieldEdit, data: Any) -> tuple[Any, Headers]:
 
 
 def _header_value(field: Any) -> bytes | None:
-    """A JSON value as a header's bytes: a string's UTF-8 bytes, null as null, any other value its compact JSON."""
+    """A field as a header's bytes: a string's UTF-8 bytes, an Avro ``bytes`` or ``fixed`` field as it is, null as
+    null, any other value its compact JSON (``TypeError`` for a value JSON has no form for)."""
     if field is None:
         return None
+    if isinstance(field, bytes):
+        return field
     return field.encode("utf-8") if isinstance(field, str) else written_json(field)
 
 
@@ -283,5 +300,18 @@ def _masked(field: Any, replacement: str | None, step: Step) -> Any:
         raise TransformFailure(step, f"cannot convert replacement {replacement!r} to a number") from error
 
 
-_EMPTY: dict[type, Any] = {bool: False, int: 0, float: 0.0, str: "", bytes: b"", list: [], dict: {}}
-"""Connect's masked value of each type a JSON or Avro field has (an Avro ``bytes`` or ``fixed`` one is ``bytes``)."""
+_EMPTY: dict[type, Any] = {
+    bool: False,
+    int: 0,
+    float: 0.0,
+    str: "",
+    list: [],
+    dict: {},
+    Decimal: Decimal(0),
+    datetime: datetime(1970, 1, 1, tzinfo=UTC),
+    date: date(1970, 1, 1),
+    time: time(0),
+}
+"""Connect's masked value of each type a JSON or Avro field has (Avro's decimals, timestamps, dates and times as
+fastavro reads them: Connect masks a ``BigDecimal`` to zero and a ``java.util.Date`` to the epoch).  As in Connect,
+bytes have none."""

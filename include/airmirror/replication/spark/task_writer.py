@@ -109,6 +109,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from airmirror.config.schema_registries import SchemaIds
 from airmirror.config.transforms import Step
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, naming_refusals
@@ -129,8 +130,8 @@ from airmirror.replication.spark.batch_log import (
     trusted_anchor,
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
-from airmirror.replication.spark.record_codec import GivenHeaders, Headers, header_list
-from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
+from airmirror.replication.spark.record_codec import Headers, header_list
+from airmirror.replication.spark.record_transforms import NO_SIDES, RecordTransforms, TransformFailure
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
@@ -402,12 +403,17 @@ class TaskCopy:
         self.states: dict[tuple[str, int], RangeState] = {}
         self.call_s = TRANSACTION_CALL_S if task.stream_until is None else STREAM_TRANSACTION_CALL_S
         self.ids = None if task.record_ids is None else IdTranslator(task.record_ids)
+        record_ids = task.record_ids
         self.avro = (
-            AvroFields(RegistryClient(task.record_ids.target))
-            if task.record_ids is not None and any(step.fields for r in task.ranges for step in r.transforms)
+            AvroFields(
+                RegistryClient(record_ids.source),
+                RegistryClient(record_ids.target),
+                derives=record_ids.mode is SchemaIds.TRANSLATE,
+            )
+            if record_ids is not None and any(step.fields for r in task.ranges for step in r.transforms)
             else None
         )
-        """The target registry of field transforms on Avro sides (:mod:`airmirror.schemas.avro_fields`)."""
+        """The registries of field transforms on Avro sides (:mod:`airmirror.schemas.avro_fields`)."""
         self.carried_ids: set[int] = set()
         """The schema ids this attempt mapped that a committed runs record carries (rule 3)."""
 
@@ -569,11 +575,11 @@ class TaskCopy:
         """Produce one range's records, in order, to its remote partition, counting them in ``chunk_records``;
         returns their payload bytes.
 
-        Key, value and headers go out as they came in, except for the schema ids of a topic whose records are framed
-        when the task translates them (:mod:`airmirror.schemas.record_ids`), and then as the range's transforms
-        change them or drop the record (:meth:`transformed`): the transforms see the target's ids, so a field step
-        reads an Avro side with the target's registry (:mod:`airmirror.schemas.avro_fields` rule 1).  The source
-        timestamp is kept, except that a record without one (-1) gets the produce time (librdkafka's timestamp 0).
+        Key, value and headers go out as they came in, except as the range's transforms change them or drop the
+        record (:meth:`transformed`) and, then, the schema ids of a topic whose records are framed when the task
+        translates them (:mod:`airmirror.schemas.record_ids`; never on a side a field transform wrote in Avro with a
+        target id, :mod:`airmirror.schemas.avro_fields` rule 4).  The source timestamp is kept, except that a record
+        without one (-1) gets the produce time (librdkafka's timestamp 0).
         """
         produce, poll = self.producer.produce, self.producer.poll
         source, deliveries = state.source, state.deliveries
@@ -583,16 +589,18 @@ class TaskCopy:
         copied = written = 0
         for message in messages:
             offset = offset_of(message)
-            key, value, headers = message.key(), message.value(), message.headers()
-            passed = False
-            if rewrite is not None:
-                key, value, headers, passed = rewrite(offset, key, value, headers)
-            if transforms is not None:
-                kept = self.transformed(state, transforms, message, offset, (key, value, headers), not passed)
+            settled = NO_SIDES
+            if transforms is None:
+                key, value, headers = message.key(), message.value(), message.headers()
+            else:
+                kept = self.transformed(state, transforms, message, offset)
                 if kept is None:
                     continue
                 key, value, headers = kept
-            state.chunk_passed += passed
+                settled = transforms.settled
+            if rewrite is not None:
+                key, value, headers, passed = rewrite(offset, key, value, headers, settled)
+                state.chunk_passed += passed
             deliveries.sent(offset)
             blocked = False
             while True:
@@ -628,21 +636,14 @@ class TaskCopy:
         return copied
 
     def transformed(
-        self,
-        state: RangeState,
-        transforms: RecordTransforms,
-        message: Message,
-        offset: int,
-        record: tuple[bytes | None, bytes | None, GivenHeaders],
-        mapped: bool,
+        self, state: RangeState, transforms: RecordTransforms, message: Message, offset: int
     ) -> tuple[bytes | None, bytes | None, Headers | None] | None:
-        """The ``record`` of ``message`` (its key, value and headers, ids rewritten; ``mapped`` unless it kept an
-        unknown id) as the range's transforms leave it (:mod:`~airmirror.replication.spark.record_transforms`), or
+        """The record as the range's transforms leave it (:mod:`~airmirror.replication.spark.record_transforms`), or
         ``None`` when it produces nothing: dropped by a step (counted in ``chunk_filtered``), or one a transform
         cannot process when the task skips those (counted in ``chunk_skipped``); otherwise such a record fails the
         chunk, named."""
         try:
-            kept = transforms.apply(*record, message.timestamp()[1], avro=mapped)
+            kept = transforms.apply(message.key(), message.value(), message.headers(), message.timestamp()[1])
         except TransformFailure as failure:
             if not self.task.skip_failed_records:
                 raise transform_failed(state.source, offset, failure) from failure
@@ -915,7 +916,7 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
     if attempt.ids is not None:
         attempt.ids.close()
     if attempt.avro is not None:
-        attempt.avro.registry.close()
+        attempt.avro.close()
     return [
         RangeCopied(
             topic=state.source.topic,
