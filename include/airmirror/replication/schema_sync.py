@@ -106,14 +106,14 @@ def subject_names(flow: FlowConfig, mappings: Mapping[str, str]) -> SubjectNames
 def selected_subjects(flow: FlowConfig, subjects: Iterable[str], mappings: Iterable[TopicMapping]) -> list[str]:
     """The source subjects a sync copies (rule 1), sorted: never that of a side whose every record the flow's chain
     gives a derived schema (:func:`derived_sides`)."""
-    topics = {m.source_topic for m in mappings}
+    derived = {m.source_topic: derived_sides(flow, m.source_topic) for m in mappings}
     record_subjects = flow.value(SCHEMA_RECORD_SUBJECTS)
     chosen = []
     for subject in subjects:
         named = topic_of(subject)
-        if named is not None and named[0] in topics and named[1] in derived_sides(flow, named[0]):
+        if named is not None and named[0] in derived and named[1] in derived[named[0]]:
             continue
-        if (named is not None and named[0] in topics) or record_subjects.matches(subject):
+        if (named is not None and named[0] in derived) or record_subjects.matches(subject):
             chosen.append(subject)
     return sorted(chosen)
 
@@ -196,17 +196,18 @@ def record_ids(flow: FlowConfig, store: MetadataStore, mappings: dict[str, str])
     with RegistryClient(source) as client:
         framed = subject_sides(client.subjects(), mappings)
     all_sides = flow.value(SCHEMA_TOPICS)
+    derived = {topic: sides for topic in mappings if (sides := derived_sides(flow, topic))}
     for topic in mappings:
         if all_sides.matches(topic):
             framed[topic] = set(Side)
         if topic in framed:
-            framed[topic] -= derived_sides(flow, topic)
+            framed[topic] -= derived.get(topic, frozenset())
     return RecordIds(
         mode=flow.schema_ids,
         unknown=flow.value(SCHEMA_UNKNOWN),
         ids=store.schema_ids(flow.name),
         framed={topic: frozenset(sides) for topic, sides in framed.items()},
-        derived={topic: sides for topic in mappings if (sides := derived_sides(flow, topic))},
+        derived=derived,
         names=subject_names(flow, mappings),
         source=source.resolved(),
         target=target.resolved(),

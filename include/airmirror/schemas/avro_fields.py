@@ -47,9 +47,10 @@ from typing import Any
 
 import fastavro
 
-from airmirror.config.transforms import FieldEdit, Side, Step, StepKind
+from airmirror.config.transforms import FieldEdit, Step, StepKind
 from airmirror.errors import RegistryRefusal
-from airmirror.schemas.framing import FRAME_LENGTH, MAGIC_ID
+from airmirror.schemas.framing import FRAME_LENGTH, MAGIC_ID, framed_id
+from airmirror.schemas.framing import Side as FramedSide
 from airmirror.schemas.record_ids import UNKNOWN_ID_TTL_S
 from airmirror.schemas.registry_client import RegistryClient, SchemaText
 
@@ -65,13 +66,6 @@ INSERTED_TYPES: dict[str, Any] = {
     "static": "string",
 }
 """The Avro type of each kind of field ``InsertField`` inserts (made optional, rule 3)."""
-
-
-def framed_id(data: bytes | None) -> int | None:
-    """The schema id ``data`` is framed with, ``None`` when it is not framed."""
-    if data is None or len(data) < FRAME_LENGTH or data[0] != MAGIC_ID:
-        return None
-    return int.from_bytes(data[1:FRAME_LENGTH], "big")
 
 
 @dataclass(frozen=True)
@@ -232,6 +226,6 @@ def _require_fields(step: Step, wanted: Iterable[str], names: list[str]) -> None
         raise AvroFailure(f"{step.alias}: the schema has no field {missing[0]!r}")
 
 
-def subject_of(topic: str, side: Side) -> str:
+def subject_of(topic: str, side: FramedSide) -> str:
     """The subject of ``topic``'s key or value (Connect's ``TopicNameStrategy``)."""
-    return f"{topic}-{side.value.lower()}"
+    return f"{topic}-{side.value}"

@@ -48,6 +48,7 @@ class Side(str, Enum):
 
 
 HEADERS = {Side.KEY.header: Side.KEY, Side.VALUE.header: Side.VALUE}
+NO_SIDES: frozenset[Side] = frozenset()
 
 
 def framed_id(data: HeaderValue) -> int | None:

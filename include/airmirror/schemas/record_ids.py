@@ -45,6 +45,7 @@ from airmirror.schemas.framing import (
     FRAME_LENGTH,
     HEADERS,
     MAGIC_ID,
+    NO_SIDES,
     GuidSlot,
     IdSlot,
     Side,
@@ -63,8 +64,7 @@ Rewrite = Callable[
 ]
 """One source partition's rewrite (:meth:`IdTranslator.rewriter`): offset, key, value, headers and the sides left as
 they are in; key, value, headers to write and whether the record passed with an unknown id out."""
-NONE: frozenset[Side] = frozenset()
-SETTLED = (NONE, frozenset({Side.KEY}), frozenset({Side.VALUE}), frozenset(Side))
+SETTLED = (NO_SIDES, frozenset({Side.KEY}), frozenset({Side.VALUE}), frozenset(Side))
 """Every set of sides a rewrite may be told to leave (rule 2)."""
 UNKNOWN_ID_TTL_S = 10.0
 """How long an id the source registry did not know is taken as unknown before it is asked for again (rule 4): a live
@@ -170,7 +170,7 @@ class IdTranslator:
             return frame + data[FRAME_LENGTH:] if frame else data
 
         def rewrite(
-            offset: int, key: bytes | None, value: bytes | None, headers: Headers, settled: frozenset[Side] = NONE
+            offset: int, key: bytes | None, value: bytes | None, headers: Headers, settled: frozenset[Side] = NO_SIDES
         ) -> tuple[bytes | None, bytes | None, Headers, bool]:
             if headers is None or (isinstance(headers, list) and not any(name in HEADERS for name, _ in headers)):
                 new_key = reframed(key) if key_framed and Side.KEY not in settled else key

@@ -40,10 +40,10 @@ from airmirror.config.transforms import FieldEdit, Predicate, PredicateKind, Sid
 from airmirror.replication.spark.own_transforms import RecordTest, StepFailure, condition_test, python_call
 from airmirror.replication.spark.record_codec import GivenHeaders, Headers, header_list, read_json, written_json
 from airmirror.schemas.avro_fields import AvroFailure, AvroFields, AvroSide, subject_of
+from airmirror.schemas.framing import NO_SIDES
 from airmirror.schemas.framing import Side as FramedSide
 
 _UNPARSED = object()
-NO_SIDES: frozenset[FramedSide] = frozenset()
 
 
 class _AvroRecord:
@@ -52,7 +52,7 @@ class _AvroRecord:
 
     __slots__ = ("avro", "record", "side", "steps")
 
-    def __init__(self, avro: AvroSide, record: dict[str, Any], side: Side) -> None:
+    def __init__(self, avro: AvroSide, record: dict[str, Any], side: FramedSide) -> None:
         self.avro, self.record, self.side = avro, record, side
         self.steps: list[Step] = []
 
@@ -212,7 +212,7 @@ class RecordTransforms:
             except AvroFailure as failure:
                 raise TransformFailure(step, str(failure)) from failure
             if found is not None:
-                return _AvroRecord(*found, side)
+                return _AvroRecord(*found, FramedSide(side.value.lower()))
         try:
             return read_json(data)
         except ValueError as error:
@@ -232,7 +232,7 @@ class RecordTransforms:
             written = self.avro.write(parsed.avro, subject_of(self.topic, parsed.side), parsed.steps, parsed.record)
         except AvroFailure as failure:
             raise TransformFailure(parsed.steps[-1], str(failure)) from failure
-        self.settled |= {FramedSide(parsed.side.value.lower())}
+        self.settled |= {parsed.side}
         return written
 
 

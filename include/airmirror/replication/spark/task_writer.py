@@ -131,11 +131,12 @@ from airmirror.replication.spark.batch_log import (
 )
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
 from airmirror.replication.spark.record_codec import Headers, header_list
-from airmirror.replication.spark.record_transforms import NO_SIDES, RecordTransforms, TransformFailure
+from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
 from airmirror.schemas.avro_fields import AvroFields
+from airmirror.schemas.framing import NO_SIDES
 from airmirror.schemas.record_ids import IdTranslator, RecordIds
 from airmirror.schemas.registry_client import RegistryClient
 
