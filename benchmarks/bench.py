@@ -147,7 +147,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -161,6 +161,7 @@ from avro_data import (
     Registries,
     decoded_values,
     latest_id,
+    masked_record,
     masked_reframed,
     start_registries,
     stop_registries,
@@ -875,11 +876,7 @@ def schema_ids_run(
     """One fresh ``airmirror replicate`` of the Avro topic with ``airmirror.schema.ids = mode``, checked: ``off``
     copies the source as it is; ``translate`` copies it with every value naming the target's id, which decodes with
     the target registry alone."""
-    lines = (
-        f"{{source}}.schema.registry.url = {registries.source.url}",
-        f"{{target}}.schema.registry.url = {registries.target.url}",
-        f"airmirror.schema.ids = {mode}",
-    )
+    lines = (*registry_lines(registries), f"airmirror.schema.ids = {mode}")
     flow = airmirror_flow(clusters, source, workdir, f"ids{mode[0]}{round_}", args.spark_master, extra_lines=lines)
     result = run_airmirror(
         clusters, source, flow, workdir, args.timeout, name=f"airmirror_ids_{mode}_{round_}", verify_copy=False
@@ -894,15 +891,39 @@ def schema_ids_run(
         raise SystemExit(f"the schema has id {target_id} on both registries: nothing to translate")
     translated = topic_digest(clusters.source, source.name, source.partitions, partial(reframed, schema_id=target_id))
     verify(clusters, SourceTopic(source.name, source.partitions, source.records, 0, translated), remote)
+    check_decodes(clusters, source, remote, registries, values.record)
+    return {**figures, "target_schema_id": target_id}
+
+
+def registry_lines(registries: Registries) -> tuple[str, ...]:
+    """The flow lines that give both clusters the bench's registries."""
+    return (
+        f"{{source}}.schema.registry.url = {registries.source.url}",
+        f"{{target}}.schema.registry.url = {registries.target.url}",
+    )
+
+
+def check_decodes(
+    clusters: Clusters, source: SourceTopic, remote: str, registries: Registries, record: Callable[[int], dict]
+) -> None:
+    """Exit unless the first :data:`SCHEMA_IDS_DECODED` values of ``remote``'s partition 0 decode, with the target
+    registry alone, to ``record(i)`` of the source record ``i`` each is a copy of."""
     shown = min(SCHEMA_IDS_DECODED, source.records // source.partitions)
     decoded = decoded_values(clusters.target, remote, 0, registries.target, shown)
-    wanted = [values.record(i * source.partitions) for i in range(shown)]
+    wanted = [record(i * source.partitions) for i in range(shown)]
     if decoded != wanted:
         raise SystemExit(
             f"VERIFICATION FAILED: {remote} does not decode with the target registry: {str(decoded)[:300]} "
             f"!= {str(wanted)[:300]}"
         )
-    return {**figures, "target_schema_id": target_id}
+
+
+def summed_seconds(runs: list[dict], names: Iterable[str]) -> dict[str, dict[str, float]]:
+    """Per run name, its wall and steady seconds summed over the rounds."""
+    return {
+        name: {key: sum(run[key] for run in runs if run["run"] == name) for key in ("wall_s", "steady_s")}
+        for name in names
+    }
 
 
 def schema_ids_ratios(runs: list[dict]) -> dict:
@@ -955,10 +976,7 @@ def run_transforms(clusters: Clusters, args: argparse.Namespace, workdir: Path) 
         figures = transforms_run(clusters, source, expected, args, workdir, name, round_)
         runs.append({"run": name, "round": round_, **figures})
         log(f"{name}, round {round_}: {runs[-1]}")
-    seconds = {
-        name: {key: sum(run[key] for run in runs if run["run"] == name) for key in ("wall_s", "steady_s")}
-        for name in TRANSFORMS_RUNS
-    }
+    seconds = summed_seconds(runs, TRANSFORMS_RUNS)
     plain, mask = seconds["airmirror_plain"], seconds["airmirror_mask"]
     chain, mm2 = seconds["airmirror_header_chain"], seconds["mm2_tuned_header_chain"]
     return {
@@ -1005,10 +1023,7 @@ def run_avro_transforms(clusters: Clusters, args: argparse.Namespace, workdir: P
             log(f"{name}, round {round_}: {runs[-1]}")
     finally:
         stop_registries(workdir)
-    seconds = {
-        name: {key: sum(run[key] for run in runs if run["run"] == name) for key in ("wall_s", "steady_s")}
-        for name in AVRO_TRANSFORMS_RUNS
-    }
+    seconds = summed_seconds(runs, AVRO_TRANSFORMS_RUNS)
     ids, mask = seconds["airmirror_avro_ids"], seconds["airmirror_avro_mask"]
     return {
         "records": args.records,
@@ -1033,11 +1048,7 @@ def avro_transforms_run(
 ) -> dict:
     """One run of the Avro transform case (:data:`AVRO_TRANSFORMS_RUNS`), into a remote topic of its own, checked."""
     masks = name == "airmirror_avro_mask"
-    lines = (
-        f"{{source}}.schema.registry.url = {registries.source.url}",
-        f"{{target}}.schema.registry.url = {registries.target.url}",
-        *(AVRO_MASK_CHAIN if masks else ()),
-    )
+    lines = (*registry_lines(registries), *(AVRO_MASK_CHAIN if masks else ()))
     alias = f"avro{'mask' if masks else 'ids'}{round_}"
     flow = airmirror_flow(clusters, source, workdir, alias, args.spark_master, extra_lines=lines)
     figures = run_airmirror(clusters, source, flow, workdir, args.timeout, name=f"{name}_{round_}", verify_copy=False)
@@ -1046,13 +1057,9 @@ def avro_transforms_run(
     reshape = partial(masked_reframed if masks else reframed, schema_id=target_id)
     expected = topic_digest(clusters.source, source.name, source.partitions, reshape)
     verify(clusters, SourceTopic(source.name, source.partitions, source.records, 0, expected), remote)
-    shown = min(SCHEMA_IDS_DECODED, source.records // source.partitions)
-    wanted = [values.record(i * source.partitions) for i in range(shown)]
-    if masks:
-        wanted = [{**record, "customer": "", "amount_cents": 0} for record in wanted]
-    decoded = decoded_values(clusters.target, remote, 0, registries.target, shown)
-    if decoded != wanted:
-        raise SystemExit(f"VERIFICATION FAILED: {remote} decodes to {str(decoded)[:300]} != {str(wanted)[:300]}")
+    check_decodes(
+        clusters, source, remote, registries, lambda i: masked_record(values.record(i)) if masks else values.record(i)
+    )
     return {**figures, "target_schema_id": target_id}
 
 
