@@ -1,6 +1,6 @@
 """Field transforms on Avro sides framed with a registry id (airmirror.schemas.avro_fields), against the in-process
-registry stand-in: the derived schema of each field transform, the record written with it, registered once, and
-what cannot be read or written."""
+registry stand-ins (``tests/unit/conftest.py``'s ``source`` and ``target``): the derived schema of each field
+transform, the record written with it, registered once, and what cannot be read or written."""
 
 from __future__ import annotations
 
@@ -50,18 +50,6 @@ a->b.transforms.add.timestamp.field = ts
 a->b.transforms.add.static.field = mirror
 a->b.transforms.add.static.value = dr
 """
-
-
-@pytest.fixture
-def source() -> Iterator[FakeRegistry]:
-    with FakeRegistry(first_id=40) as fake:
-        yield fake
-
-
-@pytest.fixture
-def target() -> Iterator[FakeRegistry]:
-    with FakeRegistry(first_id=700) as fake:
-        yield fake
 
 
 @pytest.fixture
