@@ -122,7 +122,14 @@ from airmirror.config.settings_registry import (
     is_declared,
     mm2_keys,
 )
-from airmirror.config.transforms import Step, TransformChain, flow_chain, top_level_warnings, transform_keys
+from airmirror.config.transforms import (
+    Step,
+    TransformChain,
+    flow_chain,
+    routed_remote_topic,
+    top_level_warnings,
+    transform_keys,
+)
 from airmirror.errors import ConfigError
 from airmirror.mm2.policy import (
     IdentityReplicationPolicy,
@@ -190,6 +197,7 @@ class MirrorConfig:
         self._warn_about_ignored_keys()
         self._flows = {flow.name: flow for flow in self._build_flows()}
         self._check_dag_ids()
+        self._warn_about_routed_cycles()
         for alias in self.clusters:
             for kind in CLIENT_KINDS:
                 self.client_settings(alias, kind, ())
@@ -398,6 +406,23 @@ class MirrorConfig:
             FlowConfig(self, source, target, self._flow_settings[(source, target)])
             for _, source, target in sorted(enabled)
         ]
+
+    def _warn_about_routed_cycles(self) -> None:
+        """Warn about each flow whose routers rename topics while its reverse flow is enabled: a routed name no
+        longer says which cluster the topic came from (the replication policy's cycle check,
+        :func:`~airmirror.mm2.policy.should_replicate_topic`), so the reverse flow copies it back, as MM2 does,
+        unless its ``topics.exclude`` leaves it out."""
+        for flow in self._flows.values():
+            routers = [step.alias for step in flow.transforms.steps if step.route is not None]
+            reverse = f"{flow.target}->{flow.source}"
+            if routers and reverse in self._flows:
+                setting = flow.setting("transforms")
+                where = f"{setting.describe()}: " if setting is not None else ""
+                self._warn(
+                    f"{where}router {', '.join(map(repr, routers))} renames the topics of {flow.name}, so the names it "
+                    f"gives do not say they came from {flow.source}: the enabled flow {reverse} copies them back "
+                    f"unless its topics.exclude leaves them out"
+                )
 
     def _check_dag_ids(self) -> None:
         """Reject two enabled flows that would get the same DAG id (aliases that differ only in characters a
@@ -660,7 +685,7 @@ class FlowConfig:
         chain = self.transforms if chain is None else chain
         if not chain or self.policy.is_heartbeats_topic(topic):
             return ()
-        return chain.for_topic(self.remote_topic(topic))
+        return chain.for_topic(self.policy.format_remote_topic(self.source, topic))
 
     def stored_chain(self, stored: Mapping[str, str] | None) -> TransformChain:
         """The chain a batch stored (:attr:`transform_settings` then), read again; the flow's own when the batch
@@ -674,8 +699,9 @@ class FlowConfig:
         return self.topic_sync.config_properties_exclude.matches(name)
 
     def remote_topic(self, topic: str) -> str:
-        """Name on the target of source topic ``topic``."""
-        return self.policy.format_remote_topic(self.source, topic)
+        """Name on the target of source topic ``topic``: the replication policy's, renamed by the chain's routers
+        (:mod:`airmirror.config.transforms` rule 7), except for a heartbeats topic, which transforms never touch."""
+        return routed_remote_topic(self.policy, self.transforms, self.source, topic)
 
     def offset_syncs_place(self) -> tuple[str, str]:
         """``(cluster alias, topic)`` of the flow's MM2 offset-syncs topic, per ``offset-syncs.topic.location``:

@@ -9,7 +9,7 @@ summed up in the page's last section.
 from __future__ import annotations
 
 from airmirror.config.settings_registry import Group, Origin, Scope, SettingKey, SettingPrefix, all_keys, all_prefixes
-from airmirror.config.transforms import CLASS_DOCS, NOT_YET, PredicateKind, StepKind
+from airmirror.config.transforms import CLASS_DOCS, PredicateKind, StepKind
 
 HEADER = """# Configuration reference
 
@@ -88,9 +88,8 @@ def _kind(kind: StepKind | PredicateKind) -> str:
 
 def _transforms() -> str:
     rows = [f"| {_class_names(kind)} | {_kind(kind)} | {doc} |" for kind, doc in CLASS_DOCS.items()]
-    later = ", ".join(f"`{name}`" for name in NOT_YET)
     table = "\n".join(["| class | kind | what it does |", "|---|---|---|", *rows])
-    return f"{TRANSFORMS}\n{table}\n\nNot run yet, and so refused: {later}.\n"
+    return f"{TRANSFORMS}\n{table}\n"
 
 
 def _where(scope: Scope) -> str:

@@ -41,6 +41,17 @@ Syntax (Kafka Connect's ``ConnectorConfig``): ``transforms = t1, t2`` lists the 
    (``expression``, a JMESPath expression, parsed when the chain is read).  What they do to a record is
    :mod:`airmirror.replication.spark.own_transforms`.  A Python step may drop records (as a ``Filter``), so
    translation and verify treat it as one.
+7. **Routing.** ``RegexRouter`` renames the remote topic, with Connect's meaning: where ``regex`` matches the whole
+   name the step sees, the name becomes ``replacement`` (Java's syntax: ``$1`` and ``${name}`` name groups, ``\\``
+   escapes), else it stays.  Routing is a property of the topic, never of a record, so a router is decided once per
+   topic (:meth:`TransformChain.routed`): one gated by a record predicate (``HasHeaderKey``, ``RecordIsTombstone``,
+   ``Condition``), which would split a partition over two topics and so its offsets, is refused.  The steps after
+   a router see the routed name (a ``TopicNameMatches`` predicate, ``InsertField``'s topic); the remote topic is the
+   name after the last router, and everything that names the remote topic follows it (topic and ACL sync,
+   subjects, checkpoints, group sync, ``translate``, the failover client, the UI).  Heartbeats topics are never
+   routed.  Where two source topics would route to one remote topic, the run refuses them
+   (:func:`airmirror.kafka.topics.replicated_topics`); where a topic's route changes, it starts afresh in its new
+   remote topic (:mod:`airmirror.replication.incarnations`).
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ import jmespath
 from airmirror.config.properties import Setting
 from airmirror.config.setting_types import REGEX
 from airmirror.errors import ConfigError
+from airmirror.mm2.policy import ReplicationPolicy
 
 TRANSFORMS = "transforms"
 PREDICATES = "predicates"
@@ -74,6 +86,7 @@ class StepKind(Enum):
     REPLACE_FIELD = _CONNECT + "ReplaceField"
     INSERT_FIELD = _CONNECT + "InsertField"
     HEADER_FROM = _CONNECT + "HeaderFrom"
+    REGEX_ROUTER = _CONNECT + "RegexRouter"
     PYTHON = "airmirror.transforms.Python"
 
     @property
@@ -111,6 +124,7 @@ _STEP_KEYS: Mapping[StepKind, tuple[str, ...]] = {
     StepKind.REPLACE_FIELD: (),
     StepKind.INSERT_FIELD: (),
     StepKind.HEADER_FROM: ("fields", "headers", "operation"),
+    StepKind.REGEX_ROUTER: ("regex", "replacement"),
     StepKind.PYTHON: ("function",),
 }
 """Each class's required keys (Connect defines them without a default)."""
@@ -162,6 +176,11 @@ CLASS_DOCS: Mapping[StepKind | PredicateKind, str] = {
         "null header, any other value as compact JSON); `operation` `move` also removes the fields, `copy` keeps the "
         "key or value as it is"
     ),
+    StepKind.REGEX_ROUTER: (
+        "renames the remote topic to `replacement` (`$1`, `${name}`: the groups of `regex`) where `regex` matches "
+        "its whole name; topic and ACL sync, subjects, checkpoints, group sync, translate and the failover client "
+        "follow the new name (not with a record predicate: routing is per topic)"
+    ),
     StepKind.PYTHON: (
         "airmirror's own: calls `function` (`module:callable`, importable where the flow is loaded and on the Spark "
         "executors) with each record (`airmirror.model.MirroredRecord`); it returns the record, changed in key, "
@@ -177,8 +196,6 @@ CLASS_DOCS: Mapping[StepKind | PredicateKind, str] = {
     ),
 }
 """What each class does, for the configuration reference (:mod:`airmirror.config.reference`)."""
-NOT_YET = ("RegexRouter",)
-"""Connect classes airmirror will run and does not run yet: refused with a message that says so."""
 _STEP_CONTROL_KEYS = ("type", "predicate", "negate")
 
 
@@ -223,12 +240,43 @@ class FieldEdit:
 
 
 @dataclass(frozen=True)
+class TopicRoute:
+    """A RegexRouter's rename (rule 7): ``pattern`` (Python syntax) and ``replacement`` as parts, each a literal text
+    or a group (its number or name)."""
+
+    pattern: re.Pattern[str]
+    parts: tuple[str | int | tuple[str], ...]
+
+    @property
+    def literal_prefix(self) -> str:
+        """The text every name this route gives starts with (before its first group)."""
+        prefix = ""
+        for part in self.parts:
+            if not isinstance(part, str):
+                break
+            prefix += part
+        return prefix
+
+    def apply(self, topic: str) -> str:
+        """``topic`` renamed where the pattern matches all of it (Java's ``matches`` then ``replaceFirst``), else
+        ``topic``; a group that took no part in the match is empty, as in Java."""
+        match = self.pattern.fullmatch(topic)
+        if match is None:
+            return topic
+        return "".join(
+            part if isinstance(part, str) else match.group(part if isinstance(part, int) else part[0]) or ""
+            for part in self.parts
+        )
+
+
+@dataclass(frozen=True)
 class Step:
     """One step of a chain: a Connect transform, its keys, and the predicate (maybe negated) that gates it.
 
     ``header`` and ``literal`` are InsertHeader's header name and value (the literal's UTF-8 bytes), ``headers``
     DropHeaders' names, ``fields`` what a field transform does, ``function`` a Python transform's
-    ``module:callable`` (checked importable when the chain was read)."""
+    ``module:callable`` (checked importable when the chain was read), ``route`` a RegexRouter's rename.  ``topic``
+    is the remote topic name the step sees, set by :meth:`TransformChain.for_topic` (rule 7)."""
 
     alias: str
     kind: StepKind
@@ -239,6 +287,8 @@ class Step:
     headers: frozenset[str] = frozenset()
     fields: FieldEdit | None = None
     function: str | None = None
+    route: TopicRoute | None = None
+    topic: str | None = None
 
     @property
     def class_name(self) -> str:
@@ -257,18 +307,38 @@ class TransformChain:
         return bool(self.steps)
 
     def for_topic(self, remote_topic: str) -> tuple[Step, ...]:
-        """The steps that can act on the records of ``remote_topic``: a step gated by a topic predicate is kept,
-        ungated, where the predicate (negated or not) holds for the topic, and dropped where it does not; the other
-        steps are kept as they are (their predicates are tested per record)."""
+        """The steps that can act on the records of the topic the replication policy names ``remote_topic``, each
+        with the name it sees (:attr:`Step.topic`, rule 7): a step gated by a topic predicate is kept, ungated, where
+        the predicate (negated or not) holds for that name, and dropped where it does not; routers are left out
+        (they act on the topic, :meth:`routed`); the other steps are kept as they are (their predicates are tested
+        per record)."""
+        return self._walk(remote_topic)[1]
+
+    def routed(self, remote_topic: str) -> str:
+        """The remote topic after the chain's routers (rule 7) of the topic the replication policy names
+        ``remote_topic``."""
+        return self._walk(remote_topic)[0]
+
+    def _walk(self, topic: str) -> tuple[str, tuple[Step, ...]]:
         kept = []
         for step in self.steps:
             predicate = step.predicate
             if predicate is not None and predicate.topic_only():
-                if predicate.holds_for_topic(remote_topic) == step.negate:
+                if predicate.holds_for_topic(topic) == step.negate:
                     continue
                 step = replace(step, predicate=None, negate=False)
-            kept.append(step)
-        return tuple(kept)
+            if step.route is not None:
+                topic = step.route.apply(topic)
+            else:
+                kept.append(replace(step, topic=topic))
+        return topic, tuple(kept)
+
+
+def routed_remote_topic(policy: ReplicationPolicy, chain: TransformChain, source: str, topic: str) -> str:
+    """The remote topic of source ``topic`` of a flow from cluster ``source``: the policy's name after ``chain``'s
+    routers (rule 7); a heartbeats topic's is the policy's."""
+    remote = policy.format_remote_topic(source, topic)
+    return remote if policy.is_heartbeats_topic(topic) else chain.routed(remote)
 
 
 def may_drop(steps: Sequence[Step], skip_failed_records: bool) -> bool:
@@ -415,6 +485,17 @@ class _ChainReader:
             )
         if kind is StepKind.PYTHON:
             return Step(alias, kind, predicate, negate, function=_function(values["function"]))
+        if kind is StepKind.REGEX_ROUTER:
+            if predicate is not None and not predicate.topic_only():
+                setting = self.merged[f"{TRANSFORMS}.{alias}.predicate"]
+                raise ConfigError(
+                    f"RegexRouter {alias!r} is gated by {predicate.kind.value.rsplit('.', 1)[-1]} {predicate.alias!r}, "
+                    "which is decided per record: airmirror routes whole topics (a partition's records stay in one "
+                    "remote partition, with their offsets), so a router takes TopicNameMatches only",
+                    key=setting.key,
+                    line=setting.line,
+                )
+            return Step(alias, kind, predicate, negate, route=_route(values["regex"], values["replacement"]))
         if kind is StepKind.DROP_HEADERS:
             names = _names(values["headers"])
             if not names:
@@ -561,13 +642,54 @@ def _header_from(side: Side, values: Mapping[str, Setting | None]) -> FieldEdit:
 
 def _unsupported(setting: Setting, what: str, supported: Mapping[str, object]) -> ConfigError:
     name = setting.value.strip()
-    simple = name.rsplit(".", 1)[-1].split("$", 1)[0]
     runs = ", ".join(sorted(cls.rsplit(".", 1)[-1] for cls in supported))
-    if name.startswith(_CONNECT) and simple in NOT_YET:
-        why = f"airmirror does not run {simple} yet"
-    else:
-        why = f"{name!r} is not a {what} airmirror runs"
-    return ConfigError(f"{why} (it runs {runs})", key=setting.key, line=setting.line)
+    return ConfigError(f"{name!r} is not a {what} airmirror runs (it runs {runs})", key=setting.key, line=setting.line)
+
+
+_JAVA_NAMED_GROUP = re.compile(r"\(\?<(?=[A-Za-z])")
+_REPLACEMENT_PART = re.compile(r"\\(.)|\$\{([A-Za-z][A-Za-z0-9]*)\}|\$([0-9]+)|([\\$])|([^\\$]+)", re.DOTALL)
+
+
+def _route(regex: Setting, replacement: Setting) -> TopicRoute:
+    """A RegexRouter's keys read with Java's syntax (rule 7): named groups ``(?<name>...)`` and a replacement's
+    ``$n``, ``${name}`` and ``\\c``, checked as Java checks them (a group the regex does not have is refused)."""
+    try:
+        pattern = re.compile(_JAVA_NAMED_GROUP.sub("(?P<", regex.value.strip()))
+    except re.error as exc:
+        raise ConfigError(f"invalid regular expression {regex.value!r}: {exc}", key=regex.key, line=regex.line) from exc
+    text = replacement.value.strip()
+    parts: list[str | int | tuple[str]] = []
+    for escaped, name, number, stray, literal in _REPLACEMENT_PART.findall(text):
+        if stray:
+            raise ConfigError(
+                f"{text!r}: a {stray!r} that neither names a group ('$1', '${{name}}') nor escapes a character",
+                key=replacement.key,
+                line=replacement.line,
+            )
+        if name:
+            if name not in pattern.groupindex:
+                raise ConfigError(
+                    f"no group {name!r} in {regex.value.strip()!r}", key=replacement.key, line=replacement.line
+                )
+            parts.append((name,))
+        elif number:
+            parts.extend(_group_reference(number, pattern.groups, replacement))
+        else:
+            parts.append(escaped or literal)
+    return TopicRoute(pattern, tuple(parts))
+
+
+def _group_reference(digits: str, groups: int, replacement: Setting) -> list[str | int]:
+    """Java's reading of ``$`` then ``digits``: the first digit names a group, each next one joins it while the
+    number stays a group of the regex; the digits left over are text."""
+    number, used = int(digits[0]), 1
+    if number > groups:
+        raise ConfigError(
+            f"no group {number} in the regex (it has {groups})", key=replacement.key, line=replacement.line
+        )
+    while used < len(digits) and int(digits[: used + 1]) <= groups:
+        number, used = int(digits[: used + 1]), used + 1
+    return [number] if used == len(digits) else [number, digits[used:]]
 
 
 def _expression(setting: Setting) -> str:

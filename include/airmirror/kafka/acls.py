@@ -7,13 +7,14 @@ is more than a feature needs.  ``Cluster`` ACLs are needed only by topic ACL syn
 on by default: DESCRIBE on the source to read ACLs, ALTER on the target to create them): topics are created under
 ``Topic:CREATE``, and the copy producers are transactional, so they need no ``IdempotentWrite``.
 
-Names follow the config: replicated topics from ``topics`` (a plain name is LITERAL, ``name.*`` PREFIXED,
-anything else every topic, ``*``); remote topics and the checkpoints topic under the source alias's remote
-prefix; airmirror's own groups and transactional ids from :mod:`airmirror.names`; consumer groups from
-``groups`` like topics.  airmirror's readers only assign partitions and never commit, so their groups need no
-ACL (:func:`~airmirror.kafka.authorization.refuses_unused_group`).  A topic or group the user may not DESCRIBE is
-invisible to a listing, as to MM2; one that ``topics`` or ``groups`` names plainly (or the source's heartbeats
-topic) is looked up by name, so that a missing ACL is an error (:mod:`airmirror.kafka.authorization`).
+Names follow the config: replicated topics from ``topics`` (a plain name is LITERAL, ``name.*`` PREFIXED, anything
+else every topic, ``*``); remote topics and the checkpoints topic under the source alias's remote prefix, and the
+topics a router (``RegexRouter``) names under the text its replacement starts with (every topic, ``*``, where it
+starts with a group); airmirror's own groups and transactional ids from :mod:`airmirror.names`; consumer groups from
+``groups`` like topics. airmirror's readers only assign partitions and never commit, so their groups need no ACL
+(:func:`~airmirror.kafka.authorization.refuses_unused_group`). A topic or group the user may not DESCRIBE is invisible
+to a listing, as to MM2; one that ``topics`` or ``groups`` names plainly (or the source's heartbeats topic) is looked
+up by name, so that a missing ACL is an error (:mod:`airmirror.kafka.authorization`).
 
 :func:`takeover_acls` lists what ``airmirror takeover --from-mm2`` needs besides (``airmirror acls --takeover``):
 DESCRIBE on MM2's worker group, to prove MM2 is stopped, and READ on MM2's offsets, offset-syncs and checkpoints
@@ -48,6 +49,12 @@ class AclRequirement:
     name: str
     operations: tuple[str, ...]
     purpose: str
+
+
+def routed_prefixes(flow: FlowConfig) -> list[tuple[str, str]]:
+    """``(alias, prefix)`` of each router of the flow's chain: the literal text its replacement starts with, every
+    name a router can give starting with it."""
+    return [(step.alias, step.route.literal_prefix) for step in flow.transforms.steps if step.route is not None]
 
 
 def resource_patterns(patterns: PatternList) -> list[tuple[str, str]]:
@@ -151,6 +158,18 @@ def required_acls(flow: FlowConfig) -> list[AclRequirement]:
     if offset_syncs is not None and offset_syncs.cluster == source:
         acls.append(offset_syncs)
     remote_prefix = policy.format_remote_topic(source, "")
+    acls += [
+        AclRequirement(
+            target,
+            "TOPIC",
+            "PREFIXED" if prefix else "LITERAL",
+            prefix or ALL,
+            (*OWN_TOPIC, "DESCRIBE_CONFIGS", "ALTER", "ALTER_CONFIGS"),
+            f"replicate: create, grow, configure and write the remote topics router {alias!r} names",
+        )
+        for alias, prefix in routed_prefixes(flow)
+        if not (prefix.startswith(remote_prefix) and remote_prefix)
+    ]
     acls += [
         AclRequirement(
             target,

@@ -15,6 +15,11 @@ checkpoints topics) with their own replication-factor key (see :mod:`airmirror.c
 creation that fails because of the replication factor (e.g. larger than the cluster's broker count) is a
 :class:`~airmirror.errors.ConfigError` naming that key and its line; a topic that already exists is left as
 it is.
+
+Two source topics never share a remote topic: a flow whose routers (``RegexRouter``) would send two of its
+source topics to one remote topic, or one to another's remote topic, is a
+:class:`~airmirror.errors.ConfigError` naming both and the flow's ``transforms`` (their partitions, offsets and
+offset translation would be mixed).
 """
 
 from __future__ import annotations
@@ -85,8 +90,25 @@ def replicated_topics(flow: FlowConfig, source: ClusterAdmin, topics_regex: str 
         if subset is not None and not subset.fullmatch(name):
             continue
         mappings.append(TopicMapping(name, flow.remote_topic(name), len(topic.partitions)))
+    refuse_shared_remote_topics(flow, mappings)
     refuse_hidden_topics(source, [t for t in named_source_topics(flow) if t not in metadata.topics])
     return mappings
+
+
+def refuse_shared_remote_topics(flow: FlowConfig, mappings: Iterable[TopicMapping]) -> None:
+    """The module's rule: raise :class:`~airmirror.errors.ConfigError` for the first remote topic two of
+    ``mappings`` share."""
+    sources: dict[str, str] = {}
+    for mapping in mappings:
+        other = sources.setdefault(mapping.remote_topic, mapping.source_topic)
+        if other != mapping.source_topic:
+            setting = flow.setting("transforms")
+            raise ConfigError(
+                f"flow {flow.name} would copy source topics {other} and {mapping.source_topic} both into remote "
+                f"topic {mapping.remote_topic}: a remote topic mirrors one source topic, so route them apart",
+                key=None if setting is None else setting.key,
+                line=None if setting is None else setting.line,
+            )
 
 
 def refuse_hidden_topics(source: ClusterAdmin, topics: Sequence[str]) -> None:

@@ -99,7 +99,9 @@ def subject_names(flow: FlowConfig, mappings: Mapping[str, str]) -> SubjectNames
     """Source subject -> target subject by the flow's whole rule (``schemas.subject_copy`` rule 1): ``mappings``
     (source -> remote topic) and every other topic the flow replicates, so a sync and a copy task name a subject
     alike whatever topics they cover."""
-    naming = TopicNaming(flow.policy, flow.topics, flow.source, flow.target, flow.heartbeats.replication_enabled)
+    naming = TopicNaming(
+        flow.policy, flow.topics, flow.source, flow.target, flow.heartbeats.replication_enabled, flow.transforms
+    )
     return SubjectNames(dict(mappings), naming)
 
 

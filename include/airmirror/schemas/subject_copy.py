@@ -53,6 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from airmirror.config.schema_registries import SchemaIds
+from airmirror.config.transforms import TransformChain, routed_remote_topic
 from airmirror.errors import RegistryRefusal, ReplicationFailure, SchemaRefused
 from airmirror.mm2.policy import RegexFilter, ReplicationPolicy, should_replicate_topic
 from airmirror.schemas.framing import Side
@@ -78,15 +79,16 @@ def topic_of(subject: str) -> tuple[str, Side] | None:
 
 @dataclass(frozen=True)
 class TopicNaming:
-    """A flow's topic selection and replication policy (MM2's rule:
-    :func:`~airmirror.mm2.policy.should_replicate_topic`) as plain data that pickles to Spark executors: which source
-    topics it replicates, under which remote names."""
+    """A flow's topic selection, replication policy (MM2's rule:
+    :func:`~airmirror.mm2.policy.should_replicate_topic`) and routers (``chain``) as plain data that pickles to Spark
+    executors: which source topics it replicates, under which remote names."""
 
     policy: ReplicationPolicy
     topics: RegexFilter
     source: str
     target: str
     heartbeats_replication: bool
+    chain: TransformChain = field(default_factory=TransformChain)
 
     def remote_topic(self, topic: str) -> str | None:
         """The remote topic of source ``topic``; ``None`` when the flow does not replicate it."""
@@ -98,7 +100,7 @@ class TopicNaming:
             topic,
             heartbeats_replication=self.heartbeats_replication,
         )
-        return self.policy.format_remote_topic(self.source, topic) if replicated else None
+        return routed_remote_topic(self.policy, self.chain, self.source, topic) if replicated else None
 
 
 @dataclass(frozen=True)

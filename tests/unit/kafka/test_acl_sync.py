@@ -94,3 +94,16 @@ def test_a_cluster_without_authorizer_is_warned_about_once_per_flow_and_cluster(
         "set sync.topic.acls.enabled = false to stop trying",
     ]
     assert len([r for r in caplog.records if r.levelname == "DEBUG"]) == 2
+
+
+def test_a_routed_topics_acls_go_to_its_routed_remote_topic(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    t = "org.apache.kafka.connect.transforms."
+    path.write_text(
+        "clusters = us, dr\nus.bootstrap.servers = h:1\ndr.bootstrap.servers = h:2\nus->dr.enabled = true\n"
+        f"us->dr.transforms = route\nus->dr.transforms.route.type = {t}RegexRouter\n"
+        "us->dr.transforms.route.regex = us\\\\.(.*)\nus->dr.transforms.route.replacement = restricted.$1\n"
+    )
+    routed = load_config(path, env={}).flow("us->dr")
+    remote = remote_acl(routed, topic_acl("payments", AclOperation.READ))
+    assert remote is not None and remote.name == "restricted.payments"

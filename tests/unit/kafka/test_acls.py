@@ -172,3 +172,19 @@ def test_a_dead_letter_queue_needs_its_topic_on_the_target_only_when_records_can
     table = {(a.cluster, a.name): a.operations for a in required_acls(flow(tmp_path, dlq + "errors.tolerance = all\n"))}
     assert table[("dr", "dr.dlq")] == ("CREATE", "DESCRIBE", "WRITE")
     assert all(a.name != "dr.dlq" for a in required_acls(flow(tmp_path, dlq)))
+
+
+@pytest.mark.parametrize(
+    ("replacement", "pattern_type", "name"), [("restricted.$1", "PREFIXED", "restricted."), ("$1-dr", "LITERAL", "*")]
+)
+def test_a_router_needs_the_topics_its_replacement_names(
+    tmp_path: Path, replacement: str, pattern_type: str, name: str
+) -> None:
+    t = "org.apache.kafka.connect.transforms."
+    routed = flow(
+        tmp_path,
+        f"us->dr.transforms = route\nus->dr.transforms.route.type = {t}RegexRouter\n"
+        f"us->dr.transforms.route.regex = us\\\\.(.*)\nus->dr.transforms.route.replacement = {replacement}\n",
+    )
+    table = {(a.cluster, a.resource_type, a.pattern_type, a.name): a.operations for a in required_acls(routed)}
+    assert table[("dr", "TOPIC", pattern_type, name)][:4] == ("CREATE", "DESCRIBE", "READ", "WRITE")

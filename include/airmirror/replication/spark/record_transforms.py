@@ -25,7 +25,9 @@ list of ``(name, bytes | None)``), with Kafka Connect's meaning:
   predicates were decided per topic before (``TopicNameMatches``).
 
 A record's timestamp passes unchanged; InsertField's ``timestamp.field`` and ``partition.field`` take the record's
-timestamp and partition, ``topic.field`` the remote topic.
+timestamp and partition, ``topic.field`` the remote topic as the step sees it (its :attr:`Step.topic
+<airmirror.config.transforms.Step.topic>`: the name before the routers that follow it).  The remote partition's
+``topic`` (the name after every router) names the subjects of the Avro a chain writes.
 """
 
 from __future__ import annotations
@@ -106,9 +108,9 @@ class RecordTransforms:
             (
                 step,
                 step.kind,
-                None if step.predicate is None else record_test(step.predicate, topic, partition),
+                None if step.predicate is None else record_test(step.predicate, step.topic or topic, partition),
                 step.negate,
-                python_call(step, topic, partition) if step.kind is StepKind.PYTHON else None,
+                python_call(step, step.topic or topic, partition) if step.kind is StepKind.PYTHON else None,
             )
             for step in self.steps
         )
@@ -197,7 +199,7 @@ class RecordTransforms:
                 for name, field in data.items()
                 if name not in edit.exclude and (not edit.include or name in edit.include)
             }
-        inserted = {"topic": self.topic, "partition": self.partition, "timestamp": timestamp}
+        inserted = {"topic": step.topic or self.topic, "partition": self.partition, "timestamp": timestamp}
         return {**data, **{field: inserted.get(what, edit.static_value) for field, what in edit.inserted}}
 
     def _parsed(self, data: bytes | None, step: Step, reads_avro: bool) -> Any:
