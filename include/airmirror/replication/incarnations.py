@@ -21,6 +21,13 @@ its ranges drop out of an unfinished batch, and every run fails naming it until 
 it: the next run then creates the remote topic if it is missing and copies the source topic from its start
 (per ``auto.offset.reset``).
 
+Rerouted topics: the source topic of every remote topic is recorded with it.  Where the flow now names another
+remote topic for a source topic (a changed ``RegexRouter``, :mod:`airmirror.config.transforms` rule 7, or a
+changed replication policy), the source topic starts afresh in its new remote topic, by itself: it is re-seeded
+as ``airmirror reset`` re-seeds it (:func:`follow_reroutes`), so it is copied from its start into the new topic
+and nothing is translated through the old topic's runs any more; the old remote topic keeps what was copied.  A
+resumed batch finishes into the remote topics it was planned with; the change applies from the next batch.
+
 A resumed batch (:mod:`airmirror.replication.resume`) drops an unfinished range whose remote topic is stopped.
 One whose source topic is gone or has another id ends where its copy got to when chunks of it are committed,
 so its cursor records how far the old incarnation was copied, and drops out otherwise.
@@ -71,8 +78,10 @@ def diverged_cursors(
 def writable_mappings(
     flow: FlowConfig, store: MetadataStore, target: AdminClient, mappings: list[TopicMapping], *, dry_run: bool
 ) -> list[TopicMapping]:
-    """The mappings whose remote topics may be written: remote topics recorded with another id than they have
-    now (or gone) are stopped (unless ``dry_run``), and stopped topics stay out until reset."""
+    """The mappings whose remote topics may be written: rerouted source topics are re-seeded
+    (:func:`follow_reroutes`), remote topics recorded with another id than they have now (or gone) are stopped
+    (unless ``dry_run``), and stopped topics stay out until reset.  Called holding the flow's lease."""
+    follow_reroutes(flow, store, mappings, dry_run=dry_run)
     stopped = {stop.topic for stop in store.stops(flow.name) if stop.partition is None}
     recorded = store.remote_topic_ids(flow.name)
     current = topic_ids(
@@ -99,15 +108,41 @@ def writable_mappings(
     return usable
 
 
+def follow_reroutes(flow: FlowConfig, store: MetadataStore, mappings: Iterable[TopicMapping], *, dry_run: bool) -> None:
+    """Re-seed each source topic of ``mappings`` recorded with another remote topic than its mapping names (the
+    module's rerouted topics); a dry run only logs them.  A remote topic recorded without its source (before
+    sources were recorded, when no router renamed topics) is the replication policy's name of its source topic.
+    Called holding the flow's lease."""
+    remote = {m.source_topic: m.remote_topic for m in mappings}
+    named_by_policy = {flow.policy.format_remote_topic(flow.source, topic): topic for topic in remote}
+    for old_remote, recorded_source in sorted(store.remote_topic_sources(flow.name).items()):
+        topic = recorded_source or named_by_policy.get(old_remote)
+        new_remote = None if topic is None else remote.get(topic)
+        if topic is None or new_remote is None or new_remote == old_remote:
+            continue
+        log.warning(
+            "flow %s: %s now goes to remote topic %s, not %s: it starts afresh there, copied from its start; "
+            "%s keeps what was copied",
+            flow.name,
+            topic,
+            new_remote,
+            old_remote,
+            old_remote,
+        )
+        if not dry_run:
+            _reseed(flow, store, topic, old_remote)
+
+
 def record_remote_topics(
     flow: FlowConfig, store: MetadataStore, target: AdminClient, mappings: Iterable[TopicMapping]
 ) -> None:
-    """Remember the id of every remote topic seen for the first time (after topic sync created it)."""
+    """Remember the id and source topic of every remote topic seen for the first time (after topic sync created
+    it)."""
     recorded = store.remote_topic_ids(flow.name)
-    new = [m.remote_topic for m in mappings if m.remote_topic not in recorded]
-    found = {name: topic_id for name, topic_id in topic_ids(target, new).items() if topic_id is not None}
+    sources = {m.remote_topic: m.source_topic for m in mappings if m.remote_topic not in recorded}
+    found = {name: topic_id for name, topic_id in topic_ids(target, sources).items() if topic_id is not None}
     if found:
-        store.record_remote_topic_ids(flow.name, found)
+        store.record_remote_topic_ids(flow.name, found, sources)
 
 
 def refuse_source_resets(
@@ -187,16 +222,22 @@ def reset_topic(flow: FlowConfig, store: MetadataStore, topic: str, holder: str)
     if not flow.should_replicate(topic):
         raise InputError(f"--topic: flow {flow.name} does not replicate topic '{topic}' (give the source topic's name)")
     with store.hold_flow(flow.name, holder):
-        partitions = {key.partition for key in store.cursor_states(flow.name) if key.topic == topic}
-        partitions.update(range(source_partition_count(flow, topic)))
-        unfinished = store.unfinished_batch(flow.name)
-        supersede_jobs(
-            flow,
-            [PartitionKey(topic, p) for p in partitions],
-            None if unfinished is None else unfinished.copy_tasks,
-            None if unfinished is None else unfinished.id,
-        )
-        forget_progress(flow, topic, flow.remote_topic(topic), partitions)
-        removed = store.reset_topic(flow.name, topic, flow.remote_topic(topic))
+        removed = _reseed(flow, store, topic, flow.remote_topic(topic))
     log.warning("flow %s: %s reset; the next run copies it from its start", flow.name, topic)
     return TopicReset(flow.name, topic, flow.remote_topic(topic), sorted(key.partition for key in removed))
+
+
+def _reseed(flow: FlowConfig, store: MetadataStore, topic: str, remote_topic: str) -> list[PartitionKey]:
+    """What :func:`reset_topic` does holding the lease, for source ``topic`` copied into ``remote_topic``; returns
+    the partitions whose cursors it removed."""
+    partitions = {key.partition for key in store.cursor_states(flow.name) if key.topic == topic}
+    partitions.update(range(source_partition_count(flow, topic)))
+    unfinished = store.unfinished_batch(flow.name)
+    supersede_jobs(
+        flow,
+        [PartitionKey(topic, p) for p in partitions],
+        None if unfinished is None else unfinished.copy_tasks,
+        None if unfinished is None else unfinished.id,
+    )
+    forget_progress(flow, topic, remote_topic, partitions)
+    return store.reset_topic(flow.name, topic, remote_topic)

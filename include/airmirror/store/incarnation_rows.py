@@ -63,10 +63,19 @@ def remote_topic_ids(connection: Connection, flow: str) -> dict[str, str]:
     return {row.topic: row.topic_id for row in rows}
 
 
-def record_remote_topic_ids(connection: Connection, flow: str, ids: Mapping[str, str], now: datetime) -> None:
+def remote_topic_sources(connection: Connection, flow: str) -> dict[str, str | None]:
+    rows = connection.execute(
+        select(remote_topics.c.topic, remote_topics.c.source_topic).where(remote_topics.c.flow == flow)
+    )
+    return {row.topic: row.source_topic for row in rows}
+
+
+def record_remote_topic_ids(
+    connection: Connection, flow: str, ids: Mapping[str, str], sources: Mapping[str, str], now: datetime
+) -> None:
     known = remote_topic_ids(connection, flow)
     rows = [
-        {"flow": flow, "topic": topic, "topic_id": topic_id, "recorded_at": now}
+        {"flow": flow, "topic": topic, "topic_id": topic_id, "recorded_at": now, "source_topic": sources.get(topic)}
         for topic, topic_id in ids.items()
         if topic not in known
     ]

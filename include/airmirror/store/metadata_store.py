@@ -170,10 +170,17 @@ class MetadataStore(
         with self._transaction(f"read the remote topic ids of flow {flow!r}") as connection:
             return incarnation_rows.remote_topic_ids(connection, flow)
 
-    def record_remote_topic_ids(self, flow: str, ids: Mapping[str, str]) -> None:
-        """Record the ids of remote topics seen for the first time (recorded ids are never replaced)."""
+    def remote_topic_sources(self, flow: str) -> dict[str, str | None]:
+        """The source topic recorded for each remote topic of the flow (``None`` for those recorded before
+        sources were)."""
+        with self._transaction(f"read the remote topics of flow {flow!r}") as connection:
+            return incarnation_rows.remote_topic_sources(connection, flow)
+
+    def record_remote_topic_ids(self, flow: str, ids: Mapping[str, str], sources: Mapping[str, str]) -> None:
+        """Record the ids of remote topics seen for the first time, with the source topic of each in ``sources``
+        (recorded ids are never replaced)."""
         with self._transaction(f"record remote topic ids of flow {flow!r}") as connection:
-            incarnation_rows.record_remote_topic_ids(connection, flow, ids, utcnow())
+            incarnation_rows.record_remote_topic_ids(connection, flow, ids, sources, utcnow())
 
     def stops(self, flow: str) -> list[Stop]:
         """The flow's stopped topics and partitions."""

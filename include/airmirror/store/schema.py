@@ -427,6 +427,7 @@ remote_topics = Table(
     _topic(),
     Column("topic_id", String(TOPIC_ID_LENGTH), nullable=False),
     Column("recorded_at", UTCDateTime(), nullable=False),
+    Column("source_topic", String(TOPIC_LENGTH)),
 )
 
 stops = Table(
