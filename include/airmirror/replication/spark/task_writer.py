@@ -103,7 +103,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -389,7 +389,8 @@ class RangeState:
 
 
 class TaskCopy:
-    """One attempt at one copy task: fence, find every range's progress, copy the rest chunk by chunk."""
+    """One attempt at one copy task: fence, find every range's progress, copy the rest chunk by chunk.  Leaving it as
+    a context manager closes its registry clients, whether the attempt copied everything or failed."""
 
     def __init__(self, task: CopyTask) -> None:
         self.task = task
@@ -417,6 +418,16 @@ class TaskCopy:
         """The registries of field transforms on Avro sides (:mod:`airmirror.schemas.avro_fields`)."""
         self.carried_ids: set[int] = set()
         """The schema ids this attempt mapped that a committed runs record carries (rule 3)."""
+
+    def __enter__(self) -> TaskCopy:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        """Close the attempt's registry clients, whether it copied everything or failed."""
+        if self.ids is not None:
+            self.ids.close()
+        if self.avro is not None:
+            self.avro.close()
 
     @property
     def producer(self) -> Producer:
@@ -898,26 +909,23 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
             transactional_id=task.transactional_ids[0],
         )
 
-    if task.stream_until is not None:
-        with target():
-            attempt = TaskCopy(task)
-            attempt.fence(first_attempt)
-        reader = RangesReader(
-            task.source_consumer_config, attempt.stream_reads(), access=task.source_access, buffer=task.buffer
-        )
-        with reader, target():
-            attempt.stream(reader, task.stream_until)
-    else:
-        reads = [ReadRange(r.topic, r.partition, r.start, r.end, r.start_epoch) for r in task.ranges]
-        reader = RangesReader(task.source_consumer_config, reads, access=task.source_access, buffer=task.buffer)
-        with reader, target():
-            attempt = TaskCopy(task)
-            attempt.fence(first_attempt)
-            attempt.copy(reader)
-    if attempt.ids is not None:
-        attempt.ids.close()
-    if attempt.avro is not None:
-        attempt.avro.close()
+    with ExitStack() as closing:
+        if task.stream_until is not None:
+            with target():
+                attempt = closing.enter_context(TaskCopy(task))
+                attempt.fence(first_attempt)
+            reader = RangesReader(
+                task.source_consumer_config, attempt.stream_reads(), access=task.source_access, buffer=task.buffer
+            )
+            with reader, target():
+                attempt.stream(reader, task.stream_until)
+        else:
+            reads = [ReadRange(r.topic, r.partition, r.start, r.end, r.start_epoch) for r in task.ranges]
+            reader = RangesReader(task.source_consumer_config, reads, access=task.source_access, buffer=task.buffer)
+            with reader, target():
+                attempt = closing.enter_context(TaskCopy(task))
+                attempt.fence(first_attempt)
+                attempt.copy(reader)
     return [
         RangeCopied(
             topic=state.source.topic,
