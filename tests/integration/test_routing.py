@@ -117,3 +117,23 @@ def test_two_topics_routed_to_one_remote_topic_are_refused_naming_both(clusters,
     assert refused.value.exit_code == 2 and refused.value.key == "a->b.transforms"
     assert f"{prefix}.eu.orders and {prefix}.us.orders" in str(refused.value)
     assert f"all-{prefix}.orders" not in topic_names(clusters["b"].bootstrap), "nothing was created"
+
+
+def test_a_group_reading_a_routed_topic_fails_back_to_the_topic_it_came_from(clusters, spark, prefix, tmp_path):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    topic, group = f"{prefix}.back", f"{prefix}.returning"
+    routed_name = f"restricted-{prefix}.back"
+    create_topic(b, topic)
+    produce(b, topic, 0, unique_records("back", 10))
+    body = (
+        routed(prefix, f"restricted-{prefix}.$1").replace("a->b.", "b->a.").replace("a\\.", "b\\.")
+        + f"a->b.enabled = true\na->b.topics.exclude = restricted-{prefix}.*\nheartbeats.replication.enabled = false\n"
+    )
+    config = write_config(tmp_path / "mm2.properties", clusters, body)
+    replicate(config, spark, "b->a")
+    assert len(read_partition(a, routed_name, 0)) == 10
+
+    commit_offsets(a, group, {(routed_name, 0): 4})
+    checkpoint(config, "a->b")
+    [mark] = checkpoints_of(b, group)
+    assert (mark.topic, mark.upstream_offset, mark.downstream_offset) == (topic, 4, 4)

@@ -111,8 +111,8 @@ def emit_checkpoints(flow: FlowConfig, store: MetadataStore) -> CheckpointReport
     if report.off_by is not None:
         log.info("%s for %s: no checkpoints, no group offset sync", report.off_by, flow.name)
         return report
-    committed = group_offsets(flow)
     translator = Translator(flow, store)
+    committed = group_offsets(flow, translator.routed_back)
     previous = {(c.group, c.key): c for c in store.checkpoints(flow.name)}
     now = datetime.now(UTC)
     for group, offsets in committed.items():

@@ -51,10 +51,11 @@ def inspect_group(flow: FlowConfig, store: MetadataStore, group: str) -> GroupIn
     """The group's positions (see the module docstring); a group without committed offsets on the flow's
     topics is an :class:`~airmirror.errors.InputError` naming ``--group``."""
     admin = source_admin(flow)
-    offsets = {key: o.offset for key, o in committed_offsets(flow, admin, group).items()}
+    translator = Translator(flow, store)
+    offsets = {key: o.offset for key, o in committed_offsets(flow, admin, group, translator.routed_back).items()}
     if not offsets:
         raise InputError(f"--group: group '{group}' has no committed offsets on topics of flow {flow.name}")
-    translations = Translator(flow, store).translate(offsets)
+    translations = translator.translate(offsets)
     forward = [key for key, t in translations.items() if not t.route.failback]
     ends = {key: o.stable_end for key, o in partition_offsets(admin, forward).items()}
     cursors = store.cursors(flow.name)

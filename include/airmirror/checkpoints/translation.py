@@ -55,11 +55,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from confluent_kafka.admin import OffsetSpec
 
 from airmirror.config import FlowConfig
-from airmirror.config.routes import Route, route
+from airmirror.config.routes import Route, route, routed_back
 from airmirror.kafka.clients import target_admin
 from airmirror.kafka.offsets import list_offsets
 from airmirror.mm2.wire_formats import OffsetSync
@@ -145,9 +146,20 @@ class Translator:
         self._flow = flow
         self._store = store
 
+    @cached_property
+    def routed_back(self) -> dict[str, str]:
+        """The topics of the flow's source that the reverse flow's routers named (:func:`routed_back` of the topics
+        the reverse flow has cursors for)."""
+        reverse = self._flow.reverse_flow()
+        if reverse is None:
+            return {}
+        return routed_back(self._flow, {key.topic for key in self._store.cursors(reverse.name)})
+
     def translate(self, offsets: Mapping[PartitionKey, int]) -> dict[PartitionKey, TranslatedOffset]:
         """Translate every committed offset whose topic has a :func:`route`; other partitions are left out."""
-        routes = {key: found for key in offsets if (found := route(self._flow, key.topic)) is not None}
+        routes = {
+            key: found for key in offsets if (found := route(self._flow, key.topic, self.routed_back)) is not None
+        }
         flows = {r.runs_flow for r in routes.values()}
         in_flight = {name: self._unfinished(name) for name in flows if name != self._flow.name}
         cursors = {name: self._store.cursors(name) for name in flows}

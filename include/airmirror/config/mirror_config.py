@@ -698,6 +698,12 @@ class FlowConfig:
         """True when topic config ``name`` matches ``config.properties.exclude`` (never synced)."""
         return self.topic_sync.config_properties_exclude.matches(name)
 
+    def reverse_flow(self) -> FlowConfig | None:
+        """The enabled flow ``{target}->{source}`` of the same file, ``None`` when it is not enabled."""
+        return next(
+            (f for f in self._config.enabled_flows() if (f.source, f.target) == (self.target, self.source)), None
+        )
+
     def remote_topic(self, topic: str) -> str:
         """Name on the target of source topic ``topic``: the replication policy's, renamed by the chain's routers
         (:mod:`airmirror.config.transforms` rule 7), except for a heartbeats topic, which transforms never touch."""

@@ -3,14 +3,19 @@
 A topic the flow replicates is translated forward, by this flow's offset-sync runs.  A topic that
 originated on the target (``b.orders`` on ``a`` in flow ``a->b``) is failed back: the checkpoint names its
 upstream topic on the target, translated backwards by the reverse flow's runs (see
-:mod:`airmirror.checkpoints.translation`).  Everything else has no route.
+:mod:`airmirror.checkpoints.translation`).  So is a topic the reverse flow's routers named (``RegexRouter``,
+:mod:`airmirror.config.transforms` rule 7): its name says nothing of where it came from, so the reverse flow's
+source topics are given (:func:`routed_back`).  Everything else has no route.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from airmirror.config.mirror_config import FlowConfig
+
+NOTHING_ROUTED_BACK: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -29,14 +34,32 @@ class Route:
     failback: bool
 
 
-def route(flow: FlowConfig, topic: str) -> Route | None:
+def routed_back(flow: FlowConfig, reverse_topics: Iterable[str]) -> dict[str, str]:
+    """Of the reverse flow's source topics ``reverse_topics``, those its routers renamed, by the name they have on
+    ``flow``'s source; empty when the reverse flow is not enabled."""
+    reverse = flow.reverse_flow()
+    if reverse is None:
+        return {}
+    named = {topic: reverse.remote_topic(topic) for topic in reverse_topics}
+    return {
+        name: topic
+        for topic, name in named.items()
+        if name != reverse.policy.format_remote_topic(reverse.source, topic)
+    }
+
+
+def route(flow: FlowConfig, topic: str, routed: Mapping[str, str] = NOTHING_ROUTED_BACK) -> Route | None:
     """The route of ``topic``, ``None`` when the flow neither replicates it nor can fail it back.
 
     Failback topics are those whose source (per the replication policy) is the flow's target, that pass
-    ``topics``/``topics.exclude`` (MM2's checkpoint topic filter) and are not internal.
+    ``topics``/``topics.exclude`` (MM2's checkpoint topic filter) and are not internal, and those of ``routed``
+    (:func:`routed_back`), which ``topics.exclude`` may leave out of the flow so that it does not copy them back.
     """
     if flow.should_replicate(topic):
         return Route(topic, flow.remote_topic(topic), flow.name, topic, failback=False)
+    reverse = f"{flow.target}->{flow.source}"
+    if topic in routed:
+        return Route(topic, routed[topic], reverse, routed[topic], failback=True)
     policy = flow.policy
     upstream = policy.upstream_topic(topic)
     if (
@@ -45,5 +68,5 @@ def route(flow: FlowConfig, topic: str) -> Route | None:
         and flow.topics.matches(topic)
         and not policy.is_internal_topic(topic)
     ):
-        return Route(topic, upstream, f"{flow.target}->{flow.source}", upstream, failback=True)
+        return Route(topic, upstream, reverse, upstream, failback=True)
     return None

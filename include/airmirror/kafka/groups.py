@@ -12,7 +12,7 @@ the ACL to grant, never reads as "absent".
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sized
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -22,7 +22,7 @@ from confluent_kafka.admin import ConsumerGroupDescription
 from airmirror import names
 from airmirror.client.failover import INACTIVE_STATES
 from airmirror.config import FlowConfig
-from airmirror.config.routes import route
+from airmirror.config.routes import NOTHING_ROUTED_BACK, route
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.acls import plain_names
 from airmirror.kafka.authorization import naming_refusals, raise_first_refusal
@@ -129,8 +129,11 @@ def group_activity(admin: ClusterAdmin, group: str) -> GroupActivity:
     )
 
 
-def committed_offsets(flow: FlowConfig, admin: ClusterAdmin, group: str) -> dict[PartitionKey, CommittedOffset]:
-    """``group``'s committed offsets on the source, limited to routed topics."""
+def committed_offsets(
+    flow: FlowConfig, admin: ClusterAdmin, group: str, routed: Mapping[str, str] = NOTHING_ROUTED_BACK
+) -> dict[PartitionKey, CommittedOffset]:
+    """``group``'s committed offsets on the source, limited to the topics with a route (``routed``: the topics the
+    reverse flow's routers named, :func:`~airmirror.config.routes.routed_back`)."""
     request = [ConsumerGroupTopicPartitions(group)]
     with naming_refusals(admin.access, group=group):
         answer = retry_transient(
@@ -140,12 +143,15 @@ def committed_offsets(flow: FlowConfig, admin: ClusterAdmin, group: str) -> dict
     return {
         PartitionKey(tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
         for tp in answer.topic_partitions
-        if tp.error is None and tp.offset >= 0 and route(flow, tp.topic) is not None
+        if tp.error is None and tp.offset >= 0 and route(flow, tp.topic, routed) is not None
     }
 
 
-def group_offsets(flow: FlowConfig) -> dict[str, dict[PartitionKey, CommittedOffset]]:
-    """Committed offsets of every covered group that has some on routed topics, by group."""
+def group_offsets(
+    flow: FlowConfig, routed: Mapping[str, str] = NOTHING_ROUTED_BACK
+) -> dict[str, dict[PartitionKey, CommittedOffset]]:
+    """Committed offsets of every covered group that has some on topics with a route (see
+    :func:`committed_offsets`), by group."""
     admin = source_admin(flow)
-    found = {group: committed_offsets(flow, admin, group) for group in covered_groups(flow, admin)}
+    found = {group: committed_offsets(flow, admin, group, routed) for group in covered_groups(flow, admin)}
     return {group: offsets for group, offsets in found.items() if offsets}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from airmirror.config.routes import route, routed_back
 from airmirror.replication.spark.record_transforms import RecordTransforms
 from airmirror.schemas.subject_copy import SubjectNames, TopicNaming
 from tests.unit.config.test_mirror_config import BASE, flow, line_of, load, rejection
@@ -130,3 +131,13 @@ def test_a_router_with_the_reverse_flow_enabled_is_warned_about(tmp_path):
     config = load(tmp_path, BASE + ROUTER + "b->a.enabled = true\n")
     [warning] = [w for w in config.warnings if "router" in w]
     assert "'route' renames the topics of a->b" in warning and "b->a copies them back" in warning
+
+
+def test_the_reverse_flow_fails_back_the_topics_the_router_named(tmp_path):
+    config = load(tmp_path, BASE + ROUTER + "b->a.enabled = true\nb->a.topics.exclude = restricted\\..*\n")
+    back = config.flow("b->a")
+    routed = routed_back(back, ["payments", "orders"])
+    assert routed == {"restricted.payments": "payments", "restricted.orders": "orders"}
+    found = route(back, "restricted.payments", routed)
+    assert found is not None and (found.target_topic, found.runs_flow, found.failback) == ("payments", "a->b", True)
+    assert routed_back(flow(tmp_path, ROUTER), ["payments"]) == {}, "no reverse flow, nothing to fail back"
