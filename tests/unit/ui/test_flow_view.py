@@ -90,3 +90,21 @@ def test_a_flow_without_schema_ids_shows_only_the_mode(opened):
     page = flow_page(flow_view(flow, "airmirror__a__b", store, now=NOW))
     assert '<b data-field="schemas.mode">off</b>' in page
     assert 'data-field="schemas.subjects"' not in page
+
+
+def test_the_view_names_the_remote_topic_a_router_gives(tmp_path: Path) -> None:
+    config = tmp_path / "mm2.properties"
+    t = "org.apache.kafka.connect.transforms."
+    config.write_text(
+        "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"
+        f"a->b.transforms = route\na->b.transforms.route.type = {t}RegexRouter\n"
+        "a->b.transforms.route.regex = a\\\\.(.*)\na->b.transforms.route.replacement = restricted.$1\n"
+    )
+    flow = load_config(config, env={}).flow("a->b")
+    store = MetadataStore.open(f"sqlite:///{tmp_path / 'metadata.db'}")
+    try:
+        store.record_lag_samples(flow.name, [LagSample("payments", 0, NOW, 0, None, None)])
+        [row] = flow_view(flow, "airmirror__a__b", store, now=NOW).partitions
+    finally:
+        store.dispose()
+    assert row.remote_topic == "restricted.payments"
