@@ -131,3 +131,36 @@ def test_avro_keys_and_values_are_masked_cut_and_extended_with_the_derived_schem
     assert (partition.verdict, partition.source_records, partition.target_records) == (Verdict.EQUAL, 9, 9)
     assert partition.filtered == 3 and status == {topic: 3}
     assert PartitionKey(topic, 0) == PartitionKey(partition.topic, partition.partition)
+
+
+def test_a_routed_avro_topic_has_its_subject_and_ids_under_the_routed_name(
+    clusters, registries, spark, prefix, tmp_path
+):
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    url_a, url_b = registry_url(registries["a"]), registry_url(registries["b"])
+    topic, remote = f"{prefix}.accounts", f"restricted-{prefix}.accounts"
+    serialize = avro_serializer(url_a, json.dumps(user_schema(prefix)))
+    users = [{"id": i, "name": f"u{i}", "password": f"pw{i}", "internal": False, "email": None} for i in range(5)]
+    now = recent_ms()
+    create_topic(a, topic)
+    produce(a, topic, 0, [Record(b"k%d" % i, serialize(u, topic, VALUE), (), now + i) for i, u in enumerate(users)])
+    body = (
+        f"a->b.enabled = true\ntopics = {prefix}.*\na.schema.registry.url = {url_a}\nb.schema.registry.url = {url_b}\n"
+        f"a->b.transforms = route, mask\na->b.transforms.route.type = {T}RegexRouter\n"
+        f"a->b.transforms.route.regex = a\\\\.{prefix}\\\\.(.*)\n"
+        f"a->b.transforms.route.replacement = restricted-{prefix}.$1\n"
+        f"a->b.transforms.mask.type = {T}MaskField$Value\na->b.transforms.mask.fields = password\n"
+    )
+    config = write_config(tmp_path / "mm2.properties", clusters, body)
+
+    replicate(config, spark)
+
+    deserialize = avro_deserializer(url_b)
+    target = [record for _, record in read_partition(b, remote, 0)]
+    assert [deserialize(r.value, remote, VALUE) for r in target] == [{**u, "password": ""} for u in users]
+    latest = subject_version(url_b, f"{remote}-value")
+    assert latest is not None and {int.from_bytes(r.value[1:5], "big") for r in target} == {int(latest["id"])}
+    assert subject_version(url_b, f"a.{topic}-value") is None, "nothing under the policy's name"
+    with opened(config) as (flow, store):
+        [partition] = verify_flow(flow, store, lambda: spark).partitions
+    assert (partition.remote_topic, partition.verdict) == (remote, Verdict.EQUAL)
