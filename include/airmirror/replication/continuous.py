@@ -20,9 +20,11 @@ Contract:
 8. A failure of one round (topic sync, plan, copy or record) that the next round may not meet (a broker
    restart, a leader change, a coordinator move, a metadata DB briefly unreachable, a failed copy job) is
    retried with the product's pause (:data:`~airmirror.kafka.retry.RETRY_PAUSE_S`, doubling to
-   :data:`RETRY_PAUSE_MAX_S`): the next round resumes the unfinished batch exactly once.  The run ends only when
-   rounds keep failing for :data:`RETRY_WINDOW_S`, or on a failure no retry cures (bad input, a missing ACL, a
-   lost lease).
+   :data:`RETRY_PAUSE_MAX_S`): the next round resumes the unfinished batch exactly once.  The budget counts
+   failures in a row, not the run's age: a round that succeeds, or a stream round that recorded a copy before it
+   failed, ends the row, and a failure after it starts a new one.  The run ends only when a row holds at least
+   :data:`RETRY_ROUNDS` failures over at least :data:`RETRY_WINDOW_S`, or on a failure no retry cures (bad input,
+   a missing ACL, a lost lease).
 9. The run shares one admin client per cluster (:func:`~airmirror.kafka.clients.shared_clients`), dropped at
    its end: nothing it builds grows with the rounds it runs.
 10. **Streaming.**  A run without bounds (no ``until``, no record cap) copies in *stream batches*
@@ -77,7 +79,9 @@ IDLE_WAIT_S = 0.2
 STOPPED_BY_DURATION = "duration"
 STOPPED_BY_SIGNAL = "signal"
 RETRY_WINDOW_S = 300.0
-"""How long rounds may keep failing before the run ends (rule 8)."""
+"""How long a row of failed rounds may last before the run ends (rule 8)."""
+RETRY_ROUNDS = 5
+"""How many failed rounds a row needs before the run ends (rule 8)."""
 RETRY_PAUSE_MAX_S = 10.0
 STREAM_WINDOW_S = 900.0
 """The longest a stream batch runs before the next round starts another (rule 10)."""
@@ -108,6 +112,8 @@ class Tally:
     bytes: int = 0
     idle_rounds: int = 0
     retries: int = 0
+    recordings: int = 0
+    """Stream recordings that stored a copy: a round that added one made progress (rule 8)."""
 
     def copied(self, summary: BatchSummary) -> None:
         self.records += summary.records
@@ -115,26 +121,37 @@ class Tally:
 
 
 class Retries:
-    """Rule 8: the pause before the next round after a failed one, and when failing rounds end the run."""
+    """Rule 8: the pause before the next round after a failed one, and when a row of failed rounds ends the run
+    (``clock``: seconds, monotonic)."""
 
-    def __init__(self) -> None:
-        self.failing_since: float | None = None
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.row = 0
+        """Failed rounds in the current row."""
+        self.row_since: float | None = None
         self.pause = RETRY_PAUSE_S
 
     def succeeded(self) -> None:
-        self.failing_since, self.pause = None, RETRY_PAUSE_S
+        """A round succeeded (or made progress): the row ends."""
+        self.row, self.row_since, self.pause = 0, None, RETRY_PAUSE_S
 
-    def failed(self, error: Exception) -> float:
-        """The pause before the next round; raises ``error`` once rounds have failed for :data:`RETRY_WINDOW_S`."""
-        now = time.monotonic()
-        self.failing_since = now if self.failing_since is None else self.failing_since
-        if now - self.failing_since >= RETRY_WINDOW_S:
+    def failed(self, error: Exception, *, progressed: bool = False) -> float:
+        """The pause before the next round; a round that ``progressed`` before it failed starts a new row.  Raises
+        ``error`` once the row holds :data:`RETRY_ROUNDS` failures over :data:`RETRY_WINDOW_S`."""
+        if progressed:
+            self.succeeded()
+        now = self.clock()
+        self.row += 1
+        self.row_since = now if self.row_since is None else self.row_since
+        if self.row >= RETRY_ROUNDS and now - self.row_since >= RETRY_WINDOW_S:
             raise error
         pause, self.pause = self.pause, min(self.pause * 2, RETRY_PAUSE_MAX_S)
         log.warning(
-            "round failed, retrying in %.1f s (failing for %.0f s of at most %.0f s): %s",
+            "round failed, retrying in %.1f s (failure %d in a row, for %.0f s; the run ends at %d over %.0f s): %s",
             pause,
-            now - self.failing_since,
+            self.row,
+            now - self.row_since,
+            RETRY_ROUNDS,
             RETRY_WINDOW_S,
             error,
         )
@@ -204,6 +221,7 @@ def replicate_continuously(
         start_early(spark_factory)
         topics = TopicSync(flow, store, options)
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+            recordings = tally.recordings
             try:
                 mappings = topics.mappings()
                 planned = plan_batch(flow, store, mappings, options, stream=streaming)
@@ -221,7 +239,7 @@ def replicate_continuously(
                 raise
             except (ReplicationFailure, KafkaException) as error:
                 tally.retries += 1
-                stop.wait(retries.failed(error))
+                stop.wait(retries.failed(error, progressed=tally.recordings > recordings))
                 continue
             retries.succeeded()
             if summary is None:
@@ -300,6 +318,7 @@ def stream_round(
 
     def recorded(deltas: list[RangeResult]) -> None:
         summary = BatchSummary(batch_id, deltas)
+        tally.recordings += 1
         tally.copied(summary)
         if on_batch is not None and summary.records:
             on_batch(summary)

@@ -1,5 +1,6 @@
-"""The pure parts of continuous replication: options of later batches, and signal handling (real signals sent to
-this process; the second-signal exit is driven end to end in tests/integration/test_continuous.py)."""
+"""The pure parts of continuous replication: options of later batches, the retry budget, and signal handling
+(real signals sent to this process; the second-signal exit is driven end to end in
+tests/integration/test_continuous.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ import signal
 import subprocess
 import sys
 
-from airmirror.replication.continuous import StopOnSignals, from_the_cursors
+import pytest
+
+from airmirror.errors import ReplicationFailure
+from airmirror.kafka.retry import RETRY_PAUSE_S
+from airmirror.replication.continuous import (
+    RETRY_PAUSE_MAX_S,
+    RETRY_ROUNDS,
+    RETRY_WINDOW_S,
+    Retries,
+    StopOnSignals,
+    from_the_cursors,
+)
 from airmirror.replication.options import BatchOptions
 
 
@@ -42,3 +54,49 @@ def test_a_second_signal_ends_the_process_at_once():
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert run.returncode == 128 + signal.SIGINT, run.stderr
+
+
+class Clock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_retry_budget_counts_failures_in_a_row_not_the_runs_age():
+    clock, error = Clock(), ReplicationFailure("broker down")
+    retries = Retries(clock)
+    retries.failed(error)
+    clock.now += 400  # a stream round that recorded copies for 400 s, then failed
+    assert retries.failed(error, progressed=True) == RETRY_PAUSE_S, "a round that made progress starts a new row"
+    assert retries.row == 1
+    clock.now += 400  # one that failed without progress: two in a row are not enough to end the run
+    retries.failed(error)
+    assert retries.row == 2
+
+
+def test_a_row_ends_the_run_after_enough_failures_over_the_window():
+    clock, error = Clock(), ReplicationFailure("broker down")
+    retries = Retries(clock)
+    pauses = []
+    for _ in range(RETRY_ROUNDS - 1):
+        pauses.append(retries.failed(error))
+        clock.now += RETRY_WINDOW_S  # long failures: the window alone does not end the run
+    assert pauses == [min(RETRY_PAUSE_S * 2**n, RETRY_PAUSE_MAX_S) for n in range(RETRY_ROUNDS - 1)]
+    with pytest.raises(ReplicationFailure):
+        retries.failed(error)
+
+
+def test_quick_failures_end_the_run_only_once_the_window_has_passed():
+    clock, error = Clock(), ReplicationFailure("connection refused")
+    retries = Retries(clock)
+    for _ in range(3 * RETRY_ROUNDS):
+        clock.now += 1
+        retries.failed(error)
+    retries.succeeded()
+    assert (retries.row, retries.pause) == (0, RETRY_PAUSE_S)
+    clock.now += RETRY_WINDOW_S
+    retries.failed(error)
