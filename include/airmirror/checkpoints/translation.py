@@ -153,7 +153,7 @@ class Translator:
         reverse = self._flow.reverse_flow()
         if reverse is None:
             return {}
-        return routed_back(self._flow, {key.topic for key in self._store.cursors(reverse.name)})
+        return routed_back(reverse, {key.topic for key in self._store.cursors(reverse.name)})
 
     def translate(self, offsets: Mapping[PartitionKey, int]) -> dict[PartitionKey, TranslatedOffset]:
         """Translate every committed offset whose topic has a :func:`route`; other partitions are left out."""

@@ -414,13 +414,13 @@ class MirrorConfig:
         unless its ``topics.exclude`` leaves it out."""
         for flow in self._flows.values():
             routers = [step.alias for step in flow.transforms.steps if step.route is not None]
-            reverse = f"{flow.target}->{flow.source}"
-            if routers and reverse in self._flows:
+            reverse = flow.reverse_flow()
+            if routers and reverse is not None:
                 setting = flow.setting("transforms")
                 where = f"{setting.describe()}: " if setting is not None else ""
                 self._warn(
                     f"{where}router {', '.join(map(repr, routers))} renames the topics of {flow.name}, so the names it "
-                    f"gives do not say they came from {flow.source}: the enabled flow {reverse} copies them back "
+                    f"gives do not say they came from {flow.source}: the enabled flow {reverse.name} copies them back "
                     f"unless its topics.exclude leaves them out"
                 )
 

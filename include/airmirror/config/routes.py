@@ -34,12 +34,9 @@ class Route:
     failback: bool
 
 
-def routed_back(flow: FlowConfig, reverse_topics: Iterable[str]) -> dict[str, str]:
-    """Of the reverse flow's source topics ``reverse_topics``, those its routers renamed, by the name they have on
-    ``flow``'s source; empty when the reverse flow is not enabled."""
-    reverse = flow.reverse_flow()
-    if reverse is None:
-        return {}
+def routed_back(reverse: FlowConfig, reverse_topics: Iterable[str]) -> dict[str, str]:
+    """Of the source topics ``reverse_topics`` of flow ``reverse`` (a flow's reverse flow), those its routers
+    renamed, by the name they have on the flow's source."""
     named = {topic: reverse.remote_topic(topic) for topic in reverse_topics}
     return {
         name: topic

@@ -136,8 +136,9 @@ def test_a_router_with_the_reverse_flow_enabled_is_warned_about(tmp_path):
 def test_the_reverse_flow_fails_back_the_topics_the_router_named(tmp_path):
     config = load(tmp_path, BASE + ROUTER + "b->a.enabled = true\nb->a.topics.exclude = restricted\\..*\n")
     back = config.flow("b->a")
-    routed = routed_back(back, ["payments", "orders"])
+    assert back.reverse_flow() is config.flow("a->b")
+    routed = routed_back(config.flow("a->b"), ["payments", "orders"])
     assert routed == {"restricted.payments": "payments", "restricted.orders": "orders"}
     found = route(back, "restricted.payments", routed)
     assert found is not None and (found.target_topic, found.runs_flow, found.failback) == ("payments", "a->b", True)
-    assert routed_back(flow(tmp_path, ROUTER), ["payments"]) == {}, "no reverse flow, nothing to fail back"
+    assert flow(tmp_path, ROUTER).reverse_flow() is None, "no reverse flow, nothing to fail back"
