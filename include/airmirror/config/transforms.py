@@ -317,6 +317,8 @@ class TransformChain:
     def routed(self, remote_topic: str) -> str:
         """The remote topic after the chain's routers (rule 7) of the topic the replication policy names
         ``remote_topic``."""
+        if not any(step.route is not None for step in self.steps):
+            return remote_topic  # no router: nothing to walk, nothing to copy
         return self._walk(remote_topic)[0]
 
     def _walk(self, topic: str) -> tuple[str, tuple[Step, ...]]:
