@@ -88,11 +88,18 @@ DEFAULT_BUFFER = TaskBuffer()
 """A read's buffer unless the caller gives one: the default ``airmirror.task.max.buffer.bytes``."""
 
 
-def partition_of(message: Message) -> tuple[str, int] | None:
-    """The topic-partition of a message a consumer returned; ``None`` for an event of no partition (a
-    client-wide error)."""
-    topic, partition = message.topic(), message.partition()
-    return None if topic is None or partition is None else (topic, partition)
+def partition_runs(messages: list[Message]) -> Iterator[tuple[tuple[str, int] | None, list[Message]]]:
+    """The messages a consumer returned, in order, as runs of consecutive messages of one partition, each with
+    its topic-partition (``None`` for an event of no partition)."""
+    start = 0
+    topic = partition = None
+    for index, message in enumerate(messages):
+        if message.partition() != partition or message.topic() != topic or topic is None:
+            if index > start:
+                yield (None if topic is None or partition is None else (topic, partition)), messages[start:index]
+            start, topic, partition = index, message.topic(), message.partition()
+    if len(messages) > start:
+        yield (None if topic is None or partition is None else (topic, partition)), messages[start:]
 
 
 def offset_of(message: Message) -> int:
@@ -188,6 +195,12 @@ class PartitionRead:
 
     def heard(self, caught_up: bool) -> None:
         self.heard_at, self.caught_up = time.monotonic(), caught_up
+
+    def took(self, record: Message) -> None:
+        """The read took records up to ``record`` (its position already moved past them)."""
+        self.heard(caught_up=False)
+        self.reached_epoch = record.leader_epoch()
+        self.early_end_since = None
 
     def end_of_partition(self, offset: int) -> None:
         """The consumer arrived at the partition's end, ``offset`` (see the module docstring's rules on where a read
@@ -306,38 +319,67 @@ class RangesReader:
         self, messages: list[Message]
     ) -> tuple[dict[tuple[str, int], list[Message]], list[ReadError], list[ReadError]]:
         """Sort one poll's messages into each range's records (see the module docstring's rules on where a read
-        ends); returns them, the truncations and the offsets out of range librdkafka reported."""
+        ends); returns them, the truncations and the offsets out of range librdkafka reported.  A poll returns a
+        partition's messages in runs (:func:`partition_runs`); each run is taken at once (:meth:`_take_run`)."""
         got: dict[tuple[str, int], list[Message]] = {}
         truncated: dict[tuple[str, int], ReadError] = {}
         out_of_range: dict[tuple[str, int], ReadError] = {}
-        for message in messages:
-            key = partition_of(message)
+        for key, run in partition_runs(messages):
             read = None if key is None else self.reads.get(key)
             if key is None or read is None or read.done or key in truncated or key in out_of_range:
                 continue
-            error = message.error()
-            if error is not None:
-                if reports_truncation(error):
-                    truncated[key] = (read, error)
-                elif error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    out_of_range[key] = (read, error)
-                elif error.code() != KafkaError._PARTITION_EOF:
-                    raise named(self.access, KafkaException(error), topic=read.topic)
-                else:
-                    read.end_of_partition(offset_of(message))
-                continue
-            offset = offset_of(message)
-            if offset < read.reached:
-                continue  # fetched before a seek or a re-assignment
-            if offset >= read.end:
-                read.reached = read.end
-                continue
-            got.setdefault(key, []).append(message)
-            read.heard(caught_up=False)
-            read.reached = read.end if offset == read.end - 1 else offset + 1
-            read.reached_epoch = message.leader_epoch()
-            read.early_end_since = None
+            taken = self._take_run(read, run, truncated, out_of_range)
+            if taken:
+                got.setdefault(key, []).extend(taken)
         return got, list(truncated.values()), list(out_of_range.values())
+
+    def _take_run(
+        self,
+        read: PartitionRead,
+        run: list[Message],
+        truncated: dict[tuple[str, int], ReadError],
+        out_of_range: dict[tuple[str, int], ReadError],
+    ) -> list[Message]:
+        """The records of one run of a partition's messages that its read wants, in order; the read then stands
+        after the last of them, and the run's events (an end of partition, a truncation, an offset out of range) are
+        handled in their place.  Once the read is done, the rest of the run is left."""
+        taken: list[Message] = []
+        reached, end = read.reached, read.end
+        last: Message | None = None
+        for message in run:
+            if reached >= end:
+                break
+            error = message.error()
+            if error is None:
+                offset = message.offset()
+                assert offset is not None  # a record has one
+                if offset < reached:
+                    continue  # fetched before a seek or a re-assignment
+                if offset >= end:
+                    reached = end
+                    continue
+                taken.append(message)
+                reached, last = (end if offset == end - 1 else offset + 1), message
+                continue
+            read.reached = reached
+            if last is not None:
+                read.took(last)
+                last = None
+            key = (read.topic, read.partition)
+            if reports_truncation(error):
+                truncated[key] = (read, error)
+                return taken
+            if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                out_of_range[key] = (read, error)
+                return taken
+            if error.code() != KafkaError._PARTITION_EOF:
+                raise named(self.access, KafkaException(error), topic=read.topic)
+            read.end_of_partition(offset_of(message))
+            reached, end = read.reached, read.end
+        read.reached = reached
+        if last is not None:
+            read.took(last)
+        return taken
 
     def _end_if_deleted(self, consumer: Consumer, stalled: list[PartitionRead]) -> None:
         """Reads that heard nothing for a while: end those whose topic is gone (see the module docstring)."""

@@ -5,7 +5,7 @@ partition at or beyond it, or (after waiting) where a truncated log now ends; a 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from airmirror.replication.spark import range_reader
 from airmirror.replication.spark.range_reader import EARLY_END_WAIT_S, OPEN_END, RangesReader, ReadRange
@@ -181,3 +181,18 @@ def test_the_epoch_reached_is_the_leader_epoch_of_the_last_record_read(source: S
     with RangesReader({}, [ReadRange(TOPIC, 0, 0, 2, start_epoch=2)]) as reader:
         read_all(reader)
         assert reader.reads[(TOPIC, 0)].reached_epoch == 4
+
+
+def test_a_polls_messages_are_taken_in_runs_of_one_partition_in_their_order() -> None:
+    messages = [
+        Message(topic=TOPIC, partition=0, offset=5),
+        Message(topic=TOPIC, partition=0, offset=6),
+        Message(topic=TOPIC, partition=1, offset=3),
+        Message(error=KafkaError(KafkaError._ALL_BROKERS_DOWN, "down")),  # an event of no partition
+        Message(topic=TOPIC, partition=0, offset=7),
+    ]
+
+    runs = [(key, [m.offset() for m in run]) for key, run in range_reader.partition_runs(messages)]
+
+    assert runs == [((TOPIC, 0), [5, 6]), ((TOPIC, 1), [3]), (None, [None]), ((TOPIC, 0), [7])]
+    assert list(range_reader.partition_runs([])) == []
