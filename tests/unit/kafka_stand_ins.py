@@ -17,7 +17,8 @@ A :class:`StandInCluster` holds partition logs, committed group offsets and tran
   fencing) and aborts the open transaction it left.  Offsets sent with ``send_offsets_to_transaction`` become
   the group's committed offsets (with their metadata) only when the transaction commits.
 * **Deliveries.**  ``produce()`` queues; ``poll()``/``flush()`` deliver the queue in produce order, calling the
-  ``on_delivery`` callback with a :class:`~confluent_kafka.Message` carrying the record's offset on the log.
+  record's own ``on_delivery`` callback (else the producer's; neither: no report) with a
+  :class:`~confluent_kafka.Message` carrying the record's offset on the log.
   A failed delivery makes the transaction abortable: a later ``produce()`` raises ``_STATE`` ("Erroneous state"),
   and the records queued behind it stay queued (``flush`` returns their count) until ``abort_transaction()`` purges
   them (reported with ``_PURGE_QUEUE``).
@@ -25,8 +26,9 @@ A :class:`StandInCluster` holds partition logs, committed group offsets and tran
   :class:`~confluent_kafka.KafkaException` with a real :class:`~confluent_kafka.KafkaError` (fatal, retriable
   or abortable as built; :func:`fenced`, :func:`timed_out`, :func:`abortable`), optionally after the call took
   effect (a commit the broker made whose answer was lost).  :meth:`StandInCluster.fail_delivery` fails the
-  delivery of a later record of one partition, :meth:`StandInCluster.before` runs an action before a later call
-  (another attempt's fencing, say).
+  delivery of a later record of one partition, :meth:`StandInCluster.refuse` every delivery of one record,
+  :meth:`StandInCluster.write_between` appends another writer's record between two deliveries, and
+  :meth:`StandInCluster.before` runs an action before a later call (another attempt's fencing, say).
 
 Every producer call is recorded in :attr:`StandInCluster.calls` as ``(transactional id, method)``, and every consumer
 commit as ``(group, "commit")``.
@@ -125,7 +127,9 @@ class Fault:
 class DeliveryFault:
     remote: tuple[str, int]
     skip: int
-    error: KafkaError
+    error: KafkaError | None
+    key: bytes | None = None
+    """A fault of every delivery of the record with this key, however often it is produced, rather than of one."""
 
 
 class StandInCluster:
@@ -243,6 +247,16 @@ class StandInCluster:
         """Fail the delivery of the ``at``-th record delivered to ``topic``/``partition`` from now on."""
         self.delivery_faults.append(DeliveryFault((topic, partition), at - 1, error))
 
+    def refuse(self, topic: str, partition: int, key: bytes, error: KafkaError) -> None:
+        """Fail every delivery of the record keyed ``key`` to ``topic``/``partition`` (one the broker refuses
+        whenever it comes, a record too large, say)."""
+        self.delivery_faults.append(DeliveryFault((topic, partition), 0, error, key))
+
+    def write_between(self, topic: str, partition: int, *, at: int) -> None:
+        """Append a record of another writer to ``topic``/``partition`` right before the ``at``-th record delivered
+        there from now on: the transaction's records after it do not follow the ones before on the log."""
+        self.delivery_faults.append(DeliveryFault((topic, partition), at - 1, None))
+
     def fence(self, transactional_id: str) -> None:
         """What a newer producer's ``init_transactions()`` does: fence the older ones, abort their transaction."""
         self.epochs[transactional_id] = self.epochs.get(transactional_id, 0) + 1
@@ -278,14 +292,23 @@ class StandInCluster:
                 return fault
         return None
 
-    def _delivery_error(self, remote: tuple[str, int]) -> KafkaError | None:
+    def _delivery_error(self, queued: Queued) -> KafkaError | None:
+        """The error the delivery of ``queued`` meets, after any other writer's record due before it."""
+        remote = (queued.topic, queued.partition)
         for fault in self.delivery_faults:
-            if fault.remote == remote:
-                if fault.skip:
-                    fault.skip -= 1
-                    return None
-                self.delivery_faults.remove(fault)
-                return fault.error
+            if fault.remote != remote:
+                continue
+            if fault.key is not None:
+                if fault.key == queued.key:
+                    return fault.error
+                continue
+            if fault.skip:
+                fault.skip -= 1
+                return None
+            self.delivery_faults.remove(fault)
+            if fault.error is None:
+                self.append(*remote, b"another writer", b"x")
+            return fault.error
         return None
 
 
@@ -425,6 +448,7 @@ class Queued:
     headers: Any
     timestamp: int
     transaction: Transaction
+    on_delivery: Callable[[KafkaError | None, Message], None] | None = None
 
 
 class StandInProducer:
@@ -453,6 +477,7 @@ class StandInProducer:
 
     def begin_transaction(self) -> None:
         self._call("begin_transaction")
+        self._raise_abortable()  # inside a failed transaction: its error, as librdkafka
         if self.epoch is None or self.transaction is not None:
             raise KafkaException(KafkaError(KafkaError._STATE, "Operation not valid in state"))
         self.transaction = Transaction(self.transactional_id)
@@ -466,6 +491,7 @@ class StandInProducer:
         partition: int = -1,
         timestamp: int = 0,
         headers: Any = None,
+        on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
     ) -> None:
         self._record("produce")
         if self.fatal is not None:
@@ -474,7 +500,7 @@ class StandInProducer:
             raise KafkaException(KafkaError(KafkaError._STATE, "No transaction in progress"))
         if self.requires_abort is not None:
             raise KafkaException(KafkaError(KafkaError._STATE, "Unable to produce message: Local: Erroneous state"))
-        self.queue.append(Queued(topic, partition, key, value, headers, timestamp, self.transaction))
+        self.queue.append(Queued(topic, partition, key, value, headers, timestamp, self.transaction, on_delivery))
 
     def send_offsets_to_transaction(
         self, offsets: Sequence[TopicPartition], group_metadata: GroupMetadata, timeout: float = -1
@@ -566,7 +592,7 @@ class StandInProducer:
         reported = 0
         while self.queue and self.requires_abort is None and self.fatal is None:
             queued = self.queue[0]
-            error = fenced() if self._is_fenced() else self.cluster._delivery_error((queued.topic, queued.partition))
+            error = fenced() if self._is_fenced() else self.cluster._delivery_error(queued)
             self.queue.popleft()
             reported += 1
             if error is not None:
@@ -591,7 +617,9 @@ class StandInProducer:
         return reported
 
     def _report(self, error: KafkaError | None, queued: Queued, offset: int) -> None:
-        if self.on_delivery is not None:
+        """Call the record's own ``on_delivery``, else the producer's (none: no report, as librdkafka)."""
+        report = queued.on_delivery or self.on_delivery
+        if report is not None:
             message = Message(
                 topic=queued.topic,
                 partition=queued.partition,
@@ -600,4 +628,4 @@ class StandInProducer:
                 value=queued.value,
                 error=error,
             )
-            self.on_delivery(error, message)
+            report(error, message)

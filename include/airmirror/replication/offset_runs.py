@@ -46,6 +46,12 @@ class RunBuilder:
         self._start_up = self._up = up
         self._start_down = self._down = down
 
+    def add_run(self, up: int, down: int, count: int) -> None:
+        """Record that the ``count`` (at least 1) upstream offsets from ``up`` were copied to the consecutive
+        downstream offsets from ``down``: the same as :meth:`add` of each pair, in one step."""
+        self.add(up, down)
+        self._up, self._down = up + count - 1, down + count - 1
+
     def __len__(self) -> int:
         return len(self._runs) + (1 if self._start_up >= 0 else 0)
 

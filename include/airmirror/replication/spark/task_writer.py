@@ -43,10 +43,11 @@ offset commits) is not paid per partition.  Recovery protocol (a task = ranges o
    every range still being read, each in source order into the same partition of its remote topic (same key,
    value, headers and timestamp as the source), until one of the :class:`TransactionBounds` is reached by the
    chunk as a whole, checked between the reader's polls: records, payload bytes, or time since the chunk's
-   first record (at most a third of the producer's ``transaction.timeout.ms``).  Offset-sync runs are built
-   from the delivery reports as they arrive, three integers per run per partition
-   (:class:`~airmirror.replication.offset_runs.RunBuilder`); no per-record state is kept, and what the task
-   buffers (reader prefetch, handed-over records, producer queue) stays within ``airmirror.task.max.buffer.bytes``
+   first record (at most a third of the producer's ``transaction.timeout.ms``).  Offset-sync runs are proven
+   from the delivery reports of the first and the last of each round's records of a range or, where those do not
+   prove them, the chunk is aborted and copied again with a report per record
+   (:mod:`~airmirror.replication.spark.deliveries`); no per-record state is kept, and what the task buffers
+   (reader prefetch, handed-over records, producer queue) stays within ``airmirror.task.max.buffer.bytes``
    (:mod:`airmirror.replication.spark.task_buffer`) whatever the number or length of its ranges.  Then, in the
    same transaction, for every range the chunk changed (records copied, or its read moved past aborted records
    and markers, or ended): its runs records and its new progress record (the chunk's first runs record also carries
@@ -101,7 +102,6 @@ expired or deleted anchor group).
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass, field, replace
@@ -116,7 +116,6 @@ from airmirror.kafka.authorization import AccessScope, named, naming_refusals
 from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import NO_TOPIC_CREATION, ClientConfig
 from airmirror.model import RangeCopied
-from airmirror.replication.offset_runs import RunBuilder
 from airmirror.replication.spark.batch_log import (
     Progress,
     decode_job,
@@ -129,8 +128,9 @@ from airmirror.replication.spark.batch_log import (
     scan_progress,
     trusted_anchor,
 )
+from airmirror.replication.spark.deliveries import PURGED, ChunkDeliveries, Failure, Unproven
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
-from airmirror.replication.spark.record_codec import Headers, header_list
+from airmirror.replication.spark.record_codec import Headers, HeaderValue, header_list
 from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
 from airmirror.replication.spark.remote_topics import RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
@@ -150,10 +150,10 @@ CATCH_UP_SILENCE_S = 60.0
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
 FAILED_DELIVERY_POLLS = 10
-PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
-"""Delivery errors of records librdkafka dropped because their transaction had failed: consequences, not causes."""
 FAILED_DELIVERY_POLL_S = 0.1
 TOPICS_NAMED = 3  # a refusal names at most this many of a task's remote topics
+Outgoing = tuple[int, bytes | None, bytes | None, Headers | dict[str, HeaderValue] | None, int]
+"""A record to produce: its source offset, key, value, headers and timestamp."""
 
 
 @dataclass(frozen=True)
@@ -245,86 +245,14 @@ class CopyTask:
         return ", ".join(topics[:TOPICS_NAMED]) + (f" and {more} more" if more > 0 else "")
 
 
-class PartitionDeliveries:
-    """Pairs one remote partition's delivery reports with the source offsets of its records, in produce order.
-
-    An idempotent producer reports a partition's deliveries in produce order, so the n-th report of the remote
-    partition belongs to the n-th record produced to it.  Pending source offsets are kept as runs of
-    consecutive offsets, never one entry per record; delivered ones become offset-sync runs.  The one exception,
-    records purged from the queue once their transaction failed, never reaches :meth:`delivered`
-    (:class:`TaskDeliveries`).
-    """
-
-    def __init__(self) -> None:
-        self.runs = RunBuilder()
-        self.pending: deque[list[int]] = deque()
-
-    def sent(self, offset: int) -> None:
-        """Note the source offset of the record about to be produced."""
-        if self.pending and self.pending[-1][1] == offset:
-            self.pending[-1][1] += 1
-        else:
-            self.pending.append([offset, offset + 1])
-
-    def delivered(self, downstream: int | None) -> int:
-        """Take the next pending record's delivery (``downstream`` is its offset on the target, ``None`` when it
-        failed); returns its source offset."""
-        head = self.pending[0]
-        upstream = head[0]
-        head[0] += 1
-        if head[0] == head[1]:
-            self.pending.popleft()
-        if downstream is not None:
-            self.runs.add(upstream, downstream)
-        return upstream
-
-
-class TaskDeliveries:
-    """The producer's delivery callback: routes each report to its remote partition's :class:`PartitionDeliveries`
-    and keeps the failures, the first of which :meth:`raise_errors` raises.
-
-    A record purged from the queue takes no source offset.  When the broker refuses an in-flight record, the
-    transaction fails and librdkafka purges the records still queued behind it, reporting them before the refused
-    record's own report; the queued records are the partition's newest, so pairing the reports in order would
-    name a later record as the refused one."""
-
-    def __init__(self, task: CopyTask) -> None:
-        self.task = task
-        self.partitions = {r.remote: PartitionDeliveries() for r in task.ranges}
-        self.ranges = {r.remote: r for r in task.ranges}
-        self.errors: list[tuple[RangeTask | None, int, KafkaError, int]] = []
-
-    def __call__(self, error: KafkaError | None, message: Message) -> None:
-        remote = (message.topic(), message.partition())
-        if remote not in self.partitions:  # the batch log
-            if error is not None:
-                self.errors.append((None, -1, error, 0))
-            return
-        if error is not None and error.code() == KafkaError._PURGE_QUEUE:
-            self.errors.append((self.ranges[remote], -1, error, 0))
-            return
-        upstream = self.partitions[remote].delivered(None if error is not None else message.offset())
-        if error is not None:
-            self.errors.append(
-                (self.ranges[remote], upstream, error, len(message.key() or b"") + len(message.value() or b""))
-            )
-
-    def cause(self) -> tuple[RangeTask | None, int, KafkaError, int] | None:
-        """The first failure that is not a record purged because its transaction had failed already (librdkafka
-        may report those before the failure that caused them); the first purge if there is nothing else."""
-        causes = [failure for failure in self.errors if failure[2].code() not in PURGED] or self.errors
-        return causes[0] if causes else None
-
-    def raise_errors(self) -> None:
-        """Raise :meth:`cause`, if any: a record too large for the target names its source offset and size."""
-        failure = self.cause()
-        if failure is None:
-            return
-        source, upstream, error, size = failure
-        if source is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-            raise record_too_large(self.task, source, upstream, size)
-        topic = self.task.log_topic if source is None else source.remote_topic
-        raise named(self.task.target_access, KafkaException(error), topic=topic)
+def delivery_failure(task: CopyTask, failure: Failure) -> Exception:
+    """What a failed delivery raises: a record too large for the target names its source offset and size; any other
+    failure names the topic it was written to (the batch log, for the log's own records)."""
+    source, upstream, error, size = failure
+    if source is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        return record_too_large(task, source, upstream, size)
+    topic = task.log_topic if source is None else source.remote_topic
+    return named(task.target_access, KafkaException(error), topic=topic)
 
 
 def record_too_large(task: CopyTask, source: RangeTask, offset: int, size: int) -> ReplicationFailure:
@@ -345,7 +273,7 @@ def transform_failed(source: RangeTask, offset: int, failure: TransformFailure) 
     )
 
 
-def producer_settings(task: CopyTask, deliveries: TaskDeliveries, transactional_id: str) -> dict[str, Any]:
+def producer_settings(task: CopyTask, transactional_id: str) -> dict[str, Any]:
     """Transactional producer settings: the flow's target producer settings within the task buffer's producer
     limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants and no topic creation.
     Each of the task's two producers gets the whole producer limits: only the one whose turn it is holds records
@@ -362,7 +290,6 @@ def producer_settings(task: CopyTask, deliveries: TaskDeliveries, transactional_
             "transactional.id": transactional_id,
             "enable.idempotence": True,
             "acks": "all",
-            "on_delivery": deliveries,
             **NO_TOPIC_CREATION,
         }
     )
@@ -377,14 +304,16 @@ def chunk_seconds(task: CopyTask, settings: Mapping[str, Any]) -> float:
 class RangeState:
     """One range within an attempt: its newest committed progress and what the open chunk copied of it."""
 
-    def __init__(
-        self, source: RangeTask, progress: Progress, deliveries: PartitionDeliveries, avro: AvroFields | None = None
-    ) -> None:
-        self.source, self.progress, self.deliveries = source, progress, deliveries
+    def __init__(self, source: RangeTask, progress: Progress, avro: AvroFields | None = None) -> None:
+        self.source, self.progress = source, progress
         transforms = source.transforms
         self.transforms = (
             RecordTransforms(transforms, source.remote_topic, source.partition, avro) if transforms else None
         )
+        self.chunk_records = self.chunk_bytes = self.chunk_passed = self.chunk_filtered = self.chunk_skipped = 0
+
+    def start_chunk(self) -> None:
+        """Count the next chunk from nothing (after a commit, or an abort)."""
         self.chunk_records = self.chunk_bytes = self.chunk_passed = self.chunk_filtered = self.chunk_skipped = 0
 
 
@@ -394,8 +323,13 @@ class TaskCopy:
 
     def __init__(self, task: CopyTask) -> None:
         self.task = task
-        self.deliveries = TaskDeliveries(task)
-        settings = [producer_settings(task, self.deliveries, i) for i in task.transactional_ids]
+        self.deliveries = ChunkDeliveries()
+        """The reports of the open chunk (:mod:`~airmirror.replication.spark.deliveries`)."""
+        self.every_record = False
+        """Whether every record reports: after a chunk whose reports did not prove its runs (deliveries rule 3)."""
+        self.rounds: Iterator[dict[tuple[str, int], list[Message]]] = iter(())
+        """The reader's rounds the chunks take their records from."""
+        settings = [producer_settings(task, i) for i in task.transactional_ids]
         self.max_seconds = chunk_seconds(task, settings[0])
         self.producers = [Producer(logged(each)) for each in settings]
         self.turn = 0
@@ -462,9 +396,7 @@ class TaskCopy:
             found.update(scan_progress(task.target_consumer_config, task.log_topic, task.flow, sources, task.scan_from))
         for remote, source in remotes.items():
             progress = resume_from(task.batch_id, source, found[remote])
-            self.states[(source.topic, source.partition)] = RangeState(
-                source, progress, self.deliveries.partitions[remote], self.avro
-            )
+            self.states[(source.topic, source.partition)] = RangeState(source, progress, self.avro)
         if task.stream_until is not None and unanchored:
             self.anchor([(remotes[remote].topic, remotes[remote].partition) for remote in unanchored])
 
@@ -498,9 +430,9 @@ class TaskCopy:
                 reader.drop(*key)
             elif progress.position != state.source.start:
                 reader.seek(*key, progress.position, progress.leader_epoch)
-        rounds = reader.rounds()
+        self.rounds = reader.rounds()
         while not all(state.progress.done for state in self.states.values()):
-            self.copy_chunk(rounds, reader)
+            self.copy_chunk(reader)
 
     def stream_reads(self) -> list[ReadRange]:
         """The open reads of a streaming task, each from its range's progress (call :meth:`fence` first)."""
@@ -517,9 +449,9 @@ class TaskCopy:
 
     def stream(self, reader: RangesReader, until: float) -> None:
         """Copy chunk after chunk until ``until`` (epoch seconds; rule 6), from a reader of :meth:`stream_reads`."""
-        rounds = reader.rounds()
+        self.rounds = reader.rounds()
         while not self.stream_ends(reader, until):
-            self.copy_chunk(rounds, reader, until)
+            self.copy_chunk(reader, until)
 
     def stream_ends(self, reader: RangesReader, until: float) -> bool:
         """Whether a stream may end now: ``until`` has passed and every read has caught up or has heard nothing for
@@ -544,17 +476,35 @@ class TaskCopy:
         so yet: the chunk then ends and commits, so the driver learns it at once."""
         return any(not self.states[key].progress.done for key in reader.ended)
 
-    def copy_chunk(
-        self, rounds: Iterator[dict[tuple[str, int], list[Message]]], reader: RangesReader, until: float | None = None
-    ) -> None:
-        """One chunk transaction (rule 3); with ``until``, one chunk of a stream (rule 6)."""
+    def copy_chunk(self, reader: RangesReader, until: float | None = None) -> None:
+        """One chunk transaction (rule 3); with ``until``, one chunk of a stream (rule 6).  A chunk whose delivery
+        reports do not prove where its records went is aborted and copied again, every record reporting, as is
+        every later chunk of the attempt (:mod:`~airmirror.replication.spark.deliveries` rule 3)."""
+        try:
+            self.chunk_transaction(reader, until)
+        except Unproven:
+            self.every_record = True
+            self.rewind(reader)
+            self.chunk_transaction(reader, until)
+
+    def rewind(self, reader: RangesReader) -> None:
+        """After an aborted chunk: read every range not done again from its committed progress."""
+        for key, state in self.states.items():
+            if key in reader.reads and not state.progress.done:
+                reader.seek(*key, state.progress.position, state.progress.leader_epoch)
+            state.start_chunk()
+        self.rounds = reader.rounds()
+
+    def chunk_transaction(self, reader: RangesReader, until: float | None) -> None:
+        """The transaction of :meth:`copy_chunk`, aborted on any failure."""
         producer, bounds = self.producer, self.task.bounds
+        self.deliveries = ChunkDeliveries(self.every_record)
         producer.begin_transaction()
         try:
             records = copied_bytes = 0
             first_record_at: float | None = None
             last = False
-            for got in rounds:
+            for got in self.rounds:
                 for key, messages in got.items():
                     state = self.states[key]
                     copied = self.produce_records(state, messages)
@@ -576,7 +526,7 @@ class TaskCopy:
                     break
                 if until is not None and self.newly_stopped(reader):
                     break
-            flush_all(producer, self.deliveries, self.remotes)
+            self.flush()
             if until is None or records or last or self.newly_stopped(reader):
                 self.commit_chunk(reader)
         except BaseException:
@@ -584,36 +534,15 @@ class TaskCopy:
             raise
 
     def produce_records(self, state: RangeState, messages: list[Message]) -> int:
-        """Produce one range's records, in order, to its remote partition, counting them in ``chunk_records``;
-        returns their payload bytes.
-
-        Key, value and headers go out as they came in, except as the range's transforms change them or drop the
-        record (:meth:`transformed`) and, then, the schema ids of a topic whose records are framed when the task
-        translates them (:mod:`airmirror.schemas.record_ids`; never on a side a field transform wrote in Avro with a
-        target id, :mod:`airmirror.schemas.avro_fields` rule 4).  The source timestamp is kept, except that a record
-        without one (-1) gets the produce time (librdkafka's timestamp 0).
-        """
+        """Produce one range's records (:meth:`outgoing`), in order, to its remote partition, with the delivery
+        reports the chunk's deliveries give them, counting them in ``chunk_records``; returns their payload bytes."""
         produce, poll = self.producer.produce, self.producer.poll
-        source, deliveries = state.source, state.deliveries
+        source = state.source
         topic, partition = source.remote_topic, source.partition
-        ids, transforms = self.ids, state.transforms
-        rewrite = ids.rewriter(source.topic, source.partition) if ids is not None and ids.framed(source.topic) else None
-        copied = written = 0
-        for message in messages:
-            offset = offset_of(message)
-            settled = NO_SIDES
-            if transforms is None:
-                key, value, headers = message.key(), message.value(), message.headers()
-            else:
-                kept = self.transformed(state, transforms, message, offset)
-                if kept is None:
-                    continue
-                key, value, headers = kept
-                settled = transforms.settled
-            if rewrite is not None:
-                key, value, headers, passed = rewrite(offset, key, value, headers, settled)
-                state.chunk_passed += passed
-            deliveries.sent(offset)
+        records = self.outgoing(state, messages)
+        reports = self.deliveries.reports(source.remote, source, [record[0] for record in records])
+        copied = 0
+        for (offset, key, value, headers, timestamp), report in zip(records, reports, strict=True):
             blocked = False
             while True:
                 try:
@@ -622,8 +551,9 @@ class TaskCopy:
                         value,
                         key,
                         partition=partition,
-                        timestamp=max(message.timestamp()[1], 0),
+                        timestamp=timestamp,
                         headers=headers,
+                        on_delivery=report,
                     )
                     break
                 except BufferError:
@@ -642,10 +572,39 @@ class TaskCopy:
                         self.raise_failed_delivery()
                     raise
             copied += (len(key) if key else 0) + (len(value) if value else 0)
-            written += 1
         poll(0)
-        state.chunk_records += written
+        state.chunk_records += len(records)
         return copied
+
+    def outgoing(self, state: RangeState, messages: list[Message]) -> list[Outgoing]:
+        """The records to produce for one range's ``messages``: source offset, key, value, headers and timestamp.
+
+        Key, value and headers go out as they came in, except as the range's transforms change them or drop the
+        record (:meth:`transformed`) and, then, the schema ids of a topic whose records are framed when the task
+        translates them (:mod:`airmirror.schemas.record_ids`; never on a side a field transform wrote in Avro with a
+        target id, :mod:`airmirror.schemas.avro_fields` rule 4).  The source timestamp is kept, except that a record
+        without one (-1) gets the produce time (librdkafka's timestamp 0).
+        """
+        source, ids, transforms = state.source, self.ids, state.transforms
+        rewrite = ids.rewriter(source.topic, source.partition) if ids is not None and ids.framed(source.topic) else None
+        records: list[Outgoing] = []
+        for message in messages:
+            offset = offset_of(message)
+            settled = NO_SIDES
+            if transforms is None:
+                key, value, headers = message.key(), message.value(), message.headers()
+            else:
+                kept = self.transformed(state, transforms, message, offset)
+                if kept is None:
+                    continue
+                key, value, headers = kept
+                settled = transforms.settled
+            if rewrite is not None:
+                key, value, headers, passed = rewrite(offset, key, value, headers, settled)
+                state.chunk_passed += passed
+            timestamp = message.timestamp()[1]
+            records.append((offset, key, value, headers, timestamp if timestamp > 0 else 0))
+        return records
 
     def transformed(
         self, state: RangeState, transforms: RecordTransforms, message: Message, offset: int
@@ -671,7 +630,7 @@ class TaskCopy:
         """Write the source record as it came (key, value, headers, timestamp) to partition 0 of the dead-letter
         topic, in the open chunk transaction (so exactly once: its chunk commits it or aborts it), with Connect's
         ``__connect.errors.*`` headers when the task adds them.  Its delivery report is the batch log's kind: no
-        source offset is paired with it (:class:`TaskDeliveries`)."""
+        source offset is paired with it (:meth:`~airmirror.replication.spark.deliveries.ChunkDeliveries.logged`)."""
         task = self.task
         assert task.dead_letter_topic is not None
         headers: Headers = [*(header_list(message.headers()) or ())]  # a copy: the context headers are appended
@@ -690,23 +649,60 @@ class TaskCopy:
         record = (task.dead_letter_topic, message.value(), message.key())
         while True:
             try:
-                self.producer.produce(*record, partition=0, timestamp=max(message.timestamp()[1], 0), headers=headers)
+                self.producer.produce(
+                    *record,
+                    partition=0,
+                    timestamp=max(message.timestamp()[1], 0),
+                    headers=headers,
+                    on_delivery=self.deliveries.logged,
+                )
                 return
             except BufferError:
                 self.producer.poll(0.05)
 
     def raise_failed_delivery(self) -> None:
-        """Raise the chunk's failed delivery (:meth:`TaskDeliveries.cause`), waiting up to
-        :data:`FAILED_DELIVERY_POLLS` short polls for one that is not a purge.  A record the broker refused (one
-        too large for the target, say) fails the transaction, and the producer refuses every later ``produce()``
-        naming only its state ("Erroneous state"), often before the refused record's report has been served, and
-        purges the records still queued: the refused record's report names the record and the cause."""
+        """Raise the chunk's failed delivery, once ``produce()`` met the failed transaction: a record the broker
+        refused (one too large for the target, say) fails the transaction, and the producer refuses every later
+        ``produce()`` naming only its state ("Erroneous state"), often before the refused record's report has been
+        served, and purges the records still queued.  Unless every record reports, the refused record may have no
+        report: :class:`~airmirror.replication.spark.deliveries.Unproven`.  Else its report names the record and the
+        cause: wait for it up to :data:`FAILED_DELIVERY_POLLS` short polls for one that is not a purge."""
+        deliveries = self.deliveries
+        if not deliveries.every_record:
+            raise Unproven("the transaction failed")
         for _ in range(FAILED_DELIVERY_POLLS):
-            cause = self.deliveries.cause()
+            cause = deliveries.cause()
             if cause is not None and cause[2].code() not in PURGED:
                 break
             self.producer.poll(FAILED_DELIVERY_POLL_S)
-        self.deliveries.raise_errors()
+        self.raise_errors()
+
+    def raise_errors(self) -> None:
+        """Raise the chunk's first failed delivery (:meth:`~airmirror.replication.spark.deliveries.ChunkDeliveries.
+        cause`), if any; :class:`~airmirror.replication.spark.deliveries.Unproven` unless every record reports."""
+        self.deliveries.raise_unproven()
+        failure = self.deliveries.cause()
+        if failure is not None:
+            raise delivery_failure(self.task, failure)
+
+    def flush(self) -> None:
+        """Wait until every record of the chunk is delivered; stop at the first failed delivery and raise it, at a
+        transaction that failed meanwhile (deliveries rule 3), or at a remote topic deleted meanwhile.
+
+        A failed delivery makes the transaction abortable, and librdkafka then keeps the records queued behind it
+        until the abort: waiting for them would only time out.  A record without a report says it failed only by
+        the transaction's state, which ``begin_transaction`` reads inside a transaction without changing it
+        (:meth:`~airmirror.replication.spark.deliveries.ChunkDeliveries.check`)."""
+        producer, deliveries = self.producer, self.deliveries
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
+        self.remotes.waiting()
+        while remaining := producer.flush(FLUSH_POLL_S):
+            self.raise_errors()
+            deliveries.check(producer.begin_transaction)
+            self.remotes()
+            if time.monotonic() > deadline:
+                raise ReplicationFailure(f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S:.0f}s")
+        self.raise_errors()
 
     def commit_chunk(self, reader: RangesReader) -> None:
         """Write the runs and progress of every range the chunk changed, their anchors, and commit.  The schema ids
@@ -727,8 +723,7 @@ class TaskCopy:
         for key, progress in committed.items():
             state = self.states[key]
             state.progress = progress
-            state.chunk_records = state.chunk_bytes = state.chunk_passed = state.chunk_filtered = 0
-            state.chunk_skipped = 0
+            state.start_chunk()
 
     def commit_progress(self, committed: Mapping[tuple[str, int], Progress]) -> None:
         """Write the progress records of ``committed`` (source partition to its new progress), their anchors in one
@@ -737,7 +732,13 @@ class TaskCopy:
         anchors: list[TopicPartition] = []
         for key, progress in committed.items():
             encoded = progress.encode()
-            producer.produce(task.log_topic, encoded.encode("utf-8"), progress_key(task.flow, *key), partition=0)
+            producer.produce(
+                task.log_topic,
+                encoded.encode("utf-8"),
+                progress_key(task.flow, *key),
+                partition=0,
+                on_delivery=self.deliveries.logged,
+            )
             source = self.states[key].source
             anchors.append(
                 TopicPartition(source.remote_topic, source.partition, progress.downstream_position, metadata=encoded)
@@ -756,7 +757,7 @@ class TaskCopy:
         runs record carries ``schema_ids``, which is then emptied."""
         task, progress = self.task, state.progress
         chunk = progress.chunk + 1
-        runs = state.deliveries.runs.take()
+        runs = self.deliveries.runs(state.source.remote)
         delivered = sum(run.copies for run in runs)
         if delivered != state.chunk_records:
             raise ReplicationFailure(
@@ -768,7 +769,9 @@ class TaskCopy:
             schema_ids.clear()
         for part in parts:
             key = runs_key(task.flow, state.source.topic, state.source.partition, task.batch_id, chunk, part.part)
-            self.producer.produce(task.log_topic, encode_runs(part), key, partition=0)
+            self.producer.produce(
+                task.log_topic, encode_runs(part), key, partition=0, on_delivery=self.deliveries.logged
+            )
         return Progress(
             batch_id=task.batch_id,
             chunk=chunk,
@@ -859,22 +862,6 @@ def await_broker_connections(producer: Producer, topic: str | None) -> None:
     """
     for _ in range(2):
         producer.list_topics(topic, 30)
-
-
-def flush_all(producer: Producer, deliveries: TaskDeliveries, remotes: RemoteTopicCheck) -> None:
-    """Wait until every produced record is delivered; stop at the first failed delivery and raise it, or at a remote
-    topic deleted meanwhile (``remotes``).
-
-    A failed delivery makes the transaction abortable, and librdkafka then keeps the records queued behind
-    it until the abort: waiting for them would only time out."""
-    deadline = time.monotonic() + FLUSH_TIMEOUT_S
-    remotes.waiting()
-    while remaining := producer.flush(FLUSH_POLL_S):
-        deliveries.raise_errors()
-        remotes()
-        if time.monotonic() > deadline:
-            raise ReplicationFailure(f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S:.0f}s")
-    deliveries.raise_errors()
 
 
 def anchor_group_metadata(task: CopyTask) -> Any:

@@ -15,16 +15,16 @@ from airmirror.kafka.authorization import AccessScope
 from airmirror.model import OffsetRun
 from airmirror.replication.spark import range_reader
 from airmirror.replication.spark.batch_log import Progress, decode_runs, encode_job
+from airmirror.replication.spark.deliveries import ChunkDeliveries
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer
 from airmirror.replication.spark.task_writer import (
     CATCH_UP_SILENCE_S,
     CopyTask,
-    PartitionDeliveries,
     RangeTask,
-    TaskDeliveries,
     TransactionBounds,
     copy_task,
+    delivery_failure,
 )
 from tests.unit.kafka_stand_ins import Clock, StandInCluster, Transaction, abortable, timed_out
 
@@ -258,15 +258,13 @@ def fail_in_the_second_chunk(target: StandInCluster, how: str) -> None:
         target.before("send_offsets_to_transaction", lambda: target.fence(TIDS[1]), at=2)
     elif how == "producer-fenced":
         target.fail("commit_transaction", KafkaError(KafkaError.PRODUCER_FENCED, "fenced", fatal=True), at=2)
-    elif how == "failed-delivery":
-        target.fail_delivery(REMOTE, 0, KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out"), at=6)
     elif how == "commit-timeout":
         target.fail("commit_transaction", timed_out(), at=2)
     elif how == "abortable":
         target.fail("send_offsets_to_transaction", abortable(), at=2)
 
 
-FAILURES = ["fenced", "fenced-on-send-offsets", "producer-fenced", "failed-delivery", "commit-timeout", "abortable"]
+FAILURES = ["fenced", "fenced-on-send-offsets", "producer-fenced", "commit-timeout", "abortable"]
 
 
 @pytest.mark.parametrize("how", FAILURES)
@@ -350,7 +348,7 @@ def test_a_retry_without_anchors_finds_its_progress_in_the_batch_log(
 ) -> None:
     source.records_per_poll = 1
     source.fill(TOPIC, 0, 10)
-    fail_in_the_second_chunk(target, "failed-delivery")
+    fail_in_the_second_chunk(target, "commit-timeout")
     task = task_of(bounds=by_records(4))
     with pytest.raises(KafkaException):
         copy_task(task, first_attempt=True)
@@ -563,7 +561,7 @@ def test_a_retry_looks_up_a_range_without_an_anchor_from_the_batchs_log_floor_on
     source.fill(TOPIC, 0, 10)
     copy_task(task_of(range_task(end=4), batch_id=6), first_attempt=True)
     floor = len(target.log(LOG, 0))
-    fail_in_the_second_chunk(target, "failed-delivery")
+    fail_in_the_second_chunk(target, "commit-timeout")
     task = replace(task_of(range_task(start=4), bounds=by_records(4)), scan_from=floor)
     with pytest.raises(KafkaException):
         copy_task(task, first_attempt=True)
@@ -581,46 +579,22 @@ def delivery(topic: str, partition: int, offset: int, value: bytes = b"v") -> Me
     return Message(topic=topic, partition=partition, offset=offset, key=b"k", value=value)
 
 
-def test_a_partitions_deliveries_pair_in_produce_order_and_build_runs_without_per_record_state() -> None:
-    deliveries = PartitionDeliveries()
-    for offset in [*range(5, 1005), 1007, 1008]:  # a hole: aborted records or markers in the source
-        deliveries.sent(offset)
-    assert [list(run) for run in deliveries.pending] == [[5, 1005], [1007, 1009]]
-
-    upstream = [deliveries.delivered(100 + n) for n in range(1000)]
-    upstream += [deliveries.delivered(1101), deliveries.delivered(1102)]  # a marker on the target in between
-
-    assert upstream == [*range(5, 1005), 1007, 1008]
-    assert not deliveries.pending
-    assert deliveries.runs.take() == [OffsetRun(5, 1005, 100), OffsetRun(1007, 1009, 1101)]
-
-
-def test_a_failed_delivery_takes_its_record_and_leaves_it_out_of_the_runs() -> None:
-    deliveries = PartitionDeliveries()
-    for offset in range(3):
-        deliveries.sent(offset)
-
-    assert [deliveries.delivered(10), deliveries.delivered(None), deliveries.delivered(12)] == [0, 1, 2]
-    assert deliveries.runs.take() == [OffsetRun(0, 1, 10), OffsetRun(2, 3, 12)]
-
-
-def test_the_task_deliveries_route_reports_by_remote_partition_and_raise_the_first_failure() -> None:
+def test_a_failed_delivery_names_the_topic_it_was_written_to() -> None:
     task = task_of(range_task(0), range_task(1))
-    deliveries = TaskDeliveries(task)
-    for partition in (0, 1):
-        deliveries.partitions[(REMOTE, partition)].sent(40)
-    deliveries(None, delivery(REMOTE, 1, 7))
-    deliveries(None, delivery(LOG, 0, 3))  # the batch log's own records have no source offset
-    deliveries.raise_errors()
-    lost = KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out")
-    deliveries(lost, delivery(REMOTE, 0, -1))
-    deliveries(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS, "x"), delivery(LOG, 0, -1))
+    chunk = ChunkDeliveries(every_record=True)
+    (report,) = chunk.reports((REMOTE, 1), task.ranges[1], [40])
+    report(None, delivery(REMOTE, 1, 7))
+    chunk.logged(None, delivery(LOG, 0, 3))
+    assert chunk.cause() is None and chunk.runs((REMOTE, 1)) == [OffsetRun(40, 41, 7)]
+    refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Broker: Topic authorization failed")
+    chunk.logged(refused, delivery(LOG, 0, -1))
+    (report,) = chunk.reports((REMOTE, 0), task.ranges[0], [40])
+    report(refused, delivery(REMOTE, 0, -1))
 
-    assert deliveries.partitions[(REMOTE, 1)].runs.take() == [OffsetRun(40, 41, 7)]
-    assert deliveries.partitions[(REMOTE, 0)].runs.take() == []
-    with pytest.raises(KafkaException) as raised:
-        deliveries.raise_errors()
-    assert raised.value.args[0] is lost
+    failure = chunk.cause()
+    assert failure is not None and failure[0] is None  # the batch log's record failed first
+    assert LOG in str(delivery_failure(task, failure))
+    assert REMOTE in str(delivery_failure(task, chunk.errors[1]))
 
 
 def test_a_record_refused_as_too_large_is_named_when_the_next_produce_meets_the_failed_transaction(
@@ -628,48 +602,66 @@ def test_a_record_refused_as_too_large_is_named_when_the_next_produce_meets_the_
 ) -> None:
     source.records_per_poll = 1
     source.fill(TOPIC, 0, 10)
-    target.fail_delivery(REMOTE, 0, KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large"), at=6)
+    target.refuse(REMOTE, 0, b"k5", KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large"))
 
     with pytest.raises(ReplicationFailure, match=r"record orders-0@5 \(\d+ bytes .*max\.message\.bytes"):
         copy_task(task_of(bounds=by_records(4)), first_attempt=True)
 
     assert copied(target) == sources(source)[:4]
-
-
-def test_records_purged_after_the_failed_transaction_do_not_hide_the_record_that_failed_it() -> None:
-    """librdkafka may report the batch log's records it purged before the refused record's own report."""
-    deliveries = TaskDeliveries(task_of())
-    deliveries.partitions[(REMOTE, 0)].sent(41)
-    purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
-    deliveries(purged, delivery(LOG, 0, -1))
-    failure = deliveries.cause()
-    assert failure is not None and failure[2] is purged  # nothing else reported yet
-    deliveries(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), delivery(REMOTE, 0, -1, value=b"x" * 99))
-
-    with pytest.raises(ReplicationFailure, match=r"record orders-0@41 \(100 bytes .*max\.message\.bytes"):
-        deliveries.raise_errors()
-
-
-def test_records_purged_from_the_queue_before_the_refused_records_report_take_no_source_offset() -> None:
-    """librdkafka purges the records queued behind a refused in-flight record and reports them first."""
-    deliveries = TaskDeliveries(task_of())
-    for offset in range(41, 45):
-        deliveries.partitions[(REMOTE, 0)].sent(offset)
-    purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
-    for _ in range(3):
-        deliveries(purged, delivery(REMOTE, 0, -1))
-    deliveries(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), delivery(REMOTE, 0, -1, value=b"x" * 99))
-
-    with pytest.raises(ReplicationFailure, match=r"record orders-0@41 \(100 bytes .*max\.message\.bytes"):
-        deliveries.raise_errors()
+    second = [t.state for t in target.transactions[1:]]
+    assert second == ["aborted", "aborted"], "the chunk failed, then failed again reporting every record"
 
 
 def test_a_record_the_target_refuses_as_too_large_fails_naming_the_record_and_the_settings() -> None:
-    deliveries = TaskDeliveries(task_of())
-    deliveries.partitions[(REMOTE, 0)].sent(41)
-    deliveries(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), delivery(REMOTE, 0, -1, value=b"x" * 99))
+    task = task_of()
+    chunk = ChunkDeliveries(every_record=True)
+    (report,) = chunk.reports((REMOTE, 0), task.ranges[0], [41])
+    report(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), delivery(REMOTE, 0, -1, value=b"x" * 99))
 
+    failure = chunk.cause()
+    assert failure is not None
     with pytest.raises(
         ReplicationFailure, match=r"record orders-0@41 \(100 bytes .*max\.message\.bytes of topic a\.orders"
     ):
-        deliveries.raise_errors()
+        raise delivery_failure(task, failure)
+
+
+def test_a_chunk_whose_delivery_failed_is_copied_again_with_every_record_reporting_and_lands_once(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    """The failed record had no report of its own: the chunk is aborted and copied again (deliveries rule 3)."""
+    source.records_per_poll = 4
+    source.fill(TOPIC, 0, 10)
+    target.fail_delivery(REMOTE, 0, KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out"), at=6)
+
+    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+    assert copied(target) == sources(source)
+    assert [t.state for t in target.transactions] == ["committed", "aborted", "committed", "committed"]
+    chunks = target.committed()
+    firsts = [written(target, chunk, REMOTE)[0].offset() for chunk in chunks]
+    assert [runs_in(target, chunk) for chunk in chunks] == [
+        [OffsetRun(0, 4, firsts[0])],
+        [OffsetRun(4, 8, firsts[1])],  # after the aborted copy's records and marker
+        [OffsetRun(8, 10, firsts[2])],
+    ]
+
+
+def test_a_record_of_another_writer_between_a_chunks_records_is_found_and_the_runs_go_around_it(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    """The first and last reports do not prove the records' offsets: the chunk is copied again, every record
+    reporting, and its runs skip the other writer's record."""
+    source.records_per_poll = 10
+    source.fill(TOPIC, 0, 10)
+    target.write_between(REMOTE, 0, at=3)  # in the first copy of the chunk
+    target.write_between(REMOTE, 0, at=7 + 6)  # in its second copy (after 7 more of the first), before the sixth
+
+    copy_task(task_of(), first_attempt=True)
+
+    ours = [record for record in copied(target) if record[0] != b"another writer"]
+    assert ours == sources(source)
+    assert [t.state for t in target.transactions] == ["aborted", "committed"]
+    (chunk,) = target.committed()
+    first = written(target, chunk, REMOTE)[0].offset()
+    assert runs_in(target, chunk) == [OffsetRun(0, 5, first), OffsetRun(5, 10, first + 6)]
