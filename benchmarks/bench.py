@@ -72,7 +72,10 @@ What it does (every number in one run, on one machine: only the ratios between c
    own remote topic, over ``--transforms-rounds`` rounds (default 2; in even rounds in the reverse order).  Every copy
    must equal the copy worked out from the source.  Reported as ``transforms``: each run's figures, and over the
    seconds summed over the rounds the header chain airmirror over MM2 (``header_chain_vs_mm2_tuned``, wall and
-   steady, issue 41's goal 1.2) and MaskField over untransformed (``mask_vs_plain``, steady, goal 0.6).  Then the
+   steady, issue 41's goal 1.2; steady here is ``write_window_s`` for both copiers, the one figure measured alike:
+   airmirror's ``steady_s`` is its copy job, which begins with its Python workers' start and its fencing, before its
+   first write, and MM2's begins at its first write; that job-based ratio is ``steady_job``) and MaskField over
+   untransformed (``mask_vs_plain``, steady, goal 0.6).  Then the
    Avro case (``avro_data.py``, a real registry per cluster): ``--records`` Avro values copied with ids translated,
    without a chain and through ``MaskField$Value`` on two fields, each checked record by record and decoded with the
    target registry alone; reported as ``transforms.avro`` with ``mask_vs_ids`` (MM2 has no such run: its field
@@ -919,11 +922,9 @@ def check_decodes(
 
 
 def summed_seconds(runs: list[dict], names: Iterable[str]) -> dict[str, dict[str, float]]:
-    """Per run name, its wall and steady seconds summed over the rounds."""
-    return {
-        name: {key: sum(run[key] for run in runs if run["run"] == name) for key in ("wall_s", "steady_s")}
-        for name in names
-    }
+    """Per run name, its wall, steady and write-window seconds summed over the rounds."""
+    keys = ("wall_s", "steady_s", "write_window_s")
+    return {name: {key: sum(run.get(key, 0.0) for run in runs if run["run"] == name) for key in keys} for name in names}
 
 
 def schema_ids_ratios(runs: list[dict]) -> dict:
@@ -989,7 +990,8 @@ def run_transforms(clusters: Clusters, args: argparse.Namespace, workdir: Path) 
         "runs": runs,
         "header_chain_vs_mm2_tuned": {
             "wall": ratio(mm2["wall_s"], chain["wall_s"]),
-            "steady": ratio(mm2["steady_s"], chain["steady_s"]),
+            "steady": ratio(mm2["write_window_s"], chain["write_window_s"]),
+            "steady_job": ratio(mm2["steady_s"], chain["steady_s"]),
             "goal": TRANSFORMS_VS_MM2_GOAL,
         },
         "mask_vs_plain": {
@@ -1364,7 +1366,8 @@ def _transforms_lines(document: dict) -> list[str]:
         "",
         f"header chain, airmirror / MM2 tuned: wall {versus['wall']:.2f}, steady {versus['steady']:.2f} "
         f"({'meets' if min(versus['wall'], versus['steady']) >= versus['goal'] else 'BELOW'} issue 41's goal of "
-        f"{versus['goal']})",
+        f"{versus['goal']}; steady is first to last write on the target for both, airmirror's copy job "
+        f"{versus['steady_job']:.2f})",
         f"MaskField on two fields / untransformed: steady {mask['steady']:.2f}, wall {mask['wall']:.2f} "
         f"({'meets' if mask['steady'] >= mask['goal'] else 'BELOW'} issue 41's goal of {mask['goal']})",
     ]

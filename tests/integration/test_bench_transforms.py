@@ -32,7 +32,8 @@ def test_tiny_transforms_case_checks_every_copy_and_reports_every_ratio(tmp_path
         ("mm2_tuned_header_chain", 1),
     ]
     assert case["kept_by_header_chain"] == 18_000  # every tenth record carries the marker the chain filters on
-    figures = [case["header_chain_vs_mm2_tuned"][f] for f in ("wall", "steady")] + [case["mask_vs_plain"]["steady"]]
+    versus = case["header_chain_vs_mm2_tuned"]
+    figures = [versus[f] for f in ("wall", "steady", "steady_job")] + [case["mask_vs_plain"]["steady"]]
     assert all(figure > 0 for figure in figures), case
     assert "header chain, airmirror / MM2 tuned" in completed.stdout and "MaskField on two fields" in completed.stdout
     avro = case["avro"]
