@@ -45,7 +45,8 @@ class HeadlessChromium:
             stderr=subprocess.DEVNULL,
         )
         port_file = self.profile / "DevToolsActivePort"
-        wait_until(port_file.exists, 60, "chromium's DevTools port")
+        # chromium creates the file before it writes the port into it
+        wait_until(lambda: port_file.exists() and port_file.read_text().strip(), 60, "chromium's DevTools port")
         port = int(port_file.read_text().split()[0])
         pages = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
         page = next(p for p in pages if p["type"] == "page")
