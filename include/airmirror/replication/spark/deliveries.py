@@ -121,6 +121,8 @@ class ChunkDeliveries:
         """The reports that the records of ``offsets`` (source offsets, increasing), about to be produced to
         ``remote`` (topic, partition) after the chunk's earlier records there, carry, in produce order: the first
         and the last one's (rule 2), or every one's (rule 3)."""
+        if not offsets:
+            return []  # a round whose records the transforms all dropped writes nothing to prove
         segments = self.segments.setdefault(remote, [])
         if self.every_record:
             made = [Segment(self, source_range, (offset,)) for offset in offsets]
@@ -131,7 +133,7 @@ class ChunkDeliveries:
         reports: list[Report | None] = [None] * len(offsets)
         if len(offsets) == 1:
             reports[0] = segment.only_report
-        elif offsets:
+        else:
             reports[0], reports[-1] = segment.first_report, segment.last_report
         return reports
 

@@ -42,6 +42,14 @@ def test_only_the_first_and_last_record_of_a_segment_report_and_they_prove_its_r
     assert chunk.runs(("a.orders", 1)) == []
 
 
+def test_a_round_whose_records_were_all_dropped_writes_nothing_and_leaves_the_chunk_proven() -> None:
+    chunk = ChunkDeliveries()
+    deliver(chunk.reports(REMOTE, RANGE, [3, 4]), 20)
+    assert chunk.reports(REMOTE, RANGE, []) == []
+
+    assert chunk.runs(REMOTE) == [OffsetRun(3, 5, 20)]
+
+
 def test_a_record_of_another_writer_between_a_segments_records_leaves_it_unproven() -> None:
     chunk = ChunkDeliveries()
     reports = chunk.reports(REMOTE, RANGE, list(range(10)))
