@@ -92,14 +92,16 @@ def partition_runs(messages: list[Message]) -> Iterator[tuple[tuple[str, int] | 
     """The messages a consumer returned, in order, as runs of consecutive messages of one partition, each with
     its topic-partition (``None`` for an event of no partition)."""
     start = 0
-    topic = partition = None
+    key: tuple[str, int] | None = None
     for index, message in enumerate(messages):
-        if message.partition() != partition or message.topic() != topic or topic is None:
+        topic, partition = message.topic(), message.partition()
+        here = None if topic is None or partition is None else (topic, partition)
+        if here != key or here is None:
             if index > start:
-                yield (None if topic is None or partition is None else (topic, partition)), messages[start:index]
-            start, topic, partition = index, message.topic(), message.partition()
+                yield key, messages[start:index]
+            start, key = index, here
     if len(messages) > start:
-        yield (None if topic is None or partition is None else (topic, partition)), messages[start:]
+        yield key, messages[start:]
 
 
 def offset_of(message: Message) -> int:
@@ -196,11 +198,13 @@ class PartitionRead:
     def heard(self, caught_up: bool) -> None:
         self.heard_at, self.caught_up = time.monotonic(), caught_up
 
-    def took(self, record: Message) -> None:
-        """The read took records up to ``record`` (its position already moved past them)."""
-        self.heard(caught_up=False)
-        self.reached_epoch = record.leader_epoch()
-        self.early_end_since = None
+    def stands_at(self, reached: int, last: Message | None) -> None:
+        """The read now stands at ``reached``, having taken records up to ``last`` (``None``: it took none)."""
+        self.reached = reached
+        if last is not None:
+            self.heard(caught_up=False)
+            self.reached_epoch = last.leader_epoch()
+            self.early_end_since = None
 
     def end_of_partition(self, offset: int) -> None:
         """The consumer arrived at the partition's end, ``offset`` (see the module docstring's rules on where a read
@@ -361,10 +365,8 @@ class RangesReader:
                 taken.append(message)
                 reached, last = (end if offset == end - 1 else offset + 1), message
                 continue
-            read.reached = reached
-            if last is not None:
-                read.took(last)
-                last = None
+            read.stands_at(reached, last)
+            last = None
             key = (read.topic, read.partition)
             if reports_truncation(error):
                 truncated[key] = (read, error)
@@ -376,9 +378,7 @@ class RangesReader:
                 raise named(self.access, KafkaException(error), topic=read.topic)
             read.end_of_partition(offset_of(message))
             reached, end = read.reached, read.end
-        read.reached = reached
-        if last is not None:
-            read.took(last)
+        read.stands_at(reached, last)
         return taken
 
     def _end_if_deleted(self, consumer: Consumer, stalled: list[PartitionRead]) -> None:
