@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from airmirror.config.db_urls import masked_db_url
 from airmirror.config.mirror_config import FlowConfig, MirrorConfig
 from airmirror.config.properties import Setting
 from airmirror.config.schema_registries import PREFIX as REGISTRY_PREFIX
 from airmirror.config.schema_registries import SchemaIds
-from airmirror.config.secrets import mask_value, masked_db_url
+from airmirror.config.secrets import mask_value
 from airmirror.config.settings_registry import METADATA_DB_URL, SCHEMA_IDS, SPARK_CONF, Scope, SettingKey, all_keys
 
 

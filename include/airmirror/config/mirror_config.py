@@ -41,6 +41,7 @@ from typing import NamedTuple, TypeVar
 from airmirror import names
 from airmirror.config.client_properties import CLIENT_KINDS, ClientSettings, applies_to, translate
 from airmirror.config.connections import CONN_ID_KEY, kafka_client_settings
+from airmirror.config.db_urls import db_url_secrets
 from airmirror.config.flow_settings import (
     TASK_BUFFER_CLIENT_KEYS,
     CheckpointSettings,
@@ -63,7 +64,7 @@ from airmirror.config.properties import Setting, load_properties
 from airmirror.config.providers import resolve_references
 from airmirror.config.schema_registries import PREFIX as REGISTRY_PREFIX
 from airmirror.config.schema_registries import RegistryAccess, SchemaIds, registry_access, schema_ids_mode
-from airmirror.config.secrets import MaskedConfig, db_url_secrets, is_secret_key, secret_values
+from airmirror.config.secrets import MaskedConfig, is_secret_key, secret_values
 from airmirror.config.settings_registry import (
     BATCH_LOG_REPLICATION_FACTOR,
     BATCH_MAX_RECORDS,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from airmirror.config import FlowConfig
-from airmirror.config.secrets import masked, masked_db_url
+from airmirror.config.db_urls import masked_db_url
+from airmirror.config.secrets import masked
 from airmirror.mm2.policy import PatternList
 
 

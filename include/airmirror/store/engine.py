@@ -7,7 +7,7 @@
   existing file with ``mode=ro``, and PostgreSQL sessions start with ``default_transaction_read_only``.
 * **Errors**: :func:`transaction` turns an unreachable or failing database into
   :class:`~airmirror.errors.ReplicationFailure` naming the database URL with its password and secret query
-  parameters masked (:func:`airmirror.config.secrets.masked_db_url`).
+  parameters masked (:func:`airmirror.config.db_urls.masked_db_url`).
 * **Migrations**: :func:`head_revision` is the newest migration; :func:`upgrade_to_head` runs the Alembic
   migrations in ``migrations/`` inside the caller's transaction; on PostgreSQL an advisory transaction lock
   serialises concurrent migrations of one database.
@@ -30,7 +30,7 @@ from sqlalchemy import URL, Connection, Engine, create_engine, event, func, make
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from airmirror.config.secrets import masked_db_url
+from airmirror.config.db_urls import masked_db_url
 from airmirror.errors import ReplicationFailure
 from airmirror.store.schema import VERSION_TABLE
 

@@ -20,7 +20,7 @@ Common contracts:
 
 * **Errors**: an unreachable or failing database raises
   :class:`~airmirror.errors.ReplicationFailure` naming the database URL with its password and secret
-  query parameters masked (:func:`airmirror.config.secrets.masked_db_url`), as the store's repr does;
+  query parameters masked (:func:`airmirror.config.db_urls.masked_db_url`), as the store's repr does;
   arguments that break the contracts raise ``ValueError``.
 * **Checkpoints, group syncs, heartbeats**: the newest value per key is kept (an upsert); each
   carries the time it was emitted or observed.  They describe what was written to the target cluster,

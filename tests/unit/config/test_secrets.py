@@ -13,8 +13,9 @@ import pytest
 from airmirror.cli import main
 from airmirror.config import load_config
 from airmirror.config.client_properties import translate
+from airmirror.config.db_urls import db_url_secrets, masked_db_url
 from airmirror.config.properties import Setting
-from airmirror.config.secrets import MASK, MaskedConfig, db_url_secrets, is_secret_key, masked_db_url
+from airmirror.config.secrets import MASK, MaskedConfig, is_secret_key
 from airmirror.dag_factory.doc import flow_doc
 from airmirror.devtools.local_kafka import free_port
 from airmirror.errors import ReplicationFailure
