@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airmirror import names
-from airmirror.config import FlowConfig
 from airmirror.mm2.policy import PatternList
+
+if TYPE_CHECKING:
+    from airmirror.config import FlowConfig
 
 ALL = "*"
 CLUSTER = "kafka-cluster"

@@ -18,13 +18,15 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
-from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, AirmirrorError
 from airmirror.kafka.acls import ALL, CLUSTER, AclRequirement, principal, required_acls, takeover_acls
+
+if TYPE_CHECKING:
+    from airmirror.config import FlowConfig
 
 REFUSED_RESOURCE = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "TOPIC",

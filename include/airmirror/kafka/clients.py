@@ -21,15 +21,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, access_scope
 from airmirror.kafka.client_log import logged
+
+if TYPE_CHECKING:
+    from airmirror.config import FlowConfig
 
 ClientConfig: TypeAlias = Mapping[str, str | int]
 """A client's librdkafka settings as they travel to Spark executors (pickled): plain strings and integers, no

@@ -15,16 +15,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from airmirror import names
-from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, ReplicationFailure
 from airmirror.kafka.authorization import access_scope, named, refuses_unused_group
 from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import drop_producer, producer_client, warm_producer
+
+if TYPE_CHECKING:
+    from airmirror.config import FlowConfig
 
 DELIVERY_TIMEOUT_S = 60.0
 WRITE_QUEUE_RECORDS = 10_000  # the writer's producer queue, unless the flow's producer settings say otherwise

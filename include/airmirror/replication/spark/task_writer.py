@@ -108,6 +108,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from pyspark import TaskContext
 
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.config.transforms import Step
@@ -878,6 +879,15 @@ def abort_quietly(producer: Producer) -> None:
     """Abort the open transaction if the producer still can; a fenced or dead producer needs no abort."""
     with suppress(KafkaException):
         producer.abort_transaction(TRANSACTION_CALL_S)
+
+
+def run_tasks(tasks: Iterable[CopyTask]) -> Iterator[RangeCopied]:
+    """The per-partition function of the Spark job (:func:`~airmirror.replication.spark.copy_job.run_copy_job`):
+    copy the tasks that arrive (one per Spark partition)."""
+    context = TaskContext.get()
+    first_attempt = context is not None and context.attemptNumber() == 0
+    for task in tasks:
+        yield from copy_task(task, first_attempt)
 
 
 def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:

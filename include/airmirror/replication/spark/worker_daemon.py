@@ -28,8 +28,9 @@ from contextlib import suppress
 from importlib.metadata import PackageNotFoundError, version
 
 PY4J_ZIP_PREFIX, PY4J_ZIP_SUFFIX = "py4j-", "-src.zip"
-PRELOADED = "airmirror.replication.spark.copy_job"
-"""The module of the copy job's task function, which imports everything a copy task runs."""
+PRELOADED = "airmirror.replication.spark.task_writer"
+"""The module of the copy job's task function (:func:`~airmirror.replication.spark.task_writer.run_tasks`), which
+imports everything a copy task runs and nothing only the driver needs."""
 
 
 def is_redundant_zip(entry: str) -> bool:

@@ -1,11 +1,23 @@
-"""Which of Spark's zipped Python packages the worker daemon drops from PYTHONPATH."""
+"""Which of Spark's zipped Python packages the worker daemon drops from PYTHONPATH, and what it preloads."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
-from airmirror.replication.spark.worker_daemon import is_redundant_zip
+from airmirror.replication.spark.worker_daemon import PRELOADED, is_redundant_zip
+
+NOT_PRELOADED = (
+    "sqlalchemy",
+    "airmirror.config.mirror_config",
+    "airmirror.store",
+    "airmirror.replication.pipeline",
+    "httpx",
+)
+"""Modules the preloaded copy path must not import, or every worker daemon would pay for them: what only the driver
+runs, and httpx (a copy task imports it when its flow has a schema registry)."""
 
 
 def spark_home(root: Path, installed_package: bool) -> Path:
@@ -36,3 +48,9 @@ def test_other_entries_are_kept(tmp_path: Path) -> None:
     assert not is_redundant_zip(str(tmp_path / "pyspark.zip"))
     assert not is_redundant_zip(str(tmp_path / "site-packages"))
     assert not is_redundant_zip("")
+
+
+def test_the_preloaded_copy_path_imports_only_what_every_copy_task_runs() -> None:
+    check = f"import sys, {PRELOADED}; print(sorted(m for m in {NOT_PRELOADED!r} if m in sys.modules))"
+    imported = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True).stdout
+    assert imported.strip() == "[]"
