@@ -13,7 +13,8 @@ settings of cluster ``c`` in a flow are, from lowest to highest precedence: top-
 keys by the flow's ``a->b.{source|target}.cluster.X`` (MM2's ``source.cluster.``/``target.cluster.`` connector keys);
 ``{c}.{kind}.X``; then, as in MM2's connector configs, the flow keys ``a->b.{kind}.X`` and
 ``a->b.{source|target}.{kind}.X``.  Every key no part of airmirror reads is named (:mod:`airmirror.config.key_audit`).
-Consumers get MM2's defaults ``enable.auto.commit=false`` (forced) and ``auto.offset.reset=earliest``.
+Consumers get MM2's defaults ``enable.auto.commit=false`` (forced) and ``auto.offset.reset=earliest``, and
+``allow.auto.create.topics=false`` (forced: :data:`CONSUMER_FORCED_OFF`).
 
 :func:`load_config` validates everything up front (every enabled flow and every client of every cluster), so
 ``airmirror validate`` reports problems before anything runs; the first problem raises :class:`ConfigError`
@@ -141,6 +142,12 @@ from airmirror.mm2.policy import (
 )
 
 T = TypeVar("T")
+CONSUMER_FORCED_OFF = {
+    "enable.auto.commit": "airmirror (like MM2) never auto-commits consumer offsets",
+    "allow.auto.create.topics": "airmirror's consumers never create a topic (a deleted source topic stays deleted)",
+}
+"""Consumer settings airmirror always sets to ``false``, whatever the file says, and why (``validate`` names a file
+that says otherwise)."""
 _FLOW_ARROW = "->"
 BATCH_LOG_REPLICATION_FACTOR_KEY = BATCH_LOG_REPLICATION_FACTOR.name
 _WORKER_OFFSETS_FACTOR_KEY = OFFSET_STORAGE_REPLICATION_FACTOR.name
@@ -314,12 +321,11 @@ class MirrorConfig:
             merged.update((key, s) for key, s in layer.items() if kind_specific or applies_to(key, kind))
         translation = translate(merged, kind, TASK_BUFFER_CLIENT_KEYS.get(kind, ()))
         if kind == "consumer":
-            auto_commit = merged.get("enable.auto.commit")
-            if auto_commit is not None and auto_commit.value.strip().lower() != "false":
-                translation.warnings.append(
-                    f"{auto_commit.describe()}: ignored, airmirror (like MM2) never auto-commits consumer offsets"
-                )
-            translation.config["enable.auto.commit"] = "false"
+            for key, why in CONSUMER_FORCED_OFF.items():
+                given = merged.get(key)
+                if given is not None and given.value.strip().lower() != "false":
+                    translation.warnings.append(f"{given.describe()}: ignored, {why}")
+                translation.config[key] = "false"
             translation.config.setdefault("auto.offset.reset", "earliest")
         self._warn(*translation.warnings)
         return translation

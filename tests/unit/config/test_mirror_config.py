@@ -183,6 +183,7 @@ def test_cluster_settings_apply_to_the_kinds_they_belong_to(tmp_path: Path) -> N
         "bootstrap.servers": "b1:9092",
         "fetch.min.bytes": "10",
         "enable.auto.commit": "false",
+        "allow.auto.create.topics": "false",
         "auto.offset.reset": "earliest",
     }
     assert f.target_client("admin") == {"bootstrap.servers": "b1:9092", "retries": "4"}
@@ -214,6 +215,17 @@ def test_consumer_defaults_and_auto_offset_reset_override(tmp_path: Path) -> Non
     assert f.source_client("consumer")["enable.auto.commit"] == "false"
     warnings = load(tmp_path, BASE + "a.consumer.enable.auto.commit = true\n").warnings
     assert any("'a.consumer.enable.auto.commit' (line 5)" in warning for warning in warnings)
+
+
+def test_consumers_never_create_topics_whatever_the_file_says(tmp_path: Path) -> None:
+    f = flow(tmp_path, "consumer.allow.auto.create.topics = true\n")
+    assert f.source_client("consumer")["allow.auto.create.topics"] == "false"
+    assert f.target_client("consumer")["allow.auto.create.topics"] == "false"
+    warnings = load(tmp_path, BASE + "consumer.allow.auto.create.topics = true\n").warnings
+    assert any(
+        "'consumer.allow.auto.create.topics' (line 5): ignored, airmirror's consumers never create a topic" in warning
+        for warning in warnings
+    ), warnings
 
 
 def test_flow_keys_are_not_cluster_keys(tmp_path: Path) -> None:
