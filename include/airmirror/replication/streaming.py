@@ -16,7 +16,10 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
    report where the copy stands (:data:`~airmirror.replication.recording.SAMPLED`: lag samples, source group
    offsets, heartbeat latency) run every :data:`SAMPLE_INTERVAL_S` and at the end, on each moved partition's
    newest recording.  The copy never
-   waits for the DB: a recording that fails is logged and made at the next interval, from the same tail.
+   waits for the DB: a recording that fails is logged and made at the next interval, from the same tail.  A
+   recording whose DB commit failed may have committed all the same (the connection dropped after the commit was
+   sent): the next one first reads what the DB holds, and if it holds that recording, it only runs its after-commit
+   actions (:meth:`StreamRecorder.reconcile`).
 4. The stream ends at ``until``, or early when ``stop`` is set or ``should_stop()`` is true (the run's topics
    changed), or once a partition's read ended because its source log moved from under it (retention deleted what
    it had yet to read, or an unclean leader election made it diverge; the other partitions stream on until then,
@@ -270,16 +273,47 @@ class StreamRecorder:
         self.recorded = store.stream_recorded(batch_id)
         self.unsampled: dict[PartitionKey, RangeResult] = {}
         self.sampled_at = time.monotonic()
+        self.uncertain: tuple[list[RangeResult], Mapping[PartitionKey, list[RunsRecord]]] | None = None
+        """The deltas and runs of the last recording, while its DB commit failed and may have committed."""
 
     def record(
         self, deltas: list[RangeResult], runs: Mapping[PartitionKey, list[RunsRecord]], final: bool = False
     ) -> None:
-        """Record ``deltas`` (with ``final``, commit the batch); then the after-commit actions."""
+        """Record ``deltas`` (with ``final``, commit the batch); then the after-commit actions.  A failed DB
+        commit is raised, and :meth:`reconcile` must run before the next recording."""
         if deltas or final:
             if self.lease is not None:
                 self.lease.check()
             store_new_ids(self.flow, self.store, runs.values())
-            self.store.record_stream(self.batch_id, deltas, final=final)
+            try:
+                self.store.record_stream(self.batch_id, deltas, final=final)
+            except ReplicationFailure:
+                if deltas:
+                    self.uncertain = (deltas, runs)
+                raise
+        self.after_recording(deltas, runs, final)
+
+    def reconcile(self) -> Mapping[PartitionKey, list[RunsRecord]]:
+        """After a recording whose DB commit failed: read what the DB recorded; if it holds that recording
+        (its transaction committed all the same), finish it as :meth:`record` would have.  Returns the runs
+        records the DB now holds, which the tail can forget (none if the recording did not commit).  Raises
+        what the DB read raises, and then must run again."""
+        if self.uncertain is None:
+            return {}
+        stored = self.store.stream_recorded(self.batch_id)
+        deltas, runs = self.uncertain
+        self.uncertain = None
+        if any(stored[PartitionKey(d.topic, d.partition)].end != d.end for d in deltas):
+            log.warning("stream batch %s: the failed recording did not commit; recording it again", self.batch_id)
+            return {}
+        log.warning("stream batch %s: the failed recording committed after all; going on from it", self.batch_id)
+        self.after_recording(deltas, runs)
+        return runs
+
+    def after_recording(
+        self, deltas: list[RangeResult], runs: Mapping[PartitionKey, list[RunsRecord]], final: bool = False
+    ) -> None:
+        """What follows a recording the DB committed: the recorder's view of it, then the after-commit actions."""
         for delta in deltas:
             key = PartitionKey(delta.topic, delta.partition)
             before = self.recorded[key]
@@ -318,6 +352,8 @@ class StreamRecorder:
         self.sampled_at = time.monotonic()
 
     def record_tail(self, tail: StreamTail, final: bool = False) -> None:
+        """Record what ``tail`` read since the last recording (after :meth:`reconcile`)."""
+        tail.forget(self.reconcile())
         deltas, used = tail.deltas(self.recorded)
         self.record(deltas, used, final)
         tail.forget(used)

@@ -1,16 +1,19 @@
 """How a stream's recordings run the after-commit actions (:class:`airmirror.replication.streaming.StreamRecorder`),
 on a real SQLite store: the ones that act on every recording run on each recording's deltas, the ones that only
 report where the copy stands (:data:`~airmirror.replication.recording.SAMPLED`) once per sampling interval and
-at the end, on each partition's newest recording.  The actions are recording stand-ins; the store is real."""
+at the end, on each partition's newest recording; and how a recording whose DB commit failed is reconciled with
+what the DB holds.  The actions and the batch log's tail are stand-ins; the store is real."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from airmirror.errors import ReplicationFailure
 from airmirror.model import OffsetRun, PartitionKey, PlannedRange, RangeResult
 from airmirror.replication import streaming
 from airmirror.replication.recording import CommittedBatch
@@ -85,3 +88,63 @@ def test_a_due_sample_runs_with_the_recording_and_an_idle_one_runs_nothing(recor
     recorder.record([], {})
     assert calls.sampled == [[(1, 3)]]
     assert calls.every == [[(1, 3)]]
+
+
+@dataclass
+class Runs:
+    """A stand-in for a runs record: the end it was read at, and no schema ids."""
+
+    end: int
+    schema_ids: dict[int, int] = field(default_factory=dict)
+
+
+class Tail:
+    """A stand-in for the batch log's tail: partition 0's copy stands at ``position``; its runs records are kept
+    until forgotten."""
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.runs: list[Runs] = []
+
+    def read_to(self, position: int) -> None:
+        self.position = position
+        self.runs.append(Runs(position))
+
+    def deltas(self, recorded: dict[PartitionKey, RangeResult]) -> tuple[list[RangeResult], dict[PartitionKey, Any]]:
+        end = recorded[PartitionKey(TOPIC, 0)].end
+        if self.position <= end:
+            return [], {}
+        return [delta(0, end, self.position)], {PartitionKey(TOPIC, 0): list(self.runs)}
+
+    def forget(self, used: dict[PartitionKey, Any]) -> None:
+        self.runs = [r for r in self.runs if r not in used.get(PartitionKey(TOPIC, 0), [])]
+
+
+def losing_the_outcome(monkeypatch: pytest.MonkeyPatch, store: MetadataStore, commits: bool) -> None:
+    """The next ``record_stream`` fails as a dropped DB connection fails it, after committing or before."""
+    real = store.record_stream
+
+    def fails(*args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(store, "record_stream", real)
+        if commits:
+            real(*args, **kwargs)
+        raise ReplicationFailure("metadata store sqlite:///m.db: could not record stream batch: connection lost")
+
+    monkeypatch.setattr(store, "record_stream", fails)
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["committed-after-all", "not-committed"])
+def test_a_recording_whose_commit_failed_is_reconciled_with_the_db_and_the_stream_goes_on(
+    recorder, calls, monkeypatch, committed
+):
+    tail = Tail()
+    tail.read_to(5)
+    losing_the_outcome(monkeypatch, recorder.store, committed)
+    with pytest.raises(ReplicationFailure, match="connection lost"):
+        recorder.record_tail(tail)
+    tail.read_to(9)
+    recorder.record_tail(tail)
+    stored = recorder.store.stream_recorded(recorder.batch_id)[PartitionKey(TOPIC, 0)]
+    assert (stored.end, stored.records) == (9, 9)
+    assert calls.every == ([[(0, 5)], [(0, 9)]] if committed else [[(0, 9)]])
+    assert tail.runs == []
