@@ -50,7 +50,8 @@ CLIENT_RULES = (
     (
         "source consumer `auto.offset.reset`",
         "`earliest` (default) or `latest` decides where a partition never seen starts; consumers never auto-commit "
-        "(`enable.auto.commit` is forced to false, as in MM2)",
+        "(`enable.auto.commit` is forced to false, as in MM2) and never create a topic (`allow.auto.create.topics` "
+        "is forced to false); `validate` names a file that sets either otherwise",
     ),
     (
         "librdkafka buffer keys (`fetch.max.bytes`, `queue.buffering.max.kbytes`, ...)",
