@@ -100,6 +100,11 @@ LOG_TOPIC_CONFIG = {
 """The batch log's topic settings: compacted, segments rolled every minute (the cleaner never touches the active
 one), tombstones and transaction markers dropped a minute after their segment was cleaned, and cleaning due once
 a tenth of the log is dirty or a record has waited five minutes."""
+SCAN_FETCH_WAIT_MS = 20
+"""How long the broker may hold a fetch of a scan (:func:`scan_log`) that finds nothing new.  A scan reads to a known
+end, and the last offset below that end is a transaction's commit marker, which a consumer never returns: the scan's
+last fetch, which only learns it is at the end, finds nothing.  Under the broker's default wait (half a second) every
+scan paid that much for it; measured on 2 cores, reading a batch's runs records after its copy job took 0.6 s."""
 SCAN_STALL_S = 120.0
 """How long a scan of the batch log may go without reading past one more offset before it fails: an open
 transaction of another producer holds a read_committed scan at its first record until it ends."""
@@ -245,12 +250,17 @@ def _text(packed: builtins.bytes | None) -> str:
     return base64.b64encode(packed or b"").decode("ascii")
 
 
-def log_consumer(consumer_config: Mapping[str, Any], group: str = names.reader_group("batch-log")) -> Consumer:
-    """A read_committed consumer of the batch log that never commits and never resets silently."""
+def log_consumer(
+    consumer_config: Mapping[str, Any], group: str = names.reader_group("batch-log"), fetch_wait_ms: int | None = None
+) -> Consumer:
+    """A read_committed consumer of the batch log that never commits and never resets silently; with
+    ``fetch_wait_ms``, the broker holds a fetch that finds nothing new that long at most."""
+    waits = {} if fetch_wait_ms is None else {"fetch.wait.max.ms": fetch_wait_ms}
     return Consumer(
         logged(
             {
                 **consumer_config,
+                **waits,
                 "group.id": group,
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
@@ -407,7 +417,7 @@ def scan_log(
     scan takes as long as what it reads, but fails once it has read past no offset for ``stall`` seconds,
     saying how far it got."""
     low, high = log_watermarks(consumer_config, log_topic)
-    consumer = log_consumer(consumer_config)
+    consumer = log_consumer(consumer_config, fetch_wait_ms=SCAN_FETCH_WAIT_MS)
     try:
         start = max(from_offset, low)
         if start >= high:
