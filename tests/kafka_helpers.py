@@ -107,6 +107,22 @@ def committed_reader(bootstrap: str) -> Consumer:
     )
 
 
+def ends_of(bootstrap: str, topic: str, partition: int) -> str:
+    """The partition's last stable offset and high watermark, as a read that heard nothing can tell them."""
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "airmirror-test-ends", "isolation.level": isolation}
+        )
+        try:
+            ends.append(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)[1])
+        except KafkaException as error:
+            ends.append(f"unknown: {error}")
+        finally:
+            consumer.close()
+    return f"last stable offset {ends[0]}, high watermark {ends[1]}"
+
+
 def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 20.0) -> list[tuple[int, Record]]:
     """Every committed record of a partition, with its offset (read_committed, to the end)."""
     consumer = committed_reader(bootstrap)
@@ -116,7 +132,9 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 
         while True:
             message = consumer.poll(timeout)
             if message is None:
-                raise TimeoutError(f"no end of {topic}-{partition} within {timeout}s")
+                raise TimeoutError(
+                    f"no end of {topic}-{partition} within {timeout}s ({ends_of(bootstrap, topic, partition)})"
+                )
             if message.error() is not None:
                 if message.error().code() == KafkaError._PARTITION_EOF:
                     return out

@@ -131,7 +131,7 @@ def test_a_group_reading_a_routed_topic_fails_back_to_the_topic_it_came_from(clu
     )
     config = write_config(tmp_path / "mm2.properties", clusters, body)
     replicate(config, spark, "b->a")
-    assert len(read_partition(a, routed_name, 0)) == 10
+    assert len(read_partition(a, routed_name, 0, timeout=60)) == 10  # twice, in a loaded CI, 20 s heard nothing
 
     commit_offsets(a, group, {(routed_name, 0): 4})
     checkpoint(config, "a->b")
