@@ -25,6 +25,7 @@ offset translation would be mixed).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -45,7 +46,7 @@ from airmirror.config.setting_types import BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.errors import ConfigError, ReplicationFailure
 from airmirror.kafka.acls import named_source_topics
 from airmirror.kafka.authorization import naming_refusals, raise_first_refusal
-from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, cluster_metadata
+from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, REQUEST_TIMEOUT_S, ClusterAdmin, cluster_metadata
 
 COMPACTED = {"cleanup.policy": "compact"}
 """Topic configs of MM2's heartbeats and checkpoints topics: the newest record per key is kept."""
@@ -138,6 +139,21 @@ def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, str | None
             if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise ReplicationFailure(f"cannot describe topic {name}: {error}") from error
             ids[name] = None
+    return ids
+
+
+def settled_topic_ids(
+    admin: AdminClient, topics: Iterable[str], wait_s: float = NEW_TOPIC_WAIT_S
+) -> dict[str, str | None]:
+    """Each topic's id, as :func:`topic_ids`; a topic not found is asked for again every half second for up to
+    ``wait_s`` (one created a moment ago may not be known to every broker yet), and is ``None`` only after that."""
+    ids = topic_ids(admin, topics)
+    deadline = time.monotonic() + wait_s
+    while (
+        missing := sorted(name for name, topic_id in ids.items() if topic_id is None)
+    ) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        ids.update(topic_ids(admin, missing))
     return ids
 
 

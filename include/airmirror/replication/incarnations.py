@@ -45,7 +45,7 @@ from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.kafka.clients import cluster_metadata, source_admin
 from airmirror.kafka.offsets import divergence_points
-from airmirror.kafka.topics import TopicMapping, topic_ids
+from airmirror.kafka.topics import TopicMapping, settled_topic_ids, topic_ids
 from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange, Stop
 from airmirror.replication.plan_arithmetic import needs_validation
 from airmirror.replication.spark.progress import forget_progress, supersede_jobs
@@ -137,10 +137,12 @@ def record_remote_topics(
     flow: FlowConfig, store: MetadataStore, target: AdminClient, mappings: Iterable[TopicMapping]
 ) -> None:
     """Remember the id and source topic of every remote topic seen for the first time (after topic sync created
-    it)."""
+    it), waiting for the id of one created a moment ago: one left unrecorded and deleted before the next run would
+    be created again, not stopped."""
     recorded = store.remote_topic_ids(flow.name)
     sources = {m.remote_topic: m.source_topic for m in mappings if m.remote_topic not in recorded}
-    found = {name: topic_id for name, topic_id in topic_ids(target, sources).items() if topic_id is not None}
+    ids = settled_topic_ids(target, sources) if sources else {}
+    found = {name: topic_id for name, topic_id in ids.items() if topic_id is not None}
     if found:
         store.record_remote_topic_ids(flow.name, found, sources)
 

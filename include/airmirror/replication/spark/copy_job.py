@@ -40,9 +40,9 @@ from airmirror.config import FlowConfig
 from airmirror.config.transforms import TransformChain
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import access_scope
-from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, source_admin, target_admin
+from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets
-from airmirror.kafka.topics import topic_ids
+from airmirror.kafka.topics import settled_topic_ids
 from airmirror.model import PartitionKey, PlannedRange, RangeCopied
 from airmirror.replication.spark.progress import log_end, range_progress, unfinished
 from airmirror.replication.spark.range_reader import OPEN_END
@@ -67,15 +67,8 @@ def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str
     :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S` (a topic created a moment ago may not be known to every
     broker yet) fails the job before anything is written (a producer could otherwise create it with broker
     defaults)."""
-    admin = target_admin(flow)
-    ids = topic_ids(admin, remote_topics)
-    deadline = time.monotonic() + NEW_TOPIC_WAIT_S
-    while (
-        missing := sorted(name for name, topic_id in ids.items() if topic_id is None)
-    ) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        ids.update(topic_ids(admin, missing))
-    if missing:
+    ids = settled_topic_ids(target_admin(flow), remote_topics)
+    if missing := sorted(name for name, topic_id in ids.items() if topic_id is None):
         raise ReplicationFailure(
             f"remote topics {', '.join(missing)} do not exist on cluster {flow.target}; the next run's topic sync "
             "stops them (see `airmirror status`)"
