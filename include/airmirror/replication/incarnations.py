@@ -141,8 +141,7 @@ def record_remote_topics(
     be created again, not stopped."""
     recorded = store.remote_topic_ids(flow.name)
     sources = {m.remote_topic: m.source_topic for m in mappings if m.remote_topic not in recorded}
-    ids = settled_topic_ids(target, sources) if sources else {}
-    found = {name: topic_id for name, topic_id in ids.items() if topic_id is not None}
+    found = {name: topic_id for name, topic_id in settled_topic_ids(target, sources).items() if topic_id is not None}
     if found:
         store.record_remote_topic_ids(flow.name, found, sources)
 
