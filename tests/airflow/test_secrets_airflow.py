@@ -27,9 +27,9 @@ import psycopg
 import pytest
 
 from airmirror.cli import main
+from airmirror.devtools.local_postgres import PostgresServer, postgres_server
 from tests.conftest import write_config
 from tests.kafka_helpers import create_topic, produce, records_of, sample_records
-from tests.postgres_server import PostgresServer, postgres_server
 
 pytestmark = pytest.mark.integration
 

@@ -24,6 +24,7 @@ import pytest
 
 from airmirror.devtools.local_airflow import LocalAirflow
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker
+from airmirror.devtools.local_postgres import postgres_server
 from airmirror.mm2.wire_formats import Heartbeat
 from airmirror.model import LagSample, PartitionKey, RunFailure
 from airmirror.store import MetadataStore
@@ -39,7 +40,6 @@ from tests.kafka_helpers import (
     sample_records,
 )
 from tests.polling import wait_until
-from tests.postgres_server import postgres_server
 from tests.store_helpers import commit_ten, commit_ten_each
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import create_engine, inspect
 from sqlalchemy.exc import DBAPIError
 
+from airmirror.devtools.local_postgres import PostgresServer, postgres_server
 from airmirror.errors import ReplicationFailure
 from airmirror.model import LagSample
 from airmirror.store import MetadataStore
 from airmirror.store.metadata_store import SchemaNotCurrentError
-from tests.postgres_server import PostgresServer, postgres_server
 
 pytestmark = pytest.mark.integration
 

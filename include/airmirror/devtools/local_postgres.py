@@ -1,4 +1,4 @@
-"""A real, throw-away PostgreSQL server for integration tests.
+"""A real, throw-away PostgreSQL server for tests and the soak.
 
 :func:`postgres_server` runs ``initdb`` in a fresh temporary directory, starts the server with
 ``pg_ctl`` on a free 127.0.0.1 port (its unix socket also lives in that directory), creates a
