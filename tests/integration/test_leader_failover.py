@@ -28,10 +28,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker
-from airmirror.devtools.local_kafka.nodes import port_is_free
+from airmirror.devtools.local_kafka import LocalBroker
 from tests.conftest import write_config
 from tests.kafka_helpers import end_offset, records_of
+from tests.multi_node import running_nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,21 +41,10 @@ BACKLOG = 210_000
 LIVE_RATE = 600  # records per second written by the background producers, over all partitions
 
 
-def consecutive_free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free ports (node ``i`` of a cluster listens on ``port + i - 1``)."""
-    while True:
-        first = free_port()
-        if first + count <= 65536 and all(port_is_free(port) for port in range(first + 1, first + count)):
-            return first
-
-
 @pytest.fixture(scope="module")
 def source3(test_home: Path) -> Iterator[LocalBroker]:
-    cluster = start_broker("failover-src", consecutive_free_ports(NODES), brokers=NODES, home=test_home)
-    try:
+    with running_nodes("failover-src", NODES, test_home) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def partition_state(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:

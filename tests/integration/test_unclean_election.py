@@ -24,16 +24,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from airmirror.checkpoints.translate_view import inspect_group
 from airmirror.config import load_config
-from airmirror.devtools.local_kafka import LocalBroker, start_broker
+from airmirror.devtools.local_kafka import LocalBroker
 from airmirror.errors import ReplicationFailure
 from airmirror.model import BatchState, PartitionKey
 from airmirror.replication.spark.range_reader import RangeReader
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.integration.test_incarnations import cli
-from tests.integration.test_leader_failover import consecutive_free_ports, partition_state, wait_until
+from tests.integration.test_leader_failover import partition_state, wait_until
 from tests.kafka_helpers import Record, SteadyProducer, produce, read_partition, records_of
 from tests.mirror_helpers import commit_offsets, opened, replicate, unique_records
+from tests.multi_node import running_nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -43,17 +44,8 @@ DUO = [2, 3]  # the replicas of the topic's one partition; node 1 only keeps the
 
 @pytest.fixture(scope="module")
 def source3(test_home: Path) -> Iterator[LocalBroker]:
-    cluster = start_broker(
-        "unclean-src",
-        consecutive_free_ports(NODES),
-        brokers=NODES,
-        home=test_home,
-        broker_config={"replica.lag.time.max.ms": "2000"},
-    )
-    try:
+    with running_nodes("unclean-src", NODES, test_home, {"replica.lag.time.max.ms": "2000"}) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def elect_uncleanly(bootstrap: str, topic: str, new_leader: int) -> None:

@@ -11,7 +11,7 @@ from airmirror.devtools.local_kafka.broker import (
     stop_broker,
 )
 from airmirror.devtools.local_kafka.jars import KAFKA_VERSION, kafka_classpath, mm2_classpath, resolve_maven_artifacts
-from airmirror.devtools.local_kafka.nodes import free_port
+from airmirror.devtools.local_kafka.nodes import consecutive_free_ports, free_port
 from airmirror.devtools.local_kafka.security import BrokerSecurity, User
 from airmirror.devtools.local_kafka.tls import TlsMaterial
 
@@ -25,6 +25,7 @@ __all__ = [
     "User",
     "airmirror_home",
     "broker_status",
+    "consecutive_free_ports",
     "free_port",
     "kafka_classpath",
     "kill_broker",

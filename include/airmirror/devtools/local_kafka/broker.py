@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import time
 import uuid
 from base64 import urlsafe_b64encode
@@ -63,6 +64,9 @@ from airmirror.errors import InputError, ReplicationFailure
 
 # Internal topics (consumer offsets, transaction state) get this many replicas, or one per node if fewer.
 _MAX_INTERNAL_REPLICAS = 3
+PORT_RELEASE_WAIT_S = 15.0
+"""How long a node's start waits for a port that something other than an airmirror broker holds (see
+:func:`_require_free`)."""
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _CONFIG_KEY = re.compile(r"[A-Za-z0-9._-]+")
 # Settings derived from meta.json for each node, which --broker-config may not override.
@@ -224,6 +228,24 @@ class LocalBroker:
         cluster = self._cluster_of_node(node_id)
         with exclusive_lock(cluster.lock_file):
             _start_nodes(cluster, _require_meta(cluster), [node_id], timeout)
+
+    def freeze_node(self, node_id: int) -> None:
+        """SIGSTOP node ``node_id`` (a frozen VM: its sockets stay open and it answers nothing, until the
+        controllers fence it); :meth:`thaw_node` resumes it.  ``InputError`` if the cluster has no such node or it
+        is not running."""
+        os.kill(self._node_pid(node_id), signal.SIGSTOP)
+
+    def thaw_node(self, node_id: int) -> None:
+        """SIGCONT node ``node_id``: it goes on where it stopped and registers with the controllers again.  Errors as
+        for :meth:`freeze_node`."""
+        os.kill(self._node_pid(node_id), signal.SIGCONT)
+
+    def _node_pid(self, node_id: int) -> int:
+        cluster = self._cluster_of_node(node_id)
+        pid = running_pid(cluster.node(node_id, _require_meta(cluster).brokers))
+        if pid is None:
+            raise InputError(f"node {node_id} of broker '{self.name}' is not running")
+        return pid
 
     def _cluster_of_node(self, node_id: int) -> _ClusterDir:
         if node_id not in self.node_ids:
@@ -599,16 +621,21 @@ def _free_ports(count: int, avoid: Collection[int]) -> tuple[int, ...]:
 
 
 def _require_free(port: int, what: str, home: Path) -> None:
-    if port_is_free(port):
-        return
-    owners = [
-        status.name
-        for status in broker_status(home)
-        for node in status.nodes
-        if node.running and port in (node.port, node.controller_port)
-    ]
-    by = f"airmirror broker '{owners[0]}'" if owners else "another process"
-    raise InputError(f"{what} {port} is already in use by {by}")
+    """Return once ``port`` is free; ``InputError`` at once if a running airmirror broker holds it, and after
+    :data:`PORT_RELEASE_WAIT_S` if something else still does (the sockets of a node killed a moment ago linger in
+    the kernel for a few seconds: its restart waits them out)."""
+    deadline = time.monotonic() + PORT_RELEASE_WAIT_S
+    while not port_is_free(port):
+        owners = [
+            status.name
+            for status in broker_status(home)
+            for node in status.nodes
+            if node.running and port in (node.port, node.controller_port)
+        ]
+        if owners or time.monotonic() >= deadline:
+            by = f"airmirror broker '{owners[0]}'" if owners else "another process"
+            raise InputError(f"{what} {port} is already in use by {by}")
+        time.sleep(0.2)
 
 
 def _server_properties(meta: _Meta, node: NodeDir, cluster_root: Path) -> str:

@@ -83,6 +83,15 @@ def free_port(avoid: Collection[int] = ()) -> int:
             return port
 
 
+def consecutive_free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports (:func:`free_port`'s range), for a cluster of ``count`` nodes:
+    node ``i`` listens on ``port + i - 1``."""
+    while True:
+        first = free_port()
+        if first + count <= 65536 and all(port_is_free(port) for port in range(first + 1, first + count)):
+            return first
+
+
 def _ephemeral_range_start() -> int:
     """The first port of the kernel's ephemeral range (Linux's default 32768 where the file is unreadable)."""
     try:
