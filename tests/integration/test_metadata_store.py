@@ -23,6 +23,7 @@ from sqlalchemy import create_engine, insert, inspect, make_url, select, text, u
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from airmirror.checkpoints.translation import failback_position, forward_position
+from airmirror.devtools.local_postgres import PostgresServer, postgres_server
 from airmirror.errors import ReplicationFailure
 from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import (
@@ -49,13 +50,12 @@ from airmirror.store import (
     create_store_engine,
     describe_holder,
 )
-from airmirror.store.engine import MIGRATIONS_DIR
+from airmirror.store.engine import MIGRATIONS_DIR, PG_IDLE_IN_TRANSACTION_S
 from airmirror.store.flow_lease import acquire_flow
 from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS
 from airmirror.store.retention import Pruned
 from airmirror.store.rows import utcnow
 from airmirror.store.schema import VERSION_TABLE, batches, cursors, flow_leases, metadata, offset_syncs
-from tests.postgres_server import PostgresServer, postgres_server
 
 pytestmark = pytest.mark.integration
 
@@ -779,6 +779,99 @@ def test_the_renewal_thread_notices_a_lost_lease(store: MetadataStore, db_url: s
         assert store.flow_lease(LEASE_FLOW).holder == "thief"  # leaving the block left the new lease alone
     finally:
         engine.dispose()
+
+
+def test_a_store_fenced_by_a_lease_taken_over_writes_no_row(store: MetadataStore, db_url: str) -> None:
+    """The fencing rule on both databases: the guard and the write commit together or not at all."""
+    engine = create_store_engine(db_url)
+    try:
+        old = acquire_flow(engine, LEASE_FLOW, holder_name("frozen"), ttl_seconds=0.3)
+        fenced = store.fenced_by(old)
+        batch_id = fenced.begin_batch(LEASE_FLOW, [planned(0, 0, 10)], {})
+        time.sleep(0.5)
+        with store.hold_flow(LEASE_FLOW, holder_name("owner")):
+            with pytest.raises(FlowLeaseLostError, match=r"holder test owner.*lost its lease"):
+                fenced.set_copy_tasks(batch_id, 2, 0)
+            with pytest.raises(FlowLeaseLostError):
+                fenced.commit_batch(batch_id, [copied(planned(0, 0, 10))])
+            unfinished = store.unfinished_batch(LEASE_FLOW)
+            assert unfinished is not None and unfinished.copy_tasks is None
+            assert store.cursors(LEASE_FLOW) == {}
+    finally:
+        engine.dispose()
+
+
+def test_a_takeover_waits_for_a_guarded_write_which_lands_before_it(store: MetadataStore, db_url: str) -> None:
+    """A guarded write holds the lease row (PostgreSQL) or the database (SQLite) until it commits: a run taking the
+    expired lease over waits for it, so the old holder's write lands before the takeover, and its next one fails."""
+    engines = [create_store_engine(db_url) for _ in range(2)]
+    try:
+        old = acquire_flow(engines[0], LEASE_FLOW, holder_name("slow"), ttl_seconds=0.5)
+        fenced = store.fenced_by(old)
+        time.sleep(0.7)  # expired, nobody took it over yet
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            with engines[0].begin() as connection:
+                old.guard(connection)
+                connection.execute(
+                    update(flow_leases).where(flow_leases.c.token == "none").values(holder="x")
+                )  # a write
+                waiting = pool.submit(acquire_flow, engines[1], LEASE_FLOW, holder_name("next"), ttl_seconds=60)
+                time.sleep(0.5)
+                assert not waiting.done(), "the takeover did not wait for the guarded transaction"
+            new = waiting.result(timeout=60)
+        with pytest.raises(FlowLeaseLostError, match=r"holder test next.*lost its lease"):
+            fenced.begin_batch(LEASE_FLOW, [planned(0, 0, 10)], {})
+        assert store.unfinished_batch(LEASE_FLOW) is None
+        assert new.release() is True
+    finally:
+        for engine in engines:
+            engine.dispose()
+
+
+def test_postgresql_sessions_end_a_transaction_left_idle(postgres: PostgresServer) -> None:
+    """A frozen holder in the middle of a transaction must not hold the lease row for ever
+    (:data:`~airmirror.store.engine.PG_IDLE_IN_TRANSACTION_S`)."""
+    engine = create_store_engine(postgres.create_database(f"store_{uuid.uuid4().hex}"))
+    try:
+        with engine.connect() as connection:
+            shown = connection.exec_driver_sql("SHOW idle_in_transaction_session_timeout").scalar_one()
+        assert shown == f"{PG_IDLE_IN_TRANSACTION_S}s"
+    finally:
+        engine.dispose()
+
+
+FREEZE_IN_A_TRANSACTION = """
+import os, signal, sys
+from sqlalchemy import select
+from airmirror.store.engine import create_store_engine, transaction
+from airmirror.store.schema import flow_leases
+engine = create_store_engine(sys.argv[1])
+with transaction(engine, "freeze", reads_only=sys.argv[2] == "read") as connection:
+    connection.execute(select(flow_leases)).all()
+    print("in the transaction", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+@pytest.mark.parametrize("frozen_in", ["read", "write"])
+def test_a_process_frozen_in_a_transaction_holds_up_no_open_and_no_read(
+    store: MetadataStore, db_url: str, frozen_in: str
+) -> None:
+    """A driver frozen (SIGSTOP) inside a transaction: the next run still opens the store at head and reads it; and
+    after a frozen read it also takes the flow's lease and writes (SQLite reads take no lock, in WAL mode)."""
+    frozen = subprocess.Popen(
+        [sys.executable, "-c", FREEZE_IN_A_TRANSACTION, db_url, frozen_in], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert frozen.stdout is not None and frozen.stdout.readline() == "in the transaction\n"
+        with MetadataStore.open(db_url) as next_run:
+            assert next_run.flow_lease(LEASE_FLOW) is None and next_run.unfinished_batch(FLOW) is None
+            if frozen_in == "read":
+                with next_run.hold_flow(LEASE_FLOW, holder_name("next run")):
+                    run_batch(next_run, planned(0, 0, 10))
+    finally:
+        frozen.kill()
+        frozen.wait()
 
 
 HOLD_AND_SLEEP = """

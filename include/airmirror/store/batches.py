@@ -79,11 +79,24 @@ class BatchStore(EngineHolder):
 
     def cursors(self, flow: str) -> dict[PartitionKey, int]:
         """The next source offset to copy, per partition the flow has ever committed."""
-        with self._transaction(f"read the cursors of flow {flow!r}") as connection:
+        with self._read(f"read the cursors of flow {flow!r}") as connection:
             rows = connection.execute(
                 select(cursors.c.topic, cursors.c.partition, cursors.c.next_offset).where(cursors.c.flow == flow)
             )
             return {PartitionKey(row.topic, row.partition): row.next_offset for row in rows}
+
+    def copied_topics(self, flow: str) -> set[str]:
+        """The source topics the flow has copied or is copying: those with a cursor or a range in its unfinished
+        batch (one row per topic read, however many partitions)."""
+        running = select(batches.c.id).where(batches.c.flow == flow, batches.c.state == BatchState.RUNNING)
+        with self._read(f"read the copied topics of flow {flow!r}") as connection:
+            return set(
+                connection.execute(
+                    select(cursors.c.topic)
+                    .where(cursors.c.flow == flow)
+                    .union(select(batch_ranges.c.topic).where(batch_ranges.c.batch_id.in_(running)))
+                ).scalars()
+            )
 
     def begin_batch(self, flow: str, ranges: Sequence[PlannedRange], params: Mapping[str, Any]) -> int:
         """Record a new ``RUNNING`` batch with its planned ranges and JSON ``params``; return its id.
@@ -96,13 +109,13 @@ class BatchStore(EngineHolder):
             f"flow {flow!r} already has a RUNNING batch: commit or fail it (see unfinished_batch) before beginning "
             "another"
         )
-        with self._transaction(f"begin a batch of flow {flow!r}") as connection:
+        with self._write(f"begin a batch of flow {flow!r}") as connection:
             batch_id = _insert_running_batch(connection, flow, ranges, params, refusal)
         return batch_id
 
     def unfinished_batch(self, flow: str) -> BatchRecord | None:
         """The flow's ``RUNNING`` batch, if any."""
-        with self._transaction(f"read the unfinished batch of flow {flow!r}") as connection:
+        with self._read(f"read the unfinished batch of flow {flow!r}") as connection:
             rows = connection.execute(
                 select(batches).where(batches.c.flow == flow, batches.c.state == BatchState.RUNNING)
             ).all()
@@ -114,7 +127,7 @@ class BatchStore(EngineHolder):
         retention deleted its start (the lost offsets recorded as a gap) or to apply a new cap; or any, to end
         it where its copy got to when the source log diverged below its end."""
         _validate_plan([planned])
-        with self._transaction(f"replan {planned.key} of batch {batch_id}") as connection:
+        with self._write(f"replan {planned.key} of batch {batch_id}") as connection:
             _lock_running_batch(connection, batch_id, "replanned")
             updated = connection.execute(
                 batch_ranges.update()
@@ -141,7 +154,7 @@ class BatchStore(EngineHolder):
         if count < 1:
             raise ValueError(f"a copy job runs at least one task, not {count}")
         first_job = batches.c.copy_tasks.is_(None)
-        with self._transaction(f"record the copy tasks of batch {batch_id}") as connection:
+        with self._write(f"record the copy tasks of batch {batch_id}") as connection:
             _lock_running_batch(connection, batch_id, "copied")
             connection.execute(
                 batches.update()
@@ -151,7 +164,7 @@ class BatchStore(EngineHolder):
 
     def drop_ranges(self, batch_id: int, keys: Iterable[PartitionKey]) -> None:
         """Remove ranges from a RUNNING batch; their cursors stay where they are."""
-        with self._transaction(f"drop ranges of batch {batch_id}") as connection:
+        with self._write(f"drop ranges of batch {batch_id}") as connection:
             _lock_running_batch(connection, batch_id, "changed")
             incarnation_rows.drop_ranges(connection, batch_id, keys)
 
@@ -159,7 +172,7 @@ class BatchStore(EngineHolder):
         """The flow's ``limit`` newest batches, newest first."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        with self._transaction(f"read the batches of flow {flow!r}") as connection:
+        with self._read(f"read the batches of flow {flow!r}") as connection:
             rows = connection.execute(
                 select(batches).where(batches.c.flow == flow).order_by(batches.c.id.desc()).limit(limit)
             ).all()
@@ -167,14 +180,14 @@ class BatchStore(EngineHolder):
 
     def newest_batch_id(self, flow: str) -> int:
         """The id of the flow's newest batch, whatever its state (0 before the first)."""
-        with self._transaction(f"read the newest batch of flow {flow!r}") as connection:
+        with self._read(f"read the newest batch of flow {flow!r}") as connection:
             return connection.execute(select(func.max(batches.c.id)).where(batches.c.flow == flow)).scalar() or 0
 
     def copied_since(self, flow: str, first_batch_id: int) -> CopiedSince:
         """What the flow's batches committed from ``first_batch_id`` on copied, summed per source topic in the
         database (one row per topic, however many batches): what one DAG run copied, live or not."""
         since = [batches.c.flow == flow, batches.c.state == BatchState.COMMITTED, batches.c.id >= first_batch_id]
-        with self._transaction(f"read what flow {flow!r} copied since batch {first_batch_id}") as connection:
+        with self._read(f"read what flow {flow!r} copied since batch {first_batch_id}") as connection:
             last = connection.execute(select(func.max(batches.c.id)).where(*since)).scalar()
             rows = connection.execute(
                 select(batch_ranges.c.topic, func.sum(batch_ranges.c.records), func.sum(batch_ranges.c.bytes))
@@ -196,7 +209,7 @@ class BatchStore(EngineHolder):
         when a cursor moved and :class:`ReplicationFailure` when the batch is not ``RUNNING``;
         either way nothing is written.
         """
-        with self._transaction(f"commit batch {batch_id}") as connection:
+        with self._write(f"commit batch {batch_id}") as connection:
             _commit_running(connection, batch_id, results)
 
     def record_takeover(
@@ -214,7 +227,7 @@ class BatchStore(EngineHolder):
         _validate_plan(ranges)
         _validate_params(params)
         refusal = f"flow {flow!r} has a RUNNING batch: finish it before a takeover"
-        with self._transaction(f"record the takeover of flow {flow!r}") as connection:
+        with self._write(f"record the takeover of flow {flow!r}") as connection:
             batch_id = _insert_running_batch(connection, flow, ranges, params, refusal)
             _commit_running(connection, batch_id, results)
             insert_many(
@@ -242,7 +255,7 @@ class BatchStore(EngineHolder):
         upstream offset of the takeover's runs (its walk of MM2's tail), else its cursor (it walked nothing, so
         every offset below the cursor is MM2's copy without exact positions).  The takeover is the flow's first
         committed batch (:meth:`record_takeover` refuses a flow with cursors)."""
-        with self._transaction(f"look up MM2 syncs of {key} in flow {flow!r}") as connection:
+        with self._read(f"look up MM2 syncs of {key} in flow {flow!r}") as connection:
             first = takeover_batch(connection, flow)
             if first is None:
                 return None, None
@@ -275,7 +288,7 @@ class BatchStore(EngineHolder):
 
     def fail_batch(self, batch_id: int, reason: str) -> None:
         """Mark a ``RUNNING`` batch ``FAILED`` with ``reason``; its cursors stay where they were."""
-        with self._transaction(f"fail batch {batch_id}") as connection:
+        with self._write(f"fail batch {batch_id}") as connection:
             _lock_running_batch(connection, batch_id, "failed")
             connection.execute(
                 update(batches)
@@ -285,7 +298,7 @@ class BatchStore(EngineHolder):
 
     def offset_runs(self, flow: str, key: PartitionKey) -> list[OffsetRun]:
         """Every offset sync of one partition, ordered by upstream offset."""
-        with self._transaction(f"read the offset syncs of {key} in flow {flow!r}") as connection:
+        with self._read(f"read the offset syncs of {key} in flow {flow!r}") as connection:
             rows = connection.execute(runs_of(flow, key).order_by(offset_syncs.c.upstream_start))
             return [offset_run(row) for row in rows]
 
@@ -296,7 +309,7 @@ class BatchStore(EngineHolder):
         ``upstream_offset`` is the one containing or following it.
         """
         action = f"look up upstream offset {upstream_offset} of {key} in flow {flow!r}"
-        with self._transaction(action) as connection:
+        with self._read(action) as connection:
             row = connection.execute(
                 runs_of(flow, key)
                 .where(offset_syncs.c.upstream_end > upstream_offset)
@@ -307,7 +320,7 @@ class BatchStore(EngineHolder):
 
     def last_offset_run(self, flow: str, key: PartitionKey) -> OffsetRun | None:
         """The partition's run with the highest upstream offsets, ``None`` when nothing was copied."""
-        with self._transaction(f"read the last offset sync of {key} in flow {flow!r}") as connection:
+        with self._read(f"read the last offset sync of {key} in flow {flow!r}") as connection:
             row = connection.execute(
                 runs_of(flow, key).order_by(offset_syncs.c.upstream_end.desc()).limit(1)
             ).one_or_none()
@@ -322,7 +335,7 @@ class BatchStore(EngineHolder):
         """
         action = f"look up downstream offset {downstream_offset} of {key} in flow {flow!r}"
         start = offset_syncs.c.downstream_start
-        with self._transaction(action) as connection:
+        with self._read(action) as connection:
             row = connection.execute(
                 runs_of(flow, key).where(start <= downstream_offset).order_by(start.desc()).limit(1)
             ).one_or_none()
@@ -335,7 +348,7 @@ class BatchStore(EngineHolder):
 
     def gaps(self, flow: str) -> list[Gap]:
         """Every gap recorded for the flow, by partition then offset."""
-        with self._transaction(f"read the gaps of flow {flow!r}") as connection:
+        with self._read(f"read the gaps of flow {flow!r}") as connection:
             rows = connection.execute(
                 select(gaps.c.topic, gaps.c.partition, gaps.c.start_offset, gaps.c.end_offset)
                 .where(gaps.c.flow == flow)
@@ -346,7 +359,7 @@ class BatchStore(EngineHolder):
     def partition_stats(self, flow: str) -> dict[PartitionKey, PartitionStats]:
         """Status of every partition that has a cursor in the flow, from its totals (``airmirror_partition_totals``,
         whole even after retention deleted the batches and gaps they add up): one row per partition."""
-        with self._transaction(f"read the partition stats of flow {flow!r}") as connection:
+        with self._read(f"read the partition stats of flow {flow!r}") as connection:
             cursor_rows = connection.execute(select(cursors).where(cursors.c.flow == flow)).all()
             totals = {
                 PartitionKey(row.topic, row.partition): row

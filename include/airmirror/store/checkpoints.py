@@ -25,7 +25,7 @@ class CheckpointStore(EngineHolder):
 
     def save_checkpoints(self, flow: str, saved: Sequence[StoredCheckpoint]) -> None:
         """Make each checkpoint the newest of its (group, topic, partition) in one transaction."""
-        with self._transaction(f"save {len(saved)} checkpoints of flow {flow!r}") as connection:
+        with self._write(f"save {len(saved)} checkpoints of flow {flow!r}") as connection:
             upsert(connection, checkpoints, [_checkpoint_row(flow, checkpoint) for checkpoint in saved])
 
     def checkpoints(self, flow: str, group: str | None = None) -> list[StoredCheckpoint]:
@@ -33,7 +33,7 @@ class CheckpointStore(EngineHolder):
         query = select(checkpoints).where(checkpoints.c.flow == flow)
         if group is not None:
             query = query.where(checkpoints.c.group_id == group)
-        with self._transaction(f"read the checkpoints of flow {flow!r}") as connection:
+        with self._read(f"read the checkpoints of flow {flow!r}") as connection:
             rows = connection.execute(
                 query.order_by(checkpoints.c.group_id, checkpoints.c.topic, checkpoints.c.partition)
             )
@@ -41,7 +41,7 @@ class CheckpointStore(EngineHolder):
 
     def record_group_sync(self, flow: str, record: GroupSyncRecord) -> None:
         """Make ``record`` the newest group offset sync outcome of its group."""
-        with self._transaction(f"record the group offset sync of {record.group!r} in flow {flow!r}") as connection:
+        with self._write(f"record the group offset sync of {record.group!r} in flow {flow!r}") as connection:
             upsert(connection, group_syncs, [{"flow": flow, **as_columns(record, {"group": "group_id"})}])
 
     def group_syncs(self, flow: str, group: str | None = None) -> list[GroupSyncRecord]:
@@ -49,7 +49,7 @@ class CheckpointStore(EngineHolder):
         query = select(group_syncs).where(group_syncs.c.flow == flow)
         if group is not None:
             query = query.where(group_syncs.c.group_id == group)
-        with self._transaction(f"read the group offset syncs of flow {flow!r}") as connection:
+        with self._read(f"read the group offset syncs of flow {flow!r}") as connection:
             rows = connection.execute(query.order_by(group_syncs.c.group_id))
             return [
                 GroupSyncRecord(

@@ -12,11 +12,11 @@ Contract:
 
 * **Acquire before changing anything.**  :func:`hold_flow` acquires in ONE transaction: it inserts the row,
   or takes over a row whose lease has expired (``INSERT ... ON CONFLICT (flow) DO UPDATE ... WHERE
-  expires_at <= now``).  That is race-free on SQLite (every transaction starts with ``BEGIN IMMEDIATE`` and
-  so holds the write lock) and on PostgreSQL (``ON CONFLICT`` locks the row and re-checks the ``WHERE`` on its
-  newest version).  If another run holds an unexpired lease it raises :class:`FlowBusyError` (a
-  :class:`~airmirror.errors.ReplicationFailure`, exit code 1) naming the flow, the holder, since when it holds
-  the flow and when its lease expires; the caller has changed nothing yet.
+  expires_at <= now``).  That is race-free on SQLite (every transaction that may write starts with
+  ``BEGIN IMMEDIATE`` and so holds the write lock) and on PostgreSQL (``ON CONFLICT`` locks the row and
+  re-checks the ``WHERE`` on its newest version).  If another run holds an unexpired lease it raises
+  :class:`FlowBusyError` (a :class:`~airmirror.errors.ReplicationFailure`, exit code 1) naming the flow, the
+  holder, since when it holds the flow and when its lease expires; the caller has changed nothing yet.
 * **Not re-entrant.**  A second acquisition of a held flow fails, even from the same process with the same
   holder string; every acquisition gets its own ``token``.
 * **Time is the database's.**  ``acquired_at``, ``renewed_at`` and ``expires_at`` come from the database
@@ -30,6 +30,12 @@ Contract:
 * **Lost lease.**  :meth:`FlowLease.check` raises :class:`FlowLeaseLostError` (a :class:`FlowBusyError`)
   once the lease is lost.  It renews in the database first, so when it returns the lease is ours for
   ``ttl_seconds`` more: call it immediately before committing, and do not commit if it raises.
+* **Fencing.**  A run writes the metadata DB through its store fenced by the lease
+  (:meth:`~airmirror.store.engine.EngineHolder.fenced_by`): :meth:`FlowLease.guard`, the first statement of each
+  write transaction, locks the lease row and raises :class:`FlowLeaseLostError` when it no longer carries our
+  token, so a run that lost the flow (a frozen VM thawed, a driver stalled past its lease) writes no row after the
+  takeover: an acquisition waits for the lease row (PostgreSQL) or the database (SQLite) until the guarded
+  transaction ended, so every guarded write lands before the takeover or not at all.
 * **Release.**  Leaving the ``with`` block (normally or by an exception) stops the renewal and deletes the
   row if its token is still ours.  A release that fails is logged; the lease then expires after
   ``ttl_seconds``.
@@ -53,7 +59,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypedDict
+from typing import NoReturn, TypedDict
 
 from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -200,7 +206,7 @@ def acquire_flow(
 
 def current_lease(engine: Engine, flow: str) -> FlowLeaseRecord | None:
     """The flow's lease as stored, expired or not; ``None`` when no run holds it."""
-    with transaction(engine, f"read the lease of flow {flow!r}") as connection:
+    with transaction(engine, f"read the lease of flow {flow!r}", reads_only=True) as connection:
         stored = _stored_lease(connection, flow)
     return None if stored is None else stored.record
 
@@ -241,13 +247,20 @@ class FlowLease:
         :class:`~airmirror.errors.ReplicationFailure`."""
         self.renew()
 
+    def raise_if_lost(self) -> None:
+        """After a failure that a lost lease may explain (a copy job superseded by another run): renew, raising
+        :class:`FlowLeaseLostError` if the lease is lost.  A renewal that cannot reach the database proves nothing
+        either way: it is logged, and the caller goes on with its own failure."""
+        try:
+            self.renew()
+        except FlowLeaseLostError:
+            raise
+        except ReplicationFailure as error:
+            log.warning("could not tell whether flow %r is still held by %s: %s", self.flow, self.holder, error)
+
     def renew(self) -> None:
         """Extend the lease to ``ttl_seconds`` from now; raises :class:`FlowLeaseLostError` if it was lost."""
-        if self._released:
-            raise RuntimeError(f"the lease of flow {self.flow!r} held by {self.holder} was released")
-        lost = self.lost
-        if lost is not None:
-            raise lost
+        self._raise_if_released_or_lost()
         with transaction(self._engine, f"renew the lease of flow {self.flow!r}") as connection:
             now = _database_now(connection)
             expires_at = now + timedelta(seconds=self.ttl_seconds)
@@ -256,11 +269,38 @@ class FlowLease:
                 .where(flow_leases.c.flow == self.flow, flow_leases.c.token == self._token)
                 .values(renewed_at=now, expires_at=expires_at)
             ).rowcount
-            current = None if renewed == 1 else _stored_lease(connection, self.flow)
+            if renewed != 1:
+                self._lose(connection)
         with self._lock:
-            if renewed == 1:
-                self._expires_at = expires_at
-                return
+            self._expires_at = expires_at
+
+    def guard(self, connection: Connection) -> None:
+        """The fencing guard (:class:`~airmirror.store.engine.WriteFence`), the first statement of a write
+        transaction: raise :class:`FlowLeaseLostError`, rolling the transaction back, unless the lease row still
+        carries our token.  The row stays locked (PostgreSQL ``FOR UPDATE``; on SQLite the transaction holds the
+        database's write lock from its start) until the transaction ends, so no run takes the lease over between
+        the guard and the commit: what the transaction writes is written before any takeover.  It only reads: the
+        renewal thread keeps the lease alive, and a lease that expired and nobody took over is still ours."""
+        self._raise_if_released_or_lost()
+        held = connection.execute(
+            select(flow_leases.c.token)
+            .where(flow_leases.c.flow == self.flow, flow_leases.c.token == self._token)
+            .with_for_update()
+        ).first()
+        if held is None:
+            self._lose(connection)
+
+    def _raise_if_released_or_lost(self) -> None:
+        if self._released:
+            raise RuntimeError(f"the lease of flow {self.flow!r} held by {self.holder} was released")
+        lost = self.lost
+        if lost is not None:
+            raise lost
+
+    def _lose(self, connection: Connection) -> NoReturn:
+        """The lease row no longer carries our token: remember why, and raise it."""
+        current = _stored_lease(connection, self.flow)
+        with self._lock:
             self._lost = FlowLeaseLostError(self.flow, self.holder, None if current is None else current.record)
             raise self._lost
 

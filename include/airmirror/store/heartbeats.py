@@ -22,12 +22,12 @@ class HeartbeatStore(EngineHolder):
 
     def record_heartbeat_latency(self, flow: str, latency: HeartbeatLatency) -> None:
         """Make ``latency`` the newest observation for its heartbeat source and target aliases."""
-        with self._transaction(f"record the heartbeat latency of flow {flow!r}") as connection:
+        with self._write(f"record the heartbeat latency of flow {flow!r}") as connection:
             upsert(connection, heartbeat_latency, [{"flow": flow, **as_columns(latency)}])
 
     def heartbeat_latencies(self, flow: str) -> list[HeartbeatLatency]:
         """The newest latency per heartbeat source and target alias seen by the flow."""
-        with self._transaction(f"read the heartbeat latencies of flow {flow!r}") as connection:
+        with self._read(f"read the heartbeat latencies of flow {flow!r}") as connection:
             rows = connection.execute(
                 select(heartbeat_latency)
                 .where(heartbeat_latency.c.flow == flow)
@@ -40,12 +40,12 @@ class HeartbeatStore(EngineHolder):
 
     def record_heartbeat_emitted(self, flow: str, emission: HeartbeatEmission) -> None:
         """Make ``emission`` the flow's newest heartbeat written to its target."""
-        with self._transaction(f"record the heartbeat emitted by flow {flow!r}") as connection:
+        with self._write(f"record the heartbeat emitted by flow {flow!r}") as connection:
             upsert(connection, heartbeat_emissions, [{"flow": flow, **as_columns(emission)}])
 
     def heartbeat_emission(self, flow: str) -> HeartbeatEmission | None:
         """The flow's newest heartbeat written to its target, ``None`` before the first."""
-        with self._transaction(f"read the heartbeat emitted by flow {flow!r}") as connection:
+        with self._read(f"read the heartbeat emitted by flow {flow!r}") as connection:
             row = connection.execute(
                 select(heartbeat_emissions).where(heartbeat_emissions.c.flow == flow)
             ).one_or_none()

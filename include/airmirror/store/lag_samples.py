@@ -42,7 +42,7 @@ class LagStore(EngineHolder):
 
     def record_lag_samples(self, flow: str, samples: Sequence[LagSample]) -> None:
         """Add ``samples`` of ``flow``."""
-        with self._transaction(f"record lag samples of flow {flow!r}") as connection:
+        with self._write(f"record lag samples of flow {flow!r}") as connection:
             insert_many(connection, lag_samples, [{"flow": flow, **as_columns(sample)} for sample in samples])
 
     def lag_samples(self, flow: str, since: datetime | None = None) -> list[LagSample]:
@@ -51,7 +51,7 @@ class LagStore(EngineHolder):
         if since is not None:
             query = query.where(lag_samples.c.sampled_at >= since)
         order = (lag_samples.c.sampled_at, lag_samples.c.topic, lag_samples.c.partition)
-        with self._transaction(f"read lag samples of flow {flow!r}") as connection:
+        with self._read(f"read lag samples of flow {flow!r}") as connection:
             return [from_columns(LagSample, row) for row in connection.execute(query.order_by(*order))]
 
     def newest_lag_samples(self, flow: str, since: datetime) -> list[LagSample]:
@@ -75,7 +75,7 @@ class LagStore(EngineHolder):
             .where(lag_samples.c.flow == flow)
             .order_by(lag_samples.c.topic, lag_samples.c.partition)
         )
-        with self._transaction(f"read the newest lag samples of flow {flow!r}") as connection:
+        with self._read(f"read the newest lag samples of flow {flow!r}") as connection:
             return [from_columns(LagSample, row) for row in connection.execute(query)]
 
     def lag_series(self, flow: str, since: datetime, until: datetime, points: int) -> list[LagPoint]:
@@ -89,7 +89,7 @@ class LagStore(EngineHolder):
         if points < 1 or until < since:
             raise ValueError(f"lag_series needs points >= 1 and since <= until, not {points}, {since} .. {until}")
         bucket_ms = int((until - since).total_seconds() * 1000) // points + 1
-        with self._transaction(f"read the lag series of flow {flow!r}") as connection:
+        with self._read(f"read the lag series of flow {flow!r}") as connection:
             instants = (
                 select(
                     lag_samples.c.sampled_at,

@@ -92,7 +92,7 @@ class RetentionStore(EngineHolder):
 
     def prune_history(self, flow: str, before: datetime) -> Pruned:
         """Delete ``flow``'s history older than ``before`` as the module docstring says; returns the counts."""
-        with self._transaction(f"prune the gaps and samples of flow {flow!r}") as connection:
+        with self._write(f"prune the gaps and samples of flow {flow!r}") as connection:
             gap_count = _prune_gaps(connection, flow, before)
             samples = connection.execute(
                 delete(lag_samples).where(lag_samples.c.flow == flow, lag_samples.c.sampled_at < before)
@@ -100,7 +100,7 @@ class RetentionStore(EngineHolder):
             checks = _prune_verifications(connection, flow, before)
         batch_count = 0
         while True:
-            with self._transaction(f"prune the batches of flow {flow!r}") as connection:
+            with self._write(f"prune the batches of flow {flow!r}") as connection:
                 pruned = _prune_batches(connection, flow, before)
             batch_count += pruned
             if pruned < BATCHES_PER_TRANSACTION:
@@ -117,7 +117,7 @@ class RetentionStore(EngineHolder):
         wanted = sorted(set(keys))
         now = utcnow()
         due: list[PartitionKey] = []
-        with self._transaction(f"claim the prunes of flow {flow!r}") as connection:
+        with self._write(f"claim the prunes of flow {flow!r}") as connection:
             for first in range(0, len(wanted), PRUNE_PARTITIONS_PER_STATEMENT):
                 chunk = wanted[first : first + PRUNE_PARTITIONS_PER_STATEMENT]
                 recent = {
@@ -155,7 +155,7 @@ class RetentionStore(EngineHolder):
         the runs at or below either log start (those that go, and ``K``), one deletes."""
         deleted = 0
         keys = list(log_starts)
-        with self._transaction(f"prune the offset-sync runs of flow {flow!r}") as connection:
+        with self._write(f"prune the offset-sync runs of flow {flow!r}") as connection:
             for first in range(0, len(keys), PRUNE_PARTITIONS_PER_STATEMENT):
                 chunk = {key: log_starts[key] for key in keys[first : first + PRUNE_PARTITIONS_PER_STATEMENT]}
                 cutoffs = _prune_cutoffs(connection, flow, chunk)
@@ -183,7 +183,7 @@ class RetentionStore(EngineHolder):
         if not wanted:
             return 0
         removed = 0
-        with self._transaction(f"fold the offset-sync runs of flow {flow!r}") as connection:
+        with self._write(f"fold the offset-sync runs of flow {flow!r}") as connection:
             kept_batch = takeover_batch(connection, flow)
             for key in _partitions_to_fold(connection, flow, wanted, kept_batch):
                 removed += _fold_partition(connection, flow, key, kept_batch)

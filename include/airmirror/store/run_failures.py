@@ -25,12 +25,12 @@ class RunFailureStore(EngineHolder):
 
     def record_run_failure(self, flow: str, failure: RunFailure) -> None:
         """Make ``failure`` the flow's newest failed run."""
-        with self._transaction(f"record a failed run of flow {flow!r}") as connection:
+        with self._unfenced_write(f"record a failed run of flow {flow!r}") as connection:
             row = {"flow": flow, "failed_at": failure.failed_at, "error": failure.error[:ERROR_CHARS]}
             upsert(connection, run_failures, [row])
 
     def run_failure(self, flow: str) -> RunFailure | None:
         """The flow's newest failed run, ``None`` if none ever failed."""
-        with self._transaction(f"read the newest failed run of flow {flow!r}") as connection:
+        with self._read(f"read the newest failed run of flow {flow!r}") as connection:
             row = connection.execute(select(run_failures).where(run_failures.c.flow == flow)).one_or_none()
         return None if row is None else RunFailure(row.failed_at, row.error)

@@ -33,12 +33,12 @@ class SchemaIdStore(EngineHolder):
             {"flow": flow, "source_id": source, "target_id": target, "recorded_at": now}
             for source, target in sorted(ids.items())
         ]
-        with self._transaction(f"record the schema ids of flow {flow!r}") as connection:
+        with self._write(f"record the schema ids of flow {flow!r}") as connection:
             upsert(connection, schema_ids, rows)
 
     def schema_ids(self, flow: str) -> dict[int, int]:
         """The flow's id map, source id -> target id."""
-        with self._transaction(f"read the schema ids of flow {flow!r}") as connection:
+        with self._read(f"read the schema ids of flow {flow!r}") as connection:
             rows = connection.execute(
                 select(schema_ids.c.source_id, schema_ids.c.target_id).where(schema_ids.c.flow == flow)
             )
@@ -46,7 +46,7 @@ class SchemaIdStore(EngineHolder):
 
     def schema_id_count(self, flow: str) -> int:
         """How many source ids the flow's map holds (one query, whatever the map's size)."""
-        with self._transaction(f"count the schema ids of flow {flow!r}") as connection:
+        with self._read(f"count the schema ids of flow {flow!r}") as connection:
             count = connection.execute(
                 select(func.count()).select_from(schema_ids).where(schema_ids.c.flow == flow)
             ).scalar_one()
@@ -64,12 +64,12 @@ class SchemaIdStore(EngineHolder):
             }
             for s in subjects
         ]
-        with self._transaction(f"record the schema subjects of flow {flow!r}") as connection:
+        with self._write(f"record the schema subjects of flow {flow!r}") as connection:
             upsert(connection, schema_subjects, rows)
 
     def schema_subjects(self, flow: str) -> list[SyncedSubject]:
         """The flow's synced subjects, by name."""
-        with self._transaction(f"read the schema subjects of flow {flow!r}") as connection:
+        with self._read(f"read the schema subjects of flow {flow!r}") as connection:
             rows = connection.execute(
                 select(schema_subjects).where(schema_subjects.c.flow == flow).order_by(schema_subjects.c.subject)
             )
@@ -77,7 +77,7 @@ class SchemaIdStore(EngineHolder):
 
     def schema_passed(self, flow: str) -> int:
         """Records of the flow copied unchanged because their schema id was unknown (``airmirror.schema.unknown``)."""
-        with self._transaction(f"read the records passed through of flow {flow!r}") as connection:
+        with self._read(f"read the records passed through of flow {flow!r}") as connection:
             total = connection.execute(
                 select(func.coalesce(func.sum(partition_totals.c.schema_passed), 0)).where(
                     partition_totals.c.flow == flow

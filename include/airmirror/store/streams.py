@@ -14,6 +14,10 @@ Contracts (on top of :mod:`airmirror.store.batches`):
   cursor that moved meanwhile raises :class:`~airmirror.store.batches.StaleCursorError` and nothing is written.
 * ``final=True`` also records every range never recorded (so its moved cursor or gap commits) and marks the
   batch ``COMMITTED`` with its totals.  The history holds one batch per stream, however long it ran.
+* A delta of a partition stopped meanwhile (its remote topic was recreated or deleted, and the stop retired its
+  offset-sync runs: :mod:`airmirror.store.incarnation_rows`) records nothing, in the same transaction that sees the
+  stop: no cursor, run or total of it is written after the stop, so nothing is translated through the stopped
+  topic again.  :meth:`StreamStore.record_stream` returns such partitions.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
-from airmirror.model import BatchState, PartitionKey, PlannedRange, RangeResult
+from airmirror.model import BatchState, PartitionKey, PlannedRange, RangeResult, Stop
 from airmirror.store import incarnation_rows
 from airmirror.store.batches import (
     _add_totals,
@@ -47,16 +51,17 @@ STREAM_PARAM = "stream"
 class StreamStore(EngineHolder):
     """Recording a stream batch as it copies (see the module docstring)."""
 
-    def record_stream(self, batch_id: int, deltas: Sequence[RangeResult], *, final: bool = False) -> None:
+    def record_stream(self, batch_id: int, deltas: Sequence[RangeResult], *, final: bool = False) -> set[PartitionKey]:
         """Record ``deltas`` of the RUNNING stream batch ``batch_id`` in one transaction; with ``final``, commit
-        the batch.  ``ValueError`` for a delta of no range, two of one range, or one that does not start at
-        the range's recorded end."""
-        with self._transaction(f"record stream batch {batch_id}") as connection:
-            _record_stream(connection, batch_id, deltas, final)
+        the batch.  Returns the partitions of the deltas left out because they are stopped (the module docstring).
+        ``ValueError`` for a delta of no range, two of one range, or one that does not start at the range's
+        recorded end."""
+        with self._write(f"record stream batch {batch_id}") as connection:
+            return _record_stream(connection, batch_id, deltas, final)
 
     def stream_recorded(self, batch_id: int) -> dict[PartitionKey, RangeResult]:
         """What the DB has recorded of each range of stream batch ``batch_id`` so far (runs left out)."""
-        with self._transaction(f"read what stream batch {batch_id} recorded") as connection:
+        with self._read(f"read what stream batch {batch_id} recorded") as connection:
             return _recorded(connection, batch_id)
 
 
@@ -81,16 +86,22 @@ def _recorded(connection: Connection, batch_id: int) -> dict[PartitionKey, Range
     }
 
 
-def _record_stream(connection: Connection, batch_id: int, deltas: Sequence[RangeResult], final: bool) -> None:
+def _record_stream(
+    connection: Connection, batch_id: int, deltas: Sequence[RangeResult], final: bool
+) -> set[PartitionKey]:
     """The body of :meth:`StreamStore.record_stream`, inside the caller's transaction."""
     flow = _lock_running_batch(connection, batch_id, "recorded")
     if not connection.execute(select(batches.c.params).where(batches.c.id == batch_id)).scalar_one().get(STREAM_PARAM):
         raise ValueError(f"batch {batch_id} is not a stream batch")
     planned = {plan.key: plan for plan in _ranges_of(connection, [batch_id]).get(batch_id, [])}
     recorded = _recorded(connection, batch_id)
+    stops = incarnation_rows.stop_list(connection, flow)
+    stopped = {PartitionKey(d.topic, d.partition) for d in deltas if any(_covers(stop, d) for stop in stops)}
     by_key: dict[PartitionKey, RangeResult] = {}
     for delta in deltas:
         key = PartitionKey(delta.topic, delta.partition)
+        if key in stopped:
+            continue
         if key not in planned:
             raise ValueError(f"stream batch {batch_id} has no range for {key}")
         if key in by_key:
@@ -133,6 +144,12 @@ def _record_stream(connection: Connection, batch_id: int, deltas: Sequence[Range
             .where(batches.c.id == batch_id)
             .values(state=BatchState.COMMITTED, finished_at=now, records=records, bytes=size)
         )
+    return stopped
+
+
+def _covers(stop: Stop, delta: RangeResult) -> bool:
+    """Whether ``stop`` stops the partition of ``delta``."""
+    return stop.topic == delta.topic and stop.partition in (None, delta.partition)
 
 
 def _slice_plan(plan: PlannedRange, delta: RangeResult) -> PlannedRange:

@@ -21,7 +21,7 @@ class VerificationStore(EngineHolder):
 
     def record_verification(self, verification: Verification) -> Verification:
         """Store ``verification`` with its partitions; returns it with its id."""
-        with self._transaction(f"record a verification of flow {verification.flow!r}") as connection:
+        with self._write(f"record a verification of flow {verification.flow!r}") as connection:
             row = {
                 "flow": verification.flow,
                 "verified_at": verification.verified_at,
@@ -34,7 +34,7 @@ class VerificationStore(EngineHolder):
 
     def last_verification(self, flow: str) -> Verification | None:
         """The flow's newest verification, its partitions by topic and partition; ``None`` before the first."""
-        with self._transaction(f"read the last verification of flow {flow!r}") as connection:
+        with self._read(f"read the last verification of flow {flow!r}") as connection:
             head = connection.execute(
                 select(verifications).where(verifications.c.flow == flow).order_by(verifications.c.id.desc()).limit(1)
             ).one_or_none()

@@ -221,3 +221,13 @@ def test_the_log_floor_is_the_batch_logs_end_before_the_first_copy_job(store: Me
 
     running = store.unfinished_batch(FLOW)
     assert (running.copy_tasks, running.log_floor) == (3, 120)
+
+
+def test_the_copied_topics_are_those_with_a_cursor_or_a_range_in_the_unfinished_batch(store: MetadataStore) -> None:
+    commit(store, planned(0, 0, 10), planned(1, 0, 10))
+    payments = PlannedRange(topic="payments", partition=0, start=0, end=5, remote_topic="a.payments")
+    assert store.copied_topics(FLOW) == {TOPIC}
+
+    store.begin_batch(FLOW, [payments], {"trigger": "test"})
+
+    assert store.copied_topics(FLOW) == {TOPIC, "payments"} and store.copied_topics("other->flow") == set()

@@ -1,20 +1,27 @@
 """Flow leases (:mod:`airmirror.store.flow_lease`) on SQLite: one run at a time works on a flow, a lease outlives
-its holder by at most its ttl, and a holder whose lease was taken over learns it before committing.
+its holder by at most its ttl, a holder whose lease was taken over learns it before committing, and a store fenced
+by a lost lease writes nothing.
 Concurrent contenders, renewal threads and database outages: tests/integration/test_metadata_store.py."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import Engine
 
+from airmirror.model import PlannedRange, RunFailure
 from airmirror.store import FlowBusyError, FlowLeaseLostError, MetadataStore, create_store_engine
 from airmirror.store.flow_lease import acquire_flow
 
 FLOW = "a->b"
 SHORT_TTL_S = 0.05
+
+
+def planned(partition: int, start: int, end: int) -> PlannedRange:
+    return PlannedRange(topic="orders", partition=partition, start=start, end=end, remote_topic="a.orders")
 
 
 @pytest.fixture
@@ -79,3 +86,39 @@ def test_an_expired_lease_nobody_took_over_is_still_ours(engine: Engine) -> None
 def test_a_lease_needs_a_flow_a_holder_and_a_positive_ttl(engine: Engine, flow: str, holder: str, ttl: float) -> None:
     with pytest.raises(ValueError):
         acquire_flow(engine, flow, holder, ttl_seconds=ttl)
+
+
+def test_a_store_fenced_by_a_lost_lease_writes_nothing_yet_reads_and_records_its_failure(
+    store: MetadataStore, engine: Engine
+) -> None:
+    """The fencing rule: every write of a fenced store is guarded in its own transaction by the lease's token, so a
+    run that lost its lease (frozen past it, then thawed) changes no row; its reads and its failure record go on."""
+    old = acquire_flow(engine, FLOW, "run 1", ttl_seconds=SHORT_TTL_S)
+    fenced = store.fenced_by(old)
+    batch_id = fenced.begin_batch(FLOW, [planned(0, 0, 10)], {})  # written while held
+    time.sleep(SHORT_TTL_S * 2)
+    new = acquire_flow(engine, FLOW, "run 2", ttl_seconds=60)
+
+    with pytest.raises(FlowLeaseLostError, match=r"run 1.*lost its lease"):
+        fenced.set_copy_tasks(batch_id, 2, 0)
+    with pytest.raises(FlowLeaseLostError):
+        fenced.check_lease()
+
+    assert isinstance(fenced.lease_lost, FlowLeaseLostError)
+    unfinished = fenced.unfinished_batch(FLOW)
+    assert unfinished is not None and unfinished.copy_tasks is None  # the guard rolled the write back
+    fenced.record_run_failure(FLOW, RunFailure(datetime.now(UTC), "lost its lease"))
+    store.fenced_by(new).set_copy_tasks(batch_id, 8, 0)
+    assert store.unfinished_batch(FLOW).copy_tasks == 8  # type: ignore[union-attr]
+
+
+def test_a_guarded_write_of_a_lease_that_expired_unclaimed_lands_since_it_is_still_ours(
+    store: MetadataStore, engine: Engine
+) -> None:
+    lease = acquire_flow(engine, FLOW, "run 1", ttl_seconds=SHORT_TTL_S)
+    time.sleep(SHORT_TTL_S * 2)
+
+    batch_id = store.fenced_by(lease).begin_batch(FLOW, [planned(0, 0, 10)], {})
+
+    assert store.unfinished_batch(FLOW).id == batch_id  # type: ignore[union-attr]
+    assert store.flow_lease(FLOW).holder == "run 1"  # type: ignore[union-attr]  # the guard only reads

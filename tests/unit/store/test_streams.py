@@ -315,3 +315,20 @@ def test_a_batch_that_is_not_a_stream_is_refused(store: MetadataStore):
     with pytest.raises(ValueError, match="not a stream batch"):
         store.record_stream(batch_id, [delta(0, 100, 150)], final=True)
     assert store.cursors(FLOW) == {}
+
+
+def test_a_topic_stopped_while_it_streams_records_no_cursor_or_run_after_the_stop(store: MetadataStore):
+    """Its remote topic was recreated: the stop retired its runs, and the recordings after it leave them retired (no
+    translation through the stopped topic) while the other topics record on; the record says which it left out."""
+    other = PlannedRange(topic="payments", partition=0, start=0, end=0, remote_topic="a.payments")
+    batch_id = begin_stream(store, [empty(0, 0), other])
+    store.record_stream(batch_id, [delta(0, 0, 5, OffsetRun(0, 5, 100))])
+    store.stop_remote_topic(FLOW, TOPIC, REMOTE, "remote topic a.orders was recreated")
+    paid = RangeResult(topic="payments", partition=0, start=0, end=3, records=3, bytes=30, runs=(OffsetRun(0, 3, 0),))
+
+    left_out = store.record_stream(batch_id, [delta(0, 5, 9, OffsetRun(5, 9, 105)), paid], final=True)
+
+    assert left_out == {key(0)}
+    assert store.offset_runs(FLOW, key(0)) == [] and store.cursors(FLOW)[key(0)] == 5
+    assert store.offset_runs(FLOW, PartitionKey("payments", 0)) == [OffsetRun(0, 3, 0)]
+    assert only_batch(store).state is BatchState.COMMITTED
