@@ -420,6 +420,21 @@ class Stop:
 
 
 @dataclass(frozen=True)
+class LeaderWait:
+    """A source partition that has had no leader ``since`` then (``reason``: the broker's error): the flow's plans
+    leave it where it stands, and copy the others."""
+
+    topic: str
+    partition: int
+    since: datetime
+    reason: str
+
+    @property
+    def key(self) -> PartitionKey:
+        return PartitionKey(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
 class SourceReset:
     """A source partition that started again in a new incarnation, abandoning ``old_cursor``."""
 

@@ -14,6 +14,8 @@ contracts in its module's docstring:
 * :mod:`airmirror.store.retention`: pruning of the history older than ``airmirror.metadata.retention``.
 * :mod:`airmirror.store.flow_lease`: :meth:`MetadataStore.hold_flow` lets one run at a time work on a flow.
 * :mod:`airmirror.store.run_failures`: each flow's newest failed run.
+* :mod:`airmirror.store.leader_waits`: the source partitions its plans leave where they stand for want of a leader.
+* :mod:`airmirror.store.gone_topics`: the copied source topics the source cluster no longer holds.
 * :mod:`airmirror.store.engine`: engines, transactions and schema migrations.
 
 Common contracts:
@@ -50,8 +52,10 @@ from airmirror.store.engine import (
     upgrade_to_head,
 )
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS, FlowLease, FlowLeaseRecord, current_lease, hold_flow
+from airmirror.store.gone_topics import GoneTopicStore
 from airmirror.store.heartbeats import HeartbeatStore
 from airmirror.store.lag_samples import LagStore
+from airmirror.store.leader_waits import LeaderWaitStore
 from airmirror.store.retention import RetentionStore
 from airmirror.store.rows import utcnow
 from airmirror.store.run_failures import RunFailureStore
@@ -89,6 +93,8 @@ class MetadataStore(
     RetentionStore,
     SchemaIdStore,
     RunFailureStore,
+    LeaderWaitStore,
+    GoneTopicStore,
 ):
     """Repository over the metadata store tables (see the module docstring for the contracts)."""
 
@@ -126,8 +132,12 @@ class MetadataStore(
         self._engine.dispose()
 
     def migrate(self) -> None:
-        """Upgrade the schema to the newest migration, in one transaction; safe to run concurrently."""
-        with self._transaction("migrate the schema") as connection:
+        """Upgrade the schema to the newest migration, in one transaction; safe to run concurrently.  A store
+        already at head is only read, so a writer that holds its lock (one frozen mid-transaction) delays nobody."""
+        with self._read("migrate the schema") as connection:
+            if current_revision(connection) == head_revision():
+                return
+        with self._unfenced_write("migrate the schema") as connection:
             upgrade_to_head(connection, self._where)
 
     def hold_flow(
@@ -155,55 +165,55 @@ class MetadataStore(
             raise SchemaNotCurrentError(self._where, version, head_revision())
 
     def _revision(self) -> str | None:
-        with self._transaction("read the schema version") as connection:
+        with self._read("read the schema version") as connection:
             return current_revision(connection)
 
     # Topic incarnations: each a transaction around the SQL of airmirror.store.incarnation_rows (see its contracts).
 
     def cursor_states(self, flow: str) -> dict[PartitionKey, CursorState]:
         """Every cursor of the flow with the source topic id it belongs to."""
-        with self._transaction(f"read the cursors of flow {flow!r}") as connection:
+        with self._read(f"read the cursors of flow {flow!r}") as connection:
             return incarnation_rows.cursor_states(connection, flow)
 
     def remote_topic_ids(self, flow: str) -> dict[str, str]:
         """The topic id recorded for each remote topic of the flow."""
-        with self._transaction(f"read the remote topic ids of flow {flow!r}") as connection:
+        with self._read(f"read the remote topic ids of flow {flow!r}") as connection:
             return incarnation_rows.remote_topic_ids(connection, flow)
 
     def remote_topic_sources(self, flow: str) -> dict[str, str | None]:
         """The source topic recorded for each remote topic of the flow (``None`` for those recorded before
         sources were)."""
-        with self._transaction(f"read the remote topics of flow {flow!r}") as connection:
+        with self._read(f"read the remote topics of flow {flow!r}") as connection:
             return incarnation_rows.remote_topic_sources(connection, flow)
 
     def record_remote_topic_ids(self, flow: str, ids: Mapping[str, str], sources: Mapping[str, str]) -> None:
         """Record the ids of remote topics seen for the first time, with the source topic of each in ``sources``
         (recorded ids are never replaced)."""
-        with self._transaction(f"record remote topic ids of flow {flow!r}") as connection:
+        with self._write(f"record remote topic ids of flow {flow!r}") as connection:
             incarnation_rows.record_remote_topic_ids(connection, flow, ids, sources, utcnow())
 
     def stops(self, flow: str) -> list[Stop]:
         """The flow's stopped topics and partitions."""
-        with self._transaction(f"read the stops of flow {flow!r}") as connection:
+        with self._read(f"read the stops of flow {flow!r}") as connection:
             return incarnation_rows.stop_list(connection, flow)
 
     def stop_partition(self, flow: str, key: PartitionKey, reason: str) -> None:
         """Stop one source partition (replacing an earlier stop of it)."""
-        with self._transaction(f"stop {key} in flow {flow!r}") as connection:
+        with self._write(f"stop {key} in flow {flow!r}") as connection:
             incarnation_rows.add_stop(connection, flow, key.topic, key.partition, reason, utcnow())
 
     def stop_remote_topic(self, flow: str, topic: str, remote_topic: str, reason: str) -> None:
         """Stop source ``topic`` because its remote topic changed, and retire its offset-syncs and checkpoints."""
-        with self._transaction(f"stop {topic} in flow {flow!r}") as connection:
+        with self._write(f"stop {topic} in flow {flow!r}") as connection:
             incarnation_rows.stop_remote_topic(connection, flow, topic, remote_topic, reason, utcnow())
 
     def source_resets(self, flow: str) -> list[SourceReset]:
         """Every source reset of the flow, oldest first."""
-        with self._transaction(f"read the source resets of flow {flow!r}") as connection:
+        with self._read(f"read the source resets of flow {flow!r}") as connection:
             return incarnation_rows.source_reset_list(connection, flow)
 
     def reset_topic(self, flow: str, topic: str, remote_topic: str) -> list[PartitionKey]:
         """Forget everything about source ``topic`` so the next run copies it from its start
         (:func:`airmirror.store.incarnation_rows.reset_topic`); returns the partitions whose cursors went."""
-        with self._transaction(f"reset {topic} in flow {flow!r}") as connection:
+        with self._write(f"reset {topic} in flow {flow!r}") as connection:
             return incarnation_rows.reset_topic(connection, flow, topic, remote_topic)

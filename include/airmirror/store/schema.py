@@ -57,6 +57,10 @@ Tables and their contracts:
 * ``airmirror_verifications``: one row per ``airmirror verify`` of a flow, with when it ran and the topics it
   covered; ``airmirror_verified_partitions``: its result per partition (see
   :class:`~airmirror.model.PartitionVerification`).  Rows are only added (and pruned by retention).
+* ``airmirror_leader_waits``: per flow the source partitions without a leader that its plans leave where they stand,
+  since when and the broker's error; one row per such partition, gone once it has a leader again.
+* ``airmirror_gone_topics``: per flow the source topics it has copied that the source cluster no longer holds (deleted),
+  since when step 1 of a run first missed each; one row per such topic, gone once the topic is back.
 * ``airmirror_flow_leases``: per flow the run that holds it (at most one), until ``expires_at``; see
   :mod:`airmirror.store.flow_lease`.  ``token`` identifies one acquisition, ``process`` the holder's
   process on its machine (so that a run on the same machine can take over at once from a dead holder).
@@ -429,6 +433,27 @@ remote_topics = Table(
     Column("recorded_at", UTCDateTime(), nullable=False),
     Column("source_topic", String(TOPIC_LENGTH)),
 )
+
+leader_waits = Table(
+    "airmirror_leader_waits",
+    metadata,
+    _flow(),
+    _topic(),
+    _partition(),
+    Column("since", UTCDateTime(), nullable=False),
+    Column("reason", Text, nullable=False),
+)
+"""The source partitions a flow's newest plan left where they stand because they had no leader, since when
+(:mod:`airmirror.store.leader_waits`)."""
+
+gone_topics = Table(
+    "airmirror_gone_topics",
+    metadata,
+    _flow(),
+    _topic(),
+    Column("since", UTCDateTime(), nullable=False),
+)
+"""The copied source topics the source cluster no longer holds, since when (:mod:`airmirror.store.gone_topics`)."""
 
 stops = Table(
     "airmirror_stops",
