@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -45,6 +46,8 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Message, TopicPartition
 
 OFFSET_INVALID = -1001
+TOPIC_ID = "dst1"
+"""The id of every stand-in topic until it is recreated (the remote topic id the copy tests' ranges carry)."""
 TRANSACTIONAL_CALLS = ("begin_transaction", "send_offsets_to_transaction", "commit_transaction", "abort_transaction")
 
 
@@ -158,6 +161,10 @@ class StandInCluster:
         self.consumers: list[StandInConsumer] = []
         self.faults: list[Fault] = []
         self.delivery_faults: list[DeliveryFault] = []
+        self.topic_ids: dict[str, str] = {}
+        """Topic ids other than :data:`TOPIC_ID`, which every topic has until :meth:`recreate_topic`."""
+        self.described: list[list[str]] = []
+        """The topics of every ``describe_topics`` call, in order."""
         cluster = self
 
         class Consumer(StandInConsumer):
@@ -168,8 +175,13 @@ class StandInCluster:
             def __init__(self, config: Mapping[str, Any]) -> None:
                 super().__init__(cluster, config)
 
+        class AdminClient(StandInAdmin):
+            def __init__(self, config: Mapping[str, Any]) -> None:
+                super().__init__(cluster)
+
         self.Consumer = Consumer
         self.Producer = Producer
+        self.AdminClient = AdminClient
 
     # Writing and reading logs directly
 
@@ -206,6 +218,12 @@ class StandInCluster:
             self.append(topic, partition, f"k{n}".encode(), f"v{n}".encode().ljust(value_size, b"."))
             for n in range(first, first + count)
         ]
+
+    def recreate_topic(self, topic: str, partitions: int = 1) -> None:
+        """Delete ``topic`` and create it again under its name: empty logs and another topic id."""
+        for partition in range(partitions):
+            self.logs[(topic, partition)] = []
+        self.topic_ids[topic] = f"{self.topic_ids.get(topic, TOPIC_ID)}+"
 
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic``: a consumer assigned to it hears nothing more, and metadata no longer lists it."""
@@ -312,6 +330,26 @@ class StandInCluster:
         return None
 
 
+class StandInAdmin:
+    """An admin client of a :class:`StandInCluster`: ``describe_topics`` gives the topic ids."""
+
+    def __init__(self, cluster: StandInCluster) -> None:
+        self.cluster = cluster
+
+    def describe_topics(self, topics: Any, request_timeout: float = -1) -> dict[str, Any]:
+        names = list(topics.topic_names)
+        self.cluster.described.append(names)
+        described: dict[str, Any] = {}
+        for name in names:
+            future: Future[SimpleNamespace] = Future()
+            if name in self.cluster.deleted:
+                future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else:
+                future.set_result(SimpleNamespace(topic_id=self.cluster.topic_ids.get(name, TOPIC_ID)))
+            described[name] = future
+        return described
+
+
 class StandInConsumer:
     """A consumer of a :class:`StandInCluster` (see the module docstring); it records its assignments."""
 
@@ -388,11 +426,19 @@ class StandInConsumer:
         return got
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
-        """The cluster's topics, as ``ClusterMetadata.topics`` lists them (a ``TopicMetadata`` without error each)."""
+        """The cluster's topics, as ``ClusterMetadata.topics`` lists them: a ``TopicMetadata`` each, with its error
+        and its partitions (leader -1 for those :attr:`StandInCluster.offline`)."""
         cluster = self.cluster
         names = {t for t, _ in cluster.logs} - cluster.deleted
+        partitions: dict[str, dict[int, SimpleNamespace]] = {}
+        for t, p in cluster.logs:
+            leader = -1 if (t, p) in cluster.offline else 1
+            partitions.setdefault(t, {})[p] = SimpleNamespace(id=p, leader=leader, error=None)
         return SimpleNamespace(
-            topics={name: SimpleNamespace(topic=name, error=cluster.topic_errors.get(name)) for name in names}
+            topics={
+                name: SimpleNamespace(topic=name, error=cluster.topic_errors.get(name), partitions=partitions[name])
+                for name in names
+            }
         )
 
     def get_watermark_offsets(

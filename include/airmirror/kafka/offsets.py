@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
+    OFFSET_INVALID,
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     IsolationLevel,
@@ -24,7 +25,7 @@ from confluent_kafka import (
     Message,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
+from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec, TopicMetadata
 
 from airmirror import names
 from airmirror.errors import ReplicationFailure
@@ -35,79 +36,128 @@ from airmirror.model import PartitionKey, PartitionOffsets
 NEW_TOPIC_PAUSE_S = 0.2
 """How often :func:`list_offsets_info` asks again while a partition has no known leader (a topic created a moment
 ago), for up to :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S`."""
+LEADER_WAIT_S = 5.0
+"""How long a lookup on the copy path asks again for a partition without a leader before it leaves the partition out
+(:func:`list_offsets_info` with ``waiting``)."""
 LEADERLESS = frozenset({KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION})
 """The errors of a partition whose leader is not known yet (``_NOENT``: "No leaders found")."""
 
 
-def list_offsets(admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec) -> dict[PartitionKey, int]:
-    """One ListOffsets round for every partition with the same spec."""
-    return {key: info.offset for key, info in list_offsets_info(admin, keys, spec).items()}
+def list_offsets(
+    admin: AdminClient,
+    keys: Iterable[PartitionKey],
+    spec: OffsetSpec,
+    *,
+    waiting: dict[PartitionKey, str] | None = None,
+) -> dict[PartitionKey, int]:
+    """One ListOffsets round for every partition with the same spec (``waiting``: see :func:`list_offsets_info`)."""
+    return {key: info.offset for key, info in list_offsets_info(admin, keys, spec, waiting=waiting).items()}
 
 
 def list_offsets_info(
-    admin: AdminClient, keys: Iterable[PartitionKey], spec: OffsetSpec
+    admin: AdminClient,
+    keys: Iterable[PartitionKey],
+    spec: OffsetSpec,
+    *,
+    waiting: dict[PartitionKey, str] | None = None,
 ) -> dict[PartitionKey, ListOffsetsResultInfo]:
     """One ListOffsets round for every partition with the same spec: offset, timestamp and leader epoch.
 
-    A topic created a moment ago is asked about again, for up to
-    :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S`: while its leaders
-    are not elected yet, and while a shared admin client's metadata cache predates it ("No leaders found":
-    librdkafka refreshes the cache only every few minutes, so it is refreshed here).  Any other error, and a
-    topic that does not exist, fail at once with a :class:`~airmirror.errors.ReplicationFailure` naming the
-    partition."""
+    A partition without a leader (:data:`LEADERLESS`, or its leader did not answer in time) is asked about again,
+    alone, every :data:`NEW_TOPIC_PAUSE_S`: a topic created a moment ago gets its leaders within a second, and a
+    shared admin client's metadata cache may predate it ("No leaders found": librdkafka refreshes the cache only
+    every few minutes, so it is refreshed here).  Without ``waiting``, it is asked for up to
+    :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S` and then fails the call; with ``waiting``, for up to
+    :data:`LEADER_WAIT_S`, and then it is left out of the result and put in ``waiting`` with the error, so that
+    one sick partition holds up no other (the copy path: a partition without a leader is left where it stands).
+    Any other error, and a topic that does not exist, fail at once with a
+    :class:`~airmirror.errors.ReplicationFailure` naming the partition."""
     requests = {TopicPartition(k.topic, k.partition): spec for k in keys}
-    if not requests:
-        return {}
-    deadline = time.monotonic() + NEW_TOPIC_WAIT_S
-    while True:
+    found: dict[PartitionKey, ListOffsetsResultInfo] = {}
+    deadline = time.monotonic() + (NEW_TOPIC_WAIT_S if waiting is None else LEADER_WAIT_S)
+    while requests:
         futures = admin.list_offsets(
             requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=REQUEST_TIMEOUT_S
         )
-        found: dict[PartitionKey, ListOffsetsResultInfo] = {}
-        failed = next(iter(requests))
-        try:
-            for tp, future in futures.items():
-                failed = tp
-                found[PartitionKey(tp.topic, tp.partition)] = future.result()
+        leaderless: dict[TopicPartition, KafkaException] = {}
+        listed: set[str] | None = None  # one metadata request a round, however many partitions have no leader
+        for tp, future in futures.items():
+            try:
+                info = future.result()
+                if info.offset == OFFSET_INVALID:  # what a request its leader never answered gives
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "no offset: its leader did not answer"))
+                found[PartitionKey(tp.topic, tp.partition)] = info
+            except KafkaException as error:
+                code = error.args[0].code()
+                if code == KafkaError._NOENT:
+                    listed = set(admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics) if listed is None else listed
+                    if tp.topic not in listed:
+                        raise ReplicationFailure(
+                            f"cannot list offsets of {tp.topic}-{tp.partition}: the topic does not exist"
+                        ) from error
+                if code not in LEADERLESS and code != KafkaError._TIMED_OUT:
+                    raise ReplicationFailure(f"cannot list offsets of {tp.topic}-{tp.partition}: {error}") from error
+                leaderless[tp] = error
+        if leaderless and time.monotonic() > deadline:
+            if waiting is None:
+                first, failure = next(iter(leaderless.items()))
+                raise ReplicationFailure(
+                    f"cannot list offsets of {first.topic}-{first.partition}: {failure}"
+                ) from failure
+            waiting.update((PartitionKey(tp.topic, tp.partition), e.args[0].str()) for tp, e in leaderless.items())
             return found
-        except KafkaException as error:
-            code = error.args[0].code()
-            if code == KafkaError._NOENT and failed.topic not in admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics:
-                raise ReplicationFailure(
-                    f"cannot list offsets of {failed.topic}-{failed.partition}: the topic does not exist"
-                ) from error
-            if code not in LEADERLESS or time.monotonic() > deadline:
-                raise ReplicationFailure(
-                    f"cannot list offsets of {failed.topic}-{failed.partition}: {error}"
-                ) from error
-        time.sleep(NEW_TOPIC_PAUSE_S)
+        requests = {tp: spec for tp in leaderless}
+        if requests:
+            time.sleep(NEW_TOPIC_PAUSE_S)
+    return found
+
+
+def has_no_leader(metadata: TopicMetadata, partition: int) -> bool:
+    """Whether the cluster's metadata of a topic says ``partition`` has no leader now (-1, or an error of the
+    partition); a topic whose metadata is not ready (a topic-level error) says nothing either way."""
+    found = metadata.partitions.get(partition) if metadata.error is None else None
+    return found is not None and (found.leader < 0 or found.error is not None)
 
 
 def partition_offsets(
-    admin: AdminClient, keys: list[PartitionKey], until_ms: int | None = None, start_ms: int | None = None
+    admin: AdminClient,
+    keys: list[PartitionKey],
+    until_ms: int | None = None,
+    start_ms: int | None = None,
+    *,
+    waiting: dict[PartitionKey, str] | None = None,
 ) -> dict[PartitionKey, PartitionOffsets]:
     """Log start, last stable offset, the leader's current epoch and, when asked, the offsets of ``until_ms``
-    and ``start_ms``."""
-    starts = list_offsets(admin, keys, OffsetSpec.earliest())
-    latest = list_offsets_info(admin, keys, OffsetSpec.latest())
+    and ``start_ms``.  With ``waiting``, a partition without a leader is left out and put there
+    (:func:`list_offsets_info`)."""
+    starts = list_offsets(admin, keys, OffsetSpec.earliest(), waiting=waiting)
+    keys = [key for key in keys if key in starts]
+    latest = list_offsets_info(admin, keys, OffsetSpec.latest(), waiting=waiting)
+    keys = [key for key in keys if key in latest]
     ends = {key: info.offset for key, info in latest.items()}
-    untils = offsets_for_time(admin, keys, until_ms, ends)
-    start_points = offsets_for_time(admin, keys, start_ms, ends)
+    untils = offsets_for_time(admin, keys, until_ms, ends, waiting=waiting)
+    start_points = offsets_for_time(admin, keys, start_ms, ends, waiting=waiting)
     return {
         key: PartitionOffsets(
             starts[key], ends[key], untils.get(key), start_points.get(key), leader_epoch=latest[key].leader_epoch
         )
         for key in keys
+        if (until_ms is None or key in untils) and (start_ms is None or key in start_points)
     }
 
 
 def offsets_for_time(
-    admin: AdminClient, keys: list[PartitionKey], timestamp_ms: int | None, ends: Mapping[PartitionKey, int]
+    admin: AdminClient,
+    keys: list[PartitionKey],
+    timestamp_ms: int | None,
+    ends: Mapping[PartitionKey, int],
+    *,
+    waiting: dict[PartitionKey, str] | None = None,
 ) -> dict[PartitionKey, int]:
     """First offset at or after ``timestamp_ms`` per partition (the end when every record is older)."""
     if timestamp_ms is None:
         return {}
-    found = list_offsets(admin, keys, OffsetSpec.for_timestamp(timestamp_ms))
+    found = list_offsets(admin, keys, OffsetSpec.for_timestamp(timestamp_ms), waiting=waiting)
     return {key: offset if offset >= 0 else ends[key] for key, offset in found.items()}
 
 

@@ -24,6 +24,7 @@ offset translation would be mixed).
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,7 +32,6 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -46,7 +46,13 @@ from airmirror.config.setting_types import BROKER_DEFAULT_REPLICATION_FACTOR
 from airmirror.errors import ConfigError, ReplicationFailure
 from airmirror.kafka.acls import named_source_topics
 from airmirror.kafka.authorization import naming_refusals, raise_first_refusal
-from airmirror.kafka.clients import NEW_TOPIC_WAIT_S, REQUEST_TIMEOUT_S, ClusterAdmin, cluster_metadata
+from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClusterAdmin, cluster_metadata
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_CALL_S = 5.0
+"""How long a request that librdkafka sends to the cluster's named controller waits before it is sent again after a
+metadata refresh (:func:`describe_topic_configs`)."""
 
 COMPACTED = {"cleanup.policy": "compact"}
 """Topic configs of MM2's heartbeats and checkpoints topics: the newest record per key is kept."""
@@ -80,20 +86,53 @@ class TopicSyncReport:
     reconfigured: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def replicated_topics(flow: FlowConfig, source: ClusterAdmin, topics_regex: str | None = None) -> list[TopicMapping]:
-    """Source topics this flow replicates (optionally narrowed by a regex on the source name), sorted."""
+@dataclass(frozen=True)
+class TopicSelection:
+    """What :func:`select_topics` found: the source topics the flow replicates (``mappings``), the topics it has
+    copied that it selects (``looked_for``), and those of them the cluster no longer holds (``gone``: deleted)."""
+
+    mappings: list[TopicMapping]
+    looked_for: frozenset[str] = frozenset()
+    gone: frozenset[str] = frozenset()
+
+
+def select_topics(
+    flow: FlowConfig, source: ClusterAdmin, topics_regex: str | None = None, copied: Iterable[str] = ()
+) -> TopicSelection:
+    """Source topics this flow replicates (optionally narrowed by a regex on the source name), sorted, and which of
+    the selected ``copied`` topics (those the flow has copied: they have cursors) are gone.
+
+    A topic the flow names, or one of ``copied`` that it selects, which the cluster's listing lacks or reports with
+    an error, is described on its own: one the cluster refuses to describe (a revoked DESCRIBE ACL hides a topic
+    from listings) raises :class:`~airmirror.errors.AccessDenied` naming the ACL, rather than passing for deleted;
+    one with a metadata error is left out of this run with a warning naming it; one that does not exist is
+    deleted (``gone``, when it was copied)."""
     subset = re.compile(topics_regex) if topics_regex else None
+
+    def selected(name: str) -> bool:
+        return flow.should_replicate(name) and (subset is None or subset.fullmatch(name) is not None)
+
     metadata = cluster_metadata(source)
     mappings = []
     for name, topic in sorted(metadata.topics.items()):
-        if topic.error is not None or not flow.should_replicate(name):
-            continue
-        if subset is not None and not subset.fullmatch(name):
-            continue
-        mappings.append(TopicMapping(name, flow.remote_topic(name), len(topic.partitions)))
+        if topic.error is None and selected(name):
+            mappings.append(TopicMapping(name, flow.remote_topic(name), len(topic.partitions)))
     refuse_shared_remote_topics(flow, mappings)
-    refuse_hidden_topics(source, [t for t in named_source_topics(flow) if t not in metadata.topics])
-    return mappings
+    looked_for = frozenset(t for t in copied if selected(t))
+    unlisted = {t for t in named_source_topics(flow) if t not in metadata.topics}
+    unlisted.update(t for t in looked_for if t not in metadata.topics)
+    refuse_hidden_topics(source, sorted(unlisted))
+    for name, topic in sorted(metadata.topics.items()):
+        if topic.error is not None and selected(name):
+            log.warning("source topic %s of flow %s is left out of this run: %s", name, flow.name, topic.error.str())
+    return TopicSelection(mappings, looked_for, frozenset(t for t in looked_for if t not in metadata.topics))
+
+
+def replicated_topics(
+    flow: FlowConfig, source: ClusterAdmin, topics_regex: str | None = None, copied: Iterable[str] = ()
+) -> list[TopicMapping]:
+    """The mappings of :func:`select_topics`: the source topics this flow replicates, sorted."""
+    return select_topics(flow, source, topics_regex, copied).mappings
 
 
 def refuse_shared_remote_topics(flow: FlowConfig, mappings: Iterable[TopicMapping]) -> None:
@@ -122,39 +161,6 @@ def refuse_hidden_topics(source: ClusterAdmin, topics: Sequence[str]) -> None:
             source.describe_topics(TopicCollection(list(topics)), request_timeout=REQUEST_TIMEOUT_S),
             "topic",
         )
-
-
-def topic_ids(admin: AdminClient, topics: Iterable[str]) -> dict[str, str | None]:
-    """Each topic's id (Kafka's base64 form, as ``kafka-topics --describe`` prints it); ``None`` for a
-    topic that does not exist."""
-    names = sorted(set(topics))
-    if not names:
-        return {}
-    futures = admin.describe_topics(TopicCollection(names), request_timeout=REQUEST_TIMEOUT_S)
-    ids: dict[str, str | None] = {}
-    for name, future in futures.items():
-        try:
-            ids[name] = str(future.result().topic_id)
-        except KafkaException as error:
-            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise ReplicationFailure(f"cannot describe topic {name}: {error}") from error
-            ids[name] = None
-    return ids
-
-
-def settled_topic_ids(
-    admin: AdminClient, topics: Iterable[str], wait_s: float = NEW_TOPIC_WAIT_S
-) -> dict[str, str | None]:
-    """Each topic's id, as :func:`topic_ids`; a topic not found is asked for again every half second for up to
-    ``wait_s`` (one created a moment ago may not be known to every broker yet), and is ``None`` only after that."""
-    ids = topic_ids(admin, topics)
-    deadline = time.monotonic() + wait_s
-    while (
-        missing := sorted(name for name, topic_id in ids.items() if topic_id is None)
-    ) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        ids.update(topic_ids(admin, missing))
-    return ids
 
 
 def sync_topics(
@@ -192,12 +198,25 @@ def sync_topics(
 
 
 def describe_topic_configs(admin: ClusterAdmin, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+    """Each topic's configs.  librdkafka sends DescribeConfigs to the broker the cluster's metadata names as its
+    controller, which a KRaft cluster picks at random among the brokers it believes alive: right after a broker
+    died, the dead one (measured on a three-node cluster: the first request after a node was killed waited out its
+    whole timeout, the next, after a metadata refresh, answered in 0.1 s).  So each request waits
+    :data:`CONTROLLER_CALL_S`, and one that timed out is sent again after a metadata refresh, for up to
+    :data:`~airmirror.kafka.clients.REQUEST_TIMEOUT_S`."""
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    configs: dict[str, dict[str, ConfigEntry]] = {}
-    for resource, future in admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S).items():
-        with naming_refusals(admin.access, topic=resource.name):
-            configs[resource.name] = future.result()
-    return configs
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while True:
+        configs: dict[str, dict[str, ConfigEntry]] = {}
+        try:
+            for resource, future in admin.describe_configs(resources, request_timeout=CONTROLLER_CALL_S).items():
+                with naming_refusals(admin.access, topic=resource.name):
+                    configs[resource.name] = future.result()
+            return configs
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError._TIMED_OUT or time.monotonic() >= deadline:
+                raise
+        admin.list_topics(timeout=REQUEST_TIMEOUT_S)  # names another controller
 
 
 def replicable_configs(flow: FlowConfig, entries: dict[str, ConfigEntry]) -> dict[str, str]:
