@@ -8,7 +8,8 @@ No dead end: a half-copied range that retention overtakes ends where its copy go
 deleted offsets as a gap and copies on from the log start, by itself.  A source topic deleted while its read is
 behind stops that read alone instead of hanging the task, and ``status`` names it.  A remote topic deleted under a
 copy stays deleted: no airmirror producer makes a broker create a topic by writing to it; deleted under a live
-stream, it stops alone while the other topics stream on.
+stream, it stops alone while the other topics stream on; recreated under a live stream, its new incarnation is never
+written.
 
 Fencing survives a lost lease: a live run's driver frozen past its lease while its Spark tasks stream on, a second
 run that takes the flow over with fewer slots, then the first driver thawed: the target holds every record once.
@@ -23,15 +24,17 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.devtools.processes import freeze_outside_sqlite_writes
 from airmirror.errors import ReplicationFailure
 from airmirror.model import Gap
 from airmirror.replication.options import BatchOptions
@@ -157,6 +160,26 @@ def prefix_flow(tmp_path: Path, clusters: dict[str, LocalBroker], prefix: str) -
     return write_config(tmp_path / "mm2.properties", clusters, body)
 
 
+@contextmanager
+def live_process(config: Path, seconds: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A live run of flow ``a->b`` for ``seconds`` in a process group of its own, its output in ``log``; killed at
+    the end of the block if it still runs."""
+    with log.open("w") as output:
+        command = ["replicate", str(config), "--flow", "a->b", "--continuous", "--for", f"{seconds}s"]
+        live = subprocess.Popen(
+            [sys.executable, "-m", "airmirror.cli", *command],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            yield live
+        finally:
+            if live.poll() is None:
+                os.killpg(live.pid, signal.SIGKILL)
+                live.wait()
+
+
 def delete_topic(bootstrap: str, topic: str) -> AdminClient:
     """Delete ``topic`` and wait until the cluster no longer lists it; returns the admin client that did."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -171,8 +194,16 @@ def one_copy_task(flow: FlowConfig, store: MetadataStore) -> tuple[PlannedBatch,
     options = BatchOptions()
     planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
     assert planned.batch_id is not None
-    job = supersede_jobs(flow, [], None, planned.batch_id)
-    (task,) = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: 1, job=job, scan_from=None)
+    job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
+    (task,) = copy_tasks(
+        flow,
+        planned.batch_id,
+        planned.ranges,
+        lambda: 1,
+        job=job,
+        scan_from=None,
+        recorded_remote_ids=store.remote_topic_ids(flow.name),
+    )
     store.set_copy_tasks(planned.batch_id, 1, task.log_end)
     planned.copy_tasks, planned.log_floor = 1, task.log_end
     return planned, task
@@ -249,27 +280,16 @@ def test_a_remote_topic_deleted_under_a_live_stream_stops_alone_while_the_others
     producers = [SteadyProducer(a, topic, BUSY, burst=4, pause=0.05) for topic in (kept, gone)]
     for producer in producers:
         producer.start()
-    with (tmp_path / "live.log").open("w+") as output:
-        command = ["replicate", str(config), "--flow", "a->b", "--continuous", "--for", "100s"]
-        live = subprocess.Popen(
-            [sys.executable, "-m", "airmirror.cli", *command],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
+    try:
+        with live_process(config, 100, tmp_path / "live.log") as live:
             wait_until(lambda: end_offset(b, f"a.{gone}", 0) > 50, 180, "the stream copies both topics")
             admin = delete_topic(b, f"a.{gone}")
             at_deletion = sum(end_offset(a, kept, p) for p in range(BUSY))
             wait_until(lambda: live.poll() is not None, 400, "the live run ends")
-        finally:
-            for producer in producers:
-                producer.stop()
-            if live.poll() is None:
-                os.killpg(live.pid, signal.SIGKILL)
-                live.wait()
-        output.seek(0)
-        log = output.read()
+    finally:
+        for producer in producers:
+            producer.stop()
+    log = (tmp_path / "live.log").read_text()
 
     assert live.returncode == 1, log[-4000:]
     assert f"remote topic a.{gone} on cluster b was deleted" in log.splitlines()[-1]
@@ -281,6 +301,62 @@ def test_a_remote_topic_deleted_under_a_live_stream_stops_alone_while_the_others
     assert last.returncode == 1 and f"a.{gone}" in last.stderr
     for p in range(BUSY):
         assert records_of(b, f"a.{kept}", p) == records_of(a, kept, p)
+
+
+REBORN_RECORDS = 100_000
+"""Records a partition of the topic whose remote topic is recreated holds before the live run: enough that its copy
+is still going on when the remote topic is recreated."""
+
+
+def stable_end(bootstrap: str, topic: str, partition: int) -> int:
+    """The partition's last stable offset (0 while the topic does not exist)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso", "isolation.level": "read_committed"})
+    try:
+        return max(0, consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+    except KafkaException:
+        return 0
+    finally:
+        consumer.close()
+
+
+def test_a_remote_topic_recreated_under_a_live_stream_is_never_written(clusters, prefix, tmp_path):
+    """A live run copies a backlog of two partitions while another topic streams; once a chunk of each backlog
+    partition committed, its remote topic is deleted and created again at once under its name (with its partition
+    count).  The new incarnation holds no committed record, ``status`` names the topic stopped, and the other topic
+    is copied exactly."""
+    a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
+    kept, reborn = f"{prefix}.kept", f"{prefix}.reborn"
+    for topic in (kept, reborn):
+        create_topic(a, topic, BUSY)
+    for partition in range(BUSY):
+        produce(a, reborn, partition, sample_records(REBORN_RECORDS, f"p{partition}"))
+    config = prefix_flow(tmp_path, clusters, prefix)
+    producer = SteadyProducer(a, kept, BUSY, burst=4, pause=0.05)
+    producer.start()
+
+    def copied() -> int:
+        return min(stable_end(b, f"a.{reborn}", p) for p in range(BUSY))
+
+    try:
+        with live_process(config, 60, tmp_path / "live.log") as live:
+            wait_until(lambda: copied() > 0, 180, "a chunk of each backlog partition commits")
+            assert copied() < REBORN_RECORDS, "the backlog was copied before the remote topic could be recreated"
+            delete_topic(b, f"a.{reborn}")
+            create_topic(b, f"a.{reborn}", BUSY)
+            wait_until(lambda: live.poll() is not None, 400, "the live run ends")
+    finally:
+        producer.stop()
+    log = (tmp_path / "live.log").read_text()
+
+    assert live.returncode == 1, log[-4000:]
+    assert [len(records_of(b, f"a.{reborn}", p)) for p in range(BUSY)] == [0] * BUSY, log[-4000:]
+    with opened(config) as (flow, store):
+        assert [s.topic for s in flow_status(flow, store).stops] == [reborn]
+    last = airmirror_process("replicate", str(config), "--flow", "a->b")
+    assert last.returncode == 1 and f"a.{reborn}" in last.stderr, last.stderr[-4000:]
+    for p in range(BUSY):
+        copy, original = records_of(b, f"a.{kept}", p), records_of(a, kept, p)
+        assert copy == original, f"{kept}-{p}: {len(copy)} records copied of {len(original)}"
 
 
 LEASED_PARTITIONS = 4
@@ -312,7 +388,7 @@ def test_a_run_that_lost_its_lease_never_writes_again_once_the_next_run_started(
         )
     try:
         wait_until(lambda: sum(end_offset(b, remote, p) for p in range(LEASED_PARTITIONS)) > 200, 300, "streaming")
-        os.kill(first.pid, signal.SIGSTOP)  # the driver only: its Spark JVM and Python workers stream on
+        freeze_outside_sqlite_writes(first.pid, tmp_path / "metadata.db")  # the driver only: Spark streams on
         time.sleep(DEFAULT_LEASE_TTL_SECONDS + 5)
 
         second = airmirror_process("replicate", str(narrow), "--flow", "a->b", "--continuous", "--for", "20s")

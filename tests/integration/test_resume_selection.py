@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from airmirror.dag_factory.params import batch_options
 from airmirror.devtools.local_kafka import LocalBroker
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey
+from airmirror.replication.health import FlowState, flow_health
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics
 from airmirror.replication.spark.copy_job import copy_tasks
@@ -102,8 +104,17 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
     with opened(config, f"{alias}->b") as (flow, store):
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
-        job = supersede_jobs(flow, [], None, planned.batch_id)  # as run_batch does before the job
-        tasks = copy_tasks(flow, planned.batch_id, planned.ranges, lambda: len(planned.ranges), job=job, scan_from=None)
+        # as run_batch does before the job
+        job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
+        tasks = copy_tasks(
+            flow,
+            planned.batch_id,
+            planned.ranges,
+            lambda: len(planned.ranges),
+            job=job,
+            scan_from=None,
+            recorded_remote_ids=store.remote_topic_ids(flow.name),
+        )
         assert [len(task.ranges) for task in tasks] == [1, 1]
         store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)  # as run_batch does before the job
         for task in tasks:
@@ -165,8 +176,9 @@ def test_config_change_leaves_y_out(clusters, spark, shared_topics, tmp_path):
 
 
 def test_deleted_source_topic_ends_where_its_copy_got_to(clusters, spark, prefix, tmp_path):
-    """Y is deleted on the source: its range ends at its committed position, the batch commits, and Y created
-    again is a new incarnation copied from its start (a recorded source reset), after the records copied."""
+    """Y is deleted on the source: its range ends at its committed position, the batch commits, and the flow's health
+    counts Y's partition stopped; Y created again is a new incarnation copied from its start (a recorded source
+    reset), after the records copied, and stops nothing any more."""
     a, b = clusters["a"].bootstrap, clusters["b"].bootstrap
     topics = load_topics(a, prefix)
     run = interrupt(clusters, tmp_path, topics)
@@ -178,6 +190,9 @@ def test_deleted_source_topic_ends_where_its_copy_got_to(clusters, spark, prefix
     assert replicate(run.config, spark, run.flow).planned.resumed
     assert cursors(run)[topics.y] == run.partial
     assert records_of(b, run.remote_y, 0) == copied
+    with opened(run.config, run.flow) as (flow, store):
+        gone = flow_health(flow, store, datetime.now(UTC), reverse_enabled=False)
+    assert gone.state is FlowState.STOPPED and list(gone.gone_topics) == [topics.y] and gone.stopped_partitions == 1
 
     create_topic(a, topics.y)
     again = unique_records("again", 30)
@@ -185,6 +200,8 @@ def test_deleted_source_topic_ends_where_its_copy_got_to(clusters, spark, prefix
     assert replicate(run.config, spark, run.flow).summary.records == 30
     assert records_of(b, run.remote_y, 0) == copied + again
     with opened(run.config, run.flow) as (flow, store):
+        back = flow_health(flow, store, datetime.now(UTC), reverse_enabled=False)
+        assert back.gone_topics == {} and FlowState.STOPPED not in back.states
         [reset] = store.source_resets(flow.name)
         assert (reset.topic, reset.old_cursor, reset.new_start) == (topics.y, run.partial, 0)
         assert store.cursors(flow.name)[PartitionKey(topics.y, 0)] == 30

@@ -411,7 +411,7 @@ def test_a_schema_registered_after_the_sync_is_mapped_by_the_copy_tasks_in_the_s
         planned,
         source,
     ):
-        copy_and_record(flow, store, planned, lambda: spark, None)
+        copy_and_record(flow, store, planned, lambda: spark)
         mapped = store.schema_ids(flow.name)
     assert_late_schema_copied(clusters["b"].bootstrap, urls(registries)[1], remote, source, mapped)
 
@@ -600,7 +600,7 @@ def test_a_registry_that_is_down_fails_the_run_clearly_and_the_next_run_copies_e
         planned = plan_batch(flow, store, topics.mappings, BatchOptions())
         assert planned.batch_id is not None
         with stopped(registry), pytest.raises(RegistryUnavailable) as before_the_copy:  # step 3 reads the subjects
-            copy_and_record(flow, store, planned, lambda: spark, None)
+            copy_and_record(flow, store, planned, lambda: spark)
     for failed in (before_the_run, before_the_copy):
         message = str(failed.value)
         assert "cluster 'a'" in message and f"127.0.0.1:{registry.port}" in message, message
@@ -630,7 +630,7 @@ def test_a_target_registry_down_while_a_copy_task_maps_a_new_id_is_waited_for_an
         assert stop_registry(down.name, down.home)
         with ThreadPoolExecutor(1) as pool:
             restarted = pool.submit(restart_after, 3.0, down)
-            copy_and_record(flow, store, planned, lambda: spark, None)
+            copy_and_record(flow, store, planned, lambda: spark)
             restarted.result()
         mapped = store.schema_ids(flow.name)
     assert_late_schema_copied(clusters["b"].bootstrap, pair[1], remote, source, mapped)
@@ -890,7 +890,7 @@ def test_versions_met_out_of_order_soft_deleted_versions_and_references_outside_
         produce(a, ref, 0, ref_late)
         planned = plan_batch(flow, store, topics.mappings, BatchOptions())
         assert {r.topic for r in planned.ranges if r.end > r.start} == {ooo, ref}, "customers is outside the batch"
-        copy_and_record(flow, store, planned, lambda: spark, None)
+        copy_and_record(flow, store, planned, lambda: spark)
         passed = store.schema_passed(flow.name)
 
     deserialize = avro_deserializer(url_b)

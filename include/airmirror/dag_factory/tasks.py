@@ -16,7 +16,8 @@ connection error (:mod:`airmirror.dag_factory.failures`); other errors are retri
 One run at a time: every task that changes the flow's state holds the flow's lease while it works
 (:mod:`airmirror.store.flow_lease`), so a CLI run or another DAG run (a backfill beside a scheduled run)
 fails plainly instead of interleaving; a batch left between two tasks is resumed or recorded by whichever
-run holds the lease next.  ``record_batch`` commits only while it holds the lease.
+run holds the lease next.  Each such task writes the metadata DB only while it holds the lease (its store is
+fenced by it: :mod:`airmirror.store.flow_lease`, fencing).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from airmirror.replication.incarnations import raise_for_stops
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics, unfinished_batch
 from airmirror.replication.run_failures import failures_recorded
-from airmirror.store import FlowLease, MetadataStore, describe_holder
+from airmirror.store import MetadataStore, describe_holder
 from airmirror.store.opening import open_flow
 
 log = logging.getLogger(__name__)
@@ -66,19 +67,18 @@ def task_holder() -> str:
 
 
 @contextmanager
-def held_flow(
-    config_path: str, flow_name: str, *, hold: bool = True
-) -> Iterator[tuple[FlowConfig, MetadataStore, FlowLease | None]]:
-    """:func:`masked_open_flow`, holding the flow's lease while the block runs (unless ``hold`` is false); a
-    failure of the block is recorded as the flow's newest failed run (:mod:`airmirror.replication.run_failures`)
-    and the flow's state metric sent (:func:`~airmirror.dag_factory.metrics.publish_state`)."""
+def held_flow(config_path: str, flow_name: str, *, hold: bool = True) -> Iterator[tuple[FlowConfig, MetadataStore]]:
+    """:func:`masked_open_flow`, holding the flow's lease while the block runs (unless ``hold`` is false) and
+    giving it the store fenced by the lease (:mod:`airmirror.store.flow_lease`, fencing); a failure of the block is
+    recorded as the flow's newest failed run (:mod:`airmirror.replication.run_failures`) and the flow's state
+    metric sent (:func:`~airmirror.dag_factory.metrics.publish_state`)."""
     with masked_open_flow(config_path, flow_name) as (flow, store):
         try:
             with (
                 failures_recorded(flow, store),
                 store.hold_flow(flow.name, task_holder()) if hold else nullcontext() as lease,
             ):
-                yield flow, store, lease
+                yield flow, store if lease is None else store.fenced_by(lease)
         except Exception:
             publish_state(flow, store)
             raise
@@ -98,7 +98,7 @@ def masked_open_flow(config_path: str, flow_name: str) -> Iterator[tuple[FlowCon
 @no_retry_on_bad_input
 def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list[TopicMapping]:
     """Validate the run against the store, then create/grow/reconfigure remote topics."""
-    with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
+    with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store):
         report = sync_flow_topics(flow, store, options)
     for name in report.created:
         log.info("created remote topic %s", name)
@@ -112,7 +112,7 @@ def sync_topics(config_path: str, flow_name: str, options: BatchOptions) -> list
 def plan(config_path: str, flow_name: str, mappings: list[TopicMapping], options: BatchOptions) -> PlannedRun:
     """Store the run's batch (or resume the unfinished one); a dry run only logs the plan."""
     log.info("%s", describe_bound(options))
-    with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store, _):
+    with held_flow(config_path, flow_name, hold=not options.dry_run) as (flow, store):
         planned = plan_batch(flow, store, mappings, options)
         first_batch = planned.batch_id if planned.batch_id is not None else store.newest_batch_id(flow.name) + 1
     each = log.info if len(planned.ranges) <= RANGES_LOGGED else log.debug  # a whole cluster: the summary only
@@ -156,7 +156,7 @@ def planned_records(config_path: str, flow_name: str) -> int | None:
 @no_retry_on_bad_input
 def replicate(config_path: str, flow_name: str, spark: Any) -> BatchCopied:
     """Copy the flow's unfinished batch with Spark; nothing to do when there is none."""
-    with held_flow(config_path, flow_name) as (flow, store, _):
+    with held_flow(config_path, flow_name) as (flow, store):
         batch = unfinished_batch(flow, store)
         if batch is None:
             log.info("no unfinished batch: nothing to copy")
@@ -212,12 +212,12 @@ def record(config_path: str, flow_name: str, first_batch: int) -> RunRecorded:
     every batch committed from ``first_batch`` (the run's first, from ``plan``) on, summed per topic by the DB,
     so a live run's batches count whether it copied in this worker or through spark-submit.  Then fail
     (:class:`~airmirror.replication.incarnations.TopicsStopped`) if any topic or partition of the flow is stopped."""
-    with held_flow(config_path, flow_name) as (flow, store, lease):
+    with held_flow(config_path, flow_name) as (flow, store):
         batch = unfinished_batch(flow, store)
         if batch is None:
             log.info("no unfinished batch: nothing to record")
         else:
-            summary = record_batch(flow, store, batch, lease)
+            summary = record_batch(flow, store, batch)
             log.info("batch %d committed: %d records, %.1f MB", summary.batch_id, summary.records, summary.bytes / 1e6)
             publish_batch(flow, store, summary)
             log_lag(flow, store)

@@ -43,7 +43,8 @@ from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import ClusterAdmin, admin_client, cluster_metadata
 from airmirror.kafka.groups import group_activity
 from airmirror.kafka.offsets import partition_offsets
-from airmirror.kafka.topics import TopicMapping, refuse_hidden_topics, replicated_topics, topic_ids
+from airmirror.kafka.topic_ids import topic_ids
+from airmirror.kafka.topics import TopicMapping, refuse_hidden_topics, replicated_topics
 from airmirror.migration.partition_compare import transformed_records
 from airmirror.migration.takeover_tail import follow_tail, imported_syncs, mm2_copied_offsets, mm2_offset_syncs
 from airmirror.migration.verify_job import records_of
@@ -338,7 +339,8 @@ def take_over_from_mm2(
     """Take ``flow`` over from a stopped MM2 per the module contract; with ``dry_run`` only the plan; with
     ``mm2_stopped`` the user vouches that MM2 is stopped."""
     group, offsets_topic = flow.mm2_worker()
-    with store.hold_flow(flow.name, holder or describe_holder("airmirror takeover")):
+    with store.hold_flow(flow.name, holder or describe_holder("airmirror takeover")) as lease:
+        store = store.fenced_by(lease)
         partitions, checkpoints = plan_takeover(flow, store, mm2_stopped)
         batch_id = None
         if not dry_run:

@@ -46,7 +46,8 @@ from airmirror.errors import InputError, ReplicationFailure
 from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import ClusterAdmin, cluster_metadata, source_admin, target_admin
 from airmirror.kafka.offsets import offsets_for_time, partition_offsets
-from airmirror.kafka.topics import describe_topic_configs, topic_ids
+from airmirror.kafka.topic_ids import topic_ids
+from airmirror.kafka.topics import describe_topic_configs
 from airmirror.migration.partition_compare import SchemaIdMap
 from airmirror.migration.verify_bounds import (
     Horizons,

@@ -5,9 +5,13 @@ Contract:
    offset at planning time (or the caller's bounds), stored before anything is copied, copied and committed
    by the same exactly-once protocol.  A run killed at any point leaves at most one unfinished batch, which
    the next run (continuous or not) resumes exactly once.
-2. The flow's lease is held from the first batch to the end, so no other run works on the flow meanwhile.
-3. Topic sync (step 1) runs before the first batch and then at most every :data:`TOPIC_SYNC_INTERVAL_S`:
-   new topics and partitions join within that time.
+2. The flow's lease is held from the first batch to the end, so no other run works on the flow meanwhile.  Every
+   round works through the store fenced by it (:mod:`airmirror.store.flow_lease`, fencing); the loop stops at the
+   first sign of its loss: before each round (what the renewals found), and after a failed round, which is retried
+   only once a renewal proved the lease still held (a run that lost the flow sees its jobs fail as superseded).
+3. Topic sync (step 1) runs before the first batch and then at most every :data:`TOPIC_SYNC_INTERVAL_S`, and
+   again right after a failed round (:meth:`TopicSync.expire`): new topics and partitions join within that time,
+   and a remote topic recreated under a stream is stopped by the round after the one it failed.
 4. ``start_from`` applies to the first batch only; every later batch starts where the one before ended.
 5. A plan with nothing to copy stores no batch and starts no Spark job; the loop waits :data:`IDLE_WAIT_S`
    before planning again.  ``spark_factory`` is called for the first batch that copies records and its
@@ -35,6 +39,11 @@ Contract:
     copy (new ones, more partitions), the stream ends early and the next round streams them all.  A topic
     deleted on the source stops alone: the others stream on.  A stop signal ends the stream early
     too (rules 1 and 6 hold: the stream is committed before the run ends).
+11. **A sick partition stays alone.**  A partition without a leader is left out of the round's plan where it
+    stands (:mod:`airmirror.replication.plan_inputs`), its copy goes on without it, and it is named in the log;
+    a bounded read of one that loses its leader ends where it got to
+    (:mod:`airmirror.replication.spark.range_reader`).  Once its leader is back it is planned again, by itself: the
+    next round; a stream that left it out ends early for that (at most :data:`TOPIC_SYNC_INTERVAL_S` later).
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from types import FrameType, TracebackType
@@ -54,10 +63,11 @@ from confluent_kafka import KafkaException
 
 from airmirror.config import FlowConfig
 from airmirror.errors import AccessDenied, InputError, ReplicationFailure
-from airmirror.kafka.clients import shared_clients
+from airmirror.kafka.clients import cluster_metadata, shared_clients, source_admin
+from airmirror.kafka.offsets import has_no_leader
 from airmirror.kafka.retry import RETRY_PAUSE_S
 from airmirror.kafka.topics import TopicMapping
-from airmirror.model import RangeResult
+from airmirror.model import PartitionKey, RangeResult
 from airmirror.replication.incarnations import TopicsStopped, raise_for_stops
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import (
@@ -69,7 +79,7 @@ from airmirror.replication.pipeline import (
     sync_flow_topics,
 )
 from airmirror.replication.streaming import run_stream, stream_until
-from airmirror.store import FlowLease, MetadataStore, describe_holder
+from airmirror.store import MetadataStore, describe_holder
 from airmirror.store.flow_lease import FlowBusyError
 
 log = logging.getLogger(__name__)
@@ -218,26 +228,31 @@ def replicate_continuously(
         shared_clients(),
         store.hold_flow(flow.name, holder or describe_holder("airmirror replicate --continuous")) as lease,
     ):
+        fenced = store.fenced_by(lease)
         start_early(spark_factory)
-        topics = TopicSync(flow, store, options)
+        topics = TopicSync(flow, fenced, options)
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+            if (lost := lease.lost) is not None:
+                raise lost
             recordings = tally.recordings
             try:
                 mappings = topics.mappings()
-                planned = plan_batch(flow, store, mappings, options, stream=streaming)
+                planned = plan_batch(flow, fenced, mappings, options, stream=streaming)
                 options = from_the_cursors(options)
-                topics.options = options
+                topics.options, topics.waiting = options, list(planned.waiting)
                 if planned.batch_id is None:
                     summary = None
                 elif planned.stream:
                     summary = stream_round(
-                        flow, store, planned, spark_factory(), deadline, stop, topics, lease, tally, on_batch
+                        flow, fenced, planned, spark_factory(), deadline, stop, topics, tally, on_batch
                     )
                 else:
-                    summary = copy_and_record(flow, store, planned, spark_factory, lease)
+                    summary = copy_and_record(flow, fenced, planned, spark_factory)
             except INCURABLE:
                 raise
             except (ReplicationFailure, KafkaException) as error:
+                lease.raise_if_lost()  # rule 2; a DB that cannot tell leaves the round to be retried
+                topics.expire()
                 tally.retries += 1
                 stop.wait(retries.failed(error, progressed=tally.recordings > recordings))
                 continue
@@ -267,13 +282,16 @@ def replicate_continuously(
 
 class TopicSync:
     """Rule 3: step 1 at most every :data:`TOPIC_SYNC_INTERVAL_S`; :meth:`changed` tells a stream whether the
-    topics or partitions to copy changed since its round began (rule 10)."""
+    topics or partitions to copy changed since its round began (rule 10), its partitions that had no leader
+    (:attr:`waiting`, rule 11) included."""
 
     def __init__(self, flow: FlowConfig, store: MetadataStore, options: BatchOptions) -> None:
         self.flow, self.store, self.options = flow, store, options
         self._mappings: list[TopicMapping] = []
         self._synced_at = float("-inf")
         self._streamed: list[TopicMapping] = []
+        self.waiting: Collection[PartitionKey] = ()
+        """The partitions the round's plan left out for want of a leader (rule 11)."""
 
     def mappings(self) -> list[TopicMapping]:
         """The mappings to copy, synced again when due; a round's stream copies these."""
@@ -282,6 +300,11 @@ class TopicSync:
             self._synced_at = time.monotonic()
         self._streamed = self._mappings
         return self._mappings
+
+    def expire(self) -> None:
+        """A round failed: sync again at the next round, however recently it synced (the failure may come from a
+        topic that changed, a remote topic recreated under the stream, say, which the sync then stops)."""
+        self._synced_at = float("-inf")
 
     def changed(self) -> bool:
         """Sync again when due; whether there are topics or partitions to copy that the stream does not copy.
@@ -292,12 +315,29 @@ class TopicSync:
             return False
         try:
             self._mappings = sync_flow_topics(self.flow, self.store, self.options).mappings
+        except FlowBusyError:
+            raise  # the lease is lost: the stream must stop
         except (ReplicationFailure, KafkaException) as error:
             log.warning("topic sync during a stream failed (the stream goes on): %s", error)
             return False
         finally:
             self._synced_at = time.monotonic()
-        return not set(self._mappings) <= set(self._streamed)
+        return not set(self._mappings) <= set(self._streamed) or self.leader_back()
+
+    def leader_back(self) -> bool:
+        """Rule 11: whether a partition the stream left out for want of a leader has one again (one metadata
+        request); a request that fails says no."""
+        if not self.waiting:
+            return False
+        try:
+            topics = cluster_metadata(source_admin(self.flow)).topics
+        except ReplicationFailure as error:
+            log.warning("could not tell whether partitions without a leader have one again: %s", error)
+            return False
+        back = [k for k in self.waiting if k.topic in topics and not has_no_leader(topics[k.topic], k.partition)]
+        if back:
+            log.info("%s: a leader again; the stream ends so that the next one copies it", ", ".join(map(str, back)))
+        return bool(back)
 
 
 def stream_round(
@@ -308,7 +348,6 @@ def stream_round(
     deadline: float | None,
     stop: threading.Event,
     topics: TopicSync,
-    lease: FlowLease,
     tally: Tally,
     on_batch: Callable[[BatchSummary], None] | None,
 ) -> BatchSummary:
@@ -333,7 +372,6 @@ def stream_round(
         until,
         stop=stop,
         should_stop=topics.changed,
-        lease=lease,
         on_record=recorded,
     )
     return BatchSummary(batch_id)  # its records were counted recording by recording

@@ -45,7 +45,8 @@ from airmirror.config import FlowConfig
 from airmirror.errors import InputError, ReplicationFailure
 from airmirror.kafka.clients import cluster_metadata, source_admin
 from airmirror.kafka.offsets import divergence_points
-from airmirror.kafka.topics import TopicMapping, settled_topic_ids, topic_ids
+from airmirror.kafka.topic_ids import settled_topic_ids, topic_ids
+from airmirror.kafka.topics import TopicMapping
 from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange, Stop
 from airmirror.replication.plan_arithmetic import needs_validation
 from airmirror.replication.spark.progress import forget_progress, supersede_jobs
@@ -222,15 +223,15 @@ def reset_topic(flow: FlowConfig, store: MetadataStore, topic: str, holder: str)
     them, or the reset is run again.  A topic the flow does not replicate is an :class:`InputError` (exit 2)."""
     if not flow.should_replicate(topic):
         raise InputError(f"--topic: flow {flow.name} does not replicate topic '{topic}' (give the source topic's name)")
-    with store.hold_flow(flow.name, holder):
-        removed = _reseed(flow, store, topic, flow.remote_topic(topic))
+    with store.hold_flow(flow.name, holder) as lease:
+        removed = _reseed(flow, store.fenced_by(lease), topic, flow.remote_topic(topic))
     log.warning("flow %s: %s reset; the next run copies it from its start", flow.name, topic)
     return TopicReset(flow.name, topic, flow.remote_topic(topic), sorted(key.partition for key in removed))
 
 
 def _reseed(flow: FlowConfig, store: MetadataStore, topic: str, remote_topic: str) -> list[PartitionKey]:
-    """What :func:`reset_topic` does holding the lease, for source ``topic`` copied into ``remote_topic``; returns
-    the partitions whose cursors it removed."""
+    """What :func:`reset_topic` does holding the lease (``store`` is fenced by it), for source ``topic`` copied into
+    ``remote_topic``; returns the partitions whose cursors it removed."""
     partitions = {key.partition for key in store.cursor_states(flow.name) if key.topic == topic}
     partitions.update(range(source_partition_count(flow, topic)))
     unfinished = store.unfinished_batch(flow.name)
@@ -239,6 +240,7 @@ def _reseed(flow: FlowConfig, store: MetadataStore, topic: str, remote_topic: st
         [PartitionKey(topic, p) for p in partitions],
         None if unfinished is None else unfinished.copy_tasks,
         None if unfinished is None else unfinished.id,
+        check_lease=store.check_lease,
     )
     forget_progress(flow, topic, remote_topic, partitions)
     return store.reset_topic(flow.name, topic, remote_topic)

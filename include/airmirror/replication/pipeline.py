@@ -17,6 +17,11 @@
    after-commit actions run (:data:`airmirror.replication.recording.AFTER_COMMIT`).
 
 Data flows one way: each step reads what the one before it stored or returned, and nothing calls back.
+
+A run that holds the flow's lease passes its store fenced by the lease
+(:meth:`~airmirror.store.engine.EngineHolder.fenced_by`) to every step: once the lease is lost, no step writes the
+metadata DB, commits a job token or fences a copy attempt (:mod:`airmirror.store.flow_lease`, fencing;
+:mod:`airmirror.replication.spark.progress`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
 from airmirror.config.settings_registry import DEAD_LETTER_REPLICATION_FACTOR
+from airmirror.errors import ReplicationFailure
 from airmirror.kafka.acl_sync import sync_topic_acls
 from airmirror.kafka.clients import ClusterAdmin, shared_clients, source_admin, target_admin
 from airmirror.kafka.topics import (
@@ -40,10 +46,10 @@ from airmirror.kafka.topics import (
     alter_configs,
     describe_topic_configs,
     ensure_internal_topic,
-    replicated_topics,
+    select_topics,
     sync_topics,
 )
-from airmirror.model import Json, PlannedRange, RangeCopied, RangeResult, StoredJobs
+from airmirror.model import Json, PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_inputs import plan_ranges, record_cap, refuse_moving_cursors
@@ -52,7 +58,7 @@ from airmirror.replication.resume import revise_resumed_ranges
 from airmirror.replication.schema_sync import record_ids, store_new_ids, sync_schemas
 from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
 from airmirror.replication.streaming import close_stream, stream_ranges
-from airmirror.store import FlowLease, MetadataStore, describe_holder
+from airmirror.store import MetadataStore, describe_holder
 from airmirror.store.streams import STREAM_PARAM
 
 log = logging.getLogger(__name__)
@@ -67,7 +73,8 @@ class PlannedBatch:
     """A batch ready to run: ``batch_id`` is None for a dry run, which stores nothing.  ``copy_tasks`` and
     ``log_floor`` are the stored batch's (:class:`~airmirror.model.BatchRecord`), ``transforms`` the settings of the
     transform chain it was planned with (``None``: the flow's chain now), which a resumed batch applies: a changed
-    chain applies from the next batch."""
+    chain applies from the next batch.  ``waiting`` names the partitions the plan left where they stand because they
+    have no leader now, with the broker's error (:mod:`airmirror.replication.plan_inputs`)."""
 
     batch_id: int | None
     ranges: list[PlannedRange]
@@ -76,6 +83,7 @@ class PlannedBatch:
     stream: bool = False
     log_floor: int | None = None
     transforms: dict[str, str] | None = None
+    waiting: dict[PartitionKey, str] = field(default_factory=dict)
 
     @property
     def offsets(self) -> int:
@@ -112,15 +120,18 @@ def sync_flow_topics(flow: FlowConfig, store: MetadataStore, options: BatchOptio
     A ``start_from`` that would move existing cursors without ``reset_cursor`` is rejected first
     (:func:`~airmirror.replication.plan_inputs.refuse_moving_cursors`), before anything changes.  Remote topics
     deleted or recreated under the flow are stopped, never recreated (:mod:`airmirror.replication.incarnations`);
-    the report's mappings leave them out.
+    the report's mappings leave them out.  A copied source topic the cluster hides (a revoked DESCRIBE ACL) fails
+    the run naming the ACL (:func:`~airmirror.kafka.topics.select_topics`): it is not taken for deleted.  Copied
+    source topics (those with cursors or in the unfinished batch) the cluster no longer holds are recorded as gone
+    (:mod:`airmirror.store.gone_topics`), and forgotten as gone once they are back.
     """
     source, target = source_admin(flow), target_admin(flow)
-    mappings = writable_mappings(
-        flow, store, target, replicated_topics(flow, source, options.topics_regex), dry_run=options.dry_run
-    )
+    selection = select_topics(flow, source, options.topics_regex, store.copied_topics(flow.name))
+    mappings = writable_mappings(flow, store, target, selection.mappings, dry_run=options.dry_run)
     refuse_moving_cursors(flow, store, mappings, options)
     report = sync_topics(flow, source, target, mappings, dry_run=options.dry_run)
     if not options.dry_run:
+        store.record_gone_topics(flow.name, selection.looked_for, selection.gone)
         record_remote_topics(flow, store, target, mappings)
         ensure_batch_log(flow, target)
         if flow.copy.dead_letter_topic is not None:
@@ -178,12 +189,14 @@ def plan_batch(
             return PlannedBatch(None, resumed.ranges, resumed=True, stream=True)
         close_stream(flow, store, resumed.stored_jobs, resumed.ranges)
         resumed = None
+    waiting: dict[PartitionKey, str] = {}
     if stream and resumed is None and not options.dry_run:
-        ranges = stream_ranges(plan_ranges(flow, store, mappings, options, every_partition=True))
+        ranges = stream_ranges(plan_ranges(flow, store, mappings, options, every_partition=True, waiting=waiting))
         return PlannedBatch(
             store.begin_batch(flow.name, ranges, {**options.params(), STREAM_PARAM: True}) if ranges else None,
             ranges,
             stream=True,
+            waiting=waiting,
         )
     if resumed is not None and resumed.batch_id is not None:
         log.warning("resuming unfinished batch %s of %s", resumed.batch_id, flow.name)
@@ -193,11 +206,12 @@ def plan_batch(
             flow, store, resumed.stored_jobs, resumed.ranges, mappings, record_cap(flow, options)
         )
         return replace(resumed, ranges=ranges)
-    ranges = plan_ranges(flow, store, mappings, options)
+    ranges = plan_ranges(flow, store, mappings, options, waiting=waiting)
     if options.dry_run or not ranges:
-        return PlannedBatch(None, ranges)
+        return PlannedBatch(None, ranges, waiting=waiting)
     params = {**options.params(), TRANSFORMS_PARAM: flow.transform_settings}
-    return PlannedBatch(store.begin_batch(flow.name, ranges, params), ranges, transforms=flow.transform_settings)
+    batch_id = store.begin_batch(flow.name, ranges, params)
+    return PlannedBatch(batch_id, ranges, transforms=flow.transform_settings, waiting=waiting)
 
 
 def run_batch(
@@ -209,13 +223,15 @@ def run_batch(
 
     A batch whose copy job ran before may have attempts of it still at work, under the ids of its copy tasks
     then: they are fenced first, and only then is the new job's task count stored, so that whatever dies next,
-    the next job fences this one's attempts (rule 1 of :mod:`airmirror.replication.spark.task_writer`)."""
+    the next job fences this one's attempts (rule 1 of :mod:`airmirror.replication.spark.task_writer`).  A job that
+    fails once the run lost its lease raises the loss (the other run superseded it), not the job's failure."""
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
     from airmirror.replication.spark.progress import scan_floor, supersede_jobs
 
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be run")
-    job = supersede_jobs(flow, [r.key for r in planned.ranges if r.size > 0], planned.copy_tasks, planned.batch_id)
+    keys = [r.key for r in planned.ranges if r.size > 0]
+    job = supersede_jobs(flow, keys, planned.copy_tasks, planned.batch_id, check_lease=store.check_lease)
     ids = record_ids(flow, store, {r.topic: r.remote_topic for r in planned.ranges if r.size > 0})
     tasks = copy_tasks(
         flow,
@@ -226,6 +242,7 @@ def run_batch(
         scan_from=scan_floor(planned.copy_tasks, planned.log_floor),
         record_ids=ids,
         chain=flow.stored_chain(planned.transforms),
+        recorded_remote_ids=store.remote_topic_ids(flow.name),
     )
     if not tasks:
         return []
@@ -233,34 +250,34 @@ def run_batch(
     if planned.copy_tasks is None:
         planned.log_floor = tasks[0].log_end
     planned.copy_tasks = len(tasks)
-    return run_copy_job(spark(), tasks)
+    try:
+        return run_copy_job(spark(), tasks)
+    except ReplicationFailure:
+        store.raise_if_lease_lost()
+        raise
 
 
-def record_batch(
-    flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, lease: FlowLease | None = None
-) -> BatchSummary:
+def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch) -> BatchSummary:
     """Step 4: commit the batch's Kafka-committed results to the metadata DB, then run the after-commit
-    actions.  With a ``lease``, nothing is committed unless it still holds the flow."""
+    actions.  A store fenced by the run's lease commits nothing once the lease is lost."""
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be recorded")
-    committed = committed_batch(flow, planned.batch_id, planned.ranges, planned.copy_tasks, planned.log_floor)
-    if lease is not None:
-        lease.check()
+    committed = committed_batch(
+        flow, planned.batch_id, planned.ranges, planned.copy_tasks, planned.log_floor, check_lease=store.check_lease
+    )
     store_new_ids(flow, store, committed.runs.values())
     store.commit_batch(planned.batch_id, committed.results)
     after_commit(flow, store, committed)
     return BatchSummary(planned.batch_id, committed.results)
 
 
-def copy_and_record(
-    flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spark_factory: Any, lease: FlowLease | None
-) -> BatchSummary:
+def copy_and_record(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch, spark_factory: Any) -> BatchSummary:
     """Steps 3 and 4 of a stored batch in one process: the Spark job only when the batch plans offsets to copy
     (``spark_factory()`` is not called otherwise), then the commit."""
     if planned.offsets:
         warm_writers(flow)
         run_batch(flow, store, planned, spark_factory)
-    return record_batch(flow, store, planned, lease)
+    return record_batch(flow, store, planned)
 
 
 @dataclass
@@ -305,10 +322,11 @@ def replicate_once(
         else store.hold_flow(flow.name, holder or describe_holder("airmirror replicate"))
     )
     with shared_clients(), holding as lease:
+        fenced = store if lease is None else store.fenced_by(lease)
         start_early(spark_factory)
-        topics = sync_flow_topics(flow, store, options)
-        planned = plan_batch(flow, store, topics.mappings, options)
-        summary = None if planned.batch_id is None else copy_and_record(flow, store, planned, spark_factory, lease)
+        topics = sync_flow_topics(flow, fenced, options)
+        planned = plan_batch(flow, fenced, topics.mappings, options)
+        summary = None if planned.batch_id is None else copy_and_record(flow, fenced, planned, spark_factory)
     if not options.dry_run:
         raise_for_stops(flow, store)
     return ReplicateReport(topics, planned, summary, time.monotonic() - started)

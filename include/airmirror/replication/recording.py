@@ -46,7 +46,7 @@ from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.offset_syncs_topic import write_offset_syncs
 from airmirror.replication.spark.batch_log import Progress, RunsRecord, read_runs, runs_key, tombstone
 from airmirror.replication.spark.progress import range_progress, scan_floor, unfinished
-from airmirror.store import MetadataStore
+from airmirror.store import FlowBusyError, MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +72,18 @@ def warm_writers(flow: FlowConfig) -> None:
 
 
 def committed_batch(
-    flow: FlowConfig, batch_id: int, ranges: list[PlannedRange], copy_tasks: int | None, log_floor: int | None
+    flow: FlowConfig,
+    batch_id: int,
+    ranges: list[PlannedRange],
+    copy_tasks: int | None,
+    log_floor: int | None,
+    *,
+    check_lease: Callable[[], None],
 ) -> CommittedBatch:
     """Every range's result as committed in the target's batch log; fails if any range is not done.
-    ``copy_tasks`` and ``log_floor`` are the batch's (:class:`~airmirror.model.BatchRecord`)."""
-    progress = range_progress(flow, ranges, copy_tasks, scan_floor(copy_tasks, log_floor))
+    ``copy_tasks`` and ``log_floor`` are the batch's (:class:`~airmirror.model.BatchRecord`); ``check_lease`` runs
+    before the lookup fences anything (:func:`~airmirror.replication.spark.progress.range_progress`)."""
+    progress = range_progress(flow, ranges, copy_tasks, scan_floor(copy_tasks, log_floor), check_lease=check_lease)
     pending = unfinished(ranges, progress, batch_id)
     if pending:
         listed = ", ".join(str(r.key) for r in pending)
@@ -179,9 +186,11 @@ def prune_history(flow: FlowConfig, store: MetadataStore, committed: CommittedBa
     if not remote:
         return
     pruned = store.prune_history(flow.name, datetime.now(UTC) - flow.metadata_retention)
-    sources = list_offsets(source_admin(flow), remote, OffsetSpec.earliest())
-    targets = list_offsets(target_admin(flow), remote.values(), OffsetSpec.earliest())
-    runs = store.prune_runs(flow.name, {key: (sources[key], targets[copy]) for key, copy in remote.items()})
+    leaderless: dict[PartitionKey, str] = {}  # left for a later claim of theirs
+    sources = list_offsets(source_admin(flow), remote, OffsetSpec.earliest(), waiting=leaderless)
+    targets = list_offsets(target_admin(flow), remote.values(), OffsetSpec.earliest(), waiting=leaderless)
+    starts = {key: (sources[key], targets[copy]) for key, copy in remote.items() if key in sources and copy in targets}
+    runs = store.prune_runs(flow.name, starts)
     folded = store.fold_runs(flow.name, remote)
     log.info(
         "pruned the history of %s older than %s: %s, %d offset-sync runs; %d runs folded away",
@@ -214,13 +223,16 @@ def after_commit(
 ) -> None:
     """Run ``actions`` (:data:`AFTER_COMMIT` unless given) in order; a failing action is logged and the next one
     still runs.  A refusal (:class:`~airmirror.errors.AccessDenied`) is raised once all have run: the batch stays
-    committed, but the flow's user lacks an ACL the flow needs."""
+    committed, but the flow's user lacks an ACL the flow needs.  A lost lease
+    (:class:`~airmirror.store.flow_lease.FlowBusyError`) is raised at once: the run must stop."""
     denied: AccessDenied | None = None
     for action in actions:
         try:
             action(flow, store, committed)
         except AccessDenied as error:
             denied = denied or error
+        except FlowBusyError:
+            raise  # the run lost its lease: it writes nothing more
         except Exception as error:
             log.warning("%s after batch %s of %s failed: %s", action.__name__, committed.batch_id, flow.name, error)
     if denied is not None:

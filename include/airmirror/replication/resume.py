@@ -40,7 +40,8 @@ from confluent_kafka.admin import OffsetSpec
 from airmirror.config import FlowConfig
 from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.kafka.offsets import divergence_points, list_offsets
-from airmirror.kafka.topics import TopicMapping, topic_ids
+from airmirror.kafka.topic_ids import topic_ids
+from airmirror.kafka.topics import TopicMapping
 from airmirror.model import PartitionKey, PlannedRange, StoredJobs
 from airmirror.replication.incarnations import writable_mappings
 from airmirror.replication.spark.batch_log import Progress
@@ -65,7 +66,7 @@ def revise_resumed_ranges(
     if not pending:
         return ranges
     batch_id = batch.batch_id
-    progress = take_over(flow, batch, [r.key for r in pending], ranges)
+    progress = take_over(flow, batch, [r.key for r in pending], ranges, check_lease=store.check_lease)
     open_ranges = unfinished(ranges, progress, batch_id)
     fresh = {r.key for r in untouched(open_ranges, progress, batch_id)}
     committed = {r.key: p.position for r in open_ranges if r.key not in fresh and (p := progress[r.key]) is not None}
@@ -212,11 +213,12 @@ def replan_untouched(
     log start (the lost offsets become a gap), and none is longer than ``cap``."""
     if not pending:
         return ranges
-    log_starts = list_offsets(source_admin(flow), [r.key for r in pending], OffsetSpec.earliest())
+    leaderless: dict[PartitionKey, str] = {}  # their log starts are not known now: they keep their start
+    log_starts = list_offsets(source_admin(flow), [r.key for r in pending], OffsetSpec.earliest(), waiting=leaderless)
     replanned = {}
     for r in pending:
         revised = r
-        if r.start < log_starts[r.key]:
+        if r.start < log_starts.get(r.key, r.start):
             gap_start = r.start if r.gap_start is None else r.gap_start
             revised = replace(r, start=min(log_starts[r.key], r.end), gap_start=gap_start)
             log.warning(

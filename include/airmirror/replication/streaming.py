@@ -31,7 +31,10 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
    (:func:`close_stream`), from the batch log's progress and a scan of its runs records.
 6. A driver that finds its flow lease lost (its renewal thread, or a recording, saw another run take the flow over:
    that run closed this batch and fenced its tasks by rule 5) cancels its job group at once, records nothing more
-   and raises the loss: its fenced tasks, idle ones included, do not stream on until ``until``.
+   and raises the loss: its fenced tasks, idle ones included, do not stream on until ``until``.  The store it is
+   given is fenced by the run's lease (:mod:`airmirror.store.flow_lease`, fencing), so a recording after the loss
+   commits nothing, and neither the closing of a stream (rule 5) nor its end (rule 4) supersedes a job or fences
+   a task once the lease is lost (:mod:`airmirror.replication.spark.progress`).
 
 So every record the tasks committed in Kafka is recorded in the DB exactly once, whatever stops the stream.
 """
@@ -69,7 +72,7 @@ from airmirror.replication.spark.batch_log import (
 )
 from airmirror.replication.spark.progress import supersede_jobs, take_over
 from airmirror.replication.spark.range_reader import OPEN_END, offset_of
-from airmirror.store import FlowBusyError, FlowLease, MetadataStore
+from airmirror.store import FlowBusyError, MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -265,10 +268,9 @@ class StreamRecorder:
         store: MetadataStore,
         batch_id: int,
         ranges: list[PlannedRange],
-        lease: FlowLease | None,
         on_record: Callable[[list[RangeResult]], None] | None,
     ) -> None:
-        self.flow, self.store, self.batch_id, self.lease, self.on_record = flow, store, batch_id, lease, on_record
+        self.flow, self.store, self.batch_id, self.on_record = flow, store, batch_id, on_record
         self.planned = {r.key: r for r in ranges}
         self.recorded = store.stream_recorded(batch_id)
         self.unsampled: dict[PartitionKey, RangeResult] = {}
@@ -279,18 +281,22 @@ class StreamRecorder:
     def record(
         self, deltas: list[RangeResult], runs: Mapping[PartitionKey, list[RunsRecord]], final: bool = False
     ) -> None:
-        """Record ``deltas`` (with ``final``, commit the batch); then the after-commit actions.  A failed DB
-        commit is raised, and :meth:`reconcile` must run before the next recording."""
+        """Record ``deltas`` (with ``final``, commit the batch); then the after-commit actions, but for the partitions
+        stopped meanwhile, which record nothing (:mod:`airmirror.store.streams`).  A failed DB
+        commit is raised, and :meth:`reconcile` must run before the next recording; so is a lost lease (the store's
+        guard refused the recording: nothing was written)."""
         if deltas or final:
-            if self.lease is not None:
-                self.lease.check()
             store_new_ids(self.flow, self.store, runs.values())
             try:
-                self.store.record_stream(self.batch_id, deltas, final=final)
+                stopped = self.store.record_stream(self.batch_id, deltas, final=final)
+            except FlowBusyError:
+                raise
             except ReplicationFailure:
                 if deltas:
                     self.uncertain = (deltas, runs)
                 raise
+            deltas = [d for d in deltas if PartitionKey(d.topic, d.partition) not in stopped]
+            runs = {key: records for key, records in runs.items() if key not in stopped}
         self.after_recording(deltas, runs, final)
 
     def reconcile(self) -> Mapping[PartitionKey, list[RunsRecord]]:
@@ -303,11 +309,16 @@ class StreamRecorder:
         stored = self.store.stream_recorded(self.batch_id)
         deltas, runs = self.uncertain
         self.uncertain = None
-        if any(stored[PartitionKey(d.topic, d.partition)].end != d.end for d in deltas):
+        # A delta is never empty, so one that stands recorded proves the transaction committed (a stopped one never
+        # does: it records nothing).
+        landed = [d for d in deltas if stored[PartitionKey(d.topic, d.partition)].end == d.end]
+        if not landed:
             log.warning("stream batch %s: the failed recording did not commit; recording it again", self.batch_id)
             return {}
         log.warning("stream batch %s: the failed recording committed after all; going on from it", self.batch_id)
-        self.after_recording(deltas, runs)
+        keys = {PartitionKey(d.topic, d.partition) for d in landed}
+        runs = {key: records for key, records in runs.items() if key in keys}
+        self.after_recording(landed, runs)
         return runs
 
     def after_recording(
@@ -369,7 +380,6 @@ def run_stream(
     *,
     stop: threading.Event,
     should_stop: Callable[[], bool] = lambda: False,
-    lease: FlowLease | None = None,
     on_record: Callable[[list[RangeResult]], None] | None = None,
 ) -> None:
     """Rules 2-4 for the stored stream batch ``batch_id`` (``until`` in epoch seconds); ``on_record`` gets the
@@ -378,7 +388,7 @@ def run_stream(
     from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
 
     ids = record_ids(flow, store, {r.topic: r.remote_topic for r in ranges})
-    token = supersede_jobs(flow, [], None, batch_id)
+    token = supersede_jobs(flow, [], None, batch_id, check_lease=store.check_lease)
     tasks = copy_tasks(
         flow,
         batch_id,
@@ -388,15 +398,16 @@ def run_stream(
         scan_from=None,
         stream_until=until,
         record_ids=ids,
+        recorded_remote_ids=store.remote_topic_ids(flow.name),
     )
     store.set_copy_tasks(batch_id, len(tasks), tasks[0].log_end)
-    recorder = StreamRecorder(flow, store, batch_id, ranges, lease, on_record)
+    recorder = StreamRecorder(flow, store, batch_id, ranges, on_record)
     tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)
     try:
         job = StreamJob(spark, lambda group: run_copy_job(spark, tasks, group), f"airmirror-stream-{batch_id}")
         try:
             while job.wait(RECORD_INTERVAL_S):
-                if lease is not None and (lost := lease.lost) is not None:
+                if (lost := store.lease_lost) is not None:
                     raise lost  # rule 6
                 if stop.is_set() or should_stop():
                     log.info("stream batch %s of %s: stopping early", batch_id, flow.name)
@@ -428,7 +439,7 @@ def run_stream(
             if job.wait(0):
                 job.cancel()
             job.join()
-        supersede_jobs(flow, [r.key for r in ranges], len(tasks), batch_id)
+        supersede_jobs(flow, [r.key for r in ranges], len(tasks), batch_id, check_lease=store.check_lease)
         tail.drain()
         recorder.record_tail(tail, final=True)
     finally:
@@ -441,8 +452,9 @@ def close_stream(flow: FlowConfig, store: MetadataStore, batch: StoredJobs, rang
     """Rule 5: commit the stream ``batch`` a dead driver left RUNNING (its ``ranges`` as stored), with what its
     tasks committed in Kafka."""
     batch_id = batch.batch_id
-    recorder = StreamRecorder(flow, store, batch_id, ranges, None, None)
-    found = take_over(flow, batch, [r.key for r in ranges], [replace(r, end=OPEN_END) for r in ranges])
+    recorder = StreamRecorder(flow, store, batch_id, ranges, None)
+    open_ranges = [replace(r, end=OPEN_END) for r in ranges]
+    found = take_over(flow, batch, [r.key for r in ranges], open_ranges, check_lease=store.check_lease)
     moved = {
         key: p
         for key, p in found.items()

@@ -1,4 +1,5 @@
-"""The pure parts of continuous replication: options of later batches, the retry budget, and signal handling
+"""The pure parts of continuous replication: options of later batches, the retry budget, a stream's topic sync
+meeting a lost lease, and signal handling
 (real signals sent to this process; the second-signal exit is driven end to end in
 tests/integration/test_continuous.py)."""
 
@@ -13,15 +14,18 @@ import pytest
 
 from airmirror.errors import ReplicationFailure
 from airmirror.kafka.retry import RETRY_PAUSE_S
+from airmirror.replication import continuous
 from airmirror.replication.continuous import (
     RETRY_PAUSE_MAX_S,
     RETRY_ROUNDS,
     RETRY_WINDOW_S,
     Retries,
     StopOnSignals,
+    TopicSync,
     from_the_cursors,
 )
 from airmirror.replication.options import BatchOptions
+from airmirror.store import FlowLeaseLostError
 
 
 def test_start_from_applies_to_the_first_batch_only():
@@ -100,3 +104,19 @@ def test_quick_failures_end_the_run_only_once_the_window_has_passed():
     assert (retries.row, retries.pause) == (0, RETRY_PAUSE_S)
     clock.now += RETRY_WINDOW_S
     retries.failed(error)
+
+
+def test_a_streams_topic_sync_raises_a_lost_lease_and_logs_any_other_failure(monkeypatch: pytest.MonkeyPatch):
+    """Rule 2: the loss of the lease ends the stream; any other failure of its topic sync leaves it streaming."""
+    failures: list[Exception] = [ReplicationFailure("broker down"), FlowLeaseLostError("a->b", "run 1", None)]
+
+    def failing_sync(*_: object) -> object:
+        raise failures.pop(0)
+
+    monkeypatch.setattr(continuous, "sync_flow_topics", failing_sync)
+    topics = TopicSync(None, None, BatchOptions())  # type: ignore[arg-type]  # the sync stand-in needs neither
+
+    assert topics.changed() is False
+    topics._synced_at = float("-inf")  # due again
+    with pytest.raises(FlowLeaseLostError, match="lost its lease"):
+        topics.changed()

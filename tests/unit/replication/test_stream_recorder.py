@@ -53,7 +53,7 @@ def recorder(tmp_path: Path) -> Iterator[StreamRecorder]:
     ranges = [PlannedRange(topic=TOPIC, partition=p, start=0, end=0, remote_topic=f"a.{TOPIC}") for p in range(2)]
     with MetadataStore.open(f"sqlite:///{tmp_path / 'metadata.db'}") as store:
         batch_id = store.begin_batch(FLOW, ranges, {"trigger": "test", STREAM_PARAM: True})
-        yield StreamRecorder(None, store, batch_id, ranges, None, None)  # type: ignore[arg-type]  # the stand-ins need no flow
+        yield StreamRecorder(None, store, batch_id, ranges, None)  # type: ignore[arg-type]  # the stand-ins need no flow
 
 
 def delta(partition: int, start: int, end: int) -> RangeResult:

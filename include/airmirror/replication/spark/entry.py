@@ -42,11 +42,14 @@ def run_pending_batch(
     config_path: str, flow_name: str, batch_id: int | None, spark: SparkSession, holder: str
 ) -> list[RangeCopied]:
     """Copy the flow's unfinished batch (which must be ``batch_id`` when given), holding the flow's lease."""
-    with open_flow(config_path, flow_name) as (flow, store), store.hold_flow(flow.name, describe_holder(holder)):
+    with (
+        open_flow(config_path, flow_name) as (flow, store),
+        store.hold_flow(flow.name, describe_holder(holder)) as lease,
+    ):
         batch = unfinished_batch(flow, store)
         if batch is None or (batch_id is not None and batch.batch_id != batch_id):
             raise ReplicationFailure(f"flow {flow.name} has no unfinished batch {batch_id or ''}".rstrip())
-        return run_batch(flow, store, batch, lambda: spark)
+        return run_batch(flow, store.fenced_by(lease), batch, lambda: spark)
 
 
 def run_continuously(

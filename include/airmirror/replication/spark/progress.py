@@ -8,12 +8,19 @@ holds an open transaction (its last stable offset is below its high watermark), 
 attempt of the batch's copy job (:func:`attempt_ids`): their open transactions are aborted and the scan never
 waits on them.  The driver only reads progress while no copy job of the flow runs (the flow's lease guarantees
 it).
+
+**Only the lease holder fences.**  Every function here that commits a job token or fences attempts takes
+``check_lease`` (the run's :meth:`~airmirror.store.engine.EngineHolder.check_lease`) and calls it right before, so a
+run that lost its lease (a driver thawed after another run took the flow over) stops before it touches the owner's
+copy job: it neither supersedes the owner's job nor fences its tasks.  (What a run does between that check and the
+Kafka call costs the owner a retried job at worst, never a record twice: the owner's next round supersedes again,
+and the stale run's next metadata-DB write fails: :mod:`airmirror.store.flow_lease`, fencing.)
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -35,7 +42,12 @@ from airmirror.replication.spark.task_writer import fence_attempts
 
 
 def range_progress(
-    flow: FlowConfig, ranges: list[PlannedRange], copy_tasks: int | None, scan_from: int | None
+    flow: FlowConfig,
+    ranges: list[PlannedRange],
+    copy_tasks: int | None,
+    scan_from: int | None,
+    *,
+    check_lease: Callable[[], None],
 ) -> dict[PartitionKey, Progress | None]:
     """The newest committed progress of every range that copies records, as far as it concerns the batch; a range
     without a trusted anchor is looked up in the batch log from ``scan_from`` on (:func:`scan_floor`), after
@@ -52,19 +64,25 @@ def range_progress(
             flow.name,
             copied,
             scan_from,
-            before_scan=lambda: fence_if_open(flow, keys, copy_tasks),
+            before_scan=lambda: fence_if_open(flow, keys, copy_tasks, check_lease=check_lease),
         )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
 
 
 def take_over(
-    flow: FlowConfig, batch: StoredJobs, fenced: Iterable[PartitionKey], ranges: list[PlannedRange]
+    flow: FlowConfig,
+    batch: StoredJobs,
+    fenced: Iterable[PartitionKey],
+    ranges: list[PlannedRange],
+    *,
+    check_lease: Callable[[], None],
 ) -> dict[PartitionKey, Progress | None]:
     """Take a stored batch over from whatever attempts of its jobs may still run: supersede them on the ``fenced``
     partitions (:func:`supersede_jobs`), then read where every range of ``ranges`` stands (:func:`range_progress`,
     from the batch's log floor)."""
-    supersede_jobs(flow, fenced, batch.copy_tasks, batch.batch_id)
-    return range_progress(flow, ranges, batch.copy_tasks, scan_floor(batch.copy_tasks, batch.log_floor))
+    supersede_jobs(flow, fenced, batch.copy_tasks, batch.batch_id, check_lease=check_lease)
+    floor = scan_floor(batch.copy_tasks, batch.log_floor)
+    return range_progress(flow, ranges, batch.copy_tasks, floor, check_lease=check_lease)
 
 
 def scan_floor(copy_tasks: int | None, log_floor: int | None) -> int | None:
@@ -94,26 +112,45 @@ def attempt_ids(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int 
     ]
 
 
-def supersede_jobs(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None, batch_id: int | None) -> str:
+def supersede_jobs(
+    flow: FlowConfig,
+    keys: Iterable[PartitionKey],
+    copy_tasks: int | None,
+    batch_id: int | None,
+    *,
+    check_lease: Callable[[], None],
+) -> str:
     """Make every earlier copy job of the flow write nothing more, and return the token of the job that may run next
     (:func:`~airmirror.replication.spark.batch_log.commit_job`): first commit a new job token (of ``batch_id``),
     which any later attempt of an earlier job reads and stops at, then fence every attempt of the unfinished batch
     that may be at work on these source partitions (:func:`attempt_ids`; ``copy_tasks`` is the batch's, ``None``
     without one; see :func:`~airmirror.replication.spark.task_writer.fence_attempts`)."""
     job = f"{batch_id}-{uuid.uuid4().hex}"
+    check_lease()
     group, log_topic = names.anchor_group(flow.source, flow.target), names.batch_log_topic(flow.source)
     with naming_refusals(access_scope(flow, flow.target), group=group):
         commit_job(flow.target_client("consumer"), group, log_topic, job)
-    fence_partitions(flow, keys, copy_tasks)
+    fence_ids(flow, attempt_ids(flow, keys, copy_tasks))
     return job
 
 
-def fence_partitions(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> None:
+def fence_partitions(
+    flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None, *, check_lease: Callable[[], None]
+) -> None:
     """Fence every copy attempt of the unfinished batch that may be at work on these source partitions
     (:func:`attempt_ids`; ``copy_tasks`` is the batch's, ``None`` without one; see
     :func:`~airmirror.replication.spark.task_writer.fence_attempts`).  Only :func:`supersede_jobs` also stops the
     later attempts of those jobs; this is for the driver's reads while no job runs."""
-    fence_attempts(flow.target_client("producer"), attempt_ids(flow, keys, copy_tasks), access_scope(flow, flow.target))
+    ids = attempt_ids(flow, keys, copy_tasks)
+    if ids:
+        check_lease()
+        fence_ids(flow, ids)
+
+
+def fence_ids(flow: FlowConfig, transactional_ids: list[str]) -> None:
+    """Fence the attempts under these transactional ids of the flow's copy tasks
+    (:func:`~airmirror.replication.spark.task_writer.fence_attempts`); the caller checked its lease."""
+    fence_attempts(flow.target_client("producer"), transactional_ids, access_scope(flow, flow.target))
 
 
 def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions: Iterable[int]) -> None:
@@ -137,11 +174,13 @@ def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions:
             raise
 
 
-def fence_if_open(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> None:
+def fence_if_open(
+    flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None, *, check_lease: Callable[[], None]
+) -> None:
     """Fence the attempts at ``keys`` when the flow's batch log holds an open transaction, or when the broker
     cannot say yet (a batch log created a moment ago): fencing is always safe."""
     if log_may_hold_open_transactions(flow):
-        fence_partitions(flow, keys, copy_tasks)
+        fence_partitions(flow, keys, copy_tasks, check_lease=check_lease)
 
 
 def log_end(flow: FlowConfig, level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:

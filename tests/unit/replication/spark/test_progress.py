@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException
 
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
+from airmirror.errors import ReplicationFailure
 from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
 from airmirror.replication.spark.batch_log import Progress, decode_job, job_marker
 from airmirror.replication.spark.progress import attempt_ids, fence_partitions, supersede_jobs, unfinished, untouched
@@ -82,7 +83,7 @@ def test_fencing_aborts_what_an_attempt_left_open_and_it_can_never_commit(
     zombie.produce("a.orders", b"v", b"k", partition=0)
     zombie.flush()
 
-    fence_partitions(flow, KEYS, 2)
+    fence_partitions(flow, KEYS, 2, check_lease=lambda: None)
 
     assert [t.state for t in target.transactions] == ["aborted"]
     assert target.committed_records("a.orders", 0) == []
@@ -96,11 +97,27 @@ def test_fencing_aborts_what_an_attempt_left_open_and_it_can_never_commit(
 def test_superseding_commits_a_new_job_token_then_fences_the_attempts(flow: FlowConfig, target: StandInCluster) -> None:
     """Rule 1 of the task writer: the new token is committed before the fencing, so an attempt that starts after
     the fencing reads it; every call makes a token of its own."""
-    first = supersede_jobs(flow, KEYS, 2, 7)
-    second = supersede_jobs(flow, KEYS, 2, 7)
+    first = supersede_jobs(flow, KEYS, 2, 7, check_lease=lambda: None)
+    second = supersede_jobs(flow, KEYS, 2, 7, check_lease=lambda: None)
 
     group = names.anchor_group("a", "b")
     assert first != second and first.startswith("7-")
     assert decode_job(target.groups[group][job_marker(names.batch_log_topic("a"))].metadata) == second
     methods = [method for _, method in target.calls if method in ("commit", "init_transactions")]
     assert methods == ["commit", *["init_transactions"] * 4] * 2  # two tasks of two producers each
+
+
+def test_a_run_whose_lease_is_lost_neither_supersedes_nor_fences(flow: FlowConfig, target: StandInCluster) -> None:
+    """Only the lease holder fences: the check comes before the job token and before any fence, so a thawed driver
+    leaves the owner's job and tasks alone."""
+
+    def lost() -> None:
+        raise ReplicationFailure("lost its lease")
+
+    with pytest.raises(ReplicationFailure, match="lost its lease"):
+        supersede_jobs(flow, KEYS, 2, 7, check_lease=lost)
+    with pytest.raises(ReplicationFailure, match="lost its lease"):
+        fence_partitions(flow, KEYS, 2, check_lease=lost)
+
+    assert target.calls == [] and names.anchor_group("a", "b") not in target.groups
+    fence_partitions(flow, KEYS, None, check_lease=lost)  # nothing to fence: nothing checked
