@@ -187,7 +187,8 @@ def describe_schemas(figures: SchemaFigures) -> str:
 
 
 def print_partition_warnings(status: FlowStatus) -> None:
-    """The lines of ``status`` about partitions that need attention: future timestamps, source resets, stops."""
+    """The lines of ``status`` about partitions that need attention: future timestamps, source resets, stops,
+    partitions waiting for a leader."""
     for p in status.future_timestamped:
         print(describe_future_timestamp(p, status.checked_at_ms))
     for p in status.partitions:
@@ -198,6 +199,12 @@ def print_partition_warnings(status: FlowStatus) -> None:
             )
     for stop in status.stops:
         print(f"STOPPED since {stop.stopped_at.isoformat(timespec='seconds')}: {stop.reason}")
+    for wait in status.waiting_for_leader:
+        print(
+            f"WAITING {wait.topic}-{wait.partition}: waiting for a leader since "
+            f"{wait.since.isoformat(timespec='seconds')} ({wait.reason}); the other partitions are copied, and this "
+            "one goes on by itself once its leader is back"
+        )
     for reset in status.source_resets:
         print(
             f"source reset of {reset.topic}-{reset.partition} at {reset.reset_at.isoformat(timespec='seconds')} "

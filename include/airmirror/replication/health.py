@@ -5,12 +5,17 @@ States (:class:`FlowState`), each a rule; a flow is in every state whose rule ho
 
 1. ``failing``: its newest failed run (:mod:`airmirror.replication.run_failures`) is newer than its newest
    committed batch.
-2. ``stopped partitions``: some of its partitions are no longer copied (a deleted or recreated topic, a stop
-   that only ``airmirror reset`` ends).
-3. ``not running``: no batch committed for :data:`NOT_RUNNING_AFTER` (or ever) and no run holds the flow now.
-4. ``lagging``: its oldest record not yet copied is older than :data:`LAGGING_AFTER`, by the newest lag
+2. ``stopped partitions``: some of its partitions are no longer copied: a stop that only ``airmirror reset`` ends
+   (a deleted or recreated remote topic, a truncated partition), or a copied source topic the source cluster no
+   longer holds (:mod:`airmirror.store.gone_topics`; :attr:`FlowHealth.gone_topics` says since when), which ends
+   by itself if the topic is created again.
+3. ``waiting for a leader``: its newest plan left some source partitions where they stand because they had no
+   leader (:mod:`airmirror.store.leader_waits`; :attr:`FlowHealth.leader_waits` says since when); they go on by
+   themselves once their leader is back.
+4. ``not running``: no batch committed for :data:`NOT_RUNNING_AFTER` (or ever) and no run holds the flow now.
+5. ``lagging``: its oldest record not yet copied is older than :data:`LAGGING_AFTER`, by the newest lag
    samples (taken after each commit).
-5. ``healthy``: none of the above.
+6. ``healthy``: none of the above.
 
 Worst first (:func:`worst_first`) orders by state, in the order above, then by the oldest record's age.
 
@@ -31,7 +36,15 @@ from datetime import datetime, timedelta
 
 from airmirror import names
 from airmirror.config import FlowConfig
-from airmirror.model import HeartbeatEmission, JsonObject, PartitionKey, RunFailure, json_object, utc_text
+from airmirror.model import (
+    HeartbeatEmission,
+    JsonObject,
+    LeaderWait,
+    PartitionKey,
+    RunFailure,
+    json_object,
+    utc_text,
+)
 from airmirror.replication.status import SchemaFigures, schema_figures
 from airmirror.store import MetadataStore
 
@@ -47,6 +60,7 @@ class FlowState(str, enum.Enum):
 
     FAILING = "failing"
     STOPPED = "stopped partitions"
+    WAITING = "waiting for a leader"
     NOT_RUNNING = "not running"
     LAGGING = "lagging"
     HEALTHY = "healthy"
@@ -77,6 +91,8 @@ class FlowHealth:
     gaps: int
     gap_records: int
     stopped_partitions: int
+    leader_waits: list[LeaderWait] = field(default_factory=list)
+    gone_topics: dict[str, datetime] = field(default_factory=dict)
     records_filtered: int = 0
     records_skipped: int = 0
     schemas: SchemaFigures = field(default_factory=SchemaFigures)
@@ -98,13 +114,16 @@ def flow_health(flow: FlowConfig, store: MetadataStore, now: datetime, *, revers
     running = lease is not None and lease.expires_at > now
     latencies = store.heartbeat_latencies(flow.name)
     latency = max(latencies, key=lambda observed: observed.observed_at) if latencies else None
-    stopped = stopped_partitions(store, flow, stats.keys())
+    gone = store.gone_topics(flow.name)
+    stopped = stopped_partitions(store, flow, stats.keys(), gone)
+    waits = store.leader_waits(flow.name)
     oldest_age = max(ages, default=None)
     states = [
         state
         for state, holds in (
             (FlowState.FAILING, failure is not None and (last_success is None or failure.failed_at > last_success)),
             (FlowState.STOPPED, stopped > 0),
+            (FlowState.WAITING, bool(waits)),
             (FlowState.NOT_RUNNING, not running and (last_success is None or now - last_success > NOT_RUNNING_AFTER)),
             (FlowState.LAGGING, oldest_age is not None and oldest_age > LAGGING_AFTER / timedelta(milliseconds=1)),
         )
@@ -128,6 +147,8 @@ def flow_health(flow: FlowConfig, store: MetadataStore, now: datetime, *, revers
         gaps=sum(s.gap_count for s in stats.values()),
         gap_records=sum(s.gap_offsets for s in stats.values()),
         stopped_partitions=stopped,
+        leader_waits=waits,
+        gone_topics=gone,
         records_filtered=sum(s.filtered for s in stats.values()),
         records_skipped=sum(s.skipped for s in stats.values()),
         schemas=schema_figures(flow, store),
@@ -135,10 +156,24 @@ def flow_health(flow: FlowConfig, store: MetadataStore, now: datetime, *, revers
     )
 
 
-def stopped_partitions(store: MetadataStore, flow: FlowConfig, partitions: Iterable[PartitionKey]) -> int:
-    """How many of the flow's partitions a stop covers (a stop of a whole topic covers each partition it has)."""
+def stopped_partitions(
+    store: MetadataStore, flow: FlowConfig, partitions: Iterable[PartitionKey], gone: Iterable[str]
+) -> int:
+    """How many of the flow's partitions (``partitions``: those with cursors) a stop covers, or belong to a ``gone``
+    topic (a stop of a whole topic, or a gone topic, covers each partition it has; a partition counts once)."""
     per_topic = Counter(key.topic for key in partitions)
-    return sum(1 if stop.partition is not None else max(1, per_topic[stop.topic]) for stop in store.stops(flow.name))
+    stops = store.stops(flow.name)
+    whole = {stop.topic for stop in stops if stop.partition is None} | set(gone)
+    single = {(stop.topic, stop.partition) for stop in stops if stop.partition is not None and stop.topic not in whole}
+    return len(single) + sum(max(1, per_topic[topic]) for topic in whole)
+
+
+def gone_topic_reason(flow: FlowConfig, topic: str, since: datetime) -> str:
+    """Why a gone topic's partitions are stopped (rule 2), as the replication view names it."""
+    return (
+        f"source topic {topic} is gone from cluster {flow.source} since {utc_text(since)}: its partitions are no "
+        f"longer copied; {flow.remote_topic(topic)} keeps what was copied"
+    )
 
 
 def latency_note(flow: FlowConfig, reverse_enabled: bool, emitted: HeartbeatEmission | None) -> str:

@@ -65,9 +65,12 @@ def lag_samples(
 
 
 def sample_lag(flow: FlowConfig, store: MetadataStore, positions: Mapping[PartitionKey, int]) -> list[LagSample]:
-    """Samples of the partitions in ``positions`` (partition -> next offset to copy), read now."""
+    """Samples of the partitions in ``positions`` (partition -> next offset to copy), read now; one without a leader
+    is not sampled."""
     if not positions:
         return []
-    ends = list_offsets(source_admin(flow), positions, OffsetSpec.latest())
+    leaderless: dict[PartitionKey, str] = {}
+    ends = list_offsets(source_admin(flow), positions, OffsetSpec.latest(), waiting=leaderless)
+    positions = {key: position for key, position in positions.items() if key in ends}
     waiting = next_records(flow, positions, ends)
     return lag_samples(positions, ends, waiting, newest_latency_ms(store, flow), int(time.time() * 1000))

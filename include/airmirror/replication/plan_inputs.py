@@ -4,7 +4,11 @@ per partition.  The same reading serves ``status``, so status shows where the ne
 - :func:`plan_partitions` reads, for every partition of the mappings, the broker's offsets (log start, last
   stable offset, ``until``/``start_from`` offsets, leader epoch, topic id) and the stored cursor, validates
   cursors whose leader epoch changed (:func:`~airmirror.replication.incarnations.diverged_cursors`) and plans
-  each partition with :func:`airmirror.replication.plan_arithmetic.plan_range`.  Read-only.
+  each partition with :func:`airmirror.replication.plan_arithmetic.plan_range`.  Read-only.  **A sick partition
+  stays alone**: one without a leader (or whose leader does not answer,
+  :data:`~airmirror.kafka.offsets.LEADER_WAIT_S`) is not planned: it stays where it stands, named in ``waiting``
+  with the broker's error, and every other partition is planned as usual; it is planned again once its leader
+  answers.
 - :func:`plan_ranges` keeps the ranges that need work, refuses a ``start_from`` that moves existing cursors
   without ``reset_cursor`` (:class:`~airmirror.errors.InputError`) and applies ``airmirror.source.reset.policy``.
 - :func:`refuse_moving_cursors` is that ``start_from`` check alone, for step 1 to run before anything changes;
@@ -13,6 +17,7 @@ per partition.  The same reading serves ``status``, so status shows where the ne
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -20,12 +25,15 @@ from airmirror.config import FlowConfig
 from airmirror.errors import InputError
 from airmirror.kafka.clients import source_admin
 from airmirror.kafka.offsets import partition_offsets
-from airmirror.kafka.topics import TopicMapping, topic_ids
+from airmirror.kafka.topic_ids import topic_ids
+from airmirror.kafka.topics import TopicMapping
 from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange
 from airmirror.replication.incarnations import diverged_cursors, refuse_source_resets
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_arithmetic import moved_from, needs_work, plan_range, requested_start, source_reset
 from airmirror.store import MetadataStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,16 +64,24 @@ def record_cap(flow: FlowConfig, options: BatchOptions) -> int | None:
 
 
 def plan_partitions(
-    flow: FlowConfig, store: MetadataStore, mappings: Sequence[TopicMapping], options: BatchOptions | None = None
+    flow: FlowConfig,
+    store: MetadataStore,
+    mappings: Sequence[TopicMapping],
+    options: BatchOptions | None = None,
+    *,
+    waiting: dict[PartitionKey, str] | None = None,
 ) -> list[PartitionPlan]:
     """Every partition of ``mappings`` planned per ``options`` (none: from the stored cursors, to the last
-    stable offset, capped only by the flow's ``airmirror.batch.max.records.per.partition``).  Read-only."""
+    stable offset, capped only by the flow's ``airmirror.batch.max.records.per.partition``), but those without a
+    leader, which go to ``waiting`` (the module docstring).  Read-only."""
     options = options or BatchOptions()
     remote = {m.source_topic: m.remote_topic for m in mappings}
-    keys = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
     source = source_admin(flow)
     ids = topic_ids(source, remote)
-    listed = partition_offsets(source, keys, options.until_ms, options.start_ms)
+    leaderless: dict[PartitionKey, str] = {} if waiting is None else waiting
+    every = [PartitionKey(m.source_topic, p) for m in mappings for p in range(m.partitions)]
+    listed = partition_offsets(source, every, options.until_ms, options.start_ms, waiting=leaderless)
+    keys = [key for key in every if key in listed]
     offsets = {key: replace(o, topic_id=ids[key.topic]) for key, o in listed.items()}
     cursors = store.cursor_states(flow.name)
     diverged = diverged_cursors(flow, cursors, offsets)
@@ -97,13 +113,19 @@ def plan_ranges(
     options: BatchOptions,
     *,
     every_partition: bool = False,
+    waiting: dict[PartitionKey, str] | None = None,
 ) -> list[PlannedRange]:
-    """One range per partition that needs work (with ``every_partition``, per partition: a stream's); see the
-    module docstring.  Under ``airmirror.source.reset.policy = fail`` partitions whose source incarnation
-    changed are stopped instead."""
-    plans = [
-        p for p in plan_partitions(flow, store, mappings, options) if every_partition or needs_work(p.planned, p.cursor)
-    ]
+    """One range per partition that needs work (with ``every_partition``, per partition: a stream's) but those
+    without a leader, which go to ``waiting``, each logged and recorded (unless a dry run:
+    :meth:`~airmirror.store.leader_waits.LeaderWaitStore.record_leader_waits`); see the module docstring.  Under
+    ``airmirror.source.reset.policy = fail`` partitions whose source incarnation changed are stopped instead."""
+    leaderless: dict[PartitionKey, str] = {} if waiting is None else waiting
+    partitions = plan_partitions(flow, store, mappings, options, waiting=leaderless)
+    for key, error in sorted(leaderless.items()):
+        log.warning("flow %s: %s has no leader (%s): it stays where it stands; the others go on", flow.name, key, error)
+    if not options.dry_run:
+        store.record_leader_waits(flow.name, [*(p.key for p in partitions), *leaderless], leaderless)
+    plans = [p for p in partitions if every_partition or needs_work(p.planned, p.cursor)]
     if not options.reset_cursor:
         refuse_moves(
             options, {p.key: (p.planned.moved_from, p.planned.start) for p in plans if p.planned.moved_from is not None}

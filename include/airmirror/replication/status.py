@@ -10,6 +10,10 @@ deleted before they could be copied; ``records_filtered`` counts the records the
 the flow's past source resets and its stopped topics and partitions (:mod:`airmirror.replication.incarnations`)
 are listed with it.
 
+Partitions without a leader (``waiting_for_leader``): the offsets of a partition whose leader is down cannot be
+read; it has no row, and is named with since when the flow's plans have left it where it stands
+(:mod:`airmirror.store.leader_waits`).
+
 Deleted source topics (:func:`deleted_source_topics`): a topic the flow selects and has copied (it has cursors)
 that the source cluster no longer lists is a stop too, one per topic, derived from the listing at every ``status``
 rather than stored: its partitions are no longer read (a read it was in ended where it got to, see
@@ -38,12 +42,22 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from airmirror.config import FlowConfig
 from airmirror.config.schema_registries import SchemaIds
 from airmirror.kafka.clients import source_admin
 from airmirror.kafka.topics import replicated_topics
-from airmirror.model import JsonObject, PartitionKey, PartitionStats, SourceReset, Stop, json_object, to_json
+from airmirror.model import (
+    JsonObject,
+    LeaderWait,
+    PartitionKey,
+    PartitionStats,
+    SourceReset,
+    Stop,
+    json_object,
+    to_json,
+)
 from airmirror.replication.lag import lag_samples, newest_latency_ms, next_records
 from airmirror.replication.plan_inputs import plan_partitions
 from airmirror.store import MetadataStore
@@ -111,6 +125,7 @@ class FlowStatus:
     stops: list[Stop] = field(default_factory=list)
     source_resets: list[SourceReset] = field(default_factory=list)
     schemas: SchemaFigures = field(default_factory=SchemaFigures)
+    waiting_for_leader: list[LeaderWait] = field(default_factory=list)
 
     @property
     def total_lag(self) -> int:
@@ -133,6 +148,7 @@ class FlowStatus:
             "stops": to_json(self.stops),
             "source_resets": to_json(self.source_resets),
             "schemas": self.schemas.as_dict(),
+            "waiting_for_leader": to_json(self.waiting_for_leader),
         }
 
 
@@ -166,11 +182,13 @@ def deleted_source_topics(
 def flow_status(
     flow: FlowConfig, store: MetadataStore, *, future_tolerance_ms: int = FUTURE_TOLERANCE_MS
 ) -> FlowStatus:
-    """Read-only: queries the source cluster and the metadata DB, changes nothing."""
-    mappings = replicated_topics(flow, source_admin(flow))
-    remote = {m.source_topic: m.remote_topic for m in mappings}
-    plans = plan_partitions(flow, store, mappings)
+    """Read-only: queries the source cluster and the metadata DB, changes nothing.  A copied topic the source
+    cluster hides (a revoked DESCRIBE ACL) fails it naming the ACL, as a run does: it is not shown as deleted."""
     stats = store.partition_stats(flow.name)
+    mappings = replicated_topics(flow, source_admin(flow), copied={key.topic for key in stats})
+    remote = {m.source_topic: m.remote_topic for m in mappings}
+    leaderless: dict[PartitionKey, str] = {}
+    plans = plan_partitions(flow, store, mappings, waiting=leaderless)
     positions = {p.key: p.planned.start for p in plans}
     ends = {p.key: p.offsets.stable_end for p in plans}
     waiting = next_records(flow, positions, ends)
@@ -213,4 +231,18 @@ def flow_status(
         store.stops(flow.name) + deleted_source_topics(flow, stats, remote),
         store.source_resets(flow.name),
         schema_figures(flow, store),
+        waiting_for_leader(store, flow, leaderless),
     )
+
+
+def waiting_for_leader(
+    store: MetadataStore, flow: FlowConfig, leaderless: Mapping[PartitionKey, str]
+) -> list[LeaderWait]:
+    """The partitions without a leader now (``leaderless``, the broker's error each), since when the flow's plans have
+    left them where they stand (now, for one no plan met yet)."""
+    recorded = {wait.key: wait for wait in store.leader_waits(flow.name)}
+    now = datetime.now(UTC)
+    return [
+        recorded.get(key) or LeaderWait(key.topic, key.partition, now, reason)
+        for key, reason in sorted(leaderless.items())
+    ]

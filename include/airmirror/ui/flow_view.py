@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 
 from airmirror.config import FlowConfig
 from airmirror.model import BatchRecord, BatchState, GroupSyncOutcome, JsonObject, LagSample, PartitionKey, json_object
-from airmirror.replication.health import latency_note
+from airmirror.replication.health import gone_topic_reason, latency_note
 from airmirror.replication.status import SchemaFigures, schema_figures
 from airmirror.store import MetadataStore
 from airmirror.store.lag_samples import LagPoint
@@ -144,10 +144,13 @@ def _partitions(flow: FlowConfig, store: MetadataStore, newest: dict[PartitionKe
     for reset in store.source_resets(flow.name):
         resets[PartitionKey(reset.topic, reset.partition)] += 1
     stops = store.stops(flow.name)
+    gone = store.gone_topics(flow.name)
     rows = []
     for key in sorted({*stats, *newest}):
         stat, sample = stats.get(key), newest.get(key)
         stop = next((s.reason for s in stops if s.topic == key.topic and s.partition in (None, key.partition)), None)
+        if stop is None and key.topic in gone:
+            stop = gone_topic_reason(flow, key.topic, gone[key.topic])
         rows.append(
             PartitionRow(
                 topic=key.topic,

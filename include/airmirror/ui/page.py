@@ -29,7 +29,8 @@ th:first-child, td:first-child, td.text { text-align: left; }
 .skipped-active { background: #fde8e8; color: #9b1c1c; font-weight: 600; }
 .stopped { color: #9b1c1c; } .muted { color: #829ab1; }
 .state-failing, .state-stopped, .state-unavailable { color: #9b1c1c; font-weight: 600; }
-.state-lagging, .state-not_running { color: #b45309; font-weight: 600; } .state-healthy { color: #047857; }
+.state-lagging, .state-not_running, .state-waiting { color: #b45309; font-weight: 600; }
+.state-healthy { color: #047857; }
 .overview th a { color: inherit; } details table { margin: 0.4rem 0 0.8rem 1rem; } .paging a { margin-right: 1rem; }
 .figures span { margin-right: 2rem; } svg { background: #f8fafc; border: 1px solid #d9e2ec; }
 """

@@ -141,3 +141,45 @@ def test_worst_first_orders_by_state_then_by_the_oldest_record(opened):
     failing = healthy.__class__(**{**healthy.__dict__, "flow": "z->y", "state": FlowState.FAILING})
 
     assert [h.flow for h in worst_first([healthy, older, failing])] == ["z->y", "c->d", "a->b"]
+
+
+def test_a_partition_without_a_leader_is_named_with_since_when_until_a_plan_finds_its_leader(opened):
+    """Health rule 3 over the leader waits a plan records: a row per partition that still waits keeps its since,
+    one that answers again goes, and nothing is written while nothing changed."""
+    flow, store = opened
+    commit(store, flow, 0)
+    commit(store, flow, 1)
+    keys = [PartitionKey("orders", 0), PartitionKey("orders", 1)]
+    store.record_leader_waits(flow.name, keys, {keys[1]: "Broker: Leader not available"})
+    (first,) = store.leader_waits(flow.name)
+
+    store.record_leader_waits(flow.name, keys, {keys[1]: "Broker: Leader not available"})
+    waiting = health(flow, store)
+
+    assert store.leader_waits(flow.name) == [first] and first.key == keys[1]
+    assert waiting.states == [FlowState.WAITING] and waiting.leader_waits == [first]
+    assert waiting.as_json()["leader_waits"][0]["reason"] == "Broker: Leader not available"
+    store.record_leader_waits(flow.name, keys, {})
+    assert store.leader_waits(flow.name) == [] and health(flow, store).state is FlowState.HEALTHY
+
+
+def test_a_copied_source_topic_that_is_gone_stops_its_partitions_until_it_is_back(opened):
+    """Health rule 2 over the gone topics step 1 records: a deleted source topic counts its copied partitions as
+    stopped (once each, beside a stop of one of them), keeps its since while still gone, and stops nothing once a
+    run finds it again; a topic no run looked for keeps its row."""
+    flow, store = opened
+    for partition in (0, 1):
+        commit(store, flow, partition)
+    store.stop_partition(flow.name, PartitionKey("orders", 1), "source partition 1 was truncated")
+    store.record_gone_topics(flow.name, ["orders", "payments"], ["orders", "payments"])
+    since = store.gone_topics(flow.name)
+
+    store.record_gone_topics(flow.name, ["orders"], ["orders"])
+    gone = health(flow, store)
+
+    assert set(since) == {"orders", "payments"} and store.gone_topics(flow.name) == since
+    assert gone.states == [FlowState.STOPPED] and gone.stopped_partitions == 3
+    assert gone.as_json()["gone_topics"]["orders"] == since["orders"].isoformat()
+    store.record_gone_topics(flow.name, ["orders"], [])
+    assert store.gone_topics(flow.name) == {"payments": since["payments"]}
+    assert health(flow, store).stopped_partitions == 2

@@ -108,3 +108,17 @@ def test_the_view_names_the_remote_topic_a_router_gives(tmp_path: Path) -> None:
     finally:
         store.dispose()
     assert row.remote_topic == "restricted.payments"
+
+
+def test_every_partition_of_a_gone_source_topic_is_shown_stopped_saying_since_when(opened):
+    flow, store = opened
+    store.record_lag_samples(flow.name, [LagSample("orders", p, NOW, 0, None, None) for p in (0, 1)])
+    store.record_lag_samples(flow.name, [LagSample("payments", 0, NOW, 0, None, None)])
+    store.record_gone_topics(flow.name, ["orders", "payments"], ["orders"])
+
+    view = flow_view(flow, "airmirror__a__b", store, now=NOW)
+
+    stopped = {(p.topic, p.partition): p.stopped for p in view.partitions}
+    since = store.gone_topics(flow.name)["orders"].strftime("%Y-%m-%dT%H:%M:%S")
+    assert stopped[("payments", 0)] is None
+    assert all(f"source topic orders is gone from cluster a since {since}" in stopped[("orders", p)] for p in (0, 1))

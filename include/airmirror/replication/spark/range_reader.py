@@ -40,7 +40,12 @@ Contract, per range:
   cluster's topics for all such reads, at most every :data:`STALL_CHECK_S`.  A read whose topic is gone ends where
   it got to (its ``end`` lowered to :attr:`PartitionRead.reached`; in :attr:`RangesReader.ended`) and the other
   ranges read on; the batch commits the partition's cursor there and the next plan treats the topic as any deleted
-  one (see :mod:`airmirror.replication.incarnations`).  A read whose topic exists waits on (a leader down, say).
+  one (see :mod:`airmirror.replication.incarnations`).
+- **A partition without a leader** (its only replica's broker down, or frozen until the controller fences it): a
+  bounded read that heard nothing for :data:`STALL_CHECK_S` and whose partition the same metadata request shows
+  without a leader ends where it got to, as above, and the other ranges read on; the next plan leaves the partition
+  where it stands until its leader is back (:mod:`airmirror.replication.plan_inputs`).  An open read waits on: its
+  stream ends it by its own rules.
 - **Open ranges.**  A range whose ``end`` is :data:`OPEN_END` (a streaming copy task's) is never read to its
   end: an end of partition is where the read caught up, not an early end, and :attr:`PartitionRead.reached`
   moves to it (past aborted records and transaction markers, as a bounded range's end does).  The caller
@@ -71,7 +76,7 @@ from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, refuses_unused_group
 from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, ClientConfig
-from airmirror.kafka.offsets import divergence_points, epoch_position
+from airmirror.kafka.offsets import divergence_points, epoch_position, has_no_leader
 from airmirror.model import PartitionKey
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 
@@ -382,22 +387,31 @@ class RangesReader:
         return taken
 
     def _end_if_deleted(self, consumer: Consumer, stalled: list[PartitionRead]) -> None:
-        """Reads that heard nothing for a while: end those whose topic is gone (see the module docstring)."""
+        """Reads that heard nothing for a while: end those whose topic is gone, and the bounded ones whose partition
+        has no leader (see the module docstring)."""
         topics = consumer.list_topics(timeout=REQUEST_TIMEOUT_S).topics
         for read in stalled:
             metadata = topics.get(read.topic)
-            if metadata is not None and (
-                metadata.error is None or metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+            if metadata is None or (
+                metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
             ):
-                continue  # there, or only its leader or metadata is not ready: the read waits on
-            log.warning(
-                "%s-%d: the topic is gone from the source cluster (deleted while this read stood at offset %d); the "
-                "range ends there and the next plan treats the topic as deleted",
-                read.topic,
-                read.partition,
-                read.reached,
-            )
-            self._end_early(read)
+                log.warning(
+                    "%s-%d: the topic is gone from the source cluster (deleted while this read stood at offset %d); "
+                    "the range ends there and the next plan treats the topic as deleted",
+                    read.topic,
+                    read.partition,
+                    read.reached,
+                )
+                self._end_early(read)
+            elif not read.open and has_no_leader(metadata, read.partition):
+                log.warning(
+                    "%s-%d has no leader: the range ends where the read got to (offset %d) and the next plan takes "
+                    "the partition up again once its leader is back; the other ranges read on",
+                    read.topic,
+                    read.partition,
+                    read.reached,
+                )
+                self._end_early(read)
 
     def _end_early(self, read: PartitionRead) -> None:
         """End the range where the read got to: the source log moved from under it (see the module docstring)."""

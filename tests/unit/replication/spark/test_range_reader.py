@@ -196,3 +196,22 @@ def test_a_polls_messages_are_taken_in_runs_of_one_partition_in_their_order() ->
 
     assert runs == [((TOPIC, 0), [5, 6]), ((TOPIC, 1), [3]), (None, [None]), ((TOPIC, 0), [7])]
     assert list(range_reader.partition_runs([])) == []
+
+
+def test_a_bounded_read_whose_partition_lost_its_leader_ends_where_it_got_to_and_the_others_read_on(
+    source: StandInCluster, clock: Clock
+) -> None:
+    """A sick partition stays alone: a bounded read that hears nothing and whose partition the metadata shows
+    without a leader ends where it got to after ``STALL_CHECK_S`` (the batch commits its cursor there); the other
+    ranges are read to their ends."""
+    source.seconds_per_poll = 1.0
+    source.records_per_poll = 1
+    source.fill(TOPIC, 0, 4)
+    source.fill(TOPIC, 1, 6)
+    source.offline.add((TOPIC, 0))
+
+    with RangesReader({}, [ReadRange(TOPIC, 0, 0, 4), ReadRange(TOPIC, 1, 0, 6)]) as reader:
+        got = read_all(reader)
+        read = reader.reads[(TOPIC, 0)]
+        assert (read.end, read.reached) == (0, 0) and reader.ended == {(TOPIC, 0)}
+    assert got[(TOPIC, 1)] == list(range(6))
