@@ -296,9 +296,17 @@ def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(
     with store:
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options, stream=True)
-        job = supersede_jobs(flow, [], None, planned.batch_id)  # as run_stream does before the job
+        # as run_stream does before the job
+        job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
         tasks = copy_tasks(
-            flow, planned.batch_id, planned.ranges, lambda: 1, job=job, scan_from=None, stream_until=time.time() - 60
+            flow,
+            planned.batch_id,
+            planned.ranges,
+            lambda: 1,
+            job=job,
+            scan_from=None,
+            stream_until=time.time() - 60,
+            recorded_remote_ids=store.remote_topic_ids(flow.name),
         )
         store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)
         summary = copy_task(tasks[0], first_attempt=True)

@@ -29,7 +29,7 @@ import heapq
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from confluent_kafka.admin import OffsetSpec
@@ -42,7 +42,7 @@ from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets
-from airmirror.kafka.topics import settled_topic_ids
+from airmirror.kafka.topic_ids import settled_topic_ids
 from airmirror.model import PartitionKey, PlannedRange, RangeCopied
 from airmirror.replication.spark.progress import log_end, range_progress, unfinished
 from airmirror.replication.spark.range_reader import OPEN_END
@@ -62,16 +62,22 @@ def transaction_bounds(flow: FlowConfig, streaming: bool = False) -> Transaction
     return TransactionBounds(flow.copy.transaction_max_records, flow.copy.transaction_max_bytes, seconds)
 
 
-def remote_topic_ids(flow: FlowConfig, remote_topics: set[str]) -> dict[str, str]:
+def remote_topic_ids(flow: FlowConfig, remote_topics: set[str], recorded: Mapping[str, str]) -> dict[str, str]:
     """The ids of the remote topics the job writes; one still missing after
     :data:`~airmirror.kafka.clients.NEW_TOPIC_WAIT_S` (a topic created a moment ago may not be known to every
     broker yet) fails the job before anything is written (a producer could otherwise create it with broker
-    defaults)."""
+    defaults), and so does one whose id is not the one ``recorded`` in the metadata DB (the incarnation airmirror
+    writes to: the topic was deleted and created again since the run's topic sync looked)."""
     ids = settled_topic_ids(target_admin(flow), remote_topics)
     if missing := sorted(name for name, topic_id in ids.items() if topic_id is None):
         raise ReplicationFailure(
             f"remote topics {', '.join(missing)} do not exist on cluster {flow.target}; the next run's topic sync "
             "stops them (see `airmirror status`)"
+        )
+    if recreated := sorted(name for name, topic_id in ids.items() if recorded.get(name, topic_id) != topic_id):
+        raise ReplicationFailure(
+            f"remote topics {', '.join(recreated)} on cluster {flow.target} were recreated since airmirror wrote to "
+            "them; nothing is written, and the next round's topic sync stops them (see `airmirror status`)"
         )
     return {name: topic_id for name, topic_id in ids.items() if topic_id is not None}
 
@@ -99,6 +105,8 @@ def copy_tasks(
     stream_until: float | None = None,
     record_ids: RecordIds | None = None,
     chain: TransformChain | None = None,
+    *,
+    recorded_remote_ids: Mapping[str, str],
 ) -> list[CopyTask]:
     """The copy tasks of the batch's ranges that have records to copy and are not done in Kafka yet, at most
     ``slots()`` of them (see the module docstring; asked last, after the reads of the batch log and the target,
@@ -115,12 +123,15 @@ def copy_tasks(
     task, which streams until then and at least up to the source's last stable offsets of now (rule 6 of
     :mod:`airmirror.replication.spark.task_writer`).  ``record_ids`` (``airmirror.schema.ids`` not ``off``, see
     :func:`airmirror.replication.schema_sync.record_ids`) goes to every task, and each range gets the steps of
-    ``chain`` (default: the flow's) for its topic (:meth:`~airmirror.config.FlowConfig.transform_steps`)."""
+    ``chain`` (default: the flow's) for its topic (:meth:`~airmirror.config.FlowConfig.transform_steps`).
+    ``recorded_remote_ids`` are the remote topic ids the metadata DB holds (:func:`remote_topic_ids`)."""
     catch_up: dict[PartitionKey, int] = {}
     if stream_until is not None:
         ranges = [replace(r, end=OPEN_END) for r in ranges]
-        catch_up = list_offsets(source_admin(flow), [r.key for r in ranges], OffsetSpec.latest())
-    progress = range_progress(flow, ranges, None, scan_from)  # the attempts before were fenced: no fence before a scan
+        leaderless: dict[PartitionKey, str] = {}  # streamed all the same, without a catch-up to reach
+        catch_up = list_offsets(source_admin(flow), [r.key for r in ranges], OffsetSpec.latest(), waiting=leaderless)
+    # The attempts before were fenced (copy_tasks None): nothing is fenced before a scan, and no lease checked.
+    progress = range_progress(flow, ranges, None, scan_from, check_lease=lambda: None)
     ranges = unfinished(ranges, progress, batch_id)
     if not ranges:
         return []
@@ -130,7 +141,7 @@ def copy_tasks(
     source_consumer = bounded(flow.source_client("consumer"), buffer.consumer_limits(), f"{flow.source}.consumer")
     bounds = transaction_bounds(flow, streaming=stream_until is not None)
     source_access, target_access = access_scope(flow, flow.source), access_scope(flow, flow.target)
-    remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges})
+    remote_ids = remote_topic_ids(flow, {r.remote_topic for r in ranges}, recorded_remote_ids)
     steps = {topic: flow.transform_steps(topic, chain) for topic in {r.topic for r in ranges}}
     end = log_end(flow)
     return [
@@ -166,6 +177,7 @@ def copy_tasks(
             buffer=buffer,
             producer_config=producer,
             target_consumer_config=consumer,
+            target_admin_config=flow.target_client("admin"),
             source_consumer_config=source_consumer,
             stream_until=stream_until,
             record_ids=record_ids,

@@ -1,4 +1,5 @@
-"""A copy task's remote topics, checked while its producer cannot deliver to them.
+"""A copy task's remote topics: checked while its producer cannot deliver to them, and their incarnations checked
+before a chunk commits records that did not land where the copy left off.
 
 librdkafka keeps the records of a partition whose topic was deleted queued until ``message.timeout.ms`` (five
 minutes by default) before it reports them failed, and a producer never creates a topic by writing to it
@@ -9,16 +10,26 @@ once the wait has lasted :data:`REMOTE_CHECK_S` and then every :data:`REMOTE_CHE
 no longer lists fails the task at once with a :class:`~airmirror.errors.ReplicationFailure` naming it: the open
 chunk is aborted, so nothing of it is committed, and the run's next round stops the topic
 (:mod:`airmirror.replication.incarnations`) and copies the other topics on.
+
+librdkafka writes by topic name, so a remote topic deleted and created again under its name takes a task's records as
+if nothing happened; and the new incarnation's offsets can already be past where the copy stood (records of the
+chunk the deletion aborted, or of another writer, occupy them).  :class:`RemoteIncarnations` asks the target cluster
+for the ids of the remote topics it is given (an admin client of the task's own, made at the first check) and fails
+the task with a :class:`~airmirror.errors.ReplicationFailure` naming each topic whose id is not the one the driver
+found for the job (``RangeTask.remote_topic_id``): the open chunk is aborted, and the next round stops the topic.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
 
 from airmirror.errors import ReplicationFailure
+from airmirror.kafka.clients import ClientConfig
+from airmirror.kafka.topic_ids import topic_ids
 
 REMOTE_CHECK_S = 10.0
 
@@ -53,3 +64,34 @@ class RemoteTopicCheck:
 
 def _unknown(error: KafkaError | None) -> bool:
     return error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+class RemoteIncarnations:
+    """The incarnations a copy task's remote topics must be (``expected``: topic to id, as the driver found them;
+    see the module docstring)."""
+
+    def __init__(self, admin_config: ClientConfig, expected: Mapping[str, str | None], flow: str) -> None:
+        self.admin_config, self.expected, self.flow = admin_config, dict(expected), flow
+        self.admin: AdminClient | None = None
+
+    def verify(self, topics: Iterable[str]) -> None:
+        """Raise naming each of ``topics`` whose id on the target is not the expected one (or that is gone)."""
+        known = sorted({topic for topic in topics if self.expected.get(topic) is not None})
+        if not known:
+            return
+        if self.admin is None:
+            self.admin = AdminClient(dict(self.admin_config))
+        found = topic_ids(self.admin, known)
+        changed = [topic for topic in known if found[topic] != self.expected[topic]]
+        if changed:
+            raise ReplicationFailure(
+                "; ".join(
+                    f"remote topic {topic} of flow {self.flow} was "
+                    + ("deleted" if found[topic] is None else "recreated")
+                    + f" on the target while a copy task wrote to it (topic id {self.expected[topic]} -> "
+                    f"{found[topic] or 'none'})"
+                    for topic in changed
+                )
+                + ": nothing of the open chunk is committed, and the next round stops the topic "
+                "(see `airmirror status`)"
+            )

@@ -46,7 +46,17 @@ offset commits) is not paid per partition.  Recovery protocol (a task = ranges o
    first record (at most a third of the producer's ``transaction.timeout.ms``).  Offset-sync runs are proven
    from the delivery reports of the first and the last of each round's records of a range or, where those do not
    prove them, the chunk is aborted and copied again with a report per record
-   (:mod:`~airmirror.replication.spark.deliveries`); no per-record state is kept, and what the task buffers
+   (:mod:`~airmirror.replication.spark.deliveries`).  Written only by this copy, a range's remote partition takes a
+   chunk's first record right where the copy left off: at its ``downstream_position``, or one past it (the previous
+   chunk's commit marker).  A chunk whose first record of a range lands anywhere else (an aborted attempt's records,
+   another writer, or another incarnation: the remote topic deleted and created again under its name), or at offset
+   0 (an empty partition, which a new incarnation is too), or is the first the attempt commits or the first after an
+   aborted chunk (whose records may have filled a new incarnation up to where the copy stood), has the
+   cluster asked for that remote topic's id before it commits, and one that lands below the position wrote into
+   another incarnation (:meth:`TaskCopy.verify_incarnations`, :mod:`~airmirror.replication.spark.remote_topics`):
+   a remote topic that is not the incarnation the driver found fails the chunk before its commit, nothing of it
+   becomes visible, and the driver's next round stops the topic (:mod:`airmirror.replication.incarnations`).  No
+   per-record state is kept, and what the task buffers
    (reader prefetch, handed-over records, producer queue) stays within ``airmirror.task.max.buffer.bytes``
    (:mod:`airmirror.replication.spark.task_buffer`) whatever the number or length of its ranges.  Then, in the
    same transaction, for every range the chunk changed (records copied, or its read moved past aborted records
@@ -116,7 +126,7 @@ from airmirror.errors import ReplicationFailure
 from airmirror.kafka.authorization import AccessScope, named, naming_refusals
 from airmirror.kafka.client_log import logged
 from airmirror.kafka.clients import NO_TOPIC_CREATION, ClientConfig
-from airmirror.model import RangeCopied
+from airmirror.model import OffsetRun, RangeCopied
 from airmirror.replication.spark.batch_log import (
     Progress,
     decode_job,
@@ -133,7 +143,7 @@ from airmirror.replication.spark.deliveries import PURGED, ChunkDeliveries, Fail
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
 from airmirror.replication.spark.record_codec import Headers, HeaderValue, header_list
 from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
-from airmirror.replication.spark.remote_topics import RemoteTopicCheck
+from airmirror.replication.spark.remote_topics import RemoteIncarnations, RemoteTopicCheck
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
 from airmirror.schemas.avro_fields import AvroFields
@@ -150,7 +160,10 @@ CATCH_UP_SILENCE_S = 60.0
 """How long past its ``stream_until`` a stream waits on a read that hears nothing before it ends without it (rule 6)."""
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
-FAILED_DELIVERY_POLLS = 10
+FAILED_DELIVERY_POLLS = 300
+"""How many short polls a failed transaction waits for the report that names its refused record (it comes at once
+on an idle machine; a two-core CI run with three test workers needed more than the 10 s this once was).  Only a
+failing chunk waits."""
 FAILED_DELIVERY_POLL_S = 0.1
 TOPICS_NAMED = 3  # a refusal names at most this many of a task's remote topics
 Outgoing = tuple[int, bytes | None, bytes | None, Headers | dict[str, HeaderValue] | None, int]
@@ -231,6 +244,7 @@ class CopyTask:
     buffer: TaskBuffer
     producer_config: ClientConfig = field(repr=False)
     target_consumer_config: ClientConfig = field(repr=False)
+    target_admin_config: ClientConfig = field(repr=False)
     source_consumer_config: ClientConfig = field(repr=False)
     stream_until: float | None = None
     record_ids: RecordIds | None = field(default=None, repr=False)
@@ -328,6 +342,9 @@ class TaskCopy:
         """The reports of the open chunk (:mod:`~airmirror.replication.spark.deliveries`)."""
         self.every_record = False
         """Whether every record reports: after a chunk whose reports did not prove its runs (deliveries rule 3)."""
+        self.after_abort = True
+        """Whether no chunk committed since the attempt began or a chunk was aborted (an earlier attempt's open
+        transaction is aborted by this one's fencing): the next commit checks every remote topic id it writes."""
         self.rounds: Iterator[dict[tuple[str, int], list[Message]]] = iter(())
         """The reader's rounds the chunks take their records from."""
         settings = [producer_settings(task, i) for i in task.transactional_ids]
@@ -336,6 +353,9 @@ class TaskCopy:
         self.turn = 0
         """Which of :attr:`producers` writes the next transaction (rule 3)."""
         self.remotes = RemoteTopicCheck(self.producers[0], [r.remote_topic for r in task.ranges], task.flow)
+        self.incarnations = RemoteIncarnations(
+            task.target_admin_config, {r.remote_topic: r.remote_topic_id for r in task.ranges}, task.flow
+        )
         self.group_metadata = anchor_group_metadata(task)
         self.states: dict[tuple[str, int], RangeState] = {}
         self.call_s = TRANSACTION_CALL_S if task.stream_until is None else STREAM_TRANSACTION_CALL_S
@@ -489,7 +509,9 @@ class TaskCopy:
             self.chunk_transaction(reader, until)
 
     def rewind(self, reader: RangesReader) -> None:
-        """After an aborted chunk: read every range not done again from its committed progress."""
+        """After an aborted chunk: read every range not done again from its committed progress (the next commit
+        checks the remote topic ids, :meth:`verify_incarnations`)."""
+        self.after_abort = True
         for key, state in self.states.items():
             if key in reader.reads and not state.progress.done:
                 reader.seek(*key, state.progress.position, state.progress.leader_epoch)
@@ -668,23 +690,32 @@ class TaskCopy:
         served, and purges the records still queued.  Unless every record reports, the refused record may have no
         report: :class:`~airmirror.replication.spark.deliveries.Unproven`.  Else its report names the record and the
         cause: wait for it up to :data:`FAILED_DELIVERY_POLLS` short polls for one that is not a purge."""
-        deliveries = self.deliveries
-        if not deliveries.every_record:
+        if not self.deliveries.every_record:
             raise Unproven("the transaction failed")
-        for _ in range(FAILED_DELIVERY_POLLS):
-            cause = deliveries.cause()
-            if cause is not None and cause[2].code() not in PURGED:
-                break
-            self.producer.poll(FAILED_DELIVERY_POLL_S)
+        self.await_named_failure()
         self.raise_errors()
+
+    def await_named_failure(self) -> None:
+        """Serve delivery reports, up to :data:`FAILED_DELIVERY_POLLS` short polls, until the chunk knows a failure
+        that is not a purge (librdkafka may report the purged records before the refused one)."""
+        for _ in range(FAILED_DELIVERY_POLLS):
+            cause = self.deliveries.cause()
+            if cause is not None and cause[2].code() not in PURGED:
+                return
+            self.producer.poll(FAILED_DELIVERY_POLL_S)
 
     def raise_errors(self) -> None:
         """Raise the chunk's first failed delivery (:meth:`~airmirror.replication.spark.deliveries.ChunkDeliveries.
-        cause`), if any; :class:`~airmirror.replication.spark.deliveries.Unproven` unless every record reports."""
+        cause`), if any, once its cause is known (:meth:`await_named_failure`, while only purges are);
+        :class:`~airmirror.replication.spark.deliveries.Unproven` unless every record reports."""
         self.deliveries.raise_unproven()
         failure = self.deliveries.cause()
-        if failure is not None:
-            raise delivery_failure(self.task, failure)
+        if failure is None:
+            return
+        if failure[2].code() in PURGED:
+            self.await_named_failure()
+            failure = self.deliveries.cause() or failure
+        raise delivery_failure(self.task, failure)
 
     def flush(self) -> None:
         """Wait until every record of the chunk is delivered; stop at the first failed delivery and raise it, at a
@@ -708,17 +739,23 @@ class TaskCopy:
     def commit_chunk(self, reader: RangesReader) -> None:
         """Write the runs and progress of every range the chunk changed, their anchors, and commit.  The schema ids
         the task mapped that no committed runs record carries yet ride on the chunk's first runs record."""
-        committed: dict[tuple[str, int], Progress] = {}
         uncarried = {} if self.ids is None else {s: t for s, t in self.ids.new_ids.items() if s not in self.carried_ids}
         pending = dict(uncarried)
+        changed = []
         for key, state in self.states.items():
             read = reader.reads.get(key)
             if state.progress.done or read is None:
                 continue
             if not state.chunk_records and read.reached == state.progress.position and not read.done:
                 continue
-            committed[key] = self.chunk_progress(state, read.reached, read.reached_epoch, read.done, pending)
+            changed.append((key, state, read, self.deliveries.runs(state.source.remote)))
+        self.verify_incarnations([(state, runs) for _, state, _, runs in changed])
+        committed = {
+            key: self.chunk_progress(state, runs, read.reached, read.reached_epoch, read.done, pending)
+            for key, state, read, runs in changed
+        }
         self.commit_progress(committed)
+        self.after_abort = self.after_abort and not any(runs for _, _, _, runs in changed)
         if not pending:
             self.carried_ids.update(uncarried)
         for key, progress in committed.items():
@@ -751,14 +788,41 @@ class TaskCopy:
             producer.commit_transaction(self.call_s)
         self.turn = 1 - self.turn
 
+    def verify_incarnations(self, changed: list[tuple[RangeState, list[OffsetRun]]]) -> None:
+        """Before a chunk commits (rule 3): ask the cluster for the id of every remote topic of ``changed`` (each range
+        the chunk changed, with its runs) whose first record did not land at the range's ``downstream_position`` or
+        one past it, or landed at offset 0 (an empty partition: the one the copy began in, or a new incarnation), or
+        of every one after an abort (:attr:`after_abort`: the aborted records may have filled a new incarnation up to
+        where the copy stood), and raise for one that is not the incarnation the driver found; then raise for a range
+        whose first record landed below its position, which only another incarnation can take."""
+        strays = [(state, runs[0].downstream_start) for state, runs in changed if runs]
+        self.incarnations.verify(
+            state.source.remote_topic
+            for state, first in strays
+            if self.after_abort or first == 0 or first - state.progress.downstream_position not in (0, 1)
+        )
+        for state, first in strays:
+            if first < state.progress.downstream_position:
+                raise ReplicationFailure(
+                    f"remote topic {state.source.remote_topic} of flow {self.task.flow} was recreated on the target "
+                    f"while a copy task wrote to it: partition {state.source.partition} took a record at offset "
+                    f"{first}, below the {state.progress.downstream_position} this copy had written there; nothing of "
+                    "the open chunk is committed, and the next round stops the topic (see `airmirror status`)"
+                )
+
     def chunk_progress(
-        self, state: RangeState, reached: int, reached_epoch: int | None, done: bool, schema_ids: dict[int, int]
+        self,
+        state: RangeState,
+        runs: list[OffsetRun],
+        reached: int,
+        reached_epoch: int | None,
+        done: bool,
+        schema_ids: dict[int, int],
     ) -> Progress:
-        """Produce the chunk's runs records of one range and return its new progress (not yet committed); its first
-        runs record carries ``schema_ids``, which is then emptied."""
+        """Produce the chunk's runs records (``runs``) of one range and return its new progress (not yet committed);
+        its first runs record carries ``schema_ids``, which is then emptied."""
         task, progress = self.task, state.progress
         chunk = progress.chunk + 1
-        runs = self.deliveries.runs(state.source.remote)
         delivered = sum(run.copies for run in runs)
         if delivered != state.chunk_records:
             raise ReplicationFailure(

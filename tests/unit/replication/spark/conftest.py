@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airmirror.replication.spark import batch_log, range_reader, task_writer
+from airmirror.replication.spark import batch_log, range_reader, remote_topics, task_writer
 from tests.unit.kafka_stand_ins import Clock, StandInCluster
 
 
@@ -27,9 +27,11 @@ def source(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> StandInCluster:
 
 @pytest.fixture
 def target(monkeypatch: pytest.MonkeyPatch) -> StandInCluster:
-    """The target cluster: the copy task's transactional producer, its anchor group and the batch log."""
+    """The target cluster: the copy task's transactional producer, its anchor group, the batch log and the remote
+    topics' ids."""
     cluster = StandInCluster()
     monkeypatch.setattr(task_writer, "Producer", cluster.Producer)
     monkeypatch.setattr(task_writer, "Consumer", cluster.Consumer)
     monkeypatch.setattr(batch_log, "Consumer", cluster.Consumer)
+    monkeypatch.setattr(remote_topics, "AdminClient", cluster.AdminClient)
     return cluster

@@ -40,6 +40,7 @@ TASK = CopyTask(
     buffer=TaskBuffer(),
     producer_config={"sasl.password": "hunter2"},
     target_consumer_config={},
+    target_admin_config={},
     source_consumer_config={},
 )
 DONE_BEFORE = Progress(

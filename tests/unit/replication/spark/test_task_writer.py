@@ -92,6 +92,7 @@ def task_of(
         buffer=TaskBuffer(),
         producer_config=dict(producer or {}),
         target_consumer_config={},
+        target_admin_config={},
         source_consumer_config={},
     )
 
@@ -378,10 +379,11 @@ def test_a_first_attempt_without_an_anchor_starts_where_the_driver_found_the_ran
         source_topic_id="src1",
         remote_topic_id="dst1",
     )
+    target.fill(REMOTE, 0, 6)  # what the earlier attempt copied
 
     copy_task(task_of(range_task(known=found)), first_attempt=True)
 
-    assert copied(target) == sources(source)[6:]
+    assert copied(target) == sources(source)
     progress = anchor(target)
     assert progress is not None and (progress.chunk, progress.records, progress.done) == (1, 10, True)
 
@@ -665,3 +667,63 @@ def test_a_record_of_another_writer_between_a_chunks_records_is_found_and_the_ru
     (chunk,) = target.committed()
     first = written(target, chunk, REMOTE)[0].offset()
     assert runs_in(target, chunk) == [OffsetRun(0, 5, first), OffsetRun(5, 10, first + 6)]
+
+
+def test_a_remote_topic_recreated_between_two_chunks_fails_the_chunk_before_its_commit(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    """Rule 3: the first chunk's records end at offset 4 of the remote partition; the topic is deleted and created
+    again under its name as the first chunk commits (its marker opens the new log), so the next chunk's first record
+    lands at offset 1: that chunk is aborted, naming the topic, and nothing of it is committed to the new
+    incarnation."""
+    source.records_per_poll = 4
+    source.fill(TOPIC, 0, 10)
+
+    def recreate() -> None:
+        target.logs[(REMOTE, 0)] = []
+
+    target.before("commit_transaction", recreate, at=1)  # right as the first chunk commits: its records are gone
+
+    with pytest.raises(ReplicationFailure, match=r"remote topic a\.orders .* recreated .* offset 1, below the 4"):
+        copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+    assert copied(target) == []
+    assert [t.state for t in target.transactions] == ["committed", "aborted"]
+
+
+def test_a_remote_topic_recreated_and_written_past_the_copy_is_asked_for_its_id_and_never_committed(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    """Rule 3: the topic is recreated as the first chunk commits, and the new incarnation already holds ten offsets
+    (another writer's aborted records), so the next chunk lands above where the copy stood: the cluster is asked for
+    the topic's id, which is not the range's, and the chunk is aborted, naming both ids; nothing is committed there."""
+    source.records_per_poll = 4
+    source.fill(TOPIC, 0, 10)
+
+    def recreate() -> None:
+        target.recreate_topic(REMOTE)
+        target.skip(REMOTE, 0, 10)
+
+    target.before("commit_transaction", recreate, at=1)
+
+    with pytest.raises(ReplicationFailure, match=r"remote topic a\.orders .* recreated .*\(topic id dst1 -> dst1\+\)"):
+        copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+    assert copied(target) == [] and target.described == [[REMOTE], [REMOTE]]  # the first chunk's offset 0, the stray
+    assert [t.state for t in target.transactions] == ["committed", "aborted"]
+
+
+def test_a_chunk_that_lands_away_from_the_copy_in_the_same_incarnation_asks_once_and_commits(
+    source: StandInCluster, target: StandInCluster
+) -> None:
+    """Rule 3: another writer's record lands between two chunks; the second chunk's first record is then two past
+    where the copy stood, so its remote topic's id is asked for (as for the first chunk, which landed at offset 0):
+    it is the range's, and the copy goes on; the third chunk lands right after the second and asks nothing."""
+    source.records_per_poll = 4
+    source.fill(TOPIC, 0, 10)
+    target.before("commit_transaction", lambda: target.fill(REMOTE, 0, 1), at=1)
+
+    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+
+    assert target.described == [[REMOTE], [REMOTE]]
+    assert copied(target)[:4] + copied(target)[5:] == sources(source)
