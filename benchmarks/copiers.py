@@ -68,7 +68,7 @@ class TreeUsage:
         self._roles: dict[int, str] = {}
         self._cpu: dict[int, float] = {}
         self._started = time.monotonic()
-        self._sample()
+        self._note_peaks(self._sample())
         self._cpu_start = dict(self._cpu)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -107,21 +107,28 @@ class TreeUsage:
         next_row = 0.0
         while not self._stop.is_set():
             by_role = self._sample()
-            total = sum(by_role.values())
-            self.peak = max(self.peak, total)
-            for role, rss in by_role.items():
-                self.role_peaks[role] = max(self.role_peaks[role], rss)
+            total = self._note_peaks(by_role)
             elapsed = time.monotonic() - self._started
             if total and elapsed >= next_row:
                 self.timeline.append([round(elapsed, 1), *(round(x / 2**20) for x in (total, *by_role.values()))])
                 next_row = elapsed + self.timeline_s
             self._stop.wait(self.interval)
 
+    def _note_peaks(self, by_role: dict[str, int]) -> int:
+        """Count one sample's RSS towards the peaks; returns its total."""
+        total = sum(by_role.values())
+        self.peak = max(self.peak, total)
+        for role, rss in by_role.items():
+            self.role_peaks[role] = max(self.role_peaks[role], rss)
+        return total
+
     def stop(self) -> float:
-        """Stop sampling (one last sample first); returns the peak RSS in MiB."""
+        """Stop sampling (one last sample first); returns the peak RSS in MiB.  Every sample counts towards the
+        peaks, the first and the last too: a copier shorter than a few sampling intervals on a loaded machine may
+        get no other."""
         self._stop.set()
         self._thread.join()
-        self._sample()
+        self._note_peaks(self._sample())
         return self.peak / 2**20
 
     def cpu_s(self) -> float:

@@ -6,16 +6,23 @@ where it stopped.  The soak runs such windows back to back, each
 that nothing a window leaves behind (in the metadata DB, in the batch log, on the clusters) makes later windows
 slower or bigger.  On one machine, in a fresh temporary home:
 
-1. **Clusters and topics.**  Two local single-node Kafka clusters (the tests' brokers, checking retention every
-   30 s).  On the source, topic ``soak`` of ``--partitions`` partitions and topic ``soak-idle`` of
-   ``--idle-partitions`` partitions that nothing ever writes (none when 0), both with ``retention.ms`` at
+1. **Clusters and topics.**  Two local Kafka clusters (the tests' brokers, checking retention every 30 s): the
+   source of three nodes (:data:`~soak_faults.SOURCE_NODES`, so that its controller quorum outlives one node down),
+   the target of one.  Every source topic's partitions live on node 1 alone, but ``soak-sick``'s.  On the source,
+   topic ``soak`` of ``--partitions`` partitions and topic ``soak-idle`` of ``--idle-partitions`` partitions that
+   nothing ever writes (none when 0), both with ``retention.ms`` at
    ``--topic-retention`` and segments of a tenth of it; the flow selects both (``topics = soak, soak-idle``) and
    airmirror gives the remote topics the same retention.  ``airmirror.metadata.retention`` is ``--retention``, so
    that the metadata DB reaches its steady state within the run (exact offset-sync runs leave it only once Kafka
    deleted their records on both clusters: under Kafka's default 7 days the DB grows for 7 days, then stays flat
-   the same way).  With faults, three more topics the faults use (:data:`FAULT_TOPICS`, same settings):
-   ``soak-doomed`` (4 partitions) and ``soak-trimmed`` (2), written only in bursts of 1,000,000 records just before
-   the window whose fault strikes them, and ``soak-spare`` (2), given 2,000 records at the start.
+   the same way).  With faults, five more topics the faults use (:data:`FAULT_TOPICS`, same settings):
+   ``soak-doomed`` (4 partitions), ``soak-trimmed`` (2) and ``soak-reborn`` (2), written only in bursts of 1,000,000
+   records just before the window whose fault strikes them, ``soak-spare`` (2), given 2,000 records at the start,
+   and ``soak-sick`` (2, on node 3 alone), given 2,000 records at the start and 2,000 once its node is back.  The
+   offset-syncs topic airmirror writes on the source has three replicas, as a cluster in service gives it.  The
+   metadata DB is a SQLite file in the home or, with ``--postgresql``, a database of a local PostgreSQL server
+   (:mod:`airmirror.devtools.local_postgres`) that airmirror reaches through a
+   :class:`~airmirror.devtools.commit_cutter.CommitCutter`, which can lose the reply to a commit.
 2. **Load.**  A producer writes ``--rate`` records a second in total, round-robin over ``soak``'s partitions
    (``--record-size``-byte values, keyed, stamped now; every delivery report checked), from before the first
    window to the end of the last.
@@ -34,7 +41,8 @@ slower or bigger.  On one machine, in a fresh temporary home:
      cleanly leaves no transaction open, so the next one sees no marker before its first chunk;
    - ``rss_mb``, ``threads``, ``fds``: the peaks of the process tree's summed RSS, threads and open descriptors
      (CLI, Spark JVM, Python workers), sampled when the process starts and every ``--sample-seconds``;
-   - ``db_kb``: the metadata DB's size on disk (SQLite file and its WAL) once the process exited;
+   - ``db_kb``: the metadata DB's size on disk (SQLite file and its WAL, or ``pg_database_size``) once the process
+     exited;
    - ``log_records`` (``log_tombstones`` among them) and ``log_scan_s``: after the window, before the next, the
      batch log (``names.batch_log_topic("src")`` on the target: one partition, compacted) read by a read_committed
      consumer from its log start to the high watermark a read_uncommitted query returned just before (librdkafka
@@ -47,20 +55,32 @@ slower or bigger.  On one machine, in a fresh temporary home:
    ``--window``), once half a window passed since its process started and it copied its first record (in the next
    window if it never does), or as soon as it copied its first record for a fault that strikes a burst (whose read
    is then still behind); a ``between`` fault before the first window that starts at or after that time.  In
-   order: ``soak-doomed`` deleted on the source mid-read (30%), the target broker restarted (40%), the remote topic
-   ``src.soak-spare`` deleted on the target (50%), the anchor group deleted (55%), ``soak-trimmed``'s records below
-   the middle of its burst deleted mid-read as retention would (60%), and the window's driver process frozen
-   (SIGSTOP, its Spark tasks streaming on) for 20 s longer than its 60 s lease, then thawed (70%).
+   order: the source node holding ``soak-sick``'s only replicas killed for five minutes, then started again (25%;
+   the windows meanwhile go on, and ``status`` is read twice during the outage); ``soak-doomed`` deleted on the
+   source mid-read (35%), the target broker restarted (40%), the remote topic ``src.soak-spare`` deleted on the
+   target (50%), the anchor group deleted (55%), ``soak-trimmed``'s records below the middle of its burst deleted
+   mid-read as retention would (60%), the remote topic ``src.soak-reborn`` deleted and created again under its name
+   while its burst is copied into it (65%), and the window's driver process frozen (SIGSTOP, its Spark tasks
+   streaming on) at its first copied record until 5 s past its 60 s lease, then a rival live run with 4 Spark slots
+   instead of 2 run for 40 s (it takes the flow over), then the driver thawed (70%): the item-1 interleaving of
+   "never twice, never stuck" (:class:`~soak_faults.FrozenDriver`; on SQLite, frozen between two of its writes,
+   since SQLite cannot break a frozen writer's lock); with ``--postgresql`` only, the metadata DB's connection cut
+   right after a commit the server made, the reply lost, for the next two stream recordings and then the next two
+   transactions that write (75%, :class:`~soak_faults.LostCommits`).
 5. **End.**  Stops the producer, runs one plain ``replicate`` to copy the rest (exit 0 required), and compares
    source and target record by record over both topics (:func:`soak_io.compare_copies`; with ``--transforms`` the
    source as the chain leaves it, worked out without airmirror's code): per partition, key, value, headers and
    timestamp of every record, in order, over what both still hold, since retention deletes
    each side's oldest records on its own schedule; ``soak-trimmed`` is compared so too (the target keeps what it
-   copied below the deleted offsets, the gap).  With faults, ``airmirror status --json`` must then list both
-   stopped topics under ``stops`` (``soak-doomed``, gone from the source, and ``soak-spare``, whose remote topic is
-   gone), the remote ``src.soak-doomed`` must have held per partition a prefix of what the source held (each record
-   once; compared right after the window the topic was deleted in, before the remote topic's own retention deletes
-   it), and ``src.soak-spare`` must not exist again.
+   copied below the deleted offsets, the gap), and so is ``soak-sick``.  With faults, ``airmirror status --json``
+   must then list the three stopped topics under ``stops`` (``soak-doomed``, gone from the source, ``soak-spare``,
+   whose remote topic is gone, and ``soak-reborn``, whose remote topic was recreated), the remote ``src.soak-doomed``
+   must have held per partition a prefix of what the source held (each record once; compared right after the
+   window the topic was deleted in, before the remote topic's own retention deletes it), ``src.soak-spare`` must
+   not exist again, the new ``src.soak-reborn`` must hold no committed record, the frozen driver's rival must have
+   exited as a window may, every commit reply the cutter was to lose must have been lost (the window exits 0 like
+   any other), and during the outage ``status`` must have named both ``soak-sick`` partitions waiting for a leader
+   each time it was read while ``soak``'s lag stayed under 60 s of its producer's records.
 6. **Verdicts.**  The windows are split in quarters (a quarter is ``max(1, windows // 4)`` windows); per series
    (:data:`LIMITS`), the peak of the last quarter must stay within a limit of the peak of the first: 1.2 times
    it, or 2 above it for counts (threads, descriptors, batch-log records), and scan seconds below 1 s count as
@@ -72,9 +92,10 @@ Writes ``benchmarks/results/soak-<UTC timestamp>.json`` (parameters, fault sched
 comparison, and the count of ERROR lines in each broker's ``server.log``: a broker failing requests shows there
 first), rewritten after every window so that a soak that dies leaves what it measured, and prints a markdown table
 of the windows, the verdicts and the comparison.  Exit 0 when every window and the catch-up exited 0 (or 1 with the
-one error a stopped ``soak-spare`` is meant to give every run, :func:`exit_accepted`), every window copied a record,
-every scheduled fault was injected, no delivery failed, every verdict passed, the copies are equal and the stops are
-as step 5 requires; 1 otherwise.
+errors the stopped ``soak-spare`` and ``soak-reborn`` are meant to give every run, :func:`exit_accepted`), every
+window copied a record, every scheduled fault was injected, no delivery failed, every verdict passed, the copies are
+equal and the stops are as step 5 requires (the frozen driver's window may exit 1 saying it lost its lease); 1
+otherwise.
 """
 
 from __future__ import annotations
@@ -88,8 +109,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -98,28 +121,44 @@ from copiers import SPARK_SHUTDOWN_S
 from json_data import HEADER_CHAIN, header_chain
 from json_data import headers as json_headers
 from kafka_io import load_topic, warm_up_cluster
+from soak_faults import (
+    RIVAL_WINDOW_S,
+    SICK_NODE,
+    SOURCE_NODES,
+    Clusters,
+    DoomedTopic,
+    FrozenDriver,
+    LostCommits,
+    RebornTopic,
+    SickTopic,
+    TrimmedTopic,
+    create_topics,
+    delete_anchor_group,
+    delete_remote_topic,
+    restart_target,
+)
 from soak_io import (
+    CLI_ERROR,
     FLOW,
     SOURCE,
     TARGET,
-    Clusters,
-    DoomedTopic,
     TreePeaks,
-    TrimmedTopic,
     compare_copies,
-    create_topics,
     db_kb,
-    delete_anchor_group,
-    delete_remote_topic,
-    freeze_driver,
+    error_line,
     high_watermark_sum,
-    restart_target,
+    parse_report,
+    pg_db_kb,
     scan_batch_log,
     settled_high_watermark_sum,
+    status_json,
 )
+from sqlalchemy import make_url
 
 from airmirror.config.durations import parse_duration
-from airmirror.devtools.local_kafka import free_port, start_broker, stop_broker
+from airmirror.devtools.commit_cutter import commit_cutter
+from airmirror.devtools.local_kafka import consecutive_free_ports, free_port, start_broker, stop_broker
+from airmirror.devtools.local_postgres import postgres_server
 from airmirror.devtools.processes import stop_process_group
 
 DURING, BETWEEN = "during", "between"
@@ -150,11 +189,18 @@ class Fault:
 TOPIC, IDLE_TOPIC, SPARE_TOPIC = "soak", "soak-idle", "soak-spare"
 DOOMED = DoomedTopic("soak-doomed", 4)
 TRIMMED = TrimmedTopic("soak-trimmed", 2)
+SICK = SickTopic("soak-sick", 2, watched=TOPIC)
+REBORN = RebornTopic("soak-reborn", 2)
+FROZEN = FrozenDriver()
+LOST = LostCommits()
+RIVAL_SLOTS = 4
+"""The frozen driver's rival's Spark slots: more copy tasks than the windows' 2."""
 SPARE_PARTITIONS, SPARE_RECORDS = 2, 2_000
 FAULTS: tuple[Fault, ...] = (
+    Fault("source broker down five minutes", 0.25, DURING, SICK.outage),
     Fault(
         "source topic deleted mid-read",
-        0.3,
+        0.35,
         DURING,
         DOOMED.delete,
         DOOMED.prepare,
@@ -165,15 +211,44 @@ FAULTS: tuple[Fault, ...] = (
     Fault("remote topic deleted", 0.5, BETWEEN, delete_remote_topic(SPARE_TOPIC)),
     Fault("anchor group deleted", 0.55, BETWEEN, delete_anchor_group),
     Fault("retention overtakes a half-copied range", 0.6, DURING, TRIMMED.trim, TRIMMED.prepare, at_first_record=True),
-    Fault("driver frozen past its lease", 0.7, DURING, freeze_driver),
+    Fault(
+        "remote topic recreated mid-copy",
+        0.65,
+        DURING,
+        REBORN.recreate,
+        REBORN.prepare,
+        at_first_record=True,
+        check=REBORN.check,
+    ),
+    Fault(
+        "driver frozen past its lease, a run with more slots takes over",
+        0.7,
+        DURING,
+        FROZEN.freeze,
+        at_first_record=True,
+        check=FROZEN.check,
+    ),
+    Fault("metadata DB commits lose their reply", 0.75, DURING, LOST.cut, check=LOST.check),
 )
 """The fault schedule, in the middle quarters so that the first and last quarters compare undisturbed windows.  A new
 fault is one entry here (and its injector in :mod:`soak_io`).  Their topics (:data:`FAULT_TOPICS`) exist only in a
 soak with faults."""
-DOOMED_FAULT = FAULTS[0].name
-FAULT_TOPICS = {DOOMED.topic: DOOMED.partitions, TRIMMED.topic: TRIMMED.partitions, SPARE_TOPIC: SPARE_PARTITIONS}
-STOPPED_TOPICS = (DOOMED.topic, SPARE_TOPIC)
+DOOMED_FAULT, REBORN_FAULT, FROZEN_FAULT, LOST_FAULT = (FAULTS[i].name for i in (1, -3, -2, -1))
+POSTGRESQL_FAULTS = (LOST_FAULT,)
+"""The faults scheduled only when the metadata DB is on PostgreSQL (``--postgresql``)."""
+FAULT_TOPICS = {
+    DOOMED.topic: DOOMED.partitions,
+    TRIMMED.topic: TRIMMED.partitions,
+    SPARE_TOPIC: SPARE_PARTITIONS,
+    SICK.topic: SICK.partitions,
+    REBORN.topic: REBORN.partitions,
+}
+COMPARED_FAULT_TOPICS = (TRIMMED.topic, SICK.topic)
+"""The fault topics compared record by record at the end, like the written ones."""
+STOPPED_TOPICS = (DOOMED.topic, SPARE_TOPIC, REBORN.topic)
 """The source topics the faults stop: ``status`` must name each at the end."""
+STOPPED_REMOTE_TOPICS = (SPARE_TOPIC, REBORN.topic)
+"""The source topics whose remote topic a fault deleted or recreated: every run fails naming them."""
 
 
 @dataclass(frozen=True)
@@ -205,8 +280,6 @@ LIMITS: dict[str, Limit] = {
 the series breathe with each window (Spark's start, the JVM's cached thread pools); a leak shows as a rising peak."""
 FAULT_EXEMPT = ("first_record_s",)
 """The series whose quarter peaks leave out a window with a fault and the window after it."""
-ERROR_LINES = 5
-CLI_ERROR = "airmirror: error: "
 WINDOW_GRACE_S = 600.0
 """How long a window's process may outlive its ``--for`` before the soak stops it: longer than the 5 minutes a run
 retries failing rounds, plus its start and its stop."""
@@ -301,7 +374,8 @@ class Soak:
     home: Path
     clusters: Clusters
     config: Path
-    db: Path
+    db_size: Callable[[], float]
+    """The metadata DB's size in KiB (the ``db_kb`` series)."""
     remote: dict[str, int]
     target_admin: AdminClient
     pending: list[Fault]
@@ -316,16 +390,23 @@ class Soak:
             "--json",
         ]
 
-    def replicate(self) -> list[str]:
-        """A plain ``airmirror replicate`` of the flow."""
-        return [sys.executable, "-m", "airmirror.cli", "replicate", str(self.config), "--flow", FLOW]
+    def replicate(self, config: Path | None = None) -> list[str]:
+        """A plain ``airmirror replicate`` of the flow (with ``config``, from that file instead)."""
+        return [sys.executable, "-m", "airmirror.cli", "replicate", str(config or self.config), "--flow", FLOW]
 
 
 def config_text(
-    source: str, target: str, topics: list[str], db: Path, retention: str, transforms: Sequence[str] = ()
+    source: str,
+    target: str,
+    topics: list[str],
+    db_url: str,
+    retention: str,
+    transforms: Sequence[str] = (),
+    slots: int = 2,
 ) -> str:
-    """The flow's MM2 properties: ``src->tgt`` over ``topics``, replication factors 1, a local Spark of 2 slots, and
-    the ``transforms`` lines (``{source}`` and ``{target}`` to fill in) last."""
+    """The flow's MM2 properties: ``src->tgt`` over ``topics``, replication factors 1 but the offset-syncs topic's
+    on the source (:data:`SOURCE_NODES`), a local Spark of ``slots`` slots, and the ``transforms`` lines
+    (``{source}`` and ``{target}`` to fill in) last."""
     lines = [
         f"clusters = {SOURCE}, {TARGET}",
         f"{SOURCE}.bootstrap.servers = {source}",
@@ -334,23 +415,26 @@ def config_text(
         f"topics = {', '.join(topics)}",
         "replication.factor = 1",
         "offset.storage.replication.factor = 1",
-        "offset-syncs.topic.replication.factor = 1",
+        f"offset-syncs.topic.replication.factor = {SOURCE_NODES}",
         "heartbeats.topic.replication.factor = 1",
         "checkpoints.topic.replication.factor = 1",
-        f"airmirror.metadata.db.url = sqlite:///{db}",
+        f"airmirror.metadata.db.url = {db_url}",
         f"airmirror.metadata.retention = {retention}",
-        "airmirror.spark.master = local[2]",
+        f"airmirror.spark.master = local[{slots}]",
         *(line.format(source=SOURCE, target=TARGET) for line in transforms),
     ]
     return "\n".join(lines) + "\n"
 
 
 def create_source_topics(bootstrap: str, topics: dict[str, int], retention_s: float) -> None:
-    """Create ``topics`` (name -> partitions) with ``retention.ms`` of ``retention_s`` and segments of a tenth; the
-    remote topic a fault deletes gets its records now."""
-    create_topics(
-        bootstrap, topics, {"retention.ms": str(int(retention_s * 1000)), "segment.ms": str(int(retention_s * 100))}
-    )
+    """Create ``topics`` (name -> partitions) with ``retention.ms`` of ``retention_s`` and segments of a tenth, on
+    the source's first node but :data:`SICK`'s, on :data:`~soak_faults.SICK_NODE`; the remote topic a fault deletes
+    and the topic whose node goes down get their records now."""
+    config = {"retention.ms": str(int(retention_s * 1000)), "segment.ms": str(int(retention_s * 100))}
+    create_topics(bootstrap, {topic: count for topic, count in topics.items() if topic != SICK.topic}, config)
+    if SICK.topic in topics:
+        create_topics(bootstrap, {SICK.topic: SICK.partitions}, config, node=SICK_NODE)
+        SICK.fill(bootstrap)
     if SPARE_TOPIC in topics:
         load_topic(bootstrap, SPARE_TOPIC, SPARE_PARTITIONS, SPARE_RECORDS, 100, stamp_now=True)
 
@@ -360,31 +444,23 @@ def stopped_topics(soak: Soak, rows: list[Window]) -> dict:
     :data:`STOPPED_TOPICS`, the deleted source topic's copy (a prefix of what it held, compared right after the window
     it was deleted in, before the remote topic's retention deletes it), and whether the deleted remote topic stayed
     deleted."""
-    stops = status_stops(soak)
+    status = status_json(soak.config)
+    stops = status.get("stops", [{"topic": None, "reason": status.get("error", "no stops in status")}])
     named = {stop.get("topic") for stop in stops}
     listed = soak.target_admin.list_topics(timeout=30).topics
+
+    def check(fault: str, failed: dict) -> dict:
+        return next((row.checks[fault] for row in rows if fault in row.checks), failed)
+
     return {
         "stops": stops,
         "all_named": all(topic in named for topic in STOPPED_TOPICS),
-        "deleted_source_copy": next(
-            (row.checks[DOOMED_FAULT] for row in rows if DOOMED_FAULT in row.checks), {"prefix": False}
-        ),
+        "deleted_source_copy": check(DOOMED_FAULT, {"prefix": False}),
         "deleted_remote_recreated": f"{SOURCE}.{SPARE_TOPIC}" in listed,
+        "recreated_remote": check(REBORN_FAULT, {"never_written": False}),
+        "frozen_driver": check(FROZEN_FAULT, {"rival_exit_code": None, "rival_error": "not run"}),
+        **({"lost_commits": check(LOST_FAULT, {"passed": False})} if soak.args.postgresql else {}),
     }
-
-
-def status_stops(soak: Soak) -> list[dict]:
-    """The ``stops`` of ``airmirror status --json`` (topic, partition, reason, since), or one entry saying why
-    there are none to read."""
-    status = subprocess.run(
-        [sys.executable, "-m", "airmirror.cli", "status", str(soak.config), "--flow", FLOW, "--json"],
-        capture_output=True,
-        text=True,
-    )
-    try:
-        return json.loads(status.stdout)["stops"]
-    except (ValueError, KeyError):
-        return [{"topic": None, "reason": f"status exited {status.returncode}: {status.stderr[-1000:]}"}]
 
 
 def inject_between(soak: Soak, elapsed_s: float) -> list[str]:
@@ -449,36 +525,23 @@ def run_window(soak: Soak, row: Window, fault: Fault | None) -> None:
         row.records, row.retries = row.report.get("records"), row.report.get("retries")
 
 
-def error_line(stderr: str) -> str:
-    """A failed process's error: its last ``airmirror: error:`` line, else its last lines."""
-    lines = stderr.splitlines()
-    errors = [line for line in lines if line.startswith(CLI_ERROR)]
-    return errors[-1] if errors else "\n".join(lines[-ERROR_LINES:])
-
-
-def exit_accepted(exit_code: int | None, error: str) -> bool:
-    """Exit 0, or exit 1 when the run's one failure is the stop of :data:`SPARE_TOPIC`, whose remote topic a fault
-    deleted: airmirror fails every run naming it, after copying everything else, until ``airmirror reset``."""
-    remote = f"remote topic {SOURCE}.{SPARE_TOPIC} "
-    return exit_code == 0 or (
-        exit_code == 1
-        and error.startswith(CLI_ERROR)
-        and remote in error
-        and error.count("airmirror stopped replicating") == 1
-    )
-
-
-def parse_report(stdout: str) -> dict | str:
-    """The process's JSON report, or its stdout's last 2000 characters when that is not JSON."""
-    try:
-        return json.loads(stdout)
-    except ValueError:
-        return stdout[-2000:]
+def exit_accepted(exit_code: int | None, error: str, *, lease_lost: bool = False) -> bool:
+    """Exit 0, or exit 1 when the run's only failures are the stops of :data:`STOPPED_REMOTE_TOPICS`, whose remote
+    topics faults deleted or recreated: airmirror fails every run naming them, after copying everything else, until
+    ``airmirror reset``.  With ``lease_lost`` (the frozen driver's window), exit 1 saying it lost its lease too."""
+    if exit_code == 0:
+        return True
+    if exit_code != 1 or not error.startswith(CLI_ERROR):
+        return False
+    if lease_lost and "lost its lease" in error:
+        return True
+    named = sum(error.count(f"remote topic {SOURCE}.{topic} ") for topic in STOPPED_REMOTE_TOPICS)
+    return named > 0 and error.count("airmirror stopped replicating") == named
 
 
 def after_window(soak: Soak, row: Window) -> None:
     """Fill the row's DB size and batch-log scan, taken while no run works on the flow."""
-    row.db_kb = db_kb(soak.db)
+    row.db_kb = soak.db_size()
     scan = scan_batch_log(soak.clusters.target.bootstrap)
     row.log_records, row.log_tombstones, row.log_scan_s = scan.records, scan.tombstones, scan.seconds
 
@@ -582,10 +645,21 @@ def print_report(document: dict) -> None:
 
 
 def stops_as_expected(stopped: dict | None) -> bool:
-    """No faults (``None``), or the faults' stops as step 5 requires: both named in ``status``, the deleted source
-    topic's copy a prefix of it, the deleted remote topic not recreated."""
-    return stopped is None or (
-        stopped["all_named"] and stopped["deleted_source_copy"]["prefix"] and not stopped["deleted_remote_recreated"]
+    """No faults (``None``), or the faults' stops and checks as step 5 requires: every stopped topic named in
+    ``status``, the deleted source topic's copy a prefix of it, the deleted remote topic not recreated, the
+    recreated one never written, the frozen driver's rival accepted, the outage's partitions named waiting while the
+    others kept up."""
+    if stopped is None:
+        return True
+    rival = stopped["frozen_driver"]
+    return (
+        stopped["all_named"]
+        and stopped["deleted_source_copy"]["prefix"]
+        and not stopped["deleted_remote_recreated"]
+        and stopped["recreated_remote"]["never_written"]
+        and exit_accepted(rival["rival_exit_code"], rival["rival_error"])
+        and stopped["outage"]["passed"]
+        and stopped.get("lost_commits", {"passed": True})["passed"]
     )
 
 
@@ -593,7 +667,10 @@ def passed(document: dict) -> bool:
     """Exit 0's condition (see the module docstring)."""
     return (
         bool(document["windows"])
-        and all(exit_accepted(row["exit_code"], row["error"]) for row in document["windows"])
+        and all(
+            exit_accepted(row["exit_code"], row["error"], lease_lost=any(FROZEN_FAULT in f for f in row["faults"]))
+            for row in document["windows"]
+        )
         and not document["stalled_windows"]
         and exit_accepted(document["copy"]["catch_up_exit_code"], document["copy"]["catch_up_error"])
         and document["copy"]["equal"]
@@ -632,6 +709,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--sample-seconds", type=float, default=5.0, help="process-tree sampling interval (default 5)")
     add("--no-faults", action="store_true", help="inject none of the scheduled faults")
     add(
+        "--postgresql",
+        action="store_true",
+        help="keep the metadata DB on a local PostgreSQL server, reached through a proxy that can lose commit replies",
+    )
+    add(
         "--transforms",
         action="store_true",
         help="copy through the bench's header chain (json_data.HEADER_CHAIN: Filter, DropHeaders, InsertHeader)",
@@ -646,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = RESULTS / f"soak-{stamp}.json"
     RESULTS.mkdir(exist_ok=True)
-    schedule = [] if args.no_faults else list(FAULTS)
+    schedule = [] if args.no_faults else [f for f in FAULTS if args.postgresql or f.name not in POSTGRESQL_FAULTS]
     document: dict = {
         "timestamp": stamp,
         "params": vars(args),
@@ -660,25 +742,43 @@ def main(argv: list[str] | None = None) -> int:
 
     compared = {TOPIC: args.partitions} | ({IDLE_TOPIC: args.idle_partitions} if args.idle_partitions else {})
     if not args.no_faults:
-        compared[TRIMMED.topic] = TRIMMED.partitions
+        compared |= {topic: FAULT_TOPICS[topic] for topic in COMPARED_FAULT_TOPICS}
     topics = compared | ({} if args.no_faults else FAULT_TOPICS)
+    stack = ExitStack()
     try:
+        if args.postgresql:
+            server = stack.enter_context(postgres_server())
+            LOST.cutter = stack.enter_context(commit_cutter(server.host, server.port))
+            db_url = make_url(server.url).set(port=LOST.cutter.port).render_as_string(hide_password=False)
+            db_size = partial(pg_db_kb, server.url)
+        else:
+            FROZEN.sqlite_db = home / "airmirror.db"
+            db_url, db_size = f"sqlite:///{FROZEN.sqlite_db}", partial(db_kb, FROZEN.sqlite_db)
         checks = {"log.retention.check.interval.ms": "30000"}
-        source, target = (start_broker(name, free_port(), home=home, broker_config=checks) for name in BROKERS)
+        source = start_broker(
+            BROKERS[0], consecutive_free_ports(SOURCE_NODES), brokers=SOURCE_NODES, home=home, broker_config=checks
+        )
+        target = start_broker(BROKERS[1], free_port(), home=home, broker_config=checks)
         for broker in (source, target):
             warm_up_cluster(broker.bootstrap)
         create_source_topics(source.bootstrap, topics, args.topic_retention)
-        config, db = home / "mm2.properties", home / "airmirror.db"
+        config = home / "mm2.properties"
         transforms = HEADER_CHAIN if args.transforms else ()
         chain = header_chain if args.transforms else None
         DOOMED.chain = chain
-        config.write_text(config_text(source.bootstrap, target.bootstrap, list(topics), db, args.retention, transforms))
+        text = partial(
+            config_text, source.bootstrap, target.bootstrap, list(topics), db_url, args.retention, transforms
+        )
+        config.write_text(text())
+        wide = home / "mm2-wide.properties"
+        wide.write_text(text(slots=RIVAL_SLOTS))
+        SICK.config, SICK.rate = config, args.rate
         soak = Soak(
             args=args,
             home=home,
             clusters=Clusters(source, target),
             config=config,
-            db=db,
+            db_size=db_size,
             remote={f"{SOURCE}.{topic}": count for topic, count in topics.items()},
             target_admin=AdminClient({"bootstrap.servers": target.bootstrap}),
             pending=list(schedule),
@@ -692,8 +792,11 @@ def main(argv: list[str] | None = None) -> int:
             json_headers if args.transforms else None,
         )
         producer.start()
+        FROZEN.rival = [*soak.replicate(wide), "--continuous", "--for", f"{RIVAL_WINDOW_S}s", "--json"]
         log(f"home {home}; windows of {' '.join(soak.command()[1:])}")
         rows = run_windows(soak, save)
+        if not args.no_faults:
+            document["outage"] = SICK.result()
         producer.stop()
         document |= {"produced": producer.sent, "delivery_failures": producer.failed[:5]}
         catch_up = subprocess.run(soak.replicate(), capture_output=True, text=True)
@@ -703,13 +806,14 @@ def main(argv: list[str] | None = None) -> int:
             **compare_copies(source.bootstrap, target.bootstrap, compared, chain),
         }
         if not args.no_faults:
-            document["stopped"] = stopped_topics(soak, rows)
+            document["stopped"] = stopped_topics(soak, rows) | {"outage": document["outage"]}
         document["verdicts"] = verdicts(rows)
         document["faults_not_injected"] = [fault.name for fault in soak.pending]
         document["stalled_windows"] = [row.number for row in rows if row.first_record_s is None]
     finally:
         for name in BROKERS:
             stop_broker(name, home=home)
+        stack.close()
     document["broker_errors"] = {name: broker_error_lines(home, name) for name in BROKERS}
     document["passed"] = passed(document)
     save(rows)

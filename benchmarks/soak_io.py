@@ -1,29 +1,34 @@
-"""The soak's reach into its clusters and processes: what it measures from outside a run, and the faults it injects.
+"""The soak's measures, taken from outside a run: process trees, high watermarks, batch-log scans, the DB's size,
+``airmirror status``, and the record-by-record comparison of the copies (its faults are in :mod:`soak_faults`).
 
-Everything here talks to the local clusters or reads ``/proc`` through psutil; nothing imports the product's
-replication code, so the soak judges airmirror only by what a user could see.
+Everything here talks to the local clusters, reads ``/proc`` through psutil or runs the CLI; nothing imports the
+product's replication code, so the soak judges airmirror only by what a user could see.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+import psycopg
 from confluent_kafka import OFFSET_BEGINNING, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from kafka_io import committed_messages, load_topic, verify_consumer
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from kafka_io import committed_messages, verify_consumer
+from sqlalchemy import make_url
 
 from airmirror import names
-from airmirror.devtools.local_kafka import LocalBroker
 
 SOURCE, TARGET = "src", "tgt"
 FLOW = f"{SOURCE}->{TARGET}"
+CLI_ERROR = "airmirror: error: "
+ERROR_LINES = 5
 SCAN_TIMEOUT_S = 120.0
 """How long a batch-log scan may take to reach the end it was given before it fails."""
 _NOT_YET_CREATED = {
@@ -32,150 +37,6 @@ _NOT_YET_CREATED = {
     KafkaError._UNKNOWN_PARTITION,
     KafkaError._UNKNOWN_TOPIC,
 }
-
-
-BURST_RECORDS = 1_000_000
-"""Records a burst writes into a fault's topic just before the window that injects the fault: enough that the
-window's read of them is likely still behind when the fault strikes at its first copied record (a copy of this many
-takes several seconds)."""
-BURST_RECORD_SIZE = 100
-LEASE_TTL_S = 60.0
-"""The flow lease's time to live (``airmirror.store.flow_lease``): a driver frozen longer than this has lost it."""
-FREEZE_MARGIN_S = 20.0
-
-
-@dataclass(frozen=True)
-class Clusters:
-    """The soak's two clusters, as fault injectors get them."""
-
-    source: LocalBroker
-    target: LocalBroker
-
-
-def restart_target(clusters: Clusters, driver: int) -> None:
-    """Stop the target cluster's node and start it again with its data (it serves requests when this returns)."""
-    clusters.target.restart(timeout=300)
-
-
-def freeze_driver(clusters: Clusters, driver: int) -> None:
-    """SIGSTOP the window's driver process alone (its Spark JVM and Python workers stream on) for longer than its
-    lease lives, then SIGCONT it: it must finish its window and leave the flow to the next one."""
-    os.kill(driver, signal.SIGSTOP)
-    try:
-        time.sleep(LEASE_TTL_S + FREEZE_MARGIN_S)
-    finally:
-        os.kill(driver, signal.SIGCONT)
-
-
-def delete_topic(bootstrap: str, topic: str) -> None:
-    """Delete ``topic`` and wait until the cluster no longer lists it."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic], operation_timeout=30)[topic].result()
-    deadline = time.monotonic() + 60
-    while topic in admin.list_topics(timeout=10).topics:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic} still listed 60 s after its deletion")
-        time.sleep(0.5)
-
-
-def create_topics(bootstrap: str, topics: dict[str, int], config: dict[str, str]) -> None:
-    """Create ``topics`` (name -> partitions), replication factor 1, with ``config``."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = [NewTopic(topic, count, 1, config=config) for topic, count in topics.items()]
-    for future in admin.create_topics(new).values():
-        future.result()
-
-
-@dataclass
-class BurstTopic:
-    """A source topic of ``partitions`` that the soak writes only in bursts of :data:`BURST_RECORDS` (random values,
-    stamped now), each just before a window that injects a fault into it."""
-
-    topic: str
-    partitions: int
-
-    def burst(self, clusters: Clusters) -> None:
-        load_topic(
-            clusters.source.bootstrap, self.topic, self.partitions, BURST_RECORDS, BURST_RECORD_SIZE, stamp_now=True
-        )
-
-
-@dataclass
-class DoomedTopic(BurstTopic):
-    """A source topic deleted while the flow reads it.  :meth:`prepare` writes a burst and keeps the topic's records
-    (``held``, per partition); :meth:`delete` deletes it.  Its remote topic must then hold, per partition, a prefix
-    of what it held, each record once (:meth:`compare`)."""
-
-    held: dict[int, list[int]] = field(default_factory=dict)
-    chain: HeaderChain | None = None
-    """The flow's transforms, when the soak runs them (:func:`contents`)."""
-
-    def prepare(self, clusters: Clusters) -> None:
-        self.burst(clusters)
-        self.held = {p: digests(clusters.source.bootstrap, self.topic, p, self.chain) for p in range(self.partitions)}
-
-    def delete(self, clusters: Clusters, driver: int) -> None:
-        delete_topic(clusters.source.bootstrap, self.topic)
-
-    def compare(self, target: str) -> dict:
-        """Per partition, whether the remote partition is a prefix of what the source held; the records copied."""
-        copied, unequal = 0, []
-        for partition, held in self.held.items():
-            copy = digests(target, f"{SOURCE}.{self.topic}", partition)
-            copied += len(copy)
-            if copy != held[: len(copy)]:
-                unequal.append(f"{self.topic}-{partition}")
-        held_records = sum(len(held) for held in self.held.values())
-        return {
-            "held": held_records,
-            "copied": copied,
-            "read_behind_when_deleted": copied < held_records,
-            "unequal_partitions": unequal,
-            "prefix": not unequal,
-        }
-
-
-@dataclass
-class TrimmedTopic(BurstTopic):
-    """A source topic whose log start a ``DeleteRecords`` moves past what the flow has read of a burst, as retention
-    would: :meth:`prepare` writes the burst, :meth:`trim` deletes every partition's records below the middle of it."""
-
-    middles: dict[int, int] = field(default_factory=dict)
-
-    def prepare(self, clusters: Clusters) -> None:
-        admin = AdminClient({"bootstrap.servers": clusters.source.bootstrap})
-        before = self.ends(admin)
-        self.burst(clusters)
-        after = self.ends(admin)
-        self.middles = {p: (before[p] + after[p]) // 2 for p in range(self.partitions)}
-
-    def ends(self, admin: AdminClient) -> dict[int, int]:
-        request = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(self.partitions)}
-        return {tp.partition: f.result().offset for tp, f in admin.list_offsets(request, request_timeout=30).items()}
-
-    def trim(self, clusters: Clusters, driver: int) -> None:
-        admin = AdminClient({"bootstrap.servers": clusters.source.bootstrap})
-        request = [TopicPartition(self.topic, p, offset) for p, offset in self.middles.items()]
-        for future in admin.delete_records(request, request_timeout=30).values():
-            future.result()
-
-
-def delete_remote_topic(topic: str) -> Callable[[Clusters, int], None]:
-    """A fault that deletes the remote topic of source ``topic`` on the target: airmirror stops the topic (never
-    recreating it) and names it in ``status`` and in every run's error until ``airmirror reset``."""
-
-    def inject(clusters: Clusters, driver: int) -> None:
-        delete_topic(clusters.target.bootstrap, f"{SOURCE}.{topic}")
-
-    return inject
-
-
-def delete_anchor_group(clusters: Clusters, driver: int) -> None:
-    """Delete the flow's anchor group on the target (``names.anchor_group``): the next run's copy tasks must find
-    each partition's progress by scanning the batch log.  Raises ``KafkaException`` if the broker refuses."""
-    group = names.anchor_group(SOURCE, TARGET)
-    admin = AdminClient({"bootstrap.servers": clusters.target.bootstrap})
-    admin.delete_consumer_groups([group], request_timeout=30)[group].result()
 
 
 @dataclass
@@ -241,6 +102,47 @@ def settled_high_watermark_sum(admin: AdminClient, topics: dict[str, int], timeo
     return total
 
 
+def stable_ends(admin: AdminClient, topic: str, partitions: int) -> list[int]:
+    """Each partition's last stable offset (read_committed: what a committed transaction's records end at); 0 for a
+    partition the cluster does not answer for."""
+    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    futures = admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=5)
+    ends = dict.fromkeys(range(partitions), 0)
+    for partition, future in futures.items():
+        with contextlib.suppress(KafkaException):
+            ends[partition.partition] = max(0, future.result().offset)
+    return list(ends.values())
+
+
+def status_json(config: Path) -> dict:
+    """``airmirror status CONFIG --flow FLOW --json`` as a document, or ``{"error": ...}`` saying why there is
+    none."""
+    status = subprocess.run(
+        [sys.executable, "-m", "airmirror.cli", "status", str(config), "--flow", FLOW, "--json"],
+        capture_output=True,
+        text=True,
+    )
+    try:
+        return json.loads(status.stdout)
+    except ValueError:
+        return {"error": f"status exited {status.returncode}: {status.stderr[-1000:]}"}
+
+
+def error_line(stderr: str) -> str:
+    """A failed process's error: its last ``airmirror: error:`` line, else its last lines."""
+    lines = stderr.splitlines()
+    errors = [line for line in lines if line.startswith(CLI_ERROR)]
+    return errors[-1] if errors else "\n".join(lines[-ERROR_LINES:])
+
+
+def parse_report(stdout: str) -> dict | str:
+    """A run's JSON report (``--json``), or its stdout's last 2000 characters when that is not JSON."""
+    try:
+        return json.loads(stdout)
+    except ValueError:
+        return stdout[-2000:]
+
+
 @dataclass(frozen=True)
 class LogScan:
     """What one scan of the batch log found: its records (tombstones included), the tombstones among them, and the
@@ -288,6 +190,13 @@ def scan_batch_log(target: str) -> LogScan:
 def db_kb(db: Path) -> float:
     """The SQLite metadata DB's size on disk, its write-ahead log included, in KiB."""
     return round(sum(path.stat().st_size for path in (db, db.with_name(db.name + "-wal")) if path.exists()) / 1024, 1)
+
+
+def pg_db_kb(url: str) -> float:
+    """The size on disk of the PostgreSQL database at SQLAlchemy ``url`` (``pg_database_size``), in KiB."""
+    with psycopg.connect(make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)) as db:
+        size = db.execute("SELECT pg_database_size(current_database())").fetchone()
+    return round((size[0] if size else 0) / 1024, 1)
 
 
 HeaderChain = Callable[[list | None], list | None]
