@@ -42,8 +42,8 @@ import pyspark
 assert pyspark.__version__ == version("pyspark"), f"pyspark files are {pyspark.__version__}, not {version('pyspark')}"
 PY
 
-# the Spark driver starts in half the time from a class-data-sharing archive (airmirror.replication.spark.class_archive)
-"$py" -m airmirror.replication.spark.class_archive || echo "warning: no Spark class archive built; Spark sessions start without it" >&2
+# the Spark driver starts in half the time from a class-data-sharing archive (airmirror.replication.spark.class_archive_build)
+"$py" -m airmirror.replication.spark.class_archive_build || echo "warning: no Spark class archive built; Spark sessions start without it" >&2
 
 if [ "${AIRMIRROR_KAFKA_JARS:-1}" = 1 ]; then
     "$py" -c "from airmirror.devtools.local_kafka.jars import kafka_classpath; kafka_classpath()"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airmirror.replication.spark import class_archive
+from airmirror.replication.spark import class_archive, class_archive_build
 
 
 @pytest.fixture
@@ -20,10 +20,10 @@ def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def test_a_real_dump_is_mapped_by_the_next_driver(home: Path) -> None:
     """Builds a real archive (a Spark session in a child process), then starts a session that maps it."""
-    path = class_archive.build_archive()
+    path = class_archive_build.build_archive()
     assert path is not None and path.is_file() and path.stat().st_size > 1_000_000
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, path.with_suffix(".pyspark").name])
-    assert class_archive.build_archive() == path  # already there: nothing rebuilt
+    assert class_archive_build.build_archive() == path  # already there: nothing rebuilt
     session = (
         "from airmirror.replication.spark.session import spark_session\n"
         "s = spark_session('local[1]', 'archive check')\n"
@@ -41,7 +41,7 @@ def test_a_real_dump_is_mapped_by_the_next_driver(home: Path) -> None:
 def test_an_archive_the_jvm_cannot_use_leaves_stdout_alone(home: Path) -> None:
     """A mismatched archive (here: another class path) makes the JVM warn; the warning goes to stderr, never to
     the stdout the driver JVM shares with the CLI's ``--json`` output."""
-    path = class_archive.build_archive()
+    path = class_archive_build.build_archive()
     assert path is not None
     options = class_archive.driver_java_options("").split()
     java = class_archive.java_executable()

@@ -21,7 +21,7 @@ from airmirror.devtools.local_kafka.broker import start_broker, stop_broker
 from airmirror.devtools.local_kafka.class_archive import DUMP_OPTION, archive_path
 from airmirror.devtools.local_kafka.jars import KAFKA_VERSION, kafka_classpath
 from airmirror.devtools.local_kafka.nodes import free_port, java_executable
-from airmirror.replication.spark.class_archive import dump_into_place
+from airmirror.replication.spark.class_archive_build import dump_into_place
 
 MODULE = "airmirror.devtools.local_kafka.class_archive_build"
 BUILD_TIMEOUT_S = 300.0

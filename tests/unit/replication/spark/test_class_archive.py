@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from airmirror.replication.spark import class_archive
+from airmirror.replication.spark import class_archive, class_archive_build
 from airmirror.replication.spark.defaults import DRIVER_JAVA_OPTIONS, copy_job_conf
 
 
@@ -39,7 +39,7 @@ def test_no_java_no_archive(home: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("JAVA_HOME", str(home / "missing"))
     assert class_archive.archive_path() is None
     assert class_archive.driver_java_options("-Xmx1g") == "-Xmx1g"
-    assert class_archive.build_archive() is None
+    assert class_archive_build.build_archive() is None
 
 
 def test_the_driver_maps_the_archive_only_once_it_exists(home: Path) -> None:
@@ -54,9 +54,9 @@ def test_the_driver_maps_the_archive_only_once_it_exists(home: Path) -> None:
 
 
 def test_a_failed_dump_leaves_no_archive_and_no_partial_file(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(class_archive, "MODULE", "airmirror.no_such_module")
+    monkeypatch.setattr(class_archive_build, "MODULE", "airmirror.no_such_module")
     with pytest.raises(RuntimeError, match="was not dumped"):
-        class_archive.build_archive()
+        class_archive_build.build_archive()
     folder = home / ".cache" / "airmirror"
     assert not folder.exists() or list(folder.iterdir()) == []
 
@@ -71,9 +71,9 @@ def test_a_build_removes_the_archives_of_pyspark_installs_that_are_gone_or_repla
     live_jars.mkdir(parents=True)
     replaced_jars.mkdir(parents=True)
     owners = {
-        "live": class_archive.install_identity(live_jars),
-        "gone": class_archive.install_identity(live_jars).replace(str(live_jars), str(home / "deleted" / "jars")),
-        "replaced": class_archive.install_identity(replaced_jars),
+        "live": class_archive_build.install_identity(live_jars),
+        "gone": class_archive_build.install_identity(live_jars).replace(str(live_jars), str(home / "deleted" / "jars")),
+        "replaced": class_archive_build.install_identity(replaced_jars),
         "legacy": str(live_jars),
     }
     replaced_jars.rmdir()
@@ -82,9 +82,9 @@ def test_a_build_removes_the_archives_of_pyspark_installs_that_are_gone_or_repla
     for name, owner in owners.items():
         (folder / f"spark-driver-4.0.0-{name}.jsa").write_bytes(b"archive")
         (folder / f"spark-driver-4.0.0-{name}.pyspark").write_text(owner)
-    monkeypatch.setattr(class_archive, "MODULE", "airmirror.no_such_module")
+    monkeypatch.setattr(class_archive_build, "MODULE", "airmirror.no_such_module")
     with pytest.raises(RuntimeError, match="was not dumped"):
-        class_archive.build_archive()
+        class_archive_build.build_archive()
     assert sorted(p.name for p in folder.iterdir()) == [
         "spark-driver-4.0.0-live.jsa",
         "spark-driver-4.0.0-live.pyspark",
