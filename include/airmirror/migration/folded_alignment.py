@@ -35,12 +35,10 @@ Contract:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
+from airmirror.migration.compared_record import Record
 from airmirror.model import OffsetRun, Verdict
-
-if TYPE_CHECKING:
-    from airmirror.migration.partition_compare import Record
 
 
 class RunReader(Protocol):

@@ -48,45 +48,12 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
+from airmirror.migration.compared_record import Headers, Record, SchemaIdSlot
 from airmirror.migration.folded_alignment import compare_folded_run
 from airmirror.model import ComparisonFigures, OffsetRun, Verdict
 from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
 from airmirror.schemas.framing import HeaderValue, IdSlot, Side, framed_id, id_slots, slot_data, with_ids
-
-Headers = tuple[tuple[str, bytes | None], ...]
-
-
-class SchemaIdSlot(NamedTuple):
-    """Where a source record names a schema id (:class:`~airmirror.schemas.framing.IdSlot`), and the id the flow's
-    map gives for it (``None``: unmapped)."""
-
-    slot: IdSlot
-    mapped_id: int | None
-
-    @property
-    def source_id(self) -> int:
-        return self.slot.schema_id
-
-    def name(self, headers: Headers) -> str:
-        slot = self.slot
-        return f"header {headers[slot.header][0]}" if slot.header >= 0 else slot.side.value
-
-
-class Record(NamedTuple):
-    """What a comparison looks at of one record; ``headers`` is empty for a record without headers.  A source
-    record read through a :class:`SchemaIdMap` carries its ``schema_ids``, which are not part of its content."""
-
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers
-    timestamp: int
-    schema_ids: tuple[SchemaIdSlot, ...] = ()
-
-    def content(self) -> tuple[bytes | None, bytes | None, Headers, int]:
-        return self.key, self.value, self.headers, self.timestamp
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from airmirror.errors import ReplicationFailure
-from airmirror.migration.partition_compare import Record, canonical_bytes
+from airmirror.migration.compared_record import Record
+from airmirror.migration.partition_compare import canonical_bytes
 from airmirror.mm2.wire_formats import OffsetSync, WireFormatError
 from airmirror.model import OffsetRun, PartitionKey
 from airmirror.replication.offset_runs import build_runs

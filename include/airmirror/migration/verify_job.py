@@ -26,7 +26,8 @@ from airmirror.config.schema_registries import RegistryAccess
 from airmirror.config.transforms import Step
 from airmirror.kafka.authorization import AccessScope
 from airmirror.kafka.clients import ClientConfig
-from airmirror.migration.partition_compare import Lost, Record, SchemaIdMap, compare_partition, verdict_reason
+from airmirror.migration.compared_record import Record
+from airmirror.migration.partition_compare import Lost, SchemaIdMap, compare_partition, verdict_reason
 from airmirror.model import OffsetRun, PartitionVerification
 from airmirror.replication.spark.copy_job import task_failure
 from airmirror.replication.spark.range_reader import RangeReader, headers_of, offset_of

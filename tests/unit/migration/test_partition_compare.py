@@ -8,9 +8,9 @@ import struct
 
 from airmirror.config.transforms import FieldEdit, Predicate, PredicateKind, Step, StepKind
 from airmirror.config.transforms import Side as Part
+from airmirror.migration.compared_record import Record
 from airmirror.migration.partition_compare import (
     Lost,
-    Record,
     RunMap,
     SchemaIdMap,
     compare_partition,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airmirror.errors import ReplicationFailure
-from airmirror.migration.partition_compare import Record
+from airmirror.migration.compared_record import Record
 from airmirror.migration.takeover_tail import follow_tail, imported_syncs, mm2_copied_offsets, mm2_offset_syncs
 from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import OffsetRun, PartitionKey

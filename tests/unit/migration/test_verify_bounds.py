@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airmirror.migration.partition_compare import Lost, Record, compare_partition
+from airmirror.migration.compared_record import Record
+from airmirror.migration.partition_compare import Lost, compare_partition
 from airmirror.migration.verify_bounds import (
     Horizons,
     Retention,
