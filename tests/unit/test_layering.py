@@ -5,12 +5,15 @@ A package may import its own modules and any package of a lower layer, never a h
 same layer may not import each other, except where ``SAME_LAYER`` says so.  Every module under
 ``include/airmirror/`` must belong to a package of the table, so a new top-level package or module has to be
 placed in it.  ``airmirror.devtools`` is the top layer: it may import anything, and nothing else imports it.
+No module takes part in an import circle, however long, and whether the imports are at the top of a module, in a
+function or only for type checking (:func:`import_circle`).
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
@@ -85,6 +88,20 @@ def import_edges(modules: dict[str, Path]) -> set[tuple[str, str]]:
         for imported in imported_modules(tree, module, path.name == "__init__.py", known):
             edges.add((module, imported))
     return edges
+
+
+def import_circle(edges: set[tuple[str, str]]) -> list[str]:
+    """One import circle among ``edges`` (a module imports itself again through the others: the first module listed
+    comes again at the end), or ``[]`` when there is none (the standard library's :mod:`graphlib` finds it)."""
+    graph: dict[str, set[str]] = {}
+    for importer, imported in edges:
+        if importer != imported:
+            graph.setdefault(importer, set()).add(imported)
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as circle:
+        return list(reversed(circle.args[1]))
+    return []
 
 
 def owner(module: str) -> str | None:
@@ -165,3 +182,16 @@ def test_imports_follow_the_layers() -> None:
         where = "higher" if RANK[theirs] > RANK[mine] else "same"
         offending.append(f"{module} -> {imported}  ({mine} L{RANK[mine]} -> {theirs} L{RANK[theirs]}, {where} layer)")
     assert not offending, report("imports against the layering (LAYERS in tests/unit/test_layering.py)", offending)
+
+
+def test_the_circle_finder_finds_a_circle_of_any_length_and_only_circles() -> None:
+    circle = import_circle({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("f", "f"), ("g", "a")})
+    assert circle[0] == circle[-1] and sorted(circle[1:]) == ["a", "b", "c"]
+    assert import_circle({("a", "b"), ("b", "c"), ("f", "f")}) == []
+
+
+def test_no_module_takes_part_in_an_import_circle() -> None:
+    circle = import_circle(import_edges(source_modules(INCLUDE)))
+    assert not circle, "an import circle (split a module so that one side no longer imports the other): " + (
+        " -> ".join(circle)
+    )
