@@ -45,6 +45,11 @@ which source records of which batch are in the target.  Rules:
   a trusted anchor at once, before copying (rule 6 of :mod:`~airmirror.replication.spark.task_writer`), so a
   partition that never holds a record is anchored too, and one bounded recovery after the anchor group expired
   or was deleted puts every partition back on the fast path.
+* **One version rule** (:func:`record_fields`), for progress records, runs records, anchors and job markers
+  alike: each carries its format version ``v``.  A value that is no airmirror record at all (absent, not a JSON
+  object, no ``v``: another client's offset-commit metadata) reads as nothing.  A record whose version this
+  airmirror does not read, or whose fields do not fit its version, raises :class:`UnreadableRecord` naming it:
+  another airmirror wrote it, and reading it as nothing (a range not copied) would copy records twice.
 * Runs records are kept until the metadata DB has committed their batch; :func:`tombstone` then writes
   tombstones for them, so compaction removes them.  The topic's settings (:data:`LOG_TOPIC_CONFIG`) let the
   cleaner reclaim superseded records, tombstones and transaction markers within minutes, so the log's live
@@ -83,6 +88,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Source = TypeVar("Source")
 LOG_FORMAT_VERSION = 2
+"""The format version of every batch-log record and anchor this airmirror writes (runs records with holes aside)."""
 HOLES_FORMAT_VERSION = 3
 """The version of a runs record whose runs have holes: an airmirror that reads only version 2 refuses it rather than
 take its holes for copies."""
@@ -116,6 +122,28 @@ NEW_LOG_ERRORS = (
 )
 ANCHOR_CALL_S = 5.0
 """How long one look-up of committed anchors waits for the group coordinator before the next attempt."""
+
+
+class UnreadableRecord(ReplicationFailure):
+    """A batch-log record or anchor this airmirror cannot read: the one version rule of the module docstring."""
+
+
+def record_fields(value: str | builtins.bytes | None, what: str, versions: Iterable[int]) -> dict[str, Any] | None:
+    """The fields of batch-log record or anchor ``value`` (``what`` names it in errors), its version among
+    ``versions`` (under ``"v"`` in the result); ``None`` when it is no airmirror record.  Raises
+    :class:`UnreadableRecord` for a version not among ``versions`` (the one version rule)."""
+    try:
+        fields = json.loads(value) if value else None
+    except ValueError:
+        return None
+    if not isinstance(fields, dict) or "v" not in fields:
+        return None
+    if fields["v"] not in versions:
+        raise UnreadableRecord(
+            f"{what} is of format version {fields['v']!r}, which this airmirror does not read (it reads "
+            f"{', '.join(map(str, sorted(versions)))}): another airmirror wrote it; run that airmirror's version"
+        )
+    return fields
 
 
 @dataclass(frozen=True)
@@ -160,17 +188,16 @@ class Progress:
 
     @classmethod
     def decode(cls, text: str | builtins.bytes | None) -> Progress | None:
-        """The progress in ``text``, or ``None`` when it is not one of ours (absent, foreign, old format).  A field
+        """The progress in ``text``, or ``None`` when it is no airmirror record (the one version rule).  A field
         with a default may be missing: records written before it was added still read."""
-        if not text:
+        fields = record_fields(text, "a progress record", (LOG_FORMAT_VERSION,))
+        if fields is None:
             return None
+        del fields["v"]
         try:
-            fields = json.loads(text)
-            if not isinstance(fields, dict) or fields.pop("v", None) != LOG_FORMAT_VERSION:
-                return None
             return cls(**fields)
-        except (ValueError, TypeError):
-            return None
+        except TypeError as error:
+            raise UnreadableRecord(f"a progress record does not fit its format version: {error}") from error
 
 
 @dataclass(frozen=True)
@@ -214,9 +241,11 @@ def encode_runs(record: RunsRecord) -> bytes:
 
 
 def decode_runs(value: bytes) -> RunsRecord:
-    body = json.loads(value)
-    if body.get("v") not in (LOG_FORMAT_VERSION, HOLES_FORMAT_VERSION):
-        raise ValueError(f"unsupported batch-log record version {body.get('v')!r}")
+    """The runs record in ``value``; one that is no airmirror record or of another version raises
+    :class:`UnreadableRecord` (the one version rule: a runs record is found by its key, so it is ours)."""
+    body = record_fields(value, "a runs record", (LOG_FORMAT_VERSION, HOLES_FORMAT_VERSION))
+    if body is None:
+        raise UnreadableRecord("a runs record is not one: it carries no format version")
     packed = zlib.decompress(base64.b64decode(body["runs"]))
     holes = body.get("holes") or {}
     starts = (RUN_STRUCT.unpack_from(packed, offset) for offset in range(0, len(packed), RUN_STRUCT.size))
@@ -316,15 +345,10 @@ def encode_job(job: str) -> str:
 
 
 def decode_job(metadata: str | builtins.bytes | None) -> str | None:
-    """The job named in a job marker's metadata, or ``None`` when it names none."""
-    try:
-        fields = json.loads(metadata) if metadata else None
-    except ValueError:
-        return None
-    if not isinstance(fields, dict) or fields.get("v") != LOG_FORMAT_VERSION or not isinstance(fields.get("job"), str):
-        return None
-    job: str = fields["job"]
-    return job
+    """The job named in a job marker's metadata, or ``None`` when it names none (the one version rule)."""
+    fields = record_fields(metadata, "a job marker", (LOG_FORMAT_VERSION,))
+    job = None if fields is None else fields.get("job")
+    return job if isinstance(job, str) else None
 
 
 def commit_job(consumer_config: Mapping[str, Any], group: str, log_topic: str, job: str) -> None:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
+import pytest
 from confluent_kafka import TopicPartition
 
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.spark.batch_log import (
+    LOG_FORMAT_VERSION,
     RUNS_PER_RECORD,
     Progress,
+    UnreadableRecord,
+    decode_job,
     decode_runs,
+    encode_job,
     encode_runs,
     progress_key,
     runs_key,
@@ -34,11 +40,28 @@ PROGRESS = Progress(
 )
 
 
-def test_progress_round_trips_and_rejects_foreign_text():
+def test_progress_round_trips_and_reads_foreign_text_as_nothing():
     assert Progress.decode(PROGRESS.encode()) == PROGRESS
     assert Progress.decode(PROGRESS.encode().encode()) == PROGRESS
-    for foreign in (None, "", "x", '{"b": 3}', '{"v": 1, "b": 3, "u": 9, "m": 1}', "[1]"):
+    for foreign in (None, "", "x", '{"b": 3}', "[1]", '"v"'):
         assert Progress.decode(foreign) is None
+        assert decode_job(foreign) is None
+
+
+def test_one_version_rule_a_record_of_another_version_or_shape_is_refused_never_read_as_nothing():
+    """The one version rule (batch_log module docstring): progress, runs records and job markers alike."""
+    for version in (1, 4, "2"):
+        with pytest.raises(UnreadableRecord, match=f"a progress record is of format version {version!r}"):
+            Progress.decode(json.dumps({"v": version, "b": 3}))
+        with pytest.raises(UnreadableRecord, match="a job marker is of format version"):
+            decode_job(json.dumps({"v": version, "job": "j"}))
+        with pytest.raises(UnreadableRecord, match="a runs record is of format version"):
+            decode_runs(json.dumps({"v": version, "runs": ""}).encode())
+    with pytest.raises(UnreadableRecord, match="does not fit its format version"):
+        Progress.decode(json.dumps({"v": LOG_FORMAT_VERSION, "b": 3}))
+    with pytest.raises(UnreadableRecord, match="carries no format version"):
+        decode_runs(b'{"runs": ""}')
+    assert decode_job(encode_job("j")) == "j"
 
 
 def test_anchor_is_trusted_only_when_it_matches_its_offset():
