@@ -30,6 +30,7 @@ reports the records an abort purged) change nothing the next chunk reads.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -39,11 +40,24 @@ from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import RunBuilder
 
 Report = Callable[[KafkaError | None, Message], None]
-Failure = tuple[Any, int, KafkaError, int]
-"""A failed report: the range it belongs to (``None`` for the batch log's records), the record's source offset (-1
-when not known), the error and the record's key and value bytes."""
 PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 """Delivery errors of records librdkafka dropped because their transaction had failed: consequences, not causes."""
+
+
+@dataclass(frozen=True)
+class DeliveryFailure:
+    """A failed delivery report: the range its record belongs to and the record's source offset (both ``None`` for a
+    batch-log or dead-letter record, rule 4), the error, and the size of the record's key and value in bytes."""
+
+    source_range: Any
+    offset: int | None
+    error: KafkaError
+    size: int
+
+    @property
+    def purged(self) -> bool:
+        """Whether librdkafka dropped the record because its transaction had failed already: a consequence."""
+        return self.error.code() in PURGED
 
 
 class Unproven(Exception):
@@ -115,7 +129,7 @@ class ChunkDeliveries:
     def __init__(self, every_record: bool = False) -> None:
         self.every_record = every_record
         self.segments: dict[tuple[str, int], list[Segment]] = {}
-        self.errors: list[Failure] = []
+        self.errors: list[DeliveryFailure] = []
 
     def reports(self, remote: tuple[str, int], source_range: Any, offsets: Sequence[int]) -> list[Report | None]:
         """The reports that the records of ``offsets`` (source offsets, increasing), about to be produced to
@@ -137,27 +151,27 @@ class ChunkDeliveries:
             reports[0], reports[-1] = segment.first_report, segment.last_report
         return reports
 
-    def failed(self, source_range: Any, offset: int, error: KafkaError, message: Message) -> None:
-        """Keep a failed report (:data:`Failure`)."""
+    def failed(self, source_range: Any, offset: int | None, error: KafkaError, message: Message) -> None:
+        """Keep a failed report."""
         size = len(message.key() or b"") + len(message.value() or b"")
-        self.errors.append((source_range, offset, error, size))
+        self.errors.append(DeliveryFailure(source_range, offset, error, size))
 
     def logged(self, error: KafkaError | None, message: Message) -> None:
         """The report of a batch-log or dead-letter record (rule 4)."""
         if error is not None:
-            self.failed(None, -1, error, message)
+            self.failed(None, None, error, message)
 
-    def cause(self) -> Failure | None:
+    def cause(self) -> DeliveryFailure | None:
         """The first failure that is not a record purged because its transaction had failed already (librdkafka
         may report those before the failure that caused them); the first purge if there is nothing else."""
-        causes = [failure for failure in self.errors if failure[2].code() not in PURGED] or self.errors
+        causes = [failure for failure in self.errors if not failure.purged] or self.errors
         return causes[0] if causes else None
 
     def raise_unproven(self) -> None:
         """Raise :class:`Unproven` if a report failed and not every record reports (rule 3): which record failed
         is not known then."""
         if self.errors and not self.every_record:
-            raise Unproven(f"a delivery failed: {self.errors[0][2].str()}")
+            raise Unproven(f"a delivery failed: {self.errors[0].error.str()}")
 
     def check(self, probe: Callable[[], None]) -> None:
         """While the chunk waits for its deliveries, unless every record reports: raise :class:`Unproven` if the

@@ -139,7 +139,7 @@ from airmirror.replication.spark.batch_log import (
     scan_progress,
     trusted_anchor,
 )
-from airmirror.replication.spark.deliveries import PURGED, ChunkDeliveries, Failure, Unproven
+from airmirror.replication.spark.deliveries import ChunkDeliveries, DeliveryFailure, Unproven
 from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, ReadRange, offset_of
 from airmirror.replication.spark.record_codec import Headers, HeaderValue, header_list
 from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
@@ -260,12 +260,12 @@ class CopyTask:
         return ", ".join(topics[:TOPICS_NAMED]) + (f" and {more} more" if more > 0 else "")
 
 
-def delivery_failure(task: CopyTask, failure: Failure) -> Exception:
+def delivery_failure(task: CopyTask, failure: DeliveryFailure) -> Exception:
     """What a failed delivery raises: a record too large for the target names its source offset and size; any other
     failure names the topic it was written to (the batch log, for the log's own records)."""
-    source, upstream, error, size = failure
-    if source is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-        return record_too_large(task, source, upstream, size)
+    source, error = failure.source_range, failure.error
+    if source is not None and failure.offset is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        return record_too_large(task, source, failure.offset, failure.size)
     topic = task.log_topic if source is None else source.remote_topic
     return named(task.target_access, KafkaException(error), topic=topic)
 
@@ -700,7 +700,7 @@ class TaskCopy:
         that is not a purge (librdkafka may report the purged records before the refused one)."""
         for _ in range(FAILED_DELIVERY_POLLS):
             cause = self.deliveries.cause()
-            if cause is not None and cause[2].code() not in PURGED:
+            if cause is not None and not cause.purged:
                 return
             self.producer.poll(FAILED_DELIVERY_POLL_S)
 
@@ -712,7 +712,7 @@ class TaskCopy:
         failure = self.deliveries.cause()
         if failure is None:
             return
-        if failure[2].code() in PURGED:
+        if failure.purged:
             self.await_named_failure()
             failure = self.deliveries.cause() or failure
         raise delivery_failure(self.task, failure)

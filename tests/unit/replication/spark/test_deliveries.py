@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from airmirror.errors import ReplicationFailure
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import RunBuilder
-from airmirror.replication.spark.deliveries import ChunkDeliveries, Unproven, source_runs
+from airmirror.replication.spark.deliveries import ChunkDeliveries, DeliveryFailure, Unproven, source_runs
 
 REMOTE = ("a.orders", 0)
 RANGE = "orders-0"
@@ -96,11 +96,11 @@ def test_when_every_record_reports_the_refused_record_is_named_not_the_records_p
     chunk.logged(PURGED, delivery(-1))  # a batch-log record
     for report in reports[1:]:
         report(PURGED, delivery(-1))
-    assert chunk.cause() == (None, -1, PURGED, 2)  # nothing else reported yet
+    assert chunk.cause() == DeliveryFailure(None, None, PURGED, 2)  # nothing else reported yet
     refused = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large")
     reports[0](refused, delivery(-1, value=b"x" * 99))
 
-    assert chunk.cause() == (RANGE, 41, refused, 100)
+    assert chunk.cause() == DeliveryFailure(RANGE, 41, refused, 100)
     chunk.raise_unproven()  # every record reports: the caller raises the cause
 
 

@@ -594,7 +594,7 @@ def test_a_failed_delivery_names_the_topic_it_was_written_to() -> None:
     report(refused, delivery(REMOTE, 0, -1))
 
     failure = chunk.cause()
-    assert failure is not None and failure[0] is None  # the batch log's record failed first
+    assert failure is not None and failure.source_range is None  # the batch log's record failed first
     assert LOG in str(delivery_failure(task, failure))
     assert REMOTE in str(delivery_failure(task, chunk.errors[1]))
 
