@@ -4,7 +4,6 @@ latency (:mod:`.heartbeats`), topic incarnations (:mod:`.incarnations`), retenti
 (:mod:`.retention`), and flow leases (:mod:`.flow_lease`).
 The value types it stores and returns live in :mod:`airmirror.model`."""
 
-from airmirror.store.batches import StaleCursorError
 from airmirror.store.engine import alembic_config, create_store_engine
 from airmirror.store.flow_lease import (
     DEFAULT_LEASE_TTL_SECONDS,
@@ -15,6 +14,7 @@ from airmirror.store.flow_lease import (
     describe_holder,
 )
 from airmirror.store.metadata_store import MetadataStore
+from airmirror.store.range_commits import StaleCursorError
 
 __all__ = [
     "DEFAULT_LEASE_TTL_SECONDS",

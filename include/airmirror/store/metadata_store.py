@@ -41,7 +41,7 @@ from sqlalchemy import URL
 from airmirror.errors import ReplicationFailure
 from airmirror.model import CursorState, PartitionKey, SourceReset, Stop
 from airmirror.store import incarnation_rows
-from airmirror.store.batches import BatchStore, StaleCursorError
+from airmirror.store.batches import BatchStore
 from airmirror.store.checkpoints import CheckpointStore
 from airmirror.store.engine import (
     MIGRATIONS_DIR,
@@ -56,6 +56,7 @@ from airmirror.store.gone_topics import GoneTopicStore
 from airmirror.store.heartbeats import HeartbeatStore
 from airmirror.store.lag_samples import LagStore
 from airmirror.store.leader_waits import LeaderWaitStore
+from airmirror.store.range_commits import StaleCursorError
 from airmirror.store.retention import RetentionStore
 from airmirror.store.rows import utcnow
 from airmirror.store.run_failures import RunFailureStore

@@ -51,9 +51,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, Connection, Table, and_, case, delete, exists, func, or_, select, tuple_, update
 
 from airmirror.model import BatchState, PartitionKey
-from airmirror.store.batches import offset_run, partition_runs, run_row, run_starts, runs_of, takeover_batch
+from airmirror.store.batches import offset_run, partition_runs, runs_of, takeover_batch
 from airmirror.store.engine import EngineHolder
 from airmirror.store.folding import EXACT_RUNS, FOLD_SIZE, FOLDED_RUNS, fold
+from airmirror.store.range_commits import run_row, run_starts
 from airmirror.store.rows import insert_many, upsert, utcnow
 from airmirror.store.schema import (
     batch_ranges,

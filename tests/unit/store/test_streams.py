@@ -12,7 +12,7 @@ import pytest
 from airmirror.errors import ReplicationFailure
 from airmirror.model import BatchRecord, BatchState, Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
 from airmirror.store import MetadataStore
-from airmirror.store.batches import StaleCursorError
+from airmirror.store.range_commits import StaleCursorError
 from airmirror.store.schema import cursors
 from airmirror.store.streams import STREAM_PARAM
 
