@@ -246,9 +246,7 @@ def run_batch(
     )
     if not tasks:
         return []
-    store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)
-    if planned.copy_tasks is None:
-        planned.log_floor = tasks[0].log_end
+    planned.log_floor = store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)
     planned.copy_tasks = len(tasks)
     try:
         return run_copy_job(spark(), tasks)

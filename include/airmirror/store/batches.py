@@ -143,26 +143,31 @@ class BatchStore(EngineHolder):
             if updated.rowcount != 1:
                 raise ValueError(f"batch {batch_id} has no range for {planned.key}")
 
-    def set_copy_tasks(self, batch_id: int, count: int, log_end: int) -> None:
+    def set_copy_tasks(self, batch_id: int, count: int, log_end: int) -> int | None:
         """Record that the RUNNING batch's copy job is about to run ``count`` copy tasks (see
         :attr:`~airmirror.model.BatchRecord.copy_tasks`), the batch log ending at ``log_end`` before it: the batch's
         log floor when this is its first job (:attr:`~airmirror.model.BatchRecord.log_floor`; a later job keeps the
-        floor).  Call it only after fencing the attempts of the count recorded before, and before the job starts."""
+        floor, the one place this rule lives).  Returns the batch's log floor as stored now.  Call it only after
+        fencing the attempts of the count recorded before, and before the job starts."""
         if count < 1:
             raise ValueError(f"a copy job runs at least one task, not {count}")
         first_job = batches.c.copy_tasks.is_(None)
         with self._write(f"record the copy tasks of batch {batch_id}") as connection:
-            _lock_running_batch(connection, batch_id, "copied")
+            lock_running_batch(connection, batch_id, "copied")
             connection.execute(
                 batches.update()
                 .where(batches.c.id == batch_id)
                 .values(copy_tasks=count, log_floor=case((first_job, log_end), else_=batches.c.log_floor))
             )
+            floor: int | None = connection.execute(
+                select(batches.c.log_floor).where(batches.c.id == batch_id)
+            ).scalar_one()
+            return floor
 
     def drop_ranges(self, batch_id: int, keys: Iterable[PartitionKey]) -> None:
         """Remove ranges from a RUNNING batch; their cursors stay where they are."""
         with self._write(f"drop ranges of batch {batch_id}") as connection:
-            _lock_running_batch(connection, batch_id, "changed")
+            lock_running_batch(connection, batch_id, "changed")
             incarnation_rows.drop_ranges(connection, batch_id, keys)
 
     def batches(self, flow: str, limit: int = 20) -> list[BatchRecord]:
