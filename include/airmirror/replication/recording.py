@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -100,24 +100,53 @@ def committed_batch(
 def range_result(
     planned: PlannedRange, progress: Progress | None, runs: dict[tuple[str, int], list[RunsRecord]]
 ) -> RangeResult:
-    """One range's committed result: an empty range copied nothing; any other has done progress."""
+    """One range's committed result: an empty range copied nothing; any other has done progress, whose result is
+    what it adds to nothing recorded (:func:`progress_result`: a bounded batch is a stream recorded once)."""
     if progress is None:
         return planned.empty_result()
-    copied = merge_runs(run for record in runs[(planned.topic, planned.partition)] for run in record.runs)
+    return progress_result(nothing_recorded(planned), progress, runs[(planned.topic, planned.partition)])
+
+
+def nothing_recorded(planned: PlannedRange) -> RangeResult:
+    """What the metadata DB holds of a range before its first recording: nothing copied, from its start."""
     return RangeResult(
-        topic=planned.topic,
-        partition=planned.partition,
-        start=progress.start,
+        topic=planned.topic, partition=planned.partition, start=planned.start, end=planned.start, records=0, bytes=0
+    )
+
+
+def progress_result(recorded: RangeResult, progress: Progress, records: Iterable[RunsRecord]) -> RangeResult:
+    """The one reading of the batch log into a range's result, for a bounded batch's commit and a stream's
+    recordings alike: what a partition's ``progress`` adds to what the DB ``recorded`` of it, source offsets
+    ``[recorded.end, progress.position)`` with the runs of ``records`` inside them, taken in (chunk, part) order
+    (runs below ``recorded.end`` are recorded already).  Raises :class:`~airmirror.errors.ReplicationFailure`
+    when the runs do not account for every record copied since (runs records are only discarded after the DB
+    recorded them, so the batch log was tampered with, or the caller lacks some)."""
+    runs = merge_runs(
+        run
+        for record in sorted(records, key=lambda r: (r.chunk, r.part))
+        for run in record.runs
+        if run.upstream_start >= recorded.end
+    )
+    copied = sum(run.copies for run in runs)
+    if copied != progress.records - recorded.records:
+        raise ReplicationFailure(
+            f"the batch log holds runs for {copied} of the {progress.records - recorded.records} records batch "
+            f"{progress.batch_id} copied from {recorded.topic}-{recorded.partition} since it was last recorded"
+        )
+    return RangeResult(
+        topic=recorded.topic,
+        partition=recorded.partition,
+        start=recorded.end,
         end=progress.position,
-        records=progress.records,
-        bytes=progress.bytes,
-        runs=tuple(copied),
-        downstream_start=progress.downstream_start,
-        downstream_end=progress.downstream_position if progress.records else None,
+        records=copied,
+        bytes=progress.bytes - recorded.bytes,
+        runs=tuple(runs),
+        downstream_start=runs[0].downstream_start if runs else None,
+        downstream_end=progress.downstream_position if copied else None,
         end_epoch=progress.leader_epoch,
-        schema_passed=progress.passed,
-        filtered=progress.filtered,
-        skipped=progress.skipped,
+        schema_passed=progress.passed - recorded.schema_passed,
+        filtered=progress.filtered - recorded.filtered,
+        skipped=progress.skipped - recorded.skipped,
     )
 
 
@@ -148,13 +177,11 @@ def commit_source_progress(flow: FlowConfig, store: MetadataStore, committed: Co
 
 
 def emit_offset_syncs(flow: FlowConfig, store: MetadataStore, committed: CommittedBatch) -> None:
-    """Write the batch's exact runs to MM2's offset-syncs topic (``emit.offset-syncs.enabled``)."""
+    """Write the runs the batch committed (its results', in order) to MM2's offset-syncs topic
+    (``emit.offset-syncs.enabled``)."""
     if not flow.offset_syncs.emit_enabled:
         return
-    runs = {
-        key: [run for record in sorted(records, key=lambda r: (r.chunk, r.part)) for run in record.runs]
-        for key, records in committed.runs.items()
-    }
+    runs = {(result.topic, result.partition): list(result.runs) for result in committed.results if result.runs}
     write_offset_syncs(flow, runs, int(time.time() * 1000))
 
 

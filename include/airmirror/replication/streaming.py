@@ -55,8 +55,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
-from airmirror.replication.offset_runs import merge_runs
-from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit
+from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit, progress_result
 from airmirror.replication.schema_sync import record_ids, store_new_ids
 from airmirror.replication.spark.batch_log import (
     SCAN_STALL_S,
@@ -89,39 +88,6 @@ PASSING_ERRORS = (
     KafkaError.NOT_LEADER_FOR_PARTITION,
 )
 """Errors of the tail's consumer that librdkafka recovers from by itself (a target broker restarting)."""
-
-
-def stream_delta(recorded: RangeResult, progress: Progress, records: Iterable[RunsRecord]) -> RangeResult:
-    """What a partition's ``progress`` adds to what the DB ``recorded`` of it: source offsets ``[recorded.end,
-    progress.position)`` with the runs of ``records`` inside them (runs below ``recorded.end`` are recorded
-    already).  Raises :class:`~airmirror.errors.ReplicationFailure` when the runs do not account for every record."""
-    runs = merge_runs(
-        run
-        for record in sorted(records, key=lambda r: (r.chunk, r.part))
-        for run in record.runs
-        if run.upstream_start >= recorded.end
-    )
-    copied = sum(run.copies for run in runs)
-    if copied != progress.records - recorded.records:
-        raise ReplicationFailure(
-            f"the batch log holds runs for {copied} of the {progress.records - recorded.records} records batch "
-            f"{progress.batch_id} copied from {recorded.topic}-{recorded.partition} since it was last recorded"
-        )
-    return RangeResult(
-        topic=recorded.topic,
-        partition=recorded.partition,
-        start=recorded.end,
-        end=progress.position,
-        records=copied,
-        bytes=progress.bytes - recorded.bytes,
-        runs=tuple(runs),
-        downstream_start=runs[0].downstream_start if runs else None,
-        downstream_end=progress.downstream_position if copied else None,
-        end_epoch=progress.leader_epoch,
-        schema_passed=progress.passed - recorded.schema_passed,
-        filtered=progress.filtered - recorded.filtered,
-        skipped=progress.skipped - recorded.skipped,
-    )
 
 
 class StreamTail:
@@ -200,11 +166,11 @@ class StreamTail:
             if progress.position > recorded[key].end:
                 records = [r for r in self.runs.get(key, []) if r.chunk <= progress.chunk]
                 try:
-                    delta = stream_delta(recorded[key], progress, records)
+                    delta = progress_result(recorded[key], progress, records)
                 except ReplicationFailure as error:
                     log.warning("%s; reading its runs again from the batch log", error)
                     records = self._scan(key, progress)
-                    delta = stream_delta(recorded[key], progress, records)
+                    delta = progress_result(recorded[key], progress, records)
                 deltas.append(delta)
                 used[key] = records
         return deltas, used
@@ -468,7 +434,7 @@ def close_stream(flow: FlowConfig, store: MetadataStore, batch: StoredJobs, rang
         {(k.topic, k.partition): p for k, p in moved.items()},
     )
     used = {key: runs[(key.topic, key.partition)] for key in moved}
-    deltas = [stream_delta(recorder.recorded[key], progress, used[key]) for key, progress in moved.items()]
+    deltas = [progress_result(recorder.recorded[key], progress, used[key]) for key, progress in moved.items()]
     log.warning(
         "closing stream batch %s of %s: %d partitions copied records since it was last recorded",
         batch_id,

@@ -519,22 +519,10 @@ def log_watermarks(consumer_config: Mapping[str, Any], log_topic: str) -> tuple[
 def read_runs(
     flow: FlowConfig, batch_id: int, progress: Mapping[tuple[str, int], Progress]
 ) -> dict[tuple[str, int], list[RunsRecord]]:
-    """Every runs record of the flow's batch ``batch_id`` for the source partitions in ``progress``, in chunk
-    order (:func:`scan_runs` of the flow's batch log, read as its target consumer).
-
-    Raises :class:`~airmirror.errors.ReplicationFailure` when a chunk's runs are missing (they are only
-    discarded after the batch committed in the metadata DB, so this means the log was tampered with).
-    """
-    log_topic = names.batch_log_topic(flow.source)
-    found = scan_runs(flow.target_client("consumer"), log_topic, flow.name, batch_id, progress)
-    for source, records in found.items():
-        copied = sum(run.copies for record in records for run in record.runs)
-        if copied != progress[source].records:
-            raise ReplicationFailure(
-                f"the batch log {log_topic} holds runs for {copied} of the {progress[source].records} records "
-                f"batch {batch_id} copied from {source[0]}-{source[1]}"
-            )
-    return found
+    """Every runs record of the flow's batch ``batch_id`` for the source partitions in ``progress``
+    (:func:`scan_runs` of the flow's batch log, read as its target consumer); whether they account for every record
+    is checked where they become results (:func:`~airmirror.replication.recording.progress_result`)."""
+    return scan_runs(flow.target_client("consumer"), names.batch_log_topic(flow.source), flow.name, batch_id, progress)
 
 
 def scan_runs(
@@ -545,7 +533,7 @@ def scan_runs(
     progress: Mapping[tuple[str, int], Progress],
 ) -> dict[tuple[str, int], list[RunsRecord]]:
     """The runs records of batch ``batch_id`` the batch log still holds for the source partitions in ``progress``,
-    in chunk order, scanned from the lowest ``first_runs_offset``; tombstoned ones may be among them until
+    in log order, scanned from the lowest ``first_runs_offset``; tombstoned ones may be among them until
     compaction removes them, so the caller checks what it needs."""
     starts = [p.first_runs_offset for p in progress.values() if p.first_runs_offset is not None]
     found: dict[tuple[str, int], list[RunsRecord]] = {source: [] for source in progress}
@@ -556,8 +544,6 @@ def scan_runs(
         source = runs_source(prefixes, key)
         if source is not None and value is not None:
             found[source].append(decode_runs(value))
-    for records in found.values():
-        records.sort(key=lambda r: (r.chunk, r.part))
     return found
 
 
