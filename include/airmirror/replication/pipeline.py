@@ -51,11 +51,12 @@ from airmirror.kafka.topics import (
 )
 from airmirror.model import Json, PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
+from airmirror.replication.job_start import start_copy_job
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_inputs import plan_ranges, record_cap, refuse_moving_cursors
 from airmirror.replication.recording import after_commit, committed_batch, warm_writers
 from airmirror.replication.resume import revise_resumed_ranges
-from airmirror.replication.schema_sync import record_ids, store_new_ids, sync_schemas
+from airmirror.replication.schema_sync import store_new_ids, sync_schemas
 from airmirror.replication.spark.batch_log import LOG_TOPIC_CONFIG
 from airmirror.replication.streaming import close_stream, stream_ranges
 from airmirror.store import MetadataStore, describe_holder
@@ -223,33 +224,24 @@ def run_batch(
 
     A batch whose copy job ran before may have attempts of it still at work, under the ids of its copy tasks
     then: they are fenced first, and only then is the new job's task count stored, so that whatever dies next,
-    the next job fences this one's attempts (rule 1 of :mod:`airmirror.replication.spark.task_writer`).  A job that
-    fails once the run lost its lease raises the loss (the other run superseded it), not the job's failure."""
-    from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
-    from airmirror.replication.spark.progress import scan_floor, supersede_jobs
+    the next job fences this one's attempts (:mod:`airmirror.replication.job_start`).  A job that fails once the run
+    lost its lease raises the loss (the other run superseded it), not the job's failure.  A dry run's plan cannot be
+    run (``ValueError``)."""
+    from airmirror.replication.spark.copy_job import run_copy_job, spark_slots
 
-    if planned.batch_id is None:
-        raise ValueError("a dry-run plan cannot be run")
-    keys = [r.key for r in planned.ranges if r.size > 0]
-    job = supersede_jobs(flow, keys, planned.copy_tasks, planned.batch_id, check_lease=store.check_lease)
-    ids = record_ids(flow, store, {r.topic: r.remote_topic for r in planned.ranges if r.size > 0})
-    tasks = copy_tasks(
+    started = start_copy_job(
         flow,
-        planned.batch_id,
+        store,
+        planned.stored_jobs,
         planned.ranges,
         lambda: spark_slots(spark()),
-        job=job,
-        scan_from=scan_floor(planned.copy_tasks, planned.log_floor),
-        record_ids=ids,
         chain=flow.stored_chain(planned.transforms),
-        recorded_remote_ids=store.remote_topic_ids(flow.name),
     )
-    if not tasks:
+    if not started.tasks:
         return []
-    planned.log_floor = store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)
-    planned.copy_tasks = len(tasks)
+    planned.copy_tasks, planned.log_floor = len(started.tasks), started.log_floor
     try:
-        return run_copy_job(spark(), tasks)
+        return run_copy_job(spark(), started.tasks)
     except ReplicationFailure:
         store.raise_if_lease_lost()
         raise

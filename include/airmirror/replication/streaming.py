@@ -55,8 +55,9 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
 from airmirror.model import PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
+from airmirror.replication.job_start import start_copy_job
 from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit, progress_result
-from airmirror.replication.schema_sync import record_ids, store_new_ids
+from airmirror.replication.schema_sync import store_new_ids
 from airmirror.replication.spark.batch_log import (
     SCAN_STALL_S,
     Progress,
@@ -351,22 +352,10 @@ def run_stream(
     """Rules 2-4 for the stored stream batch ``batch_id`` (``until`` in epoch seconds); ``on_record`` gets the
     deltas of every recording (none are kept: a stream's recordings are unbounded in number).  A failed copy
     job is raised once the stream is closed (the next round streams again)."""
-    from airmirror.replication.spark.copy_job import copy_tasks, run_copy_job, spark_slots
+    from airmirror.replication.spark.copy_job import run_copy_job, spark_slots
 
-    ids = record_ids(flow, store, {r.topic: r.remote_topic for r in ranges})
-    token = supersede_jobs(flow, [], None, batch_id, check_lease=store.check_lease)
-    tasks = copy_tasks(
-        flow,
-        batch_id,
-        ranges,
-        lambda: spark_slots(spark),
-        job=token,
-        scan_from=None,
-        stream_until=until,
-        record_ids=ids,
-        recorded_remote_ids=store.remote_topic_ids(flow.name),
-    )
-    store.set_copy_tasks(batch_id, len(tasks), tasks[0].log_end)
+    jobs = StoredJobs(batch_id, None, None)  # a stream batch runs one job, right after it was stored (rule 1)
+    tasks = start_copy_job(flow, store, jobs, ranges, lambda: spark_slots(spark), stream_until=until).tasks
     recorder = StreamRecorder(flow, store, batch_id, ranges, on_record)
     tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)
     try:
