@@ -377,6 +377,18 @@ class PlannedRange:
     def size(self) -> int:
         return self.end - self.start
 
+    @property
+    def planned_from(self) -> int:
+        """The stored cursor this range was planned from, which must still stand when it commits: the cursor the
+        user moved (``moved_from``), else the one of an earlier incarnation or above a truncated log
+        (``reset_from``; ``truncated_at`` comes only with it), else the one below the gap retention made
+        (``gap_start``), else ``start``."""
+        if self.moved_from is not None:
+            return self.moved_from
+        if self.reset_from is not None:
+            return self.reset_from
+        return self.start if self.gap_start is None else self.gap_start
+
     def gap(self) -> Gap | None:
         if self.gap_start is None or self.gap_start >= self.start:
             return None

@@ -206,8 +206,8 @@ class BatchStore(EngineHolder):
 
         ``results`` must hold exactly one result per planned range, starting at the planned start
         and ending within the planned range (``ValueError`` otherwise).  A stored cursor must equal
-        the cursor the range was planned from, i.e. ``gap_start`` when set and ``start``
-        otherwise; a partition without a cursor is accepted.  Raises :class:`StaleCursorError`
+        the cursor the range was planned from (:attr:`~airmirror.model.PlannedRange.planned_from`); a partition
+        without a cursor is accepted.  Raises :class:`StaleCursorError`
         when a cursor moved and :class:`ReplicationFailure` when the batch is not ``RUNNING``;
         either way nothing is written.
         """

@@ -4,9 +4,9 @@ batch commits at its end (:meth:`~airmirror.store.batches.BatchStore.commit_batc
 
 Rules of :func:`commit_ranges`, each in the caller's one transaction:
 
-1. **Cursors first.**  Every cursor the ranges continue must still be where its range was planned from (the moved
-   cursor, the reset one, else below the gap, else the range's start); any that moved raises
-   :class:`StaleCursorError` and nothing is written.
+1. **Cursors first.**  Every cursor the ranges continue must still be where its range was planned from
+   (:attr:`~airmirror.model.PlannedRange.planned_from`); any that moved raises :class:`StaleCursorError` and nothing
+   is written.
 2. **Then everything a copied range changes, at once**: source resets (:mod:`airmirror.store.incarnation_rows`), the
    cursors (to each range's end, with the leader epoch there), the range's running outcome in
    ``airmirror_batch_ranges`` (what was recorded before plus the result), its offset-sync runs (the first extends the
@@ -163,15 +163,6 @@ def validate_runs(key: PartitionKey, result: RangeResult) -> None:
         previous_end = run.upstream_end
 
 
-def _expected_cursor(plan: PlannedRange) -> int:
-    """The cursor the range was planned from: the moved cursor, else below the gap when one was detected."""
-    if plan.moved_from is not None:
-        return plan.moved_from
-    if plan.reset_from is not None:
-        return plan.reset_from
-    return plan.start if plan.gap_start is None else plan.gap_start
-
-
 def _check_cursors(
     connection: Connection, flow: str, batch_id: int, planned: Sequence[PlannedRange]
 ) -> dict[PartitionKey, int]:
@@ -183,9 +174,9 @@ def _check_cursors(
     )
     stored = {PartitionKey(row.topic, row.partition): row.next_offset for row in rows}
     stale = [
-        f"{plan.key} is at {stored[plan.key]}, planned from {_expected_cursor(plan)}"
+        f"{plan.key} is at {stored[plan.key]}, planned from {plan.planned_from}"
         for plan in planned
-        if plan.key in stored and stored[plan.key] != _expected_cursor(plan)
+        if plan.key in stored and stored[plan.key] != plan.planned_from
     ]
     if stale:
         raise StaleCursorError(f"batch {batch_id} of flow {flow!r} is stale, nothing was committed: {'; '.join(stale)}")
