@@ -26,9 +26,9 @@ from airmirror.model import BatchState
 from airmirror.replication import continuous
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, sync_flow_topics
-from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.copy_job import plan_copy_tasks
 from airmirror.replication.spark.progress import supersede_jobs
-from airmirror.replication.spark.task_writer import copy_task
+from airmirror.replication.spark.task_writer import run_attempt
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
 from tests.kafka_helpers import (
@@ -298,7 +298,7 @@ def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options, stream=True)
         # as run_stream does before the job
         job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
-        tasks = copy_tasks(
+        tasks = plan_copy_tasks(
             flow,
             planned.batch_id,
             planned.ranges,
@@ -309,7 +309,7 @@ def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(
             recorded_remote_ids=store.remote_topic_ids(flow.name),
         )
         store.set_copy_tasks(planned.batch_id, len(tasks), tasks[0].log_end)
-        summary = copy_task(tasks[0], first_attempt=True)
+        summary = run_attempt(tasks[0], first_attempt=True)
     assert sorted((s.partition, s.records) for s in summary) == [(0, 1200), (1, 1200)]
     for p in range(2):
         assert records_of(clusters["b"].bootstrap, f"a.{topic}", p) == records_of(clusters["a"].bootstrap, topic, p)

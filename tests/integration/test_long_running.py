@@ -40,9 +40,9 @@ from airmirror.model import Gap
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import PlannedBatch, plan_batch, record_batch, sync_flow_topics
 from airmirror.replication.spark.batch_log import read_anchors
-from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.copy_job import plan_copy_tasks
 from airmirror.replication.spark.progress import supersede_jobs
-from airmirror.replication.spark.task_writer import CopyTask, copy_task
+from airmirror.replication.spark.task_writer import CopyTask, run_attempt
 from airmirror.replication.status import flow_status
 from airmirror.store import MetadataStore
 from airmirror.store.flow_lease import DEFAULT_LEASE_TTL_SECONDS
@@ -195,7 +195,7 @@ def one_copy_task(flow: FlowConfig, store: MetadataStore) -> tuple[PlannedBatch,
     planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
     assert planned.batch_id is not None
     job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
-    (task,) = copy_tasks(
+    (task,) = plan_copy_tasks(
         flow,
         planned.batch_id,
         planned.ranges,
@@ -232,7 +232,7 @@ def test_a_copy_task_never_creates_a_remote_topic_deleted_under_it(clusters, cre
     admin = delete_topic(b, remote)
 
     with pytest.raises((KafkaException, ReplicationFailure)):
-        copy_task(task, first_attempt=True)
+        run_attempt(task, first_attempt=True)
 
     assert remote not in admin.list_topics(timeout=30).topics
 
@@ -252,7 +252,7 @@ def test_a_read_whose_source_topic_was_deleted_ends_alone_instead_of_hanging(clu
         planned, task = one_copy_task(flow, store)
         delete_topic(a, gone)
 
-        copied = {(r.topic, r.records) for r in copy_task(task, first_attempt=True)}
+        copied = {(r.topic, r.records) for r in run_attempt(task, first_attempt=True)}
 
         assert copied == {(kept, 300), (gone, 0)}
         summary = record_batch(flow, store, planned)

@@ -34,9 +34,9 @@ from airmirror.model import PartitionKey
 from airmirror.replication.health import FlowState, flow_health
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics
-from airmirror.replication.spark.copy_job import copy_tasks
+from airmirror.replication.spark.copy_job import plan_copy_tasks
 from airmirror.replication.spark.progress import supersede_jobs
-from airmirror.replication.spark.task_writer import copy_task
+from airmirror.replication.spark.task_writer import run_attempt
 from tests.conftest import write_config
 from tests.integration.test_oversized_record import MIB, MM2_DEFAULT_CONFIG_EXCLUDES, load_source, set_max_message_bytes
 from tests.kafka_helpers import create_topic, delete_topic_and_wait, end_offset, produce, records_of
@@ -106,7 +106,7 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
         # as run_batch does before the job
         job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
-        tasks = copy_tasks(
+        tasks = plan_copy_tasks(
             flow,
             planned.batch_id,
             planned.ranges,
@@ -120,9 +120,9 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
         for task in tasks:
             if task.ranges[0].topic == topics.y:
                 with pytest.raises((ReplicationFailure, KafkaException)):  # the broker refused the big record
-                    copy_task(task, first_attempt=True)
+                    run_attempt(task, first_attempt=True)
             else:
-                copy_task(task, first_attempt=True)
+                run_attempt(task, first_attempt=True)
         assert store.unfinished_batch(flow.name).id == planned.batch_id
     partial = len(records_of(b, remote_y, 0))
     assert 0 < partial < end_offset(a, topics.y, 0), "no chunk of Y was committed: the test proves less"

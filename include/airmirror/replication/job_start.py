@@ -7,7 +7,7 @@ Rules of :func:`start_copy_job`, in order:
    fenced (:func:`~airmirror.replication.spark.progress.supersede_jobs`), right after a lease check, so a run that
    lost its lease stops the owner's job never.
 2. **Then the tasks**: the ranges with work left get their progress and their copy tasks
-   (:func:`~airmirror.replication.spark.copy_job.copy_tasks`), looked up from the batch's scan floor.
+   (:func:`~airmirror.replication.spark.copy_job.plan_copy_tasks`), looked up from the batch's scan floor.
 3. **Then the count**: the task count is stored only after the fencing, so whatever dies next, the next job fences
    this one's attempts (rule 1 of :mod:`airmirror.replication.spark.task_writer`); the store keeps the batch's log
    floor (:meth:`~airmirror.store.batches.BatchStore.set_copy_tasks`).
@@ -49,14 +49,14 @@ def start_copy_job(
     chain: TransformChain | None = None,
 ) -> StartedJob:
     """The module's rules for the stored batch whose jobs left ``jobs`` behind, copying ``ranges`` in at most
-    ``slots()`` tasks (``stream_until``: a stream's, see :func:`~airmirror.replication.spark.copy_job.copy_tasks`;
+    ``slots()`` tasks (``stream_until``: a stream's, see :func:`~airmirror.replication.spark.copy_job.plan_copy_tasks`;
     ``chain``: the batch's transform chain, default the flow's)."""
-    from airmirror.replication.spark.copy_job import copy_tasks
+    from airmirror.replication.spark.copy_job import plan_copy_tasks
     from airmirror.replication.spark.progress import scan_floor, supersede_jobs
 
     working = ranges if stream_until is not None else [r for r in ranges if r.size > 0]  # a stream's are all open
     job = supersede_jobs(flow, [r.key for r in working], jobs.copy_tasks, jobs.batch_id, check_lease=store.check_lease)
-    tasks = copy_tasks(
+    tasks = plan_copy_tasks(
         flow,
         jobs.batch_id,
         ranges,

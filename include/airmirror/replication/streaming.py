@@ -5,7 +5,7 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
 
 1. A stream batch holds every partition of the run's topics, with an empty range at its cursor (a partition
    with nothing to copy yet is in it: records may arrive), and is stored before anything is copied.
-2. Its copy job (:func:`~airmirror.replication.spark.copy_job.copy_tasks` with ``stream_until``) runs one
+2. Its copy job (:func:`~airmirror.replication.spark.copy_job.plan_copy_tasks` with ``stream_until``) runs one
    streaming copy task per Spark slot until ``until`` (rule 6 of :mod:`airmirror.replication.spark.task_writer`),
    in a thread of the driver and a Spark job group of its own.
 3. Meanwhile the driver tails the batch log read_committed from its end before the job (:class:`StreamTail`) and,

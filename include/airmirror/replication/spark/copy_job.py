@@ -3,7 +3,7 @@
 Shape: the ranges that have records to copy and are not done in Kafka yet are spread over copy tasks by size
 (:func:`spread`: the largest first, each to the task with the fewest offsets so far), at most one task per Spark
 slot and never more tasks than ranges.  Each task copies all of its ranges with one read_committed consumer and
-one transactional producer (:func:`~airmirror.replication.spark.task_writer.copy_task`), so the job's fixed
+one transactional producer (:func:`~airmirror.replication.spark.task_writer.run_attempt`), so the job's fixed
 work (fencing, producers, transactions, offset commits, Spark tasks) grows with the slots, not with the
 partitions; a partition with nothing to copy is in no task.  The tasks are parallelized into exactly one Spark
 partition each, so each Spark task receives only its own task (a function closing over every task would be
@@ -95,7 +95,7 @@ def spread(ranges: list[PlannedRange], count: int) -> list[list[PlannedRange]]:
     return [sorted(task, key=lambda r: order[r.key]) for task in tasks if task]
 
 
-def copy_tasks(
+def plan_copy_tasks(
     flow: FlowConfig,
     batch_id: int,
     ranges: list[PlannedRange],
@@ -219,7 +219,7 @@ def spark_slots(spark: SparkSession) -> int:
 
 
 def run_copy_job(spark: SparkSession, tasks: list[CopyTask], job_group: str | None = None) -> list[RangeCopied]:
-    """Run the copy tasks (:func:`copy_tasks`); returns what each range's last attempt copied.  With
+    """Run the copy tasks (:func:`plan_copy_tasks`); returns what each range's last attempt copied.  With
     ``job_group``, the job runs in that Spark job group, which ``SparkContext.cancelJobGroup`` can cancel (its
     tasks are interrupted: the caller must fence their transactional ids before trusting the batch log)."""
     if not tasks:

@@ -53,7 +53,7 @@ offset commits) is not paid per partition.  Recovery protocol (a task = ranges o
    0 (an empty partition, which a new incarnation is too), or is the first the attempt commits or the first after an
    aborted chunk (whose records may have filled a new incarnation up to where the copy stood), has the
    cluster asked for that remote topic's id before it commits, and one that lands below the position wrote into
-   another incarnation (:meth:`TaskCopy.verify_incarnations`, :mod:`~airmirror.replication.spark.remote_topics`):
+   another incarnation (:meth:`CopyAttempt.verify_incarnations`, :mod:`~airmirror.replication.spark.remote_topics`):
    a remote topic that is not the incarnation the driver found fails the chunk before its commit, nothing of it
    becomes visible, and the driver's next round stops the topic (:mod:`airmirror.replication.incarnations`).  No
    per-record state is kept, and what the task buffers
@@ -100,7 +100,7 @@ offset commits) is not paid per partition.  Recovery protocol (a task = ranges o
    was stopped: both leave the target at a chunk boundary).  The reader is opened after fencing, at each range's
    progress, so it never seeks.  A chunk's transactional calls are bounded by :data:`STREAM_TRANSACTION_CALL_S` (see
    :func:`~airmirror.replication.spark.watchdog.hard_deadline`).  Right after fencing, the ranges that had no trusted
-   anchor get their progress and anchors committed in a transaction of no records (:meth:`TaskCopy.anchor`), so that
+   anchor get their progress and anchors committed in a transaction of no records (:meth:`CopyAttempt.anchor`), so that
    every partition, one that is never written included, is found by its anchor at the next stream's start, and a lost
    anchor group costs one bounded lookup.
 
@@ -226,7 +226,7 @@ class CopyTask:
     task (rule 6 of the module docstring).  ``record_ids`` makes the task translate schema ids
     (:mod:`airmirror.schemas.record_ids`).  ``skip_failed_records`` (``errors.tolerance = all``) skips a record a
     transform cannot process instead of failing the chunk, writing it to ``dead_letter_topic`` when there is one
-    (:meth:`TaskCopy.dead_letter`), with Connect's context headers when ``dead_letter_headers``.
+    (:meth:`CopyAttempt.dead_letter`), with Connect's context headers when ``dead_letter_headers``.
     """
 
     flow: str
@@ -332,7 +332,7 @@ class RangeState:
         self.chunk_records = self.chunk_bytes = self.chunk_passed = self.chunk_filtered = self.chunk_skipped = 0
 
 
-class TaskCopy:
+class CopyAttempt:
     """One attempt at one copy task: fence, find every range's progress, copy the rest chunk by chunk.  Leaving it as
     a context manager closes its registry clients, whether the attempt copied everything or failed."""
 
@@ -374,7 +374,7 @@ class TaskCopy:
         self.carried_ids: set[int] = set()
         """The schema ids this attempt mapped that a committed runs record carries (rule 3)."""
 
-    def __enter__(self) -> TaskCopy:
+    def __enter__(self) -> CopyAttempt:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -951,10 +951,10 @@ def run_tasks(tasks: Iterable[CopyTask]) -> Iterator[RangeCopied]:
     context = TaskContext.get()
     first_attempt = context is not None and context.attemptNumber() == 0
     for task in tasks:
-        yield from copy_task(task, first_attempt)
+        yield from run_attempt(task, first_attempt)
 
 
-def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
+def run_attempt(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
     """One Spark task of the copy job: read the task's ranges from the source and copy them; returns what this
     attempt copied of each range.
 
@@ -973,7 +973,7 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
     with ExitStack() as closing:
         if task.stream_until is not None:
             with target():
-                attempt = closing.enter_context(TaskCopy(task))
+                attempt = closing.enter_context(CopyAttempt(task))
                 attempt.fence(first_attempt)
             reader = RangesReader(
                 task.source_consumer_config, attempt.stream_reads(), access=task.source_access, buffer=task.buffer
@@ -984,7 +984,7 @@ def copy_task(task: CopyTask, first_attempt: bool) -> list[RangeCopied]:
             reads = [ReadRange(r.topic, r.partition, r.start, r.end, r.start_epoch) for r in task.ranges]
             reader = RangesReader(task.source_consumer_config, reads, access=task.source_access, buffer=task.buffer)
             with reader, target():
-                attempt = closing.enter_context(TaskCopy(task))
+                attempt = closing.enter_context(CopyAttempt(task))
                 attempt.fence(first_attempt)
                 attempt.copy(reader)
     return [

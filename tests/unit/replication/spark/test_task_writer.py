@@ -23,8 +23,8 @@ from airmirror.replication.spark.task_writer import (
     CopyTask,
     RangeTask,
     TransactionBounds,
-    copy_task,
     delivery_failure,
+    run_attempt,
 )
 from tests.unit.kafka_stand_ins import Clock, StandInCluster, Transaction, abortable, timed_out
 
@@ -139,7 +139,7 @@ def copy_ten_records_in_chunks_of_four(source: StandInCluster) -> None:
     """Copy ten source records, one per poll, in chunks of at most four records: three chunks."""
     source.records_per_poll = 1
     source.fill(TOPIC, 0, 10)
-    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+    run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
 
 def test_a_chunk_commits_its_records_runs_progress_and_anchor_in_one_transaction(
@@ -185,7 +185,7 @@ def test_the_target_gets_each_committed_source_record_once_in_order_with_its_hea
     source.append(TOPIC, 0, None, b"2", timestamp=-1)
     source.append(TOPIC, 0, b"c", None, timestamp=7_000)
 
-    copy_task(task_of(range_task(end=5)), first_attempt=True)
+    run_attempt(task_of(range_task(end=5)), first_attempt=True)
 
     got = target.committed_records(REMOTE, 0)
     assert [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in got] == [
@@ -217,7 +217,7 @@ def test_a_chunk_ends_at_the_first_bound_its_records_reach(
     source.records_per_poll, source.seconds_per_poll = 1, 1.0
     source.fill(TOPIC, 0, 10)
 
-    copy_task(task_of(bounds=bounds, producer=producer), first_attempt=True)
+    run_attempt(task_of(bounds=bounds, producer=producer), first_attempt=True)
 
     assert [len(written(target, chunk, REMOTE)) for chunk in target.committed()] == sizes
     assert copied(target) == sources(source)
@@ -229,7 +229,7 @@ def test_the_bounds_are_checked_between_polls_and_hold_for_all_ranges_together(
     for partition in (0, 1):
         source.fill(TOPIC, partition, 10)
 
-    copy_task(task_of(range_task(0), range_task(1), bounds=by_records(4)), first_attempt=True)
+    run_attempt(task_of(range_task(0), range_task(1), bounds=by_records(4)), first_attempt=True)
 
     (chunk,) = target.committed()  # one poll brought all 20 records
     assert chunk.partitions() == [(REMOTE, 0), (REMOTE, 1), (LOG, 0)]
@@ -241,7 +241,7 @@ def test_a_range_with_no_committed_record_left_is_marked_done_in_a_chunk_without
 ) -> None:
     source.skip(TOPIC, 0, 3)  # aborted records and their marker only
 
-    copy_task(task_of(range_task(end=3)), first_attempt=True)
+    run_attempt(task_of(range_task(end=3)), first_attempt=True)
 
     (chunk,) = target.committed()
     assert written(target, chunk, REMOTE) == [] and runs_in(target, chunk) == []
@@ -277,7 +277,7 @@ def test_a_failure_in_a_chunk_fails_the_task_and_commits_nothing_of_that_chunk(
     fail_in_the_second_chunk(target, how)
 
     with pytest.raises(KafkaException) as raised:
-        copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+        run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
     assert copied(target) == sources(source)[:4]
     assert len(target.committed()) == 1
@@ -300,9 +300,9 @@ def test_a_retry_after_a_failure_continues_after_the_last_committed_chunk_and_co
     fail_in_the_second_chunk(target, how)
     task = task_of(bounds=by_records(4))
     with pytest.raises(KafkaException):
-        copy_task(task, first_attempt=True)
+        run_attempt(task, first_attempt=True)
 
-    copy_task(task, first_attempt=False)
+    run_attempt(task, first_attempt=False)
 
     assert copied(target) == sources(source)
     assert (TOPIC, 0, 4) in source.consumers[-1].assignments  # the retry read from the committed position
@@ -318,10 +318,10 @@ def test_a_commit_the_broker_made_before_its_answer_timed_out_is_not_copied_agai
     target.fail("commit_transaction", timed_out(), at=2, applied=True)
     task = task_of(bounds=by_records(4))
     with pytest.raises(KafkaException):
-        copy_task(task, first_attempt=True)
+        run_attempt(task, first_attempt=True)
     assert copied(target) == sources(source)[:8]
 
-    copy_task(task, first_attempt=False)
+    run_attempt(task, first_attempt=False)
 
     assert copied(target) == sources(source)
     assert (TOPIC, 0, 8) in source.consumers[-1].assignments
@@ -333,10 +333,10 @@ def test_a_zombie_attempt_fenced_by_its_retry_commits_nothing_more(
     source.records_per_poll = 1
     source.fill(TOPIC, 0, 10)
     task = task_of(bounds=by_records(4))
-    target.before("commit_transaction", lambda: copy_task(task, first_attempt=False), at=2)
+    target.before("commit_transaction", lambda: run_attempt(task, first_attempt=False), at=2)
 
     with pytest.raises(KafkaException) as raised:
-        copy_task(task, first_attempt=True)
+        run_attempt(task, first_attempt=True)
 
     assert raised.value.args[0].code() == KafkaError._FENCED
     assert copied(target) == sources(source)
@@ -352,10 +352,10 @@ def test_a_retry_without_anchors_finds_its_progress_in_the_batch_log(
     fail_in_the_second_chunk(target, "commit-timeout")
     task = task_of(bounds=by_records(4))
     with pytest.raises(KafkaException):
-        copy_task(task, first_attempt=True)
+        run_attempt(task, first_attempt=True)
     lose_anchors(target)
 
-    copy_task(task, first_attempt=False)
+    run_attempt(task, first_attempt=False)
 
     assert copied(target) == sources(source)
 
@@ -381,7 +381,7 @@ def test_a_first_attempt_without_an_anchor_starts_where_the_driver_found_the_ran
     )
     target.fill(REMOTE, 0, 6)  # what the earlier attempt copied
 
-    copy_task(task_of(range_task(known=found)), first_attempt=True)
+    run_attempt(task_of(range_task(known=found)), first_attempt=True)
 
     assert copied(target) == sources(source)
     progress = anchor(target)
@@ -393,10 +393,10 @@ def test_ranges_this_batch_finished_are_neither_read_nor_written_again(
 ) -> None:
     source.fill(TOPIC, 0, 10)
     task = task_of()
-    copy_task(task, first_attempt=True)
+    run_attempt(task, first_attempt=True)
     transactions = len(target.transactions)
 
-    copy_task(task, first_attempt=False)
+    run_attempt(task, first_attempt=False)
 
     assert len(target.transactions) == transactions
     assert copied(target) == sources(source)
@@ -417,7 +417,7 @@ def test_an_attempt_of_a_superseded_job_writes_nothing(
         commit_job(target, newest)
 
     with pytest.raises(ReplicationFailure, match="was superseded"):
-        copy_task(task_of(), first_attempt=False)
+        run_attempt(task_of(), first_attempt=False)
 
     assert target.called("init_transactions") == 0  # it did not even fence the newer job's attempt of its id
     assert target.called("begin_transaction") == 0
@@ -431,7 +431,7 @@ def test_an_attempt_superseded_while_it_fences_writes_nothing(source: StandInClu
     target.before("init_transactions", lambda: commit_job(target, "8-later"))
 
     with pytest.raises(ReplicationFailure, match="superseded by job 8-later"):
-        copy_task(task_of(), first_attempt=True)
+        run_attempt(task_of(), first_attempt=True)
 
     assert target.called("begin_transaction") == 0
     assert copied(target) == []
@@ -441,11 +441,11 @@ def test_a_target_ahead_of_the_metadata_db_fails_the_task_before_anything_is_wri
     source: StandInCluster, target: StandInCluster
 ) -> None:
     source.fill(TOPIC, 0, 20)
-    copy_task(task_of(range_task(end=10), batch_id=7), first_attempt=True)
+    run_attempt(task_of(range_task(end=10), batch_id=7), first_attempt=True)
     begun = target.called("begin_transaction")
 
     with pytest.raises(ReplicationFailure, match="beyond the metadata DB cursor 5"):
-        copy_task(task_of(range_task(start=5, end=20), batch_id=8), first_attempt=True)
+        run_attempt(task_of(range_task(start=5, end=20), batch_id=8), first_attempt=True)
 
     assert target.called("begin_transaction") == begun
     assert copied(target) == sources(source)[:10]
@@ -462,7 +462,7 @@ def test_a_stream_commits_records_by_its_time_bound_and_no_empty_chunk_but_the_l
     until = source.clock.time() + 20
     task = replace(task_of(stream, bounds=replace(ROOMY, max_seconds=2.0)), stream_until=until)
 
-    copy_task(task, first_attempt=True)
+    run_attempt(task, first_attempt=True)
 
     _, *chunks = target.committed()  # the first anchors the range: see the next test
     assert [len(written(target, chunk, REMOTE)) for chunk in chunks] == [3, 0]
@@ -484,7 +484,7 @@ def test_a_stream_anchors_its_ranges_without_an_anchor_before_copying_and_only_t
     until = source.clock.time() + 5
     first = replace(task_of(*ranges), stream_until=until)
 
-    copy_task(first, first_attempt=True)
+    run_attempt(first, first_attempt=True)
 
     anchoring = target.committed()[0]
     assert written(target, anchoring, REMOTE) == []
@@ -498,7 +498,7 @@ def test_a_stream_anchors_its_ranges_without_an_anchor_before_copying_and_only_t
         task_of(replace(ranges[0], start=3, catch_up=5), replace(ranges[1], catch_up=0), batch_id=8),
         stream_until=source.clock.time() + 5,
     )
-    copy_task(second, first_attempt=True)
+    run_attempt(second, first_attempt=True)
 
     later = target.committed()[transactions:]
     # No transaction anchors ranges: the records' chunk commits as soon as nothing more is fetched (group commit),
@@ -516,7 +516,7 @@ def test_a_stream_commits_as_soon_as_nothing_more_is_fetched_and_grows_its_chunk
     source.fill(TOPIC, 0, 10)
     stream = (range_task(end=OPEN_END, catch_up=0),)
     start = source.clock.time()
-    copy_task(replace(task_of(*stream), stream_until=start + 60), first_attempt=True)
+    run_attempt(replace(task_of(*stream), stream_until=start + 60), first_attempt=True)
     chunks = [len(written(target, t, REMOTE)) for t in target.committed()]
     # The anchoring transaction, the records' chunk committed by itself a few polls in (not at the window's end, 60 s
     # away), and the window's last chunk.
@@ -525,7 +525,7 @@ def test_a_stream_commits_as_soon_as_nothing_more_is_fetched_and_grows_its_chunk
     source.fill(TOPIC, 0, 10)
     bounded = replace(ROOMY, max_records=4)
     resumed = replace(stream[0], start=10)
-    copy_task(replace(task_of(resumed, bounds=bounded, batch_id=8), stream_until=source.clock.time() + 60), True)
+    run_attempt(replace(task_of(resumed, bounds=bounded, batch_id=8), stream_until=source.clock.time() + 60), True)
     chunks = [len(written(target, t, REMOTE)) for t in target.committed()[len(chunks) :]]
     assert [n for n in chunks if n] == [4, 4, 2], chunks
     assert copied(target) == sources(source)
@@ -546,7 +546,7 @@ def test_a_stream_ends_without_a_read_that_hears_nothing_long_after_its_time(
     until = clock.time() + 5
     task = replace(task_of(*ranges), stream_until=until)
 
-    copy_task(task, first_attempt=True)
+    run_attempt(task, first_attempt=True)
 
     assert clock.time() >= until + CATCH_UP_SILENCE_S
     assert copied(target, 0) == sources(source, 0) and copied(target, 1) == []
@@ -561,16 +561,16 @@ def test_a_retry_looks_up_a_range_without_an_anchor_from_the_batchs_log_floor_on
     and is never read, so the lookup's cost does not grow with the flow's age."""
     source.records_per_poll = 1
     source.fill(TOPIC, 0, 10)
-    copy_task(task_of(range_task(end=4), batch_id=6), first_attempt=True)
+    run_attempt(task_of(range_task(end=4), batch_id=6), first_attempt=True)
     floor = len(target.log(LOG, 0))
     fail_in_the_second_chunk(target, "commit-timeout")
     task = replace(task_of(range_task(start=4), bounds=by_records(4)), scan_from=floor)
     with pytest.raises(KafkaException):
-        copy_task(task, first_attempt=True)
+        run_attempt(task, first_attempt=True)
     lose_anchors(target)
     consumers = len(target.consumers)
 
-    copy_task(task, first_attempt=False)
+    run_attempt(task, first_attempt=False)
 
     assert copied(target) == sources(source)
     scans = [offset for c in target.consumers[consumers:] for topic, _, offset in c.assignments if topic == LOG]
@@ -607,7 +607,7 @@ def test_a_record_refused_as_too_large_is_named_when_the_next_produce_meets_the_
     target.refuse(REMOTE, 0, b"k5", KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large"))
 
     with pytest.raises(ReplicationFailure, match=r"record orders-0@5 \(\d+ bytes .*max\.message\.bytes"):
-        copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+        run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
     assert copied(target) == sources(source)[:4]
     second = [t.state for t in target.transactions[1:]]
@@ -636,7 +636,7 @@ def test_a_chunk_whose_delivery_failed_is_copied_again_with_every_record_reporti
     source.fill(TOPIC, 0, 10)
     target.fail_delivery(REMOTE, 0, KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out"), at=6)
 
-    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+    run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
     assert copied(target) == sources(source)
     assert [t.state for t in target.transactions] == ["committed", "aborted", "committed", "committed"]
@@ -659,7 +659,7 @@ def test_a_record_of_another_writer_between_a_chunks_records_is_found_and_the_ru
     target.write_between(REMOTE, 0, at=3)  # in the first copy of the chunk
     target.write_between(REMOTE, 0, at=7 + 6)  # in its second copy (after 7 more of the first), before the sixth
 
-    copy_task(task_of(), first_attempt=True)
+    run_attempt(task_of(), first_attempt=True)
 
     ours = [record for record in copied(target) if record[0] != b"another writer"]
     assert ours == sources(source)
@@ -685,7 +685,7 @@ def test_a_remote_topic_recreated_between_two_chunks_fails_the_chunk_before_its_
     target.before("commit_transaction", recreate, at=1)  # right as the first chunk commits: its records are gone
 
     with pytest.raises(ReplicationFailure, match=r"remote topic a\.orders .* recreated .* offset 1, below the 4"):
-        copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+        run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
     assert copied(target) == []
     assert [t.state for t in target.transactions] == ["committed", "aborted"]
@@ -707,7 +707,7 @@ def test_a_remote_topic_recreated_and_written_past_the_copy_is_asked_for_its_id_
     target.before("commit_transaction", recreate, at=1)
 
     with pytest.raises(ReplicationFailure, match=r"remote topic a\.orders .* recreated .*\(topic id dst1 -> dst1\+\)"):
-        copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+        run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
     assert copied(target) == [] and target.described == [[REMOTE], [REMOTE]]  # the first chunk's offset 0, the stray
     assert [t.state for t in target.transactions] == ["committed", "aborted"]
@@ -723,7 +723,7 @@ def test_a_chunk_that_lands_away_from_the_copy_in_the_same_incarnation_asks_once
     source.fill(TOPIC, 0, 10)
     target.before("commit_transaction", lambda: target.fill(REMOTE, 0, 1), at=1)
 
-    copy_task(task_of(bounds=by_records(4)), first_attempt=True)
+    run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
     assert target.described == [[REMOTE], [REMOTE]]
     assert copied(target)[:4] + copied(target)[5:] == sources(source)
