@@ -46,6 +46,7 @@ from airmirror.model import PartitionKey, PlannedRange, StoredJobs
 from airmirror.replication.incarnations import writable_mappings
 from airmirror.replication.spark.batch_log import Progress
 from airmirror.replication.spark.progress import take_over, unfinished, untouched
+from airmirror.replication.spark.standing import PartCopied, range_standing
 from airmirror.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -68,8 +69,11 @@ def revise_resumed_ranges(
     batch_id = batch.batch_id
     progress = take_over(flow, batch, [r.key for r in pending], ranges, check_lease=store.check_lease)
     open_ranges = unfinished(ranges, progress, batch_id)
-    fresh = {r.key for r in untouched(open_ranges, progress, batch_id)}
-    committed = {r.key: p.position for r in open_ranges if r.key not in fresh and (p := progress[r.key]) is not None}
+    committed = {
+        r.key: standing.progress.position
+        for r in open_ranges
+        if isinstance(standing := range_standing(batch_id, progress[r.key], start=r.start), PartCopied)
+    }
     verdict = unfinishable(flow, store, open_ranges, committed, mappings)
     if verdict.dropped:
         store.drop_ranges(batch_id, verdict.dropped)
@@ -106,9 +110,11 @@ def end_diverged_ranges(
     starts the partition again at the divergence point (:mod:`airmirror.replication.plan_arithmetic`)."""
     positions = {}
     for r in unfinished(ranges, progress, batch_id):
-        p = progress[r.key]
+        standing = range_standing(batch_id, progress[r.key], start=r.start)
         position, epoch = (
-            (p.position, p.leader_epoch) if p is not None and p.batch_id == batch_id else (r.start, r.start_epoch)
+            (standing.progress.position, standing.progress.leader_epoch)
+            if isinstance(standing, PartCopied)
+            else (r.start, r.start_epoch)
         )
         if epoch is not None:
             positions[r.key] = (position, epoch)

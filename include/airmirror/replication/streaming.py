@@ -72,6 +72,7 @@ from airmirror.replication.spark.batch_log import (
 )
 from airmirror.replication.spark.progress import supersede_jobs, take_over
 from airmirror.replication.spark.range_reader import OPEN_END, offset_of
+from airmirror.replication.spark.standing import Done, PartCopied, range_standing
 from airmirror.store import FlowBusyError, MetadataStore
 
 log = logging.getLogger(__name__)
@@ -411,9 +412,10 @@ def close_stream(flow: FlowConfig, store: MetadataStore, batch: StoredJobs, rang
     open_ranges = [replace(r, end=OPEN_END) for r in ranges]
     found = take_over(flow, batch, [r.key for r in ranges], open_ranges, check_lease=store.check_lease)
     moved = {
-        key: p
+        key: standing.progress
         for key, p in found.items()
-        if p is not None and p.batch_id == batch_id and p.position > recorder.recorded[key].end
+        if isinstance(standing := range_standing(batch_id, p, start=recorder.recorded[key].start), PartCopied | Done)
+        and standing.progress.position > recorder.recorded[key].end
     }
     runs = scan_runs(
         flow.target_client("consumer"),

@@ -87,6 +87,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Source = TypeVar("Source")
+Remote = TypeVar("Remote")
 LOG_FORMAT_VERSION = 2
 """The format version of every batch-log record and anchor this airmirror writes (runs records with holes aside)."""
 HOLES_FORMAT_VERSION = 3
@@ -388,6 +389,26 @@ def trusted_anchor(committed: TopicPartition) -> Progress | None:
     return progress
 
 
+def look_up_progress(
+    anchors: Mapping[Remote, Progress | None],
+    *,
+    known: Mapping[Remote, Progress | None] | None = None,
+    scan: Callable[[list[Remote]], Mapping[Remote, Progress | None]] | None = None,
+) -> dict[Remote, Progress | None]:
+    """The one lookup of where each remote partition's copy got, the driver's and the tasks' alike: its trusted
+    anchor (``anchors``, see the module docstring); for one without, what the driver found before the job
+    (``known``, a task's first attempt), else what ``scan`` finds in the batch log (from the batch's log floor on),
+    else nothing (``None``: the batch's first job has not run, so the log holds nothing of it).  What the progress
+    found means for a range is :func:`~airmirror.replication.spark.standing.range_standing`'s."""
+    found = dict(anchors)
+    missing = [remote for remote, anchor in found.items() if anchor is None]
+    if missing and known is not None:
+        found.update((remote, known[remote]) for remote in missing)
+    elif missing and scan is not None:
+        found.update(scan(missing))
+    return found
+
+
 def read_progress(
     consumer_config: Mapping[str, Any],
     anchor_group: str,
@@ -397,22 +418,22 @@ def read_progress(
     scan_from: int | None,
     before_scan: Callable[[], None] | None = None,
 ) -> dict[tuple[str, int], Progress | None]:
-    """The newest committed progress of every partition, keyed like ``partitions``, as far as it can concern the
-    batch whose log floor is ``scan_from`` (see the module docstring).
+    """The driver's :func:`look_up_progress` of every partition, keyed like ``partitions`` (each remote
+    ``(topic, partition)`` to its source ``(topic, partition)``), as far as it can concern the batch whose log floor
+    is ``scan_from``: the anchors of ``anchor_group``, then a scan from ``scan_from`` on (:func:`scan_progress`),
+    after ``before_scan()`` (which may fence the attempts whose open transactions would hold the scan up); with
+    ``scan_from`` ``None`` (the batch's first job has not run) nothing is scanned."""
 
-    ``partitions`` maps each remote ``(topic, partition)`` to its source ``(topic, partition)``.  Trusted
-    anchors answer first; every partition without one is looked up in the batch log from ``scan_from`` on
-    (:func:`scan_progress`), after ``before_scan()`` (which may fence the attempts whose open transactions would
-    hold the scan up), and is ``None`` when the log holds nothing for it there.  With ``scan_from`` ``None`` (the
-    batch's first job has not run) nothing is scanned.
-    """
+    def scan(missing: list[tuple[str, int]]) -> dict[tuple[str, int], Progress | None]:
+        if before_scan is not None:
+            before_scan()
+        assert scan_from is not None
+        return scan_progress(
+            consumer_config, log_topic, flow, {remote: partitions[remote] for remote in missing}, scan_from
+        )
+
     anchors = read_anchors(consumer_config, anchor_group, list(partitions))
-    missing = {remote: partitions[remote] for remote, anchor in anchors.items() if anchor is None}
-    if not missing or scan_from is None:
-        return anchors
-    if before_scan is not None:
-        before_scan()
-    return {**anchors, **scan_progress(consumer_config, log_topic, flow, missing, scan_from)}
+    return look_up_progress(anchors, scan=None if scan_from is None else scan)
 
 
 def scan_progress(

@@ -38,6 +38,7 @@ from airmirror.replication.spark.batch_log import (
     tombstone,
     while_log_is_new,
 )
+from airmirror.replication.spark.standing import Done, committed_by_batch, range_standing
 from airmirror.replication.spark.task_writer import fence_attempts
 
 
@@ -222,14 +223,22 @@ def log_may_hold_open_transactions(flow: FlowConfig) -> bool:
 def untouched(
     ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int
 ) -> list[PlannedRange]:
-    """Ranges with records to copy of which batch ``batch_id`` has committed nothing yet."""
-    return [r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id)]
+    """Ranges with records to copy of which batch ``batch_id`` has committed nothing yet
+    (:func:`~airmirror.replication.spark.standing.range_standing`, as the driver sees it)."""
+    return [
+        r
+        for r in ranges
+        if r.size > 0 and not committed_by_batch(range_standing(batch_id, progress[r.key], start=r.start))
+    ]
 
 
 def unfinished(
     ranges: list[PlannedRange], progress: dict[PartitionKey, Progress | None], batch_id: int
 ) -> list[PlannedRange]:
-    """Ranges with records to copy that batch ``batch_id`` has not finished."""
+    """Ranges with records to copy that batch ``batch_id`` has not finished
+    (:func:`~airmirror.replication.spark.standing.range_standing`, as the driver sees it)."""
     return [
-        r for r in ranges if r.size > 0 and ((p := progress[r.key]) is None or p.batch_id != batch_id or not p.done)
+        r
+        for r in ranges
+        if r.size > 0 and not isinstance(range_standing(batch_id, progress[r.key], start=r.start), Done)
     ]

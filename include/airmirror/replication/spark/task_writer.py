@@ -22,23 +22,16 @@ offset commits) is not paid per partition.  Recovery protocol (a task = ranges o
    use) never writes: the fencing stops the attempts that were running, the token those that come later.  Hence
    at any time at most one attempt can commit for a partition.  The tasks of a committed batch write nothing more: the
    last attempt at each found all its ranges done.
-2. After fencing, every range's newest committed :class:`~airmirror.replication.spark.batch_log.Progress` is
-   read (one request for all anchors): a trusted anchor; else, on a task's first attempt, what the driver found
-   just before the job (:mod:`airmirror.replication.spark.progress`: it fenced every attempt first, so nothing
-   but this task can have committed since); else, on a retry, a scan of the batch log from the batch's log floor
-   (``CopyTask.scan_from``: every record of the batch lies above it).  A missing anchor never means "not
-   copied".  Progress recorded for other incarnations of the source or the remote topic (see
-   :mod:`airmirror.replication.incarnations`) is ignored: the range starts afresh.  Per range
-   (:func:`resume_from`):
-   - progress of batch N, done: the range was copied by an earlier attempt; nothing is read or written.
-   - progress of batch N, not done: an earlier attempt committed part of the range; the copy continues
-     at ``progress.position``, and the read validates that position against the progress's source leader
-     epoch (see :mod:`airmirror.replication.spark.range_reader`).
-   - progress of an earlier batch whose position is <= ``start``, or none: the range has not been copied.
-   - progress of an earlier batch beyond ``start``, and the range does not reset its source cursor: the
-     target is ahead of the metadata DB (for example a DB restored from an old backup).  Writing would
-     duplicate records, so the task fails with :class:`~airmirror.errors.ReplicationFailure` and writes
-     nothing.
+2. After fencing, the task finds where each range stands.  Its newest committed progress is looked up in one
+   request for all anchors (:func:`~airmirror.replication.spark.batch_log.look_up_progress`): a trusted anchor;
+   else, on the first attempt, what the driver found just before the job (it fenced every attempt first, so only
+   this task can have committed since); else, on a retry, a scan of the batch log from the batch's log floor
+   (``CopyTask.scan_from``).  What that progress means is the rule of
+   :func:`~airmirror.replication.spark.standing.range_standing`, read with the range's topic ids
+   (:func:`resume_from`): done, nothing is read or written; part-copied, the copy continues at its position (the
+   read validates it against the leader epoch there, :mod:`~airmirror.replication.spark.range_reader`); untouched,
+   the copy starts at ``start``; target ahead, the task fails having written nothing, for writing would copy
+   records twice (a metadata DB restored from an old backup).
 3. The ranges are copied together as a sequence of *chunk* transactions.  A chunk holds the next records of
    every range still being read, each in source order into the same partition of its remote topic (same key,
    value, headers and timestamp as the source), until one of the :class:`TransactionBounds` is reached by the
@@ -132,6 +125,7 @@ from airmirror.replication.spark.batch_log import (
     decode_job,
     encode_runs,
     job_marker,
+    look_up_progress,
     progress_key,
     read_group,
     runs_key,
@@ -144,6 +138,7 @@ from airmirror.replication.spark.range_reader import OPEN_END, RangesReader, Rea
 from airmirror.replication.spark.record_codec import Headers, HeaderValue, header_list
 from airmirror.replication.spark.record_transforms import RecordTransforms, TransformFailure
 from airmirror.replication.spark.remote_topics import RemoteIncarnations, RemoteTopicCheck
+from airmirror.replication.spark.standing import Done, Incarnations, PartCopied, TargetAhead, Untouched, range_standing
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
 from airmirror.replication.spark.watchdog import hard_deadline
 from airmirror.schemas.avro_fields import AvroFields
@@ -408,13 +403,17 @@ class CopyAttempt:
         remotes = {r.remote: r for r in task.ranges}
         committed = read_group(task.target_consumer_config, task.anchor_group, [*remotes, marker])
         self.check_job(committed, marker)
-        found = {(tp.topic, tp.partition): trusted_anchor(tp) for tp in committed if (tp.topic, tp.partition) != marker}
-        unanchored = [remote for remote, anchor in found.items() if anchor is None]
-        if first_attempt:
-            found.update((remote, remotes[remote].known) for remote in unanchored)
-        elif unanchored:
-            sources = {remote: (remotes[remote].topic, remotes[remote].partition) for remote in unanchored}
-            found.update(scan_progress(task.target_consumer_config, task.log_topic, task.flow, sources, task.scan_from))
+        anchors = {
+            (tp.topic, tp.partition): trusted_anchor(tp) for tp in committed if (tp.topic, tp.partition) != marker
+        }
+        unanchored = [remote for remote, anchor in anchors.items() if anchor is None]
+
+        def scan(missing: list[tuple[str, int]]) -> dict[tuple[str, int], Progress | None]:
+            sources = {remote: (remotes[remote].topic, remotes[remote].partition) for remote in missing}
+            return scan_progress(task.target_consumer_config, task.log_topic, task.flow, sources, task.scan_from)
+
+        known = {remote: r.known for remote, r in remotes.items()} if first_attempt else None
+        found = look_up_progress(anchors, known=known, scan=scan)
         for remote, source in remotes.items():
             progress = resume_from(task.batch_id, source, found[remote])
             self.states[(source.topic, source.partition)] = RangeState(source, progress, self.avro)
@@ -863,38 +862,35 @@ class CopyAttempt:
 
 
 def resume_from(batch_id: int, source: RangeTask, found: Progress | None) -> Progress:
-    """Where this attempt starts the range, from the partition's newest committed progress (rule 2)."""
-    same_incarnation = (
-        found is not None
-        and found.source_topic_id == source.source_topic_id
-        and found.remote_topic_id == source.remote_topic_id
-    )
-    if found is not None and same_incarnation and found.batch_id == batch_id:
-        return found
-    if found is not None and same_incarnation and not source.resets and found.position > source.start:
-        raise ReplicationFailure(
-            f"{source.remote_topic}-{source.partition} on the target already holds source offsets up to "
-            f"{found.position} (batch {found.batch_id}), beyond the metadata DB cursor {source.start}; "
-            "refusing to write duplicates"
-        )
-    return Progress(
-        batch_id=batch_id,
-        chunk=-1,
-        start=source.start,
-        end=source.end,
-        position=source.start,
-        done=False,
-        records=0,
-        bytes=0,
-        downstream_start=None,
-        downstream_position=found.downstream_position
-        if found is not None and found.remote_topic_id == source.remote_topic_id
-        else 0,
-        first_runs_offset=None,
-        source_topic_id=source.source_topic_id,
-        remote_topic_id=source.remote_topic_id,
-        leader_epoch=source.start_epoch,
-    )
+    """Where this attempt starts the range, from the partition's newest committed progress (rule 2; what ``found``
+    means is :func:`~airmirror.replication.spark.standing.range_standing`'s)."""
+    incarnations = Incarnations(source.source_topic_id, source.remote_topic_id)
+    match range_standing(batch_id, found, start=source.start, resets=source.resets, incarnations=incarnations):
+        case PartCopied(progress) | Done(progress):
+            return progress
+        case TargetAhead(progress):
+            raise ReplicationFailure(
+                f"{source.remote_topic}-{source.partition} on the target already holds source offsets up to "
+                f"{progress.position} (batch {progress.batch_id}), beyond the metadata DB cursor {source.start}; "
+                "refusing to write duplicates"
+            )
+        case Untouched(downstream_position):
+            return Progress(
+                batch_id=batch_id,
+                chunk=NO_CHUNK,
+                start=source.start,
+                end=source.end,
+                position=source.start,
+                done=False,
+                records=0,
+                bytes=0,
+                downstream_start=None,
+                downstream_position=downstream_position,
+                first_runs_offset=None,
+                source_topic_id=source.source_topic_id,
+                remote_topic_id=source.remote_topic_id,
+                leader_epoch=source.start_epoch,
+            )
 
 
 def fence_attempts(producer_config: Mapping[str, Any], transactional_ids: Iterable[str], access: AccessScope) -> None:
