@@ -108,6 +108,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -161,8 +162,20 @@ on an idle machine; a two-core CI run with three test workers needed more than t
 failing chunk waits."""
 FAILED_DELIVERY_POLL_S = 0.1
 TOPICS_NAMED = 3  # a refusal names at most this many of a task's remote topics
+NO_CHUNK = -1
+"""The ``chunk`` of an untouched range's progress: this batch committed no chunk of it, so its first is chunk 0."""
 Outgoing = tuple[int, bytes | None, bytes | None, Headers | dict[str, HeaderValue] | None, int]
 """A record to produce: its source offset, key, value, headers and timestamp."""
+
+
+class ChunkEnd(Enum):
+    """Why a chunk ended (rules 3 and 6)."""
+
+    BOUND = "a transaction bound was reached"
+    READS_DONE = "every read reached its end"
+    FETCHED_ALL = "a stream's records so far, and nothing more fetched: a group commit"
+    STREAM_ENDS = "the stream ends"
+    READ_STOPPED = "a stream's read stopped: its source log moved from under it"
 
 
 @dataclass(frozen=True)
@@ -518,42 +531,50 @@ class CopyAttempt:
         self.rounds = reader.rounds()
 
     def chunk_transaction(self, reader: RangesReader, until: float | None) -> None:
-        """The transaction of :meth:`copy_chunk`, aborted on any failure."""
-        producer, bounds = self.producer, self.task.bounds
+        """The transaction of :meth:`copy_chunk`, aborted on any failure: filled (:meth:`fill_chunk`), flushed, and
+        committed unless it is a stream's chunk that holds nothing to say (no record, no end, no stopped read)."""
+        producer = self.producer
         self.deliveries = ChunkDeliveries(self.every_record)
         producer.begin_transaction()
         try:
-            records = copied_bytes = 0
-            first_record_at: float | None = None
-            last = False
-            for got in self.rounds:
-                for key, messages in got.items():
-                    state = self.states[key]
-                    copied = self.produce_records(state, messages)
-                    state.chunk_bytes += copied
-                    records += len(messages)
-                    copied_bytes += copied
-                if records:
-                    first_record_at = first_record_at or time.monotonic()
-                if first_record_at is not None and (
-                    records >= bounds.max_records
-                    or copied_bytes >= bounds.max_bytes
-                    or time.monotonic() - first_record_at >= self.max_seconds
-                ):
-                    break
-                if until is not None and records and not got:
-                    break  # group commit: nothing more fetched
-                if until is not None and self.stream_ends(reader, until):
-                    last = True
-                    break
-                if until is not None and self.newly_stopped(reader):
-                    break
+            end, records = self.fill_chunk(reader, until)
             self.flush()
-            if until is None or records or last or self.newly_stopped(reader):
+            if until is None or records or end is ChunkEnd.STREAM_ENDS or self.newly_stopped(reader):
                 self.commit_chunk(reader)
         except BaseException:
             abort_quietly(producer)
             raise
+
+    def fill_chunk(self, reader: RangesReader, until: float | None) -> tuple[ChunkEnd, int]:
+        """Produce the next records of every range into the open transaction until the chunk ends; returns why it
+        ended (:class:`ChunkEnd`, a stream's only with ``until``) and how many records it holds."""
+        bounds = self.task.bounds
+        records = copied_bytes = 0
+        first_record_at: float | None = None
+        for got in self.rounds:
+            for key, messages in got.items():
+                state = self.states[key]
+                copied = self.produce_records(state, messages)
+                state.chunk_bytes += copied
+                records += len(messages)
+                copied_bytes += copied
+            if records:
+                first_record_at = first_record_at or time.monotonic()
+            if first_record_at is not None and (
+                records >= bounds.max_records
+                or copied_bytes >= bounds.max_bytes
+                or time.monotonic() - first_record_at >= self.max_seconds
+            ):
+                return ChunkEnd.BOUND, records
+            if until is None:
+                continue
+            if records and not got:
+                return ChunkEnd.FETCHED_ALL, records
+            if self.stream_ends(reader, until):
+                return ChunkEnd.STREAM_ENDS, records
+            if self.newly_stopped(reader):
+                return ChunkEnd.READ_STOPPED, records
+        return ChunkEnd.READS_DONE, records
 
     def produce_records(self, state: RangeState, messages: list[Message]) -> int:
         """Produce one range's records (:meth:`outgoing`), in order, to its remote partition, with the delivery
