@@ -1,5 +1,5 @@
 """A copy task's remote topics: checked while its producer cannot deliver to them, and their incarnations checked
-before a chunk commits records that did not land where the copy left off.
+before every chunk that wrote records to them commits.
 
 librdkafka keeps the records of a partition whose topic was deleted queued until ``message.timeout.ms`` (five
 minutes by default) before it reports them failed, and a producer never creates a topic by writing to it
@@ -12,11 +12,12 @@ chunk is aborted, so nothing of it is committed, and the run's next round stops 
 (:mod:`airmirror.replication.incarnations`) and copies the other topics on.
 
 librdkafka writes by topic name, so a remote topic deleted and created again under its name takes a task's records as
-if nothing happened; and the new incarnation's offsets can already be past where the copy stood (records of the
-chunk the deletion aborted, or of another writer, occupy them).  :class:`RemoteIncarnations` asks the target cluster
-for the ids of the remote topics it is given (an admin client of the task's own, made at the first check) and fails
-the task with a :class:`~airmirror.errors.ReplicationFailure` naming each topic whose id is not the one the driver
-found for the job (``RangeTask.remote_topic_id``): the open chunk is aborted, and the next round stops the topic.
+if nothing happened, and the transaction's commit, sent by name too, makes them visible there.
+:class:`RemoteIncarnations` asks the target cluster for the ids of the remote topics it is given (one metadata request
+for all of them, through an admin client of the task's own, made at the first check) and fails the task with a
+:class:`~airmirror.errors.ReplicationFailure` naming each topic whose id is not the one the driver found for the job
+(``RangeTask.remote_topic_id``): the open chunk is aborted, and the next round stops the topic.  What this cannot
+see: a topic recreated in the milliseconds between the check and the commit's markers.
 """
 
 from __future__ import annotations

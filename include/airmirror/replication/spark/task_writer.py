@@ -39,16 +39,14 @@ offset commits) is not paid per partition.  Recovery protocol (a task = ranges o
    first record (at most a third of the producer's ``transaction.timeout.ms``).  Offset-sync runs are proven
    from the delivery reports of the first and the last of each round's records of a range or, where those do not
    prove them, the chunk is aborted and copied again with a report per record
-   (:mod:`~airmirror.replication.spark.deliveries`).  Written only by this copy, a range's remote partition takes a
-   chunk's first record right where the copy left off: at its ``downstream_position``, or one past it (the previous
-   chunk's commit marker).  A chunk whose first record of a range lands anywhere else (an aborted attempt's records,
-   another writer, or another incarnation: the remote topic deleted and created again under its name), or at offset
-   0 (an empty partition, which a new incarnation is too), or is the first the attempt commits or the first after an
-   aborted chunk (whose records may have filled a new incarnation up to where the copy stood), has the
-   cluster asked for that remote topic's id before it commits, and one that lands below the position wrote into
-   another incarnation (:meth:`CopyAttempt.verify_incarnations`, :mod:`~airmirror.replication.spark.remote_topics`):
-   a remote topic that is not the incarnation the driver found fails the chunk before its commit, nothing of it
-   becomes visible, and the driver's next round stops the topic (:mod:`airmirror.replication.incarnations`).  No
+   (:mod:`~airmirror.replication.spark.deliveries`).  Before a chunk that wrote records commits, the cluster is
+   asked for the ids of the remote topics it wrote to (:meth:`CopyAttempt.verify_incarnations`,
+   :mod:`~airmirror.replication.spark.remote_topics`): librdkafka writes by name, and neither the delivery reports
+   nor the offsets they name tell one incarnation from another (seen in a loaded CI run: a remote topic recreated
+   under a chunk held its 40,000 records, committed, while the batch recorded the old incarnation's
+   offsets).  A remote topic that is not the incarnation the driver found fails the chunk before its commit,
+   nothing of it becomes visible, and the driver's next round stops the topic
+   (:mod:`airmirror.replication.incarnations`); so does a first record landing below where the copy stood.  No
    per-record state is kept, and what the task buffers
    (reader prefetch, handed-over records, producer queue) stays within ``airmirror.task.max.buffer.bytes``
    (:mod:`airmirror.replication.spark.task_buffer`) whatever the number or length of its ranges.  Then, in the
@@ -350,9 +348,6 @@ class CopyAttempt:
         """The reports of the open chunk (:mod:`~airmirror.replication.spark.deliveries`)."""
         self.every_record = False
         """Whether every record reports: after a chunk whose reports did not prove its runs (deliveries rule 3)."""
-        self.after_abort = True
-        """Whether no chunk committed since the attempt began or a chunk was aborted (an earlier attempt's open
-        transaction is aborted by this one's fencing): the next commit checks every remote topic id it writes."""
         self.rounds: Iterator[dict[tuple[str, int], list[Message]]] = iter(())
         """The reader's rounds the chunks take their records from."""
         settings = [producer_settings(task, i) for i in task.transactional_ids]
@@ -521,9 +516,7 @@ class CopyAttempt:
             self.chunk_transaction(reader, until)
 
     def rewind(self, reader: RangesReader) -> None:
-        """After an aborted chunk: read every range not done again from its committed progress (the next commit
-        checks the remote topic ids, :meth:`verify_incarnations`)."""
-        self.after_abort = True
+        """After an aborted chunk: read every range not done again from its committed progress."""
         for key, state in self.states.items():
             if key in reader.reads and not state.progress.done:
                 reader.seek(*key, state.progress.position, state.progress.leader_epoch)
@@ -775,7 +768,6 @@ class CopyAttempt:
             for key, state, read, runs in changed
         }
         self.commit_progress(committed)
-        self.after_abort = self.after_abort and not any(runs for _, _, _, runs in changed)
         if not pending:
             self.carried_ids.update(uncarried)
         for key, progress in committed.items():
@@ -809,19 +801,13 @@ class CopyAttempt:
         self.turn = 1 - self.turn
 
     def verify_incarnations(self, changed: list[tuple[RangeState, list[OffsetRun]]]) -> None:
-        """Before a chunk commits (rule 3): ask the cluster for the id of every remote topic of ``changed`` (each range
-        the chunk changed, with its runs) whose first record did not land at the range's ``downstream_position`` or
-        one past it, or landed at offset 0 (an empty partition: the one the copy began in, or a new incarnation), or
-        of every one after an abort (:attr:`after_abort`: the aborted records may have filled a new incarnation up to
-        where the copy stood), and raise for one that is not the incarnation the driver found; then raise for a range
-        whose first record landed below its position, which only another incarnation can take."""
-        strays = [(state, runs[0].downstream_start) for state, runs in changed if runs]
-        self.incarnations.verify(
-            state.source.remote_topic
-            for state, first in strays
-            if self.after_abort or first == 0 or first - state.progress.downstream_position not in (0, 1)
-        )
-        for state, first in strays:
+        """Before a chunk commits (rule 3): ask the cluster for the id of every remote topic the chunk wrote records
+        to (``changed``: each range the chunk changed, with its runs), and raise for one that is not the incarnation
+        the driver found; then raise for a range whose first record landed below its position, which only another
+        incarnation can take."""
+        written = [(state, runs[0].downstream_start) for state, runs in changed if runs]
+        self.incarnations.verify(state.source.remote_topic for state, _ in written)
+        for state, first in written:
             if first < state.progress.downstream_position:
                 raise ReplicationFailure(
                     f"remote topic {state.source.remote_topic} of flow {self.task.flow} was recreated on the target "

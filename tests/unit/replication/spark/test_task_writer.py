@@ -709,21 +709,21 @@ def test_a_remote_topic_recreated_and_written_past_the_copy_is_asked_for_its_id_
     with pytest.raises(ReplicationFailure, match=r"remote topic a\.orders .* recreated .*\(topic id dst1 -> dst1\+\)"):
         run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
-    assert copied(target) == [] and target.described == [[REMOTE], [REMOTE]]  # the first chunk's offset 0, the stray
+    assert copied(target) == [] and target.described == [[REMOTE], [REMOTE]]  # before each chunk's commit
     assert [t.state for t in target.transactions] == ["committed", "aborted"]
 
 
-def test_a_chunk_that_lands_away_from_the_copy_in_the_same_incarnation_asks_once_and_commits(
+def test_every_chunk_that_wrote_records_asks_for_its_remote_topic_ids_before_it_commits(
     source: StandInCluster, target: StandInCluster
 ) -> None:
-    """Rule 3: another writer's record lands between two chunks; the second chunk's first record is then two past
-    where the copy stood, so its remote topic's id is asked for (as for the first chunk, which landed at offset 0):
-    it is the range's, and the copy goes on; the third chunk lands right after the second and asks nothing."""
+    """Rule 3: neither delivery reports nor offsets tell incarnations apart, so each of the three chunks asks for its
+    remote topic's id before its commit, wherever its records landed (here another writer's record lands between the
+    first two): the id is the range's, and the copy goes on."""
     source.records_per_poll = 4
     source.fill(TOPIC, 0, 10)
     target.before("commit_transaction", lambda: target.fill(REMOTE, 0, 1), at=1)
 
     run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
-    assert target.described == [[REMOTE], [REMOTE]]
+    assert target.described == [[REMOTE], [REMOTE], [REMOTE]]
     assert copied(target)[:4] + copied(target)[5:] == sources(source)
