@@ -30,7 +30,7 @@ test: setup
 unit: setup
 	$(VENV)/bin/pytest -q tests/unit
 
-# ruff (rules and excludes) and mypy (strict, over include/airmirror) take their settings from pyproject.toml
+# ruff (rules and excludes) and mypy (strict, over include/airmirror and benchmarks) take their settings from pyproject.toml
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

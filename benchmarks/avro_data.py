@@ -17,13 +17,14 @@ import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import fastavro
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_io import Expected
+from kafka_io import Expected, Record
 
 from airmirror.devtools.local_kafka import free_port
 from airmirror.devtools.local_registry import LocalRegistry, start_registry, stop_registry
@@ -55,6 +56,8 @@ _ID = struct.Struct(">I")
 
 @dataclass(frozen=True)
 class Registries:
+    """The bench's two registries, one per cluster."""
+
     source: LocalRegistry
     target: LocalRegistry
 
@@ -72,11 +75,21 @@ def start_registries(home: Path) -> Registries:
 
 
 def stop_registries(home: Path) -> None:
+    """Stop the registries :func:`start_registries` started under ``home``."""
     for name in REGISTRIES:
         stop_registry(name, home)
 
 
+def registry_lines(registries: Registries) -> tuple[str, ...]:
+    """The flow lines that give both clusters the bench's registries (``{source}`` and ``{target}`` to fill in)."""
+    return (
+        f"{{source}}.schema.registry.url = {registries.source.url}",
+        f"{{target}}.schema.registry.url = {registries.target.url}",
+    )
+
+
 def latest_id(registry: LocalRegistry, subject: str) -> int:
+    """The id of ``subject``'s latest version on ``registry``."""
     schema_id = registry_client(registry.url).get_latest_version(subject).schema_id
     if schema_id is None:
         raise RuntimeError(f"{registry.url}: {subject} has no id")
@@ -100,7 +113,8 @@ class AvroValues:
         if framed != self(0):
             raise RuntimeError("the bench's Avro framing differs from AvroSerializer's")
 
-    def record(self, number: int) -> dict:
+    def record(self, number: int) -> dict[str, Any]:
+        """Record ``number`` as AvroSerializer is given it."""
         start = (number * 7919) % 65536
         return {
             "order": number,
@@ -111,6 +125,7 @@ class AvroValues:
         }
 
     def body(self, number: int) -> bytes:
+        """Record ``number`` as fastavro writes it, unframed."""
         out = io.BytesIO()
         fastavro.schemaless_writer(out, self.parsed, self.record(number))
         return out.getvalue()
@@ -119,13 +134,15 @@ class AvroValues:
         return self.frame + self.body(number)
 
 
-def decoded_values(bootstrap: str, topic: str, partition: int, registry: LocalRegistry, count: int) -> list[dict]:
+def decoded_values(
+    bootstrap: str, topic: str, partition: int, registry: LocalRegistry, count: int
+) -> list[dict[str, Any]]:
     """The first ``count`` values of ``topic``-``partition`` (fewer if there are fewer after 30 s), decoded by
     AvroDeserializer with the schemas of ``registry`` alone."""
     deserializer = AvroDeserializer(registry_client(registry.url), conf=TOPIC_SUBJECTS)
     context = SerializationContext(topic, MessageField.VALUE)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-avro-decode", "enable.auto.commit": False})
-    messages: list = []
+    messages: list[Message] = []
     try:
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         deadline = time.monotonic() + 30
@@ -139,20 +156,23 @@ def decoded_values(bootstrap: str, topic: str, partition: int, registry: LocalRe
 _PARSED = fastavro.parse_schema(ORDER_SCHEMA)
 
 
-def masked_record(record: dict) -> dict:
+def masked_record(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` (of :data:`ORDER_SCHEMA`) as :data:`AVRO_MASK_CHAIN` leaves it: its masked fields set to their
     type's empty value."""
     return {**record, "customer": "", "amount_cents": 0}
 
 
-def masked_reframed(messages: list, schema_id: int) -> list:
+def masked_reframed(messages: list[Record], schema_id: int) -> list[Record]:
     """What a copy through :data:`AVRO_MASK_CHAIN` holds of ``messages`` (values framed with :data:`ORDER_SCHEMA`)
     when its schema has ``schema_id`` on the target: each value decoded here with fastavro, its masked fields set to
     their type's empty value, encoded again and framed with ``schema_id`` (bind it with :func:`functools.partial`)."""
     frame = b"\0" + _ID.pack(schema_id)
-    out = []
+    out: list[Record] = []
     for message in messages:
-        record = fastavro.schemaless_reader(io.BytesIO(message.value()[5:]), _PARSED, None)
+        value = message.value()
+        assert value is not None, "every value of the bench's Avro topics is framed Avro"
+        record = fastavro.schemaless_reader(io.BytesIO(value[5:]), _PARSED, None)
+        assert isinstance(record, dict), "ORDER_SCHEMA is a record"
         body = io.BytesIO()
         fastavro.schemaless_writer(body, _PARSED, masked_record(record))
         out.append(Expected(message, value=frame + body.getvalue()))

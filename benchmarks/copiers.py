@@ -1,21 +1,18 @@
-"""Run one copier as a child process and measure it: wall time, target progress, peak RSS and CPU of its tree."""
+"""Run one copier as a child process and measure it (wall time, target progress, peak RSS and CPU of its tree), and
+the configs of the copiers: MM2's and airmirror's, each for one flow of one topic."""
 
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 from kafka_io import TargetWatch
+from shared import SPARK_SHUTDOWN_S, TreeUsage
 
 from airmirror.devtools.processes import stop_process_group
-
-SPARK_SHUTDOWN_S = 60.0
-"""How long a copier's leftover processes (a Spark JVM finishing its shutdown) may take to exit by themselves."""
 
 
 @dataclass
@@ -43,109 +40,6 @@ class CopierRun:
         return max(self.all_visible_s, self.exit_s or 0.0)
 
 
-class TreeUsage:
-    """Samples a process and all its descendants every ``interval`` s: the peak of their summed RSS, and the CPU
-    seconds (user + system) they used since this object was created.
-
-    CPU: each process counts with its last sample, so a process that ends between two samples loses at most
-    ``interval`` s of its CPU; processes already running at creation count from their first sample.
-
-    RSS: also keeps the peak of each role's sum (``cli``: the root process; ``jvm``: Java processes, for airmirror
-    the Spark driver JVM; ``python``: other Python descendants, for airmirror the Spark Python workers and
-    their daemon; ``other``: anything else, such as launcher shells) and, every ``timeline_s`` seconds, a row
-    ``[seconds since start, total, cli, jvm, python, other]`` in MiB: which process grows, and when.
-    """
-
-    ROLES = ("cli", "jvm", "python", "other")
-
-    def __init__(self, pid: int, interval: float = 0.1, timeline_s: float = 1.0) -> None:
-        self.root = psutil.Process(pid)
-        self.interval = interval
-        self.timeline_s = timeline_s
-        self.peak = 0
-        self.role_peaks = dict.fromkeys(self.ROLES, 0)
-        self.timeline: list[list[float]] = []
-        self._roles: dict[int, str] = {}
-        self._cpu: dict[int, float] = {}
-        self._started = time.monotonic()
-        self._note_peaks(self._sample())
-        self._cpu_start = dict(self._cpu)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _role(self, process: psutil.Process) -> str:
-        role = self._roles.get(process.pid)
-        if role is None:
-            if process.pid == self.root.pid:
-                role = "cli"
-            else:
-                name = process.name().lower()
-                role = "jvm" if name.startswith("java") else "python" if name.startswith("python") else "other"
-            if role != "other":  # a launcher shell may exec java later: classify it again
-                self._roles[process.pid] = role
-        return role
-
-    def _sample(self) -> dict[str, int]:
-        """RSS by role now; notes each process's CPU seconds on the way."""
-        by_role = dict.fromkeys(self.ROLES, 0)
-        try:
-            processes = [self.root, *self.root.children(recursive=True)]
-        except psutil.Error:
-            return by_role
-        for process in processes:
-            try:
-                with process.oneshot():
-                    times = process.cpu_times()
-                    by_role[self._role(process)] += process.memory_info().rss
-                self._cpu[process.pid] = times.user + times.system
-            except psutil.Error:
-                pass
-        return by_role
-
-    def _run(self) -> None:
-        next_row = 0.0
-        while not self._stop.is_set():
-            by_role = self._sample()
-            total = self._note_peaks(by_role)
-            elapsed = time.monotonic() - self._started
-            if total and elapsed >= next_row:
-                self.timeline.append([round(elapsed, 1), *(round(x / 2**20) for x in (total, *by_role.values()))])
-                next_row = elapsed + self.timeline_s
-            self._stop.wait(self.interval)
-
-    def _note_peaks(self, by_role: dict[str, int]) -> int:
-        """Count one sample's RSS towards the peaks; returns its total."""
-        total = sum(by_role.values())
-        self.peak = max(self.peak, total)
-        for role, rss in by_role.items():
-            self.role_peaks[role] = max(self.role_peaks[role], rss)
-        return total
-
-    def stop(self) -> float:
-        """Stop sampling (one last sample first); returns the peak RSS in MiB.  Every sample counts towards the
-        peaks, the first and the last too: a copier shorter than a few sampling intervals on a loaded machine may
-        get no other."""
-        self._stop.set()
-        self._thread.join()
-        self._note_peaks(self._sample())
-        return self.peak / 2**20
-
-    def cpu_s(self) -> float:
-        """CPU seconds (user + system) the tree used from creation to the last sample."""
-        return sum(used - self._cpu_start.get(pid, 0.0) for pid, used in self._cpu.items())
-
-    def cpu_s_by_role(self) -> dict[str, float]:
-        """:meth:`cpu_s` split by role (see the class docstring): for airmirror, ``python`` is its copy tasks'."""
-        by_role = dict.fromkeys(self.ROLES, 0.0)
-        for pid, used in self._cpu.items():
-            by_role[self._roles.get(pid, "other")] += used - self._cpu_start.get(pid, 0.0)
-        return {role: round(seconds, 2) for role, seconds in by_role.items() if seconds}
-
-    def role_peaks_mb(self) -> dict[str, float]:
-        return {role: round(peak / 2**20) for role, peak in self.role_peaks.items() if peak}
-
-
 def run_copier(
     name: str,
     command: list[str],
@@ -154,7 +48,6 @@ def run_copier(
     *,
     ends_by_itself: bool,
     timeout: float,
-    env: dict[str, str] | None = None,
 ) -> CopierRun:
     """Start ``command`` in its own process group, wait for every record to be visible on the target.
 
@@ -166,7 +59,7 @@ def run_copier(
     watch.start()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         started = time.monotonic()
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, start_new_session=True)
+        process = subprocess.Popen(command, stdout=out, stderr=err, start_new_session=True)
         usage = TreeUsage(process.pid)
         exit_s = None
         try:
@@ -184,7 +77,10 @@ def run_copier(
             watch.stop()
             stop_process_group(process, linger_s=SPARK_SHUTDOWN_S)
     stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
-    relative = lambda t: None if t is None else t - started  # noqa: E731
+
+    def relative(t: float | None) -> float | None:
+        return None if t is None else t - started
+
     run = CopierRun(
         name,
         process.returncode,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from kafka_io import Expected
+from kafka_io import Expected, Header, ProducedHeaders, Record
 
 TEST_EVERY = 10
 """Every tenth record carries the test marker, which the header chain filters out."""
@@ -66,13 +66,13 @@ class JsonValues:
         return json.dumps(value, separators=(",", ":")).encode()
 
 
-def headers(i: int) -> list[tuple[str, bytes]]:
+def headers(i: int) -> ProducedHeaders:
     """Record ``i``'s headers: the two the header chain strips, and the test marker on every :data:`TEST_EVERY`-th."""
-    found = [(STRIPPED[0], b"Bearer token-%d" % i), (STRIPPED[1], b"user%d@example.com" % i)]
+    found: ProducedHeaders = [(STRIPPED[0], b"Bearer token-%d" % i), (STRIPPED[1], b"user%d@example.com" % i)]
     return [*found, (TEST_HEADER, b"1")] if i % TEST_EVERY == 0 else found
 
 
-def header_chain(headers: list | None) -> list | None:
+def header_chain(headers: list[Header] | None) -> list[Header] | None:
     """What :data:`HEADER_CHAIN` makes of a record's headers: ``None`` when it drops the record (it has the test
     marker), else the headers without the stripped ones and with :data:`TAG` last."""
     if any(name == TEST_HEADER for name, _ in headers or ()):
@@ -80,17 +80,18 @@ def header_chain(headers: list | None) -> list | None:
     return [*(header for header in headers or () if header[0] not in STRIPPED), TAG]
 
 
-def through_header_chain(messages: list) -> list:
+def through_header_chain(messages: list[Record]) -> list[Record]:
     """What a copy through :data:`HEADER_CHAIN` holds of ``messages``."""
     return [Expected(m, headers=headers) for m in messages if (headers := header_chain(m.headers())) is not None]
 
 
-def through_mask_chain(messages: list) -> list:
+def through_mask_chain(messages: list[Record]) -> list[Record]:
     """What a copy through :data:`MASK_CHAIN` holds of ``messages``."""
     return [Expected(m, value=_masked(m.value())) for m in messages]
 
 
-def _masked(value: bytes) -> bytes:
+def _masked(value: bytes | None) -> bytes:
+    assert value is not None, "every value of the transform case's topic is a JSON object"
     data = json.loads(value)
     data.update((field, "") for field in MASKED if field in data)
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()

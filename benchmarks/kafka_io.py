@@ -8,15 +8,18 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol, cast
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
+    Message,
     Producer,
     TopicPartition,
 )
@@ -26,15 +29,44 @@ HEADER_EVERY = 10  # every 10th record carries headers (one of them with a null 
 NULL_KEY_EVERY = 97  # every 97th record has a null key
 _INT = struct.Struct(">q")
 
+Header = tuple[str, bytes | None]
+"""A consumed record's header: librdkafka hands a consumed record's headers over as a list of these."""
+ProducedHeaders = list[tuple[str, str | bytes | None]]
+"""The headers a producer is given for one record."""
+
+
+class Record(Protocol):
+    """A consumed record as the digests and the expected copies read it: a confluent-kafka ``Message`` read by
+    :func:`committed_messages`, or an :class:`Expected` record."""
+
+    def key(self) -> bytes | None: ...
+
+    def value(self) -> bytes | None: ...
+
+    def headers(self) -> list[Header] | None: ...
+
+    def timestamp(self) -> tuple[int, int]: ...
+
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    create_topics(bootstrap, [topic], partitions)
+    """Create ``topic`` with ``partitions`` partitions (see :func:`create_topics`)."""
+    create_topics(bootstrap, {topic: partitions})
 
 
-def create_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
-    """Create every topic of ``topics`` with ``partitions`` partitions (replication factor 1), in one request."""
+def create_topics(
+    bootstrap: str, topics: Mapping[str, int], config: dict[str, str] | None = None, node: int | None = None
+) -> None:
+    """Create ``topics`` (name -> partitions) in one request, with ``config`` (the brokers' defaults otherwise), each
+    partition with one replica: on node ``node`` when given, where the cluster places it otherwise."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1) for topic in topics]).values():
+    settings = config or {}  # confluent-kafka refuses config=None
+    new = [
+        NewTopic(topic, count, 1, config=settings)
+        if node is None
+        else NewTopic(topic, count, replica_assignment=[[node]] * count, config=settings)
+        for topic, count in topics.items()
+    ]
+    for future in admin.create_topics(new).values():
         future.result()
 
 
@@ -56,11 +88,9 @@ def partition_creation_s(bootstrap: str, topics: list[str], partitions: int) -> 
     A broker lists a new partition's leader before it has created the partition's log, and it creates the
     logs of one metadata update before it applies the next; so a copier that creates its own topic after the
     remote topics (airmirror's batch log, MM2's offset-syncs topic) waits this long for it on a first run."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     probe = f"{topics[0]}-probe"
     started = time.monotonic()
-    for future in admin.create_topics([NewTopic(topic, partitions, 1) for topic in topics]).values():
-        future.result()
+    create_topics(bootstrap, dict.fromkeys(topics, partitions))
     create_topic(bootstrap, probe, 1)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 300_000})
     failed: list[KafkaError] = []
@@ -68,8 +98,7 @@ def partition_creation_s(bootstrap: str, topics: list[str], partitions: int) -> 
     if producer.flush(300) or failed:
         raise RuntimeError(f"{probe}: the broker did not accept a write within 300 s: {failed}")
     seconds = time.monotonic() - started
-    for future in admin.delete_topics([*topics, probe], operation_timeout=60).values():
-        future.result()
+    delete_topics(bootstrap, [*topics, probe])
     return seconds
 
 
@@ -123,7 +152,7 @@ def load_topic(
     first: int = 0,
     stamp_now: bool = False,
     values: Callable[[int], bytes] | None = None,
-    headers: Callable[[int], list | None] | None = None,
+    headers: Callable[[int], ProducedHeaders | None] | None = None,
 ) -> int:
     """Produce ``records`` records of ``size``-byte values round-robin over the partitions, in order (an idempotent
     producer); returns payload bytes.
@@ -137,7 +166,7 @@ def load_topic(
     ``RuntimeError`` if the broker rejected any record.
     """
     block = os.urandom(size + 65536)
-    errors: list = []
+    errors: list[KafkaError] = []
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -157,6 +186,7 @@ def load_topic(
         key = None if i % NULL_KEY_EVERY == 0 else b"%012d" % i
         start = (i * 7919) % 65536
         value = block[start : start + size] if values is None else values(i)
+        record_headers: ProducedHeaders | None
         if headers is None:
             record_headers = [("seq", b"%d" % i), ("empty", None)] if i % HEADER_EVERY == 0 else None
         else:
@@ -267,7 +297,13 @@ class TargetWatch:
             self._thread.join()
 
 
-def record_digest(messages: list, hasher) -> None:
+def consumed(messages: list[Message]) -> list[Record]:
+    """Consumed messages as :class:`Record` objects: librdkafka gives a consumed message's headers as a list of
+    ``(name, bytes or None)`` pairs (never the dict a producer may be given)."""
+    return cast("list[Record]", messages)
+
+
+def record_digest(messages: Sequence[Record], hasher: hashlib.blake2b) -> None:
     """Feed key, value, headers and timestamp of each message, length-prefixed (null != empty), to ``hasher``."""
     update = hasher.update
     for m in messages:
@@ -302,7 +338,7 @@ def verify_consumer(bootstrap: str) -> Consumer:
     )
 
 
-def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[list]:
+def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[list[Record]]:
     """Every committed record of one partition from its log start, in offset order, a batch of messages at a time."""
     consumer = verify_consumer(bootstrap)
     try:
@@ -316,54 +352,65 @@ def committed_messages(bootstrap: str, topic: str, partition: int) -> Iterator[l
                     raise TimeoutError(f"{topic}-{partition}: no end of partition within 30 s")
                 continue
             deadline = time.monotonic() + 30
-            records = []
+            records: list[Message] = []
             for m in messages:
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        yield records
+                error = m.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        yield consumed(records)
                         return
-                    raise KafkaException(m.error())
+                    raise KafkaException(error)
                 records.append(m)
-            yield records
+            yield consumed(records)
     finally:
         consumer.close()
+
+
+class _Kept(Enum):
+    """:class:`Expected`'s default: the part as the message holds it."""
+
+    KEPT = "kept"
 
 
 class Expected:
     """A consumed message as a copy that changed it must hold it: its ``value`` or ``headers`` replaced (by default
     the message's own)."""
 
-    _SAME = object()
-
-    def __init__(self, message, *, value=_SAME, headers=_SAME) -> None:
+    def __init__(
+        self,
+        message: Record,
+        *,
+        value: bytes | _Kept | None = _Kept.KEPT,
+        headers: list[Header] | _Kept | None = _Kept.KEPT,
+    ) -> None:
         self._key, self._timestamp = message.key(), message.timestamp()
-        self._value = message.value() if value is Expected._SAME else value
-        self._headers = message.headers() if headers is Expected._SAME else headers
+        self._value = message.value() if value is _Kept.KEPT else value
+        self._headers = message.headers() if headers is _Kept.KEPT else headers
 
-    def key(self):
+    def key(self) -> bytes | None:
         return self._key
 
-    def value(self):
+    def value(self) -> bytes | None:
         return self._value
 
-    def headers(self):
+    def headers(self) -> list[Header] | None:
         return self._headers
 
-    def timestamp(self):
+    def timestamp(self) -> tuple[int, int]:
         return self._timestamp
 
 
-Reshape = Callable[[list], list]
+Reshape = Callable[[list[Record]], list[Record]]
 """What a copy does to a batch of consumed messages: the messages (:class:`Expected` or as consumed) it must hold."""
 
 
-def reframed(messages: list, schema_id: int) -> list:
+def reframed(messages: list[Record], schema_id: int) -> list[Record]:
     """Messages whose values, when framed by a schema-registry serializer (magic byte 0, 4-byte id), name
     ``schema_id`` instead: what a copy that translated schema ids must hold (bind ``schema_id`` with
     :func:`functools.partial`)."""
     frame = b"\0" + struct.pack(">I", schema_id)
     return [
-        Expected(m, value=frame + m.value()[5:]) if m.value() and len(m.value()) >= 5 and m.value()[0] == 0 else m
+        Expected(m, value=frame + value[5:]) if (value := m.value()) and len(value) >= 5 and value[0] == 0 else m
         for m in messages
     ]
 
@@ -400,25 +447,28 @@ def topics_digest(bootstrap: str, topics: list[str], partitions: int) -> list[tu
     """Per-partition ``(count, digest)`` of every partition of ``topics`` (topic by topic, then partition), all
     read by one consumer: for many small partitions, where a process per partition would cost more than the
     records."""
-    hashers = {(topic, p): hashlib.blake2b(digest_size=20) for topic in topics for p in range(partitions)}
+    hashers: dict[tuple[str | None, int | None], hashlib.blake2b] = {
+        (topic, p): hashlib.blake2b(digest_size=20) for topic in topics for p in range(partitions)
+    }
     counts = dict.fromkeys(hashers, 0)
     pending = set(hashers)
     consumer = verify_consumer(bootstrap)
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for topic, p in hashers])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for topic in topics for p in range(partitions)])
         deadline = time.monotonic() + 60
         while pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(pending)} partitions of {topics[0]}... reached no end within 60 s")
             for m in consumer.consume(10000, 0.2):
                 key = (m.topic(), m.partition())
-                if m.error() is None:
-                    record_digest([m], hashers[key])
+                error = m.error()
+                if error is None:
+                    record_digest(consumed([m]), hashers[key])
                     counts[key] += 1
-                elif m.error().code() == KafkaError._PARTITION_EOF:
+                elif error.code() == KafkaError._PARTITION_EOF:
                     pending.discard(key)
                 else:
-                    raise KafkaException(m.error())
+                    raise KafkaException(error)
     finally:
         consumer.close()
     return [(counts[key], hasher.hexdigest()) for key, hasher in hashers.items()]

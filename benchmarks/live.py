@@ -1,4 +1,4 @@
-"""The live case of the bench: replication lag under a steady load, per copier, on the same brokers.
+"""One copier's run of the bench's live case (``case_live.py``): its replication lag under a steady load.
 
 A copier runs continuously (MM2 as always, airmirror as ``replicate --continuous``).  Once it has copied a first warm-up
 record (its start-up is not lag), a producer writes ``rate`` records a second of ``size``-byte values, round-robin over
@@ -25,12 +25,12 @@ import subprocess
 import time
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, final
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from copiers import SPARK_SHUTDOWN_S, TreeUsage
 from kafka_io import create_topic, delete_topics
+from shared import SPARK_SHUTDOWN_S, TreeUsage
 
 from airmirror.devtools.processes import stop_process_group
 
@@ -45,6 +45,41 @@ LONG_GAP_MS = 300
 """A gap between arrivals this long or longer is listed with its time (``long_gaps``)."""
 STALL_MS = 500
 """A gap between arrivals longer than this is a stall (``gaps_over_500_ms``)."""
+
+
+class Floor(TypedDict):
+    """The measuring clients' own produce-to-visible lag, in ms, read off the source topic."""
+
+    p50: int
+    p99: int
+    max: int
+
+
+@final
+class LiveFigures(TypedDict):
+    """One copier's live case: the load, the records' lag on the target in ms (percentiles, max, mean), the gaps
+    between arrivals, the copier's CPU and peak RSS, the clients' :class:`Floor` and the load average at the end."""
+
+    records: int
+    rate: int
+    seconds: float
+    partitions: int
+    watch_processes: int
+    batched_watch: bool
+    p50: int
+    p90: int
+    p99: int
+    max: int
+    mean: int
+    longest_gap_ms: int
+    gaps_over_500_ms: int
+    long_gaps: list[list[float]]
+    """``[seconds since the first arrival, gap ms]`` of the longest gaps (:func:`long_gaps`)."""
+    cpu_s: float
+    cpu_s_by_role: dict[str, float]
+    peak_rss_mb: int
+    floor: Floor
+    load_avg_1m_at_end: float
 
 
 def produce_steadily(bootstrap: str, topic: str, partitions: int, rate: int, size: int, seconds: float) -> int:
@@ -155,12 +190,13 @@ def watch_topic(
                 continue
             now_ms = int(time.time() * 1000)
             for message in [first, *consumer.consume(1000, 0)]:
-                if message.error() is None:
+                error = message.error()
+                if error is None:
                     keys.append(message.key())
                     arrivals_ms.append(now_ms)
                     lags_ms.append(now_ms - message.timestamp()[1])
-                elif message.error().code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(message.error())
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(error)
             count.value = len(keys)
     finally:
         consumer.close()
@@ -200,7 +236,7 @@ def run_live(
     workdir: Path,
     watch_processes: int = 1,
     batched_watch: bool = False,
-) -> dict:
+) -> LiveFigures:
     """One copier's live case (see the module docstring), each watch in ``watch_processes`` processes, with batched
     fetches if ``batched_watch``; raises ``RuntimeError`` when records go missing or arrive twice, or the copier never
     starts copying."""
@@ -230,7 +266,7 @@ def run_live(
     delete_topics(clusters_source, [topic])
     delete_topics(clusters_target, [remote_topic])
     lags, keys = watch.lags_ms[1:], watch.keys[1:]
-    if sorted(int(key) for key in keys) != list(range(produced)):
+    if sorted(int(key) for key in keys if key is not None) != list(range(produced)):
         raise RuntimeError(
             f"{name}: {len(keys)} records visible on the target, {len(set(keys))} distinct, of {produced} produced"
         )

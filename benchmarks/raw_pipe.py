@@ -58,7 +58,7 @@ def main(source: str, topic: str, partitions: int, target: str, target_topic: st
                         target_topic,
                         m.value(),
                         m.key(),
-                        partition=m.partition(),
+                        partition=m.partition(),  # type: ignore[arg-type]  # a consumed record has one
                         timestamp=m.timestamp()[1],
                         headers=m.headers(),
                     )

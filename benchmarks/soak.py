@@ -102,37 +102,35 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
-from copiers import SPARK_SHUTDOWN_S
 from json_data import HEADER_CHAIN, header_chain
 from json_data import headers as json_headers
-from kafka_io import load_topic, warm_up_cluster
+from kafka_io import ProducedHeaders, create_topics, load_topic
+from shared import RESULTS, SPARK_SHUTDOWN_S, Clusters, TreePeaks, fresh_home, local_clusters, utc_stamp
+from shared import log as shared_log
 from soak_faults import (
+    HEALTHY_NODE,
     RIVAL_WINDOW_S,
     SICK_NODE,
     SOURCE_NODES,
-    Clusters,
     DoomedTopic,
     FrozenDriver,
     LostCommits,
     RebornTopic,
     SickTopic,
     TrimmedTopic,
-    create_topics,
     delete_anchor_group,
     delete_remote_topic,
     restart_target,
@@ -142,7 +140,6 @@ from soak_io import (
     FLOW,
     SOURCE,
     TARGET,
-    TreePeaks,
     compare_copies,
     db_kb,
     error_line,
@@ -157,7 +154,6 @@ from sqlalchemy import make_url
 
 from airmirror.config.durations import parse_duration
 from airmirror.devtools.commit_cutter import commit_cutter
-from airmirror.devtools.local_kafka import consecutive_free_ports, free_port, start_broker, stop_broker
 from airmirror.devtools.local_postgres import postgres_server
 from airmirror.devtools.processes import stop_process_group
 
@@ -177,7 +173,7 @@ class Fault:
     inject: Callable[[Clusters, int], None]
     prepare: Callable[[Clusters], None] | None = None
     at_first_record: bool = False
-    check: Callable[[Clusters], dict] | None = None
+    check: Callable[[Clusters], dict[str, Any]] | None = None
     """Run once the window the fault was injected in has ended; its result goes in the row's ``checks``."""
 
     @property
@@ -284,12 +280,8 @@ WINDOW_GRACE_S = 600.0
 """How long a window's process may outlive its ``--for`` before the soak stops it: longer than the 5 minutes a run
 retries failing rounds, plus its start and its stop."""
 POLL_S = 0.2
-RESULTS = Path(__file__).with_name("results")
 BROKERS = ("soak-source", "soak-target")
-
-
-def log(message: str) -> None:
-    print(f"[soak {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+log = partial(shared_log, tag="soak")
 
 
 class SteadyProducer(threading.Thread):
@@ -302,7 +294,7 @@ class SteadyProducer(threading.Thread):
         partitions: int,
         rate: int,
         size: int,
-        headers: Callable[[int], list] | None = None,
+        headers: Callable[[int], ProducedHeaders] | None = None,
     ) -> None:
         super().__init__(daemon=True)
         self.topic, self.partitions, self.rate, self.size = topic, partitions, rate, size
@@ -312,7 +304,7 @@ class SteadyProducer(threading.Thread):
         self.sent = 0
         self.failed: list[str] = []
 
-    def _delivered(self, error, message) -> None:
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self.failed.append(str(error))
 
@@ -361,9 +353,9 @@ class Window:
     log_records: int = 0
     log_tombstones: int = 0
     log_scan_s: float = 0.0
-    report: dict | str | None = None
+    report: dict[str, Any] | str | None = None
     error: str = ""
-    checks: dict[str, dict] = field(default_factory=dict)
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -431,7 +423,8 @@ def create_source_topics(bootstrap: str, topics: dict[str, int], retention_s: fl
     the source's first node but :data:`SICK`'s, on :data:`~soak_faults.SICK_NODE`; the remote topic a fault deletes
     and the topic whose node goes down get their records now."""
     config = {"retention.ms": str(int(retention_s * 1000)), "segment.ms": str(int(retention_s * 100))}
-    create_topics(bootstrap, {topic: count for topic, count in topics.items() if topic != SICK.topic}, config)
+    healthy = {topic: count for topic, count in topics.items() if topic != SICK.topic}
+    create_topics(bootstrap, healthy, config, node=HEALTHY_NODE)
     if SICK.topic in topics:
         create_topics(bootstrap, {SICK.topic: SICK.partitions}, config, node=SICK_NODE)
         SICK.fill(bootstrap)
@@ -439,7 +432,7 @@ def create_source_topics(bootstrap: str, topics: dict[str, int], retention_s: fl
         load_topic(bootstrap, SPARE_TOPIC, SPARE_PARTITIONS, SPARE_RECORDS, 100, stamp_now=True)
 
 
-def stopped_topics(soak: Soak, rows: list[Window]) -> dict:
+def stopped_topics(soak: Soak, rows: list[Window]) -> dict[str, Any]:
     """What the faults stopped, at the end (step 5): ``status``'s stops, whether they name every topic of
     :data:`STOPPED_TOPICS`, the deleted source topic's copy (a prefix of what it held, compared right after the window
     it was deleted in, before the remote topic's retention deletes it), and whether the deleted remote topic stayed
@@ -449,7 +442,7 @@ def stopped_topics(soak: Soak, rows: list[Window]) -> dict:
     named = {stop.get("topic") for stop in stops}
     listed = soak.target_admin.list_topics(timeout=30).topics
 
-    def check(fault: str, failed: dict) -> dict:
+    def check(fault: str, failed: dict[str, Any]) -> dict[str, Any]:
         return next((row.checks[fault] for row in rows if fault in row.checks), failed)
 
     return {
@@ -577,7 +570,7 @@ def left_out(rows: list[Window]) -> set[int]:
     return {number for row in rows if row.faults for number in (row.number, row.number + 1)}
 
 
-def verdict(rows: list[Window], metric: str, skip: set[int]) -> dict:
+def verdict(rows: list[Window], metric: str, skip: set[int]) -> dict[str, Any]:
     """The first and last quarters' peaks of ``metric`` over ``rows`` without the windows in ``skip``, and whether
     the last stays within :data:`LIMITS` of the first (step 6)."""
     if len(rows) < 2:
@@ -604,13 +597,13 @@ def verdict(rows: list[Window], metric: str, skip: set[int]) -> dict:
     }
 
 
-def verdicts(rows: list[Window]) -> dict[str, dict]:
+def verdicts(rows: list[Window]) -> dict[str, dict[str, Any]]:
     """:func:`verdict` of every series of :data:`LIMITS`."""
     skip = left_out(rows)
     return {metric: verdict(rows, metric, skip if metric in FAULT_EXEMPT else set()) for metric in LIMITS}
 
 
-def print_report(document: dict) -> None:
+def print_report(document: dict[str, Any]) -> None:
     """The windows' table, the verdicts and the copy comparison, in markdown."""
     print(
         "| window | start min | exit | first record s | records | retries | RSS MB | threads | fds | DB KB "
@@ -644,7 +637,7 @@ def print_report(document: dict) -> None:
     )
 
 
-def stops_as_expected(stopped: dict | None) -> bool:
+def stops_as_expected(stopped: dict[str, Any] | None) -> bool:
     """No faults (``None``), or the faults' stops and checks as step 5 requires: every stopped topic named in
     ``status``, the deleted source topic's copy a prefix of it, the deleted remote topic not recreated, the
     recreated one never written, the frozen driver's rival accepted, the outage's partitions named waiting while the
@@ -663,7 +656,7 @@ def stops_as_expected(stopped: dict | None) -> bool:
     )
 
 
-def passed(document: dict) -> bool:
+def passed(document: dict[str, Any]) -> bool:
     """Exit 0's condition (see the module docstring)."""
     return (
         bool(document["windows"])
@@ -722,14 +715,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the soak (see the module docstring); 0 when it passed, 1 otherwise."""
     args = parse_args(argv)
-    home = Path(tempfile.mkdtemp(prefix="airmirror-soak-"))
-    os.environ["AIRMIRROR_HOME"] = str(home)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    home = fresh_home("soak")
+    stamp = utc_stamp()
     path = RESULTS / f"soak-{stamp}.json"
     RESULTS.mkdir(exist_ok=True)
     schedule = [] if args.no_faults else [f for f in FAULTS if args.postgresql or f.name not in POSTGRESQL_FAULTS]
-    document: dict = {
+    document: dict[str, Any] = {
         "timestamp": stamp,
         "params": vars(args),
         "faults": [{"name": f.name, "at": f.at, "when": f.when} for f in schedule],
@@ -755,12 +748,8 @@ def main(argv: list[str] | None = None) -> int:
             FROZEN.sqlite_db = home / "airmirror.db"
             db_url, db_size = f"sqlite:///{FROZEN.sqlite_db}", partial(db_kb, FROZEN.sqlite_db)
         checks = {"log.retention.check.interval.ms": "30000"}
-        source = start_broker(
-            BROKERS[0], consecutive_free_ports(SOURCE_NODES), brokers=SOURCE_NODES, home=home, broker_config=checks
-        )
-        target = start_broker(BROKERS[1], free_port(), home=home, broker_config=checks)
-        for broker in (source, target):
-            warm_up_cluster(broker.bootstrap)
+        clusters = stack.enter_context(local_clusters(BROKERS, home, source_nodes=SOURCE_NODES, broker_config=checks))
+        source, target = clusters.source, clusters.target
         create_source_topics(source.bootstrap, topics, args.topic_retention)
         config = home / "mm2.properties"
         transforms = HEADER_CHAIN if args.transforms else ()
@@ -776,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
         soak = Soak(
             args=args,
             home=home,
-            clusters=Clusters(source, target),
+            clusters=clusters,
             config=config,
             db_size=db_size,
             remote={f"{SOURCE}.{topic}": count for topic, count in topics.items()},
@@ -811,8 +800,6 @@ def main(argv: list[str] | None = None) -> int:
         document["faults_not_injected"] = [fault.name for fault in soak.pending]
         document["stalled_windows"] = [row.number for row in rows if row.first_record_s is None]
     finally:
-        for name in BROKERS:
-            stop_broker(name, home=home)
         stack.close()
     document["broker_errors"] = {name: broker_error_lines(home, name) for name in BROKERS}
     document["passed"] = passed(document)

@@ -18,10 +18,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from kafka_io import load_topic
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from kafka_io import create_topics, load_topic
+from shared import Clusters
 from soak_io import SOURCE, TARGET, HeaderChain, digests, error_line, parse_report, stable_ends, status_json
 
 from airmirror import names
@@ -58,14 +60,6 @@ CUT_WAIT_S = 60.0
 """How long :meth:`LostCommits.cut` waits for each kind of commit to come."""
 
 
-@dataclass(frozen=True)
-class Clusters:
-    """The soak's two clusters, as fault injectors get them."""
-
-    source: LocalBroker
-    target: LocalBroker
-
-
 def restart_target(clusters: Clusters, driver: int) -> None:
     """Stop the target cluster's node and start it again with its data (it serves requests when this returns)."""
     clusters.target.restart(timeout=300)
@@ -82,14 +76,6 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         time.sleep(0.5)
 
 
-def create_topics(bootstrap: str, topics: dict[str, int], config: dict[str, str], node: int = HEALTHY_NODE) -> None:
-    """Create ``topics`` (name -> partitions), every partition's one replica on ``node``, with ``config``."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = [NewTopic(t, count, replica_assignment=[[node]] * count, config=config) for t, count in topics.items()]
-    for future in admin.create_topics(new).values():
-        future.result()
-
-
 @dataclass
 class BurstTopic:
     """A source topic of ``partitions`` that the soak writes only in bursts of :data:`BURST_RECORDS` (random values,
@@ -99,6 +85,7 @@ class BurstTopic:
     partitions: int
 
     def burst(self, clusters: Clusters) -> None:
+        """Write a burst into the topic."""
         load_topic(
             clusters.source.bootstrap, self.topic, self.partitions, BURST_RECORDS, BURST_RECORD_SIZE, stamp_now=True
         )
@@ -121,7 +108,7 @@ class DoomedTopic(BurstTopic):
     def delete(self, clusters: Clusters, driver: int) -> None:
         delete_topic(clusters.source.bootstrap, self.topic)
 
-    def compare(self, target: str) -> dict:
+    def compare(self, target: str) -> dict[str, Any]:
         """Per partition, whether the remote partition is a prefix of what the source held; the records copied."""
         copied, unequal = 0, []
         for partition, held in self.held.items():
@@ -196,7 +183,7 @@ class FrozenDriver:
     """The flow's SQLite metadata DB, when it is one (set by the soak): the driver is then frozen between its writes
     (:func:`~airmirror.devtools.processes.freeze_outside_sqlite_writes`: SQLite cannot break a frozen writer's lock),
     whereas PostgreSQL ends a frozen transaction by itself and the driver is frozen wherever it is."""
-    outcome: dict = field(default_factory=dict)
+    outcome: dict[str, Any] = field(default_factory=dict)
 
     def freeze(self, clusters: Clusters, driver: int) -> None:
         if self.sqlite_db is None:
@@ -215,7 +202,7 @@ class FrozenDriver:
         finally:
             os.kill(driver, signal.SIGCONT)
 
-    def check(self, clusters: Clusters) -> dict:
+    def check(self, clusters: Clusters) -> dict[str, Any]:
         return self.outcome
 
 
@@ -235,8 +222,8 @@ class SickTopic:
     records: int = 2_000
     config: Path | None = None
     rate: int = 1
-    looks: list[dict] = field(default_factory=list)
-    outcome: dict = field(default_factory=dict)
+    looks: list[dict[str, Any]] = field(default_factory=list)
+    outcome: dict[str, Any] = field(default_factory=dict)
     thread: threading.Thread | None = None
 
     def fill(self, bootstrap: str, first: int = 0) -> None:
@@ -259,7 +246,7 @@ class SickTopic:
         self.outcome["down_s"] = round(time.monotonic() - started, 1)
         self.fill(source.bootstrap, first=self.records)
 
-    def _look(self) -> dict:
+    def _look(self) -> dict[str, Any]:
         """What ``status`` says, now: the topic's partitions waiting for a leader, the watched topic's lag."""
         assert self.config is not None, "the soak sets SickTopic.config"
         status = status_json(self.config)
@@ -271,7 +258,7 @@ class SickTopic:
             **({"status_error": status["error"]} if "error" in status else {}),
         }
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         """The outage's outcome (see the class docstring), once the node is back and the records after it written."""
         if self.thread is None:
             return {"injected": False, "passed": False}
@@ -314,9 +301,9 @@ class RebornTopic(BurstTopic):
                 raise TimeoutError(f"{self.remote}: no committed record in every partition within {COPY_WAIT_S} s")
             time.sleep(0.2)
         delete_topic(target, self.remote)
-        create_topics(target, {self.remote: self.partitions}, {})
+        create_topics(target, {self.remote: self.partitions}, {}, node=HEALTHY_NODE)
 
-    def check(self, clusters: Clusters) -> dict:
+    def check(self, clusters: Clusters) -> dict[str, Any]:
         written = sum(len(digests(clusters.target.bootstrap, self.remote, p)) for p in range(self.partitions))
         return {"records_in_new_incarnation": written, "never_written": written == 0}
 
@@ -333,7 +320,7 @@ class LostCommits:
     patterns: tuple[str, ...] = (updates(batch_ranges.name), WRITES)
     """A stream recording's transaction, then any that writes."""
     per_kind: int = 2
-    outcome: dict = field(default_factory=dict)
+    outcome: dict[str, Any] = field(default_factory=dict)
 
     def cut(self, clusters: Clusters, driver: int) -> None:
         assert self.cutter is not None, "the soak sets LostCommits.cutter"
@@ -348,7 +335,7 @@ class LostCommits:
             "writes_of_each_cut": [writes(cut.statements) for cut in self.cutter.cuts],
         }
 
-    def check(self, clusters: Clusters) -> dict:
+    def check(self, clusters: Clusters) -> dict[str, Any]:
         return {**self.outcome, "passed": self.outcome.get("cuts") == self.outcome.get("wanted")}
 
 

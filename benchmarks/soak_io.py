@@ -1,7 +1,8 @@
-"""The soak's measures, taken from outside a run: process trees, high watermarks, batch-log scans, the DB's size,
-``airmirror status``, and the record-by-record comparison of the copies (its faults are in :mod:`soak_faults`).
+"""The soak's measures, taken from outside a run: high watermarks, batch-log scans, the DB's size, ``airmirror
+status``, and the record-by-record comparison of the copies (its faults are in :mod:`soak_faults`, its process
+trees' peaks in :mod:`shared`).
 
-Everything here talks to the local clusters, reads ``/proc`` through psutil or runs the CLI; nothing imports the
+Everything here talks to the local clusters, reads the metadata DB's size or runs the CLI; nothing imports the
 product's replication code, so the soak judges airmirror only by what a user could see.
 """
 
@@ -15,12 +16,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import psutil
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from kafka_io import committed_messages, verify_consumer
+from kafka_io import Header, committed_messages, verify_consumer
 from sqlalchemy import make_url
 
 from airmirror import names
@@ -37,36 +38,6 @@ _NOT_YET_CREATED = {
     KafkaError._UNKNOWN_PARTITION,
     KafkaError._UNKNOWN_TOPIC,
 }
-
-
-@dataclass
-class TreePeaks:
-    """The peaks, over the samples taken, of a process tree's summed RSS, threads and open descriptors."""
-
-    rss_mb: float = 0.0
-    threads: int = 0
-    fds: int = 0
-
-    def sample(self, pid: int) -> None:
-        """Add one sample of process ``pid`` and all its descendants; processes that end meanwhile are skipped, and
-        a root that already ended adds nothing."""
-        try:
-            root = psutil.Process(pid)
-            processes = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return
-        rss = threads = fds = 0
-        for process in processes:
-            try:
-                with process.oneshot():
-                    rss += process.memory_info().rss
-                    threads += process.num_threads()
-                    fds += process.num_fds()
-            except psutil.Error:
-                continue
-        self.rss_mb = max(self.rss_mb, round(rss / 2**20, 1))
-        self.threads = max(self.threads, threads)
-        self.fds = max(self.fds, fds)
 
 
 def high_watermark_sum(admin: AdminClient, topics: dict[str, int]) -> int | None:
@@ -114,7 +85,7 @@ def stable_ends(admin: AdminClient, topic: str, partitions: int) -> list[int]:
     return list(ends.values())
 
 
-def status_json(config: Path) -> dict:
+def status_json(config: Path) -> dict[str, Any]:
     """``airmirror status CONFIG --flow FLOW --json`` as a document, or ``{"error": ...}`` saying why there is
     none."""
     status = subprocess.run(
@@ -123,9 +94,10 @@ def status_json(config: Path) -> dict:
         text=True,
     )
     try:
-        return json.loads(status.stdout)
+        document: dict[str, Any] = json.loads(status.stdout)
     except ValueError:
         return {"error": f"status exited {status.returncode}: {status.stderr[-1000:]}"}
+    return document
 
 
 def error_line(stderr: str) -> str:
@@ -135,12 +107,13 @@ def error_line(stderr: str) -> str:
     return errors[-1] if errors else "\n".join(lines[-ERROR_LINES:])
 
 
-def parse_report(stdout: str) -> dict | str:
+def parse_report(stdout: str) -> dict[str, Any] | str:
     """A run's JSON report (``--json``), or its stdout's last 2000 characters when that is not JSON."""
     try:
-        return json.loads(stdout)
+        report: dict[str, Any] = json.loads(stdout)
     except ValueError:
         return stdout[-2000:]
+    return report
 
 
 @dataclass(frozen=True)
@@ -199,12 +172,16 @@ def pg_db_kb(url: str) -> float:
     return round((size[0] if size else 0) / 1024, 1)
 
 
-HeaderChain = Callable[[list | None], list | None]
+HeaderChain = Callable[[list[Header] | None], list[Header] | None]
 """What a flow's transforms make of a record's headers: ``None`` when they drop the record
 (``json_data.header_chain``)."""
 
 
-def records(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> Iterator[tuple]:
+Content = tuple[bytes | None, bytes | None, list[Header] | None, int]
+"""A record's key, value, headers and timestamp."""
+
+
+def records(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> Iterator[Content]:
     """Key, value, headers and timestamp of every committed record of one partition, in offset order, one at a time;
     with ``chain``, as a copy through it holds them."""
     for batch in committed_messages(bootstrap, topic, partition):
@@ -214,7 +191,7 @@ def records(bootstrap: str, topic: str, partition: int, chain: HeaderChain | Non
                 yield m.key(), m.value(), headers, m.timestamp()[1]
 
 
-def contents(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> list[tuple]:
+def contents(bootstrap: str, topic: str, partition: int, chain: HeaderChain | None = None) -> list[Content]:
     """Every record :func:`records` reads of one partition."""
     return list(records(bootstrap, topic, partition, chain))
 
@@ -228,7 +205,9 @@ def digests(bootstrap: str, topic: str, partition: int, chain: HeaderChain | Non
     ]
 
 
-def compare_copies(source: str, target: str, topics: dict[str, int], chain: HeaderChain | None = None) -> dict:
+def compare_copies(
+    source: str, target: str, topics: dict[str, int], chain: HeaderChain | None = None
+) -> dict[str, Any]:
     """Record-by-record comparison of every partition of ``topics`` (name -> partition count) on ``source``, as a
     copy through ``chain`` holds it, with its remote partition (``SOURCE.topic``) on ``target``, over what both still
     hold: the side holding fewer records

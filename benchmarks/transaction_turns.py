@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka_io import create_topics
+from kafka_io import create_topic
 
 from airmirror.devtools.local_kafka import free_port, start_broker, stop_broker
 
@@ -70,7 +70,7 @@ def percentile(values: list[float], q: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--records", type=int, default=18, help="records per chunk")
     parser.add_argument("--warm-up", type=int, default=1500, help="chunks run first, unmeasured")
@@ -79,8 +79,8 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="airmirror-turns-"))
     broker = start_broker("turns", free_port(), home=home)
     try:
-        create_topics(broker.bootstrap, [DATA], args.partitions)
-        create_topics(broker.bootstrap, [LOG], 1)
+        create_topic(broker.bootstrap, DATA, args.partitions)
+        create_topic(broker.bootstrap, LOG, 1)
         producers = []
         for name in ("turns-0", "turns-1"):
             producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": name, "linger.ms": 20})

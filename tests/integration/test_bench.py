@@ -24,8 +24,11 @@ from tests.polling import wait_until
 
 sys.path.insert(0, str(REPO / "benchmarks"))  # benchmarks/ is no package
 import bench
+import case_copiers
+import case_schema_ids
 import copiers
 import live
+import report
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 COPIERS = ("raw_pipe", "mm2_tuned", "airmirror")
@@ -151,11 +154,11 @@ def test_schema_ids_ratios_sum_the_rounds_and_the_table_shows_each_run() -> None
 
     runs = [run("off", 1, 4.0, 10.0, 8.0), run("translate", 1, 5.0, 11.0, 9.0), run("translate", 2, 5.0, 9.0, 11.0)]
     runs.append(run("off", 2, 6.0, 10.0, 12.0))
-    ratios = bench.schema_ids_ratios(runs)
+    ratios = case_schema_ids.schema_ids_ratios(runs)
     assert ratios == {"ratio_steady": 1.0, "ratio_wall": 1.0, "cpu_ratio": 1.0, "task_cpu_ratio": 1.0}
     case = {"records": 1000, "record_size": 1024, "partitions": 3, "rounds": 2, "runs": runs, "goal": 0.9, **ratios}
     document = {"params": {}, "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"}, "copiers": {}, "ratios": {}}
-    text = bench.table({**document, "schema_ids": case})
+    text = report.table({**document, "schema_ids": case})
     assert "| translate | 2 | 9.0 | 5.00 | 9.0 | 11.0 | 5.5 | 1.5 |" in text
     assert "translate / off: throughput 1.00 over the copy jobs (meets issue 24's goal of 0.9)" in text
 
@@ -179,7 +182,7 @@ def test_partition_scaling_table_shows_each_batch_and_its_ratio() -> None:
         "ratios": {},
         "partition_scaling": spread,
     }
-    text = bench.table(document)
+    text = report.table(document)
     assert "| airmirror batch | 10 partitions s | 20 partitions s | ratio |" in text
     assert "| incremental | 1.0 | 1.0 | 1.50 |" in text
     assert "| the target broker bringing up as many new partitions | 0.1 | 0.4 | |" in text
@@ -258,8 +261,10 @@ def test_tables_show_cpu_per_gb_its_ratio_and_the_live_gap() -> None:
         "copiers": {"mm2_tuned": copier, "airmirror": {**copier, "cpu_s_per_gb": 4.5}},
         "live_lag_ms": {"mm2_eos": lag},
     }
-    document["ratios"], document["steady_ratios"], document["cpu_per_gb_ratios"] = bench.ratios(document["copiers"])
-    text = bench.table(document)
+    document["ratios"], document["steady_ratios"], document["cpu_per_gb_ratios"] = case_copiers.ratios(
+        document["copiers"]
+    )
+    text = report.table(document)
     assert "| airmirror | 2.0 | 50.0 | 1,000 | 300 | 3.0 | 4.5 |" in text
     assert "| mm2_tuned | 1.00 | 1.00 | 0.75 |" in text
     assert "| mm2_eos | 20 | 40 | 90 | 120 | 2,570 | 1 | 1.5 | 700 | 2 / 9 |" in text
@@ -275,7 +280,7 @@ def test_the_scaling_table_shows_the_base_run_and_each_growth() -> None:
         "partitions_x4": run(1000, 12, 12.5, wall_growth=1.25, peak_rss_mb=400),
     }
     document = {"params": {}, "machine": {"nproc": 2, "ram_gb": 8, "kafka": "4"}, "copiers": {}, "ratios": {}}
-    text = bench.table({**document, "scaling": scaling})
+    text = report.table({**document, "scaling": scaling})
     assert "| base | 1,000 | 3 | 10.0 | 1.00 | 50.0 |" in text
     assert "| records_x4 | 4,000 | 3 | 20.0 | 2.00 | 50.0 |" in text
     assert "| partitions_x4 | 1,000 | 12 | 12.5 | 1.25 | 50.0 |" in text
