@@ -232,6 +232,11 @@ def end_offsets(consumer: Consumer, topic: str, partitions: int) -> list[int]:
         return [0] * partitions
 
 
+WATCH_INTERVAL_S = 0.1
+"""How often a :class:`TargetWatch` polls: a first-to-last-write window it measures is known to within this much, so a
+copy whose every write fell within one poll has a window of this much, never of 0."""
+
+
 @dataclass
 class TargetWatch:
     """Polls a target topic every ``interval`` s in a thread, noting when records first land and all are there.
@@ -246,7 +251,7 @@ class TargetWatch:
     bootstrap: str
     topic: str
     expected: list[int]
-    interval: float = 0.1
+    interval: float = WATCH_INTERVAL_S
     base: list[int] | None = None
     first_write: float | None = None
     all_written: float | None = None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict, TypeVar
 
 from copiers import CopierRun, airmirror_properties, mm2_properties, run_copier
-from kafka_io import ProducedHeaders, TargetWatch, create_topic, load_topic, topic_digest
+from kafka_io import WATCH_INTERVAL_S, ProducedHeaders, TargetWatch, create_topic, load_topic, topic_digest
 from shared import Clusters, log
 
 from airmirror.devtools.mm2 import mm2_command, write_mm2_files
@@ -60,7 +60,7 @@ class CopyFigures(TypedDict):
     mb_s_total: float
     first_write_s: float
     write_window_s: float
-    write_window_mb_s: float | None
+    write_window_mb_s: float
     """``None`` when the first and the last write came in the same poll of the target."""
     peak_rss_by_role_mb: NotRequired[dict[str, float]]
     cpu_s_by_role: NotRequired[dict[str, float]]
@@ -112,9 +112,15 @@ def expected_counts(source: SourceTopic) -> list[int]:
     return [count for count, _ in source.digest]
 
 
+def write_window(run: CopierRun) -> float:
+    """How long ``run`` took from its first write to its last, as its target watch saw them: at least the watch's
+    interval (:data:`~kafka_io.WATCH_INTERVAL_S`), within which the polls cannot tell writes apart."""
+    return max((run.all_written_s or 0) - (run.first_write_s or 0), WATCH_INTERVAL_S)
+
+
 def summarize(run: CopierRun, source: SourceTopic, steady_s: float) -> CopyFigures:
     """The figures of ``run``, a copy of ``source``, whose steady part took ``steady_s``."""
-    window = (run.all_written_s or 0) - (run.first_write_s or 0)
+    window = write_window(run)
     return {
         "wall_s": round(run.wall_s, 2),
         "steady_s": round(steady_s, 2),
@@ -126,7 +132,7 @@ def summarize(run: CopierRun, source: SourceTopic, steady_s: float) -> CopyFigur
         "mb_s_total": round(source.payload_bytes / 1e6 / run.wall_s, 1),
         "first_write_s": round(run.first_write_s or 0, 2),
         "write_window_s": round(window, 2),
-        "write_window_mb_s": round(source.payload_bytes / 1e6 / window, 1) if window > 0 else None,
+        "write_window_mb_s": round(source.payload_bytes / 1e6 / window, 1),
     }
 
 
@@ -166,7 +172,7 @@ def run_mm2(
         name, mm2_command(config, log_config, target_alias), watch, workdir, ends_by_itself=False, timeout=timeout
     )
     assert run.first_write_s is not None and run.all_written_s is not None
-    result = summarize(run, source, run.all_written_s - run.first_write_s)
+    result = summarize(run, source, write_window(run))
     check_copy(clusters, expected, target_topic)
     return result
 
