@@ -531,12 +531,50 @@ class GroupSyncOutcome(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class NoJobYet:
+    """A batch whose first copy job has not run: no attempt of it can be at work, and the batch log holds nothing
+    of it, so a lookup of its progress scans nothing."""
+
+    @property
+    def scan_from(self) -> int | None:
+        return None
+
+
+@dataclass(frozen=True)
+class PerPartitionJobs:
+    """A batch whose job ran under an earlier airmirror, whose copy tasks each copied one partition under a
+    transactional id of its own (:func:`airmirror.names.transactional_id`) and stored no log floor: a lookup scans
+    the batch log from its start."""
+
+    @property
+    def scan_from(self) -> int | None:
+        return 0
+
+
+@dataclass(frozen=True)
+class TaskJobs:
+    """A batch whose latest copy job ran ``tasks`` copy tasks.  ``log_floor`` is the batch log's high watermark
+    before its first copy job, below which the log holds nothing of the batch
+    (:mod:`airmirror.replication.spark.batch_log`); ``None`` when an earlier airmirror ran that job, and a lookup
+    scans from the log's start."""
+
+    tasks: int
+    log_floor: int | None = None
+
+    @property
+    def scan_from(self) -> int | None:
+        return 0 if self.log_floor is None else self.log_floor
+
+
+BatchJobs: TypeAlias = NoJobYet | PerPartitionJobs | TaskJobs
+"""What a stored batch's copy jobs left behind: which attempts may still be at work, and where the batch log holds
+the batch's records (``scan_from``: where a lookup of its progress scans from, ``None``: nowhere)."""
+
+
+@dataclass(frozen=True)
 class BatchRecord:
-    """A batch as stored.  ``records``/``bytes`` are totals, set once the batch is committed.  ``copy_tasks`` is
-    how many copy tasks its latest copy job ran (``None`` before the first; see
-    :data:`PER_PARTITION_COPY_TASKS`).  ``log_floor`` is the batch log's high watermark before its first copy job
-    (``None`` before it, or when an earlier airmirror ran that job): every batch-log record of the batch lies at or
-    above it (:mod:`airmirror.replication.spark.batch_log`)."""
+    """A batch as stored.  ``records``/``bytes`` are totals, set once the batch is committed; ``jobs`` is what its
+    copy jobs left behind."""
 
     id: int
     flow: str
@@ -548,23 +586,16 @@ class BatchRecord:
     records: int | None
     bytes: int | None
     error: str | None
-    copy_tasks: int | None = None
-    log_floor: int | None = None
+    jobs: BatchJobs = NoJobYet()
 
 
 @dataclass(frozen=True)
 class StoredJobs:
-    """What a stored batch's copy jobs left behind, as its record says (:class:`BatchRecord`): its id, how many copy
-    tasks its latest job ran and its log floor; what fencing its attempts and looking up its progress need."""
+    """A stored batch's id with what its copy jobs left behind (:class:`BatchRecord`): what fencing its attempts
+    and looking up its progress need."""
 
     batch_id: int
-    copy_tasks: int | None
-    log_floor: int | None
-
-
-PER_PARTITION_COPY_TASKS = 0
-"""``copy_tasks`` of a batch begun by an earlier airmirror, whose copy tasks each copied one partition under a
-transactional id of its own (:func:`airmirror.names.transactional_id`)."""
+    jobs: BatchJobs
 
 
 @dataclass(frozen=True)

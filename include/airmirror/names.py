@@ -45,7 +45,7 @@ def reader_group(purpose: str) -> str:
 def transactional_id(source: str, target: str, topic: str, partition: int) -> str:
     """The producer ``transactional.id`` an earlier airmirror gave one source partition's copies (one copy task
     per partition); kept only to fence such attempts in a batch begun before copy tasks copied many partitions
-    (:data:`airmirror.model.PER_PARTITION_COPY_TASKS`).  It starts with :func:`transactional_id_prefix`."""
+    (:class:`airmirror.model.PerPartitionJobs`).  It starts with :func:`transactional_id_prefix`."""
     return f"{transactional_id_prefix(source, target)}{joined(topic, partition)}"
 
 

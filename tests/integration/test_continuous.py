@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from airmirror.config import FlowConfig, load_config
 from airmirror.kafka.clients import ClusterAdmin
-from airmirror.model import BatchState
+from airmirror.model import BatchState, NoJobYet
 from airmirror.replication import continuous
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, sync_flow_topics
@@ -297,7 +297,7 @@ def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options, stream=True)
         # as run_stream does before the job
-        job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
+        job = supersede_jobs(flow, [], NoJobYet(), planned.batch_id, check_lease=lambda: None)
         tasks = plan_copy_tasks(
             flow,
             planned.batch_id,

@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
+from airmirror.model import NoJobYet
 from airmirror.replication.spark.batch_log import read_anchors
 from airmirror.store import MetadataStore
 from tests.conftest import write_config
@@ -208,7 +209,7 @@ def kill_after_kafka_commit_and_resume(
     process = start_cli(config)
     store = MetadataStore.open(flow.metadata_db_url)
     wait_until(
-        lambda: (batch := store.unfinished_batch(flow.name)) is not None and batch.copy_tasks is not None,
+        lambda: (batch := store.unfinished_batch(flow.name)) is not None and batch.jobs != NoJobYet(),
         300,
         "the batch's copy job to start (its copy tasks recorded)",
     )

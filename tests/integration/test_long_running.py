@@ -36,7 +36,7 @@ from airmirror.config import FlowConfig, load_config
 from airmirror.devtools.local_kafka import LocalBroker, free_port, start_broker, stop_broker
 from airmirror.devtools.processes import freeze_outside_sqlite_writes
 from airmirror.errors import ReplicationFailure
-from airmirror.model import Gap
+from airmirror.model import Gap, NoJobYet, TaskJobs
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import PlannedBatch, plan_batch, record_batch, sync_flow_topics
 from airmirror.replication.spark.batch_log import read_anchors
@@ -194,7 +194,7 @@ def one_copy_task(flow: FlowConfig, store: MetadataStore) -> tuple[PlannedBatch,
     options = BatchOptions()
     planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
     assert planned.batch_id is not None
-    job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
+    job = supersede_jobs(flow, [], NoJobYet(), planned.batch_id, check_lease=lambda: None)
     (task,) = plan_copy_tasks(
         flow,
         planned.batch_id,
@@ -205,7 +205,7 @@ def one_copy_task(flow: FlowConfig, store: MetadataStore) -> tuple[PlannedBatch,
         recorded_remote_ids=store.remote_topic_ids(flow.name),
     )
     store.set_copy_tasks(planned.batch_id, 1, task.log_end)
-    planned.copy_tasks, planned.log_floor = 1, task.log_end
+    planned.jobs = TaskJobs(1, task.log_end)
     return planned, task
 
 

@@ -30,6 +30,7 @@ from airmirror.model import (
     BatchState,
     Gap,
     LagSample,
+    NoJobYet,
     OffsetRun,
     PartitionKey,
     PartitionStats,
@@ -795,7 +796,7 @@ def test_a_store_fenced_by_a_lease_taken_over_writes_no_row(store: MetadataStore
             with pytest.raises(FlowLeaseLostError):
                 fenced.commit_batch(batch_id, [copied(planned(0, 0, 10))])
             unfinished = store.unfinished_batch(LEASE_FLOW)
-            assert unfinished is not None and unfinished.copy_tasks is None
+            assert unfinished is not None and unfinished.jobs == NoJobYet()
             assert store.cursors(LEASE_FLOW) == {}
     finally:
         engine.dispose()

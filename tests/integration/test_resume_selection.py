@@ -30,7 +30,7 @@ from airmirror.cli import main
 from airmirror.dag_factory.params import batch_options
 from airmirror.devtools.local_kafka import LocalBroker
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PartitionKey
+from airmirror.model import NoJobYet, PartitionKey
 from airmirror.replication.health import FlowState, flow_health
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.pipeline import plan_batch, record_batch, run_batch, sync_flow_topics
@@ -105,7 +105,7 @@ def interrupt(clusters: dict[str, LocalBroker], tmp_path: Path, topics: Topics) 
         options = BatchOptions()
         planned = plan_batch(flow, store, sync_flow_topics(flow, store, options).mappings, options)
         # as run_batch does before the job
-        job = supersede_jobs(flow, [], None, planned.batch_id, check_lease=lambda: None)
+        job = supersede_jobs(flow, [], NoJobYet(), planned.batch_id, check_lease=lambda: None)
         tasks = plan_copy_tasks(
             flow,
             planned.batch_id,

@@ -47,7 +47,7 @@ from airmirror.kafka.clients import cluster_metadata, source_admin
 from airmirror.kafka.offsets import divergence_points
 from airmirror.kafka.topic_ids import settled_topic_ids, topic_ids
 from airmirror.kafka.topics import TopicMapping
-from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange, Stop
+from airmirror.model import CursorState, NoJobYet, PartitionKey, PartitionOffsets, PlannedRange, Stop
 from airmirror.replication.plan_arithmetic import needs_validation
 from airmirror.replication.spark.progress import forget_progress, supersede_jobs
 from airmirror.store import MetadataStore
@@ -238,7 +238,7 @@ def _reseed(flow: FlowConfig, store: MetadataStore, topic: str, remote_topic: st
     supersede_jobs(
         flow,
         [PartitionKey(topic, p) for p in partitions],
-        None if unfinished is None else unfinished.copy_tasks,
+        NoJobYet() if unfinished is None else unfinished.jobs,
         None if unfinished is None else unfinished.id,
         check_lease=store.check_lease,
     )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from airmirror.config import FlowConfig
 from airmirror.config.transforms import TransformChain
-from airmirror.model import PlannedRange, StoredJobs
+from airmirror.model import BatchJobs, PlannedRange, StoredJobs
 from airmirror.replication.schema_sync import record_ids
 from airmirror.store import MetadataStore
 
@@ -31,11 +31,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StartedJob:
-    """A copy job ready to run: its ``tasks`` (none when every range is done in Kafka) and the batch's ``log_floor``
-    as stored now."""
+    """A copy job ready to run: its ``tasks`` (none when every range is done in Kafka) and the batch's ``jobs`` as
+    stored now."""
 
     tasks: list[CopyTask]
-    log_floor: int | None
+    jobs: BatchJobs
 
 
 def start_copy_job(
@@ -52,22 +52,22 @@ def start_copy_job(
     ``slots()`` tasks (``stream_until``: a stream's, see :func:`~airmirror.replication.spark.copy_job.plan_copy_tasks`;
     ``chain``: the batch's transform chain, default the flow's)."""
     from airmirror.replication.spark.copy_job import plan_copy_tasks
-    from airmirror.replication.spark.progress import scan_floor, supersede_jobs
+    from airmirror.replication.spark.progress import supersede_jobs
 
     working = ranges if stream_until is not None else [r for r in ranges if r.size > 0]  # a stream's are all open
-    job = supersede_jobs(flow, [r.key for r in working], jobs.copy_tasks, jobs.batch_id, check_lease=store.check_lease)
+    job = supersede_jobs(flow, [r.key for r in working], jobs.jobs, jobs.batch_id, check_lease=store.check_lease)
     tasks = plan_copy_tasks(
         flow,
         jobs.batch_id,
         ranges,
         slots,
         job=job,
-        scan_from=scan_floor(jobs.copy_tasks, jobs.log_floor),
+        scan_from=jobs.jobs.scan_from,
         stream_until=stream_until,
         record_ids=record_ids(flow, store, {r.topic: r.remote_topic for r in working}),
         chain=chain,
         recorded_remote_ids=store.remote_topic_ids(flow.name),
     )
     if not tasks:
-        return StartedJob([], jobs.log_floor)
+        return StartedJob([], jobs.jobs)
     return StartedJob(tasks, store.set_copy_tasks(jobs.batch_id, len(tasks), tasks[0].log_end))

@@ -49,7 +49,7 @@ from airmirror.kafka.topics import (
     select_topics,
     sync_topics,
 )
-from airmirror.model import Json, PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
+from airmirror.model import BatchJobs, Json, NoJobYet, PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
 from airmirror.replication.job_start import start_copy_job
 from airmirror.replication.options import BatchOptions
@@ -71,8 +71,8 @@ TRANSFORMS_PARAM = "transforms"
 
 @dataclass
 class PlannedBatch:
-    """A batch ready to run: ``batch_id`` is None for a dry run, which stores nothing.  ``copy_tasks`` and
-    ``log_floor`` are the stored batch's (:class:`~airmirror.model.BatchRecord`), ``transforms`` the settings of the
+    """A batch ready to run: ``batch_id`` is None for a dry run, which stores nothing.  ``jobs`` is what the stored
+    batch's copy jobs left behind (:class:`~airmirror.model.BatchRecord`), ``transforms`` the settings of the
     transform chain it was planned with (``None``: the flow's chain now), which a resumed batch applies: a changed
     chain applies from the next batch.  ``waiting`` names the partitions the plan left where they stand because they
     have no leader now, with the broker's error (:mod:`airmirror.replication.plan_inputs`)."""
@@ -80,9 +80,8 @@ class PlannedBatch:
     batch_id: int | None
     ranges: list[PlannedRange]
     resumed: bool = False
-    copy_tasks: int | None = None
+    jobs: BatchJobs = field(default_factory=NoJobYet)
     stream: bool = False
-    log_floor: int | None = None
     transforms: dict[str, str] | None = None
     waiting: dict[PartitionKey, str] = field(default_factory=dict)
 
@@ -96,7 +95,7 @@ class PlannedBatch:
         """What the stored batch's copy jobs left behind; a dry run's batch was never stored (``ValueError``)."""
         if self.batch_id is None:
             raise ValueError("a dry run's batch is not stored")
-        return StoredJobs(self.batch_id, self.copy_tasks, self.log_floor)
+        return StoredJobs(self.batch_id, self.jobs)
 
 
 @dataclass
@@ -165,9 +164,8 @@ def unfinished_batch(flow: FlowConfig, store: MetadataStore) -> PlannedBatch | N
         batch.id,
         list(batch.ranges),
         resumed=True,
-        copy_tasks=batch.copy_tasks,
+        jobs=batch.jobs,
         stream=bool(batch.params.get(STREAM_PARAM)),
-        log_floor=batch.log_floor,
         transforms=stored_transforms(batch.params.get(TRANSFORMS_PARAM)),
     )
 
@@ -239,7 +237,7 @@ def run_batch(
     )
     if not started.tasks:
         return []
-    planned.copy_tasks, planned.log_floor = len(started.tasks), started.log_floor
+    planned.jobs = started.jobs
     try:
         return run_copy_job(spark(), started.tasks)
     except ReplicationFailure:
@@ -252,9 +250,7 @@ def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch) 
     actions.  A store fenced by the run's lease commits nothing once the lease is lost."""
     if planned.batch_id is None:
         raise ValueError("a dry-run plan cannot be recorded")
-    committed = committed_batch(
-        flow, planned.batch_id, planned.ranges, planned.copy_tasks, planned.log_floor, check_lease=store.check_lease
-    )
+    committed = committed_batch(flow, planned.stored_jobs, planned.ranges, check_lease=store.check_lease)
     store_new_ids(flow, store, committed.runs.values())
     store.commit_batch(planned.batch_id, committed.results)
     after_commit(flow, store, committed)

@@ -40,12 +40,12 @@ from airmirror.kafka.clients import REQUEST_TIMEOUT_S, source_admin, target_admi
 from airmirror.kafka.offsets import list_offsets
 from airmirror.kafka.records import warm_writer
 from airmirror.kafka.retry import retry_transient
-from airmirror.model import PartitionKey, PlannedRange, RangeResult
+from airmirror.model import PartitionKey, PlannedRange, RangeResult, StoredJobs
 from airmirror.replication.lag import sample_lag
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.offset_syncs_topic import write_offset_syncs
 from airmirror.replication.spark.batch_log import Progress, RunsRecord, read_runs, runs_key, tombstone
-from airmirror.replication.spark.progress import range_progress, scan_floor, unfinished
+from airmirror.replication.spark.progress import range_progress, unfinished
 from airmirror.store import FlowBusyError, MetadataStore
 
 log = logging.getLogger(__name__)
@@ -73,17 +73,16 @@ def warm_writers(flow: FlowConfig) -> None:
 
 def committed_batch(
     flow: FlowConfig,
-    batch_id: int,
+    batch: StoredJobs,
     ranges: list[PlannedRange],
-    copy_tasks: int | None,
-    log_floor: int | None,
     *,
     check_lease: Callable[[], None],
 ) -> CommittedBatch:
-    """Every range's result as committed in the target's batch log; fails if any range is not done.
-    ``copy_tasks`` and ``log_floor`` are the batch's (:class:`~airmirror.model.BatchRecord`); ``check_lease`` runs
-    before the lookup fences anything (:func:`~airmirror.replication.spark.progress.range_progress`)."""
-    progress = range_progress(flow, ranges, copy_tasks, scan_floor(copy_tasks, log_floor), check_lease=check_lease)
+    """Every range's result of the stored ``batch`` as committed in the target's batch log; fails if any range is
+    not done.  ``check_lease`` runs before the lookup fences anything
+    (:func:`~airmirror.replication.spark.progress.range_progress`)."""
+    batch_id, jobs = batch.batch_id, batch.jobs
+    progress = range_progress(flow, ranges, jobs, jobs.scan_from, check_lease=check_lease)
     pending = unfinished(ranges, progress, batch_id)
     if pending:
         listed = ", ".join(str(r.key) for r in pending)

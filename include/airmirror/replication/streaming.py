@@ -54,7 +54,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
+from airmirror.model import NoJobYet, PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
 from airmirror.replication.job_start import start_copy_job
 from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit, progress_result
 from airmirror.replication.schema_sync import store_new_ids
@@ -355,8 +355,9 @@ def run_stream(
     job is raised once the stream is closed (the next round streams again)."""
     from airmirror.replication.spark.copy_job import run_copy_job, spark_slots
 
-    jobs = StoredJobs(batch_id, None, None)  # a stream batch runs one job, right after it was stored (rule 1)
-    tasks = start_copy_job(flow, store, jobs, ranges, lambda: spark_slots(spark), stream_until=until).tasks
+    jobs = StoredJobs(batch_id, NoJobYet())  # a stream batch runs one job, right after it was stored (rule 1)
+    started = start_copy_job(flow, store, jobs, ranges, lambda: spark_slots(spark), stream_until=until)
+    tasks = started.tasks
     recorder = StreamRecorder(flow, store, batch_id, ranges, on_record)
     tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)
     try:
@@ -395,7 +396,7 @@ def run_stream(
             if job.wait(0):
                 job.cancel()
             job.join()
-        supersede_jobs(flow, [r.key for r in ranges], len(tasks), batch_id, check_lease=store.check_lease)
+        supersede_jobs(flow, [r.key for r in ranges], started.jobs, batch_id, check_lease=store.check_lease)
         tail.drain()
         recorder.record_tail(tail, final=True)
     finally:

@@ -40,15 +40,19 @@ from sqlalchemy.exc import IntegrityError
 from airmirror.errors import ReplicationFailure
 from airmirror.mm2.wire_formats import OffsetSync
 from airmirror.model import (
+    BatchJobs,
     BatchRecord,
     BatchState,
     CopiedSince,
     Gap,
+    NoJobYet,
     OffsetRun,
     PartitionKey,
     PartitionStats,
+    PerPartitionJobs,
     PlannedRange,
     RangeResult,
+    TaskJobs,
     TopicCopied,
 )
 from airmirror.store import incarnation_rows
@@ -69,6 +73,19 @@ from airmirror.store.rows import (
     utcnow,
 )
 from airmirror.store.schema import batch_ranges, batches, cursors, gaps, mm2_syncs, offset_syncs, partition_totals
+
+PER_PARTITION_COPY_TASKS = 0
+"""``airmirror_batches.copy_tasks`` of a batch begun by an earlier airmirror
+(:class:`~airmirror.model.PerPartitionJobs`)."""
+
+
+def jobs_of(copy_tasks: int | None, log_floor: int | None) -> BatchJobs:
+    """What a batch's copy jobs left behind, from its ``copy_tasks`` and ``log_floor`` columns."""
+    if copy_tasks is None:
+        return NoJobYet()
+    if copy_tasks == PER_PARTITION_COPY_TASKS:
+        return PerPartitionJobs()
+    return TaskJobs(copy_tasks, log_floor)
 
 
 class BatchStore(EngineHolder):
@@ -143,12 +160,11 @@ class BatchStore(EngineHolder):
             if updated.rowcount != 1:
                 raise ValueError(f"batch {batch_id} has no range for {planned.key}")
 
-    def set_copy_tasks(self, batch_id: int, count: int, log_end: int) -> int | None:
-        """Record that the RUNNING batch's copy job is about to run ``count`` copy tasks (see
-        :attr:`~airmirror.model.BatchRecord.copy_tasks`), the batch log ending at ``log_end`` before it: the batch's
-        log floor when this is its first job (:attr:`~airmirror.model.BatchRecord.log_floor`; a later job keeps the
-        floor, the one place this rule lives).  Returns the batch's log floor as stored now.  Call it only after
-        fencing the attempts of the count recorded before, and before the job starts."""
+    def set_copy_tasks(self, batch_id: int, count: int, log_end: int) -> TaskJobs:
+        """Record that the RUNNING batch's copy job is about to run ``count`` copy tasks, the batch log ending at
+        ``log_end`` before it: the batch's log floor when this is its first job (a later job keeps the floor, the
+        one place this rule lives).  Returns the batch's jobs as stored now.  Call it only after fencing the
+        attempts of the jobs recorded before, and before the job starts."""
         if count < 1:
             raise ValueError(f"a copy job runs at least one task, not {count}")
         first_job = batches.c.copy_tasks.is_(None)
@@ -162,7 +178,7 @@ class BatchStore(EngineHolder):
             floor: int | None = connection.execute(
                 select(batches.c.log_floor).where(batches.c.id == batch_id)
             ).scalar_one()
-            return floor
+            return TaskJobs(count, floor)
 
     def drop_ranges(self, batch_id: int, keys: Iterable[PartitionKey]) -> None:
         """Remove ranges from a RUNNING batch; their cursors stay where they are."""
@@ -441,8 +457,7 @@ def _batch_records(connection: Connection, rows: Sequence[Row[Any]]) -> list[Bat
             records=row.records,
             bytes=row.bytes,
             error=row.error,
-            copy_tasks=row.copy_tasks,
-            log_floor=row.log_floor,
+            jobs=jobs_of(row.copy_tasks, row.log_floor),
         )
         for row in rows
     ]

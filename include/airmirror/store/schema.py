@@ -8,8 +8,9 @@ Tables and their contracts:
 
 * ``airmirror_batches``: one row per micro-batch.  At most one batch per flow is ``RUNNING``; a
   partial unique index enforces this in the database.  ``copy_tasks`` is how many copy tasks the batch's
-  latest copy job ran (``NULL`` before its first; see :data:`airmirror.model.PER_PARTITION_COPY_TASKS`), and
-  ``log_floor`` the batch log's high watermark before that first job (:attr:`airmirror.model.BatchRecord.log_floor`).
+  latest copy job ran (``NULL`` before its first, ``0`` for per-partition tasks), and ``log_floor`` the batch
+  log's high watermark before that first job; both read as :data:`airmirror.model.BatchJobs`
+  (:func:`airmirror.store.batches.jobs_of`).
 * ``airmirror_batch_ranges``: the planned source range of each partition of a batch, plus what was
   copied once the batch commits.
 * ``airmirror_cursors``: per (flow, topic, partition) the next source offset to copy.  It only

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airmirror.errors import ReplicationFailure
-from airmirror.model import BatchState, Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
+from airmirror.model import BatchState, Gap, NoJobYet, OffsetRun, PartitionKey, PlannedRange, RangeResult, TaskJobs
 from airmirror.store import MetadataStore, StaleCursorError
 
 FLOW = "a->b"
@@ -202,7 +202,7 @@ def test_the_copy_task_count_is_recorded_only_on_a_running_batch(store: Metadata
     store.set_copy_tasks(batch_id, 3, 120)
 
     running = store.unfinished_batch(FLOW)
-    assert running is not None and running.copy_tasks == 3
+    assert running is not None and running.jobs == TaskJobs(3, 120)
     store.commit_batch(batch_id, [copied(planned(0, 0, 10))])
     with pytest.raises(ReplicationFailure, match="only a RUNNING batch can be copied"):
         store.set_copy_tasks(batch_id, 4, 130)
@@ -214,13 +214,13 @@ def test_the_log_floor_is_the_batch_logs_end_before_the_first_copy_job(store: Me
     """Every batch-log record of a batch lies above the log's end before its first job; a later job of the same
     batch (a resumed batch) keeps that floor, whatever the log's end is then."""
     batch_id = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
-    assert store.unfinished_batch(FLOW).log_floor is None
+    assert store.unfinished_batch(FLOW).jobs == NoJobYet()  # type: ignore[union-attr]
 
     store.set_copy_tasks(batch_id, 2, 120)
     store.set_copy_tasks(batch_id, 3, 480)
 
     running = store.unfinished_batch(FLOW)
-    assert (running.copy_tasks, running.log_floor) == (3, 120)
+    assert running is not None and running.jobs == TaskJobs(3, 120)
 
 
 def test_the_copied_topics_are_those_with_a_cursor_or_a_range_in_the_unfinished_batch(store: MetadataStore) -> None:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import Engine
 
-from airmirror.model import PlannedRange, RunFailure
+from airmirror.model import NoJobYet, PlannedRange, RunFailure, TaskJobs
 from airmirror.store import FlowBusyError, FlowLeaseLostError, MetadataStore, create_store_engine
 from airmirror.store.flow_lease import acquire_flow
 
@@ -106,10 +106,10 @@ def test_a_store_fenced_by_a_lost_lease_writes_nothing_yet_reads_and_records_its
 
     assert isinstance(fenced.lease_lost, FlowLeaseLostError)
     unfinished = fenced.unfinished_batch(FLOW)
-    assert unfinished is not None and unfinished.copy_tasks is None  # the guard rolled the write back
+    assert unfinished is not None and unfinished.jobs == NoJobYet()  # the guard rolled the write back
     fenced.record_run_failure(FLOW, RunFailure(datetime.now(UTC), "lost its lease"))
     store.fenced_by(new).set_copy_tasks(batch_id, 8, 0)
-    assert store.unfinished_batch(FLOW).copy_tasks == 8  # type: ignore[union-attr]
+    assert store.unfinished_batch(FLOW).jobs == TaskJobs(8, 0)  # type: ignore[union-attr]
 
 
 def test_a_guarded_write_of_a_lease_that_expired_unclaimed_lands_since_it_is_still_ours(

@@ -29,7 +29,7 @@ which source records of which batch are in the target.  Rules:
   committed progress record can be missed behind another partition's open transaction.
 * **A scan starts at the batch's log floor, never at the log's start.**  Every record a batch's copy jobs write
   lies at or above the log's high watermark before its first job, which the metadata DB stores with the batch
-  (its *log floor*, :attr:`~airmirror.model.BatchRecord.log_floor`).  Only progress of the unfinished batch
+  (its *log floor*, :attr:`~airmirror.model.TaskJobs.log_floor`).  Only progress of the unfinished batch
   decides where a range resumes, so a partition without a trusted anchor is looked up from the floor on
   (:func:`read_progress`), and before the batch's first job, when nothing of it can be in the log, not at all:
   what a lookup reads is bounded by what the batch wrote, never by the flow's age.  (A batch begun by an

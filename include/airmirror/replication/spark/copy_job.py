@@ -43,7 +43,7 @@ from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets
 from airmirror.kafka.topic_ids import settled_topic_ids
-from airmirror.model import PartitionKey, PlannedRange, RangeCopied
+from airmirror.model import NoJobYet, PartitionKey, PlannedRange, RangeCopied
 from airmirror.replication.spark.progress import log_end, range_progress, unfinished
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
@@ -117,7 +117,7 @@ def plan_copy_tasks(
     lowered here, with one warning each on the driver (:func:`~airmirror.replication.spark.task_buffer.bounded`).
     ``job`` is the token the driver committed for this job
     (:func:`~airmirror.replication.spark.progress.supersede_jobs`).  ``scan_from`` is where a range without a
-    trusted anchor is looked up in the batch log (:func:`~airmirror.replication.spark.progress.scan_floor`); a
+    trusted anchor is looked up in the batch log (the batch's :data:`~airmirror.model.BatchJobs` ``scan_from``); a
     task's retries look up from there too, or, in the batch's first job (``None``), from the log's end before it.
     With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
     task, which streams until then and at least up to the source's last stable offsets of now (rule 6 of
@@ -130,8 +130,8 @@ def plan_copy_tasks(
         ranges = [replace(r, end=OPEN_END) for r in ranges]
         leaderless: dict[PartitionKey, str] = {}  # streamed all the same, without a catch-up to reach
         catch_up = list_offsets(source_admin(flow), [r.key for r in ranges], OffsetSpec.latest(), waiting=leaderless)
-    # The attempts before were fenced (copy_tasks None): nothing is fenced before a scan, and no lease checked.
-    progress = range_progress(flow, ranges, None, scan_from, check_lease=lambda: None)
+    # The attempts before were fenced: nothing is fenced before a scan, and no lease checked.
+    progress = range_progress(flow, ranges, NoJobYet(), scan_from, check_lease=lambda: None)
     ranges = unfinished(ranges, progress, batch_id)
     if not ranges:
         return []

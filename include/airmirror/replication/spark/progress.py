@@ -29,7 +29,7 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.kafka.authorization import access_scope, naming_refusals
 from airmirror.kafka.clients import REQUEST_TIMEOUT_S, target_admin
-from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange, StoredJobs
+from airmirror.model import BatchJobs, NoJobYet, PartitionKey, PerPartitionJobs, PlannedRange, StoredJobs, TaskJobs
 from airmirror.replication.spark.batch_log import (
     Progress,
     commit_job,
@@ -45,15 +45,15 @@ from airmirror.replication.spark.task_writer import fence_attempts
 def range_progress(
     flow: FlowConfig,
     ranges: list[PlannedRange],
-    copy_tasks: int | None,
+    jobs: BatchJobs,
     scan_from: int | None,
     *,
     check_lease: Callable[[], None],
 ) -> dict[PartitionKey, Progress | None]:
     """The newest committed progress of every range that copies records, as far as it concerns the batch; a range
-    without a trusted anchor is looked up in the batch log from ``scan_from`` on (:func:`scan_floor`), after
-    fencing the attempts of the batch's copy tasks (``copy_tasks``, :attr:`~airmirror.model.BatchRecord.copy_tasks`)
-    when an open transaction would hold the scan up."""
+    without a trusted anchor is looked up in the batch log from ``scan_from`` on (a batch's
+    :attr:`~airmirror.model.BatchJobs` ``scan_from``), after fencing the attempts of its ``jobs`` when an open
+    transaction would hold the scan up."""
     copied = {(r.remote_topic, r.partition): (r.topic, r.partition) for r in ranges if r.size > 0}
     keys = [PartitionKey(topic, partition) for topic, partition in copied.values()]
     group, log_topic = names.anchor_group(flow.source, flow.target), names.batch_log_topic(flow.source)
@@ -65,7 +65,7 @@ def range_progress(
             flow.name,
             copied,
             scan_from,
-            before_scan=lambda: fence_if_open(flow, keys, copy_tasks, check_lease=check_lease),
+            before_scan=lambda: fence_if_open(flow, keys, jobs, check_lease=check_lease),
         )
     return {PartitionKey(*copied[remote]): progress for remote, progress in found.items()}
 
@@ -81,42 +81,33 @@ def take_over(
     """Take a stored batch over from whatever attempts of its jobs may still run: supersede them on the ``fenced``
     partitions (:func:`supersede_jobs`), then read where every range of ``ranges`` stands (:func:`range_progress`,
     from the batch's log floor)."""
-    supersede_jobs(flow, fenced, batch.copy_tasks, batch.batch_id, check_lease=check_lease)
-    floor = scan_floor(batch.copy_tasks, batch.log_floor)
-    return range_progress(flow, ranges, batch.copy_tasks, floor, check_lease=check_lease)
+    supersede_jobs(flow, fenced, batch.jobs, batch.batch_id, check_lease=check_lease)
+    return range_progress(flow, ranges, batch.jobs, batch.jobs.scan_from, check_lease=check_lease)
 
 
-def scan_floor(copy_tasks: int | None, log_floor: int | None) -> int | None:
-    """Where a lookup of a batch's progress scans the batch log from (see
-    :mod:`~airmirror.replication.spark.batch_log`): the batch's ``log_floor``; before its first copy job
-    (``copy_tasks`` ``None``) nowhere, since nothing of it can be in the log; the log start for a batch whose job
-    ran under an airmirror that stored no floor."""
-    if log_floor is not None:
-        return log_floor
-    return None if copy_tasks is None else 0
-
-
-def attempt_ids(flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None) -> list[str]:
-    """The transactional ids under which attempts of the unfinished batch's copy job may still be at work on the
-    source partitions ``keys``: none before its first job (``copy_tasks`` is ``None``); the ids of its copy tasks
-    (both of each: :func:`airmirror.names.copy_task_transactional_ids`); for a batch begun by an earlier airmirror
-    (:data:`~airmirror.model.PER_PARTITION_COPY_TASKS`), the per-partition ids of ``keys``.  The attempts of
-    committed batches write nothing more (rule 1 of :mod:`airmirror.replication.spark.task_writer`)."""
-    if copy_tasks is None:
-        return []
-    if copy_tasks == PER_PARTITION_COPY_TASKS:
-        return [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
-    return [
-        transactional_id
-        for index in range(copy_tasks)
-        for transactional_id in names.copy_task_transactional_ids(flow.source, flow.target, index)
-    ]
+def attempt_ids(flow: FlowConfig, keys: Iterable[PartitionKey], jobs: BatchJobs) -> list[str]:
+    """The transactional ids under which attempts of the unfinished batch's ``jobs`` may still be at work on the
+    source partitions ``keys``: none before its first job; the ids of its copy tasks (both of each:
+    :func:`airmirror.names.copy_task_transactional_ids`); for a batch begun by an earlier airmirror, the
+    per-partition ids of ``keys``.  The attempts of committed batches write nothing more (rule 1 of
+    :mod:`airmirror.replication.spark.task_writer`)."""
+    match jobs:
+        case NoJobYet():
+            return []
+        case PerPartitionJobs():
+            return [names.transactional_id(flow.source, flow.target, key.topic, key.partition) for key in keys]
+        case TaskJobs(tasks=count):
+            return [
+                transactional_id
+                for index in range(count)
+                for transactional_id in names.copy_task_transactional_ids(flow.source, flow.target, index)
+            ]
 
 
 def supersede_jobs(
     flow: FlowConfig,
     keys: Iterable[PartitionKey],
-    copy_tasks: int | None,
+    jobs: BatchJobs,
     batch_id: int | None,
     *,
     check_lease: Callable[[], None],
@@ -124,25 +115,25 @@ def supersede_jobs(
     """Make every earlier copy job of the flow write nothing more, and return the token of the job that may run next
     (:func:`~airmirror.replication.spark.batch_log.commit_job`): first commit a new job token (of ``batch_id``),
     which any later attempt of an earlier job reads and stops at, then fence every attempt of the unfinished batch
-    that may be at work on these source partitions (:func:`attempt_ids`; ``copy_tasks`` is the batch's, ``None``
-    without one; see :func:`~airmirror.replication.spark.task_writer.fence_attempts`)."""
+    that may be at work on these source partitions (:func:`attempt_ids` of its ``jobs``; see
+    :func:`~airmirror.replication.spark.task_writer.fence_attempts`)."""
     job = f"{batch_id}-{uuid.uuid4().hex}"
     check_lease()
     group, log_topic = names.anchor_group(flow.source, flow.target), names.batch_log_topic(flow.source)
     with naming_refusals(access_scope(flow, flow.target), group=group):
         commit_job(flow.target_client("consumer"), group, log_topic, job)
-    fence_ids(flow, attempt_ids(flow, keys, copy_tasks))
+    fence_ids(flow, attempt_ids(flow, keys, jobs))
     return job
 
 
 def fence_partitions(
-    flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None, *, check_lease: Callable[[], None]
+    flow: FlowConfig, keys: Iterable[PartitionKey], jobs: BatchJobs, *, check_lease: Callable[[], None]
 ) -> None:
     """Fence every copy attempt of the unfinished batch that may be at work on these source partitions
-    (:func:`attempt_ids`; ``copy_tasks`` is the batch's, ``None`` without one; see
+    (:func:`attempt_ids` of its ``jobs``; see
     :func:`~airmirror.replication.spark.task_writer.fence_attempts`).  Only :func:`supersede_jobs` also stops the
     later attempts of those jobs; this is for the driver's reads while no job runs."""
-    ids = attempt_ids(flow, keys, copy_tasks)
+    ids = attempt_ids(flow, keys, jobs)
     if ids:
         check_lease()
         fence_ids(flow, ids)
@@ -176,12 +167,12 @@ def forget_progress(flow: FlowConfig, topic: str, remote_topic: str, partitions:
 
 
 def fence_if_open(
-    flow: FlowConfig, keys: Iterable[PartitionKey], copy_tasks: int | None, *, check_lease: Callable[[], None]
+    flow: FlowConfig, keys: Iterable[PartitionKey], jobs: BatchJobs, *, check_lease: Callable[[], None]
 ) -> None:
     """Fence the attempts at ``keys`` when the flow's batch log holds an open transaction, or when the broker
     cannot say yet (a batch log created a moment ago): fencing is always safe."""
     if log_may_hold_open_transactions(flow):
-        fence_partitions(flow, keys, copy_tasks, check_lease=check_lease)
+        fence_partitions(flow, keys, jobs, check_lease=check_lease)
 
 
 def log_end(flow: FlowConfig, level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:

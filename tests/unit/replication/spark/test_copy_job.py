@@ -7,7 +7,7 @@ from pathlib import Path
 from airmirror import names
 from airmirror.config import load_config
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
+from airmirror.model import NoJobYet, PartitionKey, PerPartitionJobs, PlannedRange, TaskJobs
 from airmirror.replication.spark.copy_job import spread, task_failure
 from airmirror.replication.spark.progress import attempt_ids
 
@@ -58,9 +58,11 @@ def flow(tmp_path: Path):
 def test_a_retried_job_fences_the_ids_the_job_before_it_used(tmp_path):
     f = flow(tmp_path)
     keys = [PartitionKey("orders", 0), PartitionKey("orders", 1)]
-    assert attempt_ids(f, keys, None) == []
-    assert attempt_ids(f, keys, 3) == [t for i in range(3) for t in names.copy_task_transactional_ids("us", "dr", i)]
-    legacy = attempt_ids(f, keys, PER_PARTITION_COPY_TASKS)
+    assert attempt_ids(f, keys, NoJobYet()) == []
+    assert attempt_ids(f, keys, TaskJobs(3)) == [
+        t for i in range(3) for t in names.copy_task_transactional_ids("us", "dr", i)
+    ]
+    legacy = attempt_ids(f, keys, PerPartitionJobs())
     assert legacy == [names.transactional_id("us", "dr", "orders", 0), names.transactional_id("us", "dr", "orders", 1)]
 
 

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaException
 from airmirror import names
 from airmirror.config import FlowConfig, load_config
 from airmirror.errors import ReplicationFailure
-from airmirror.model import PER_PARTITION_COPY_TASKS, PartitionKey, PlannedRange
+from airmirror.model import NoJobYet, PartitionKey, PerPartitionJobs, PlannedRange, TaskJobs
 from airmirror.replication.spark.batch_log import Progress, decode_job, job_marker
 from airmirror.replication.spark.progress import attempt_ids, fence_partitions, supersede_jobs, unfinished, untouched
 from tests.unit.kafka_stand_ins import StandInCluster
@@ -64,12 +64,12 @@ def test_a_range_is_untouched_until_its_batch_commits_a_chunk_and_unfinished_unt
 
 
 def test_the_attempts_fenced_are_those_of_the_batchs_copy_tasks(flow: FlowConfig) -> None:
-    assert attempt_ids(flow, KEYS, None) == []
-    assert attempt_ids(flow, KEYS, 2) == [
+    assert attempt_ids(flow, KEYS, NoJobYet()) == []
+    assert attempt_ids(flow, KEYS, TaskJobs(2)) == [
         *names.copy_task_transactional_ids("a", "b", 0),
         *names.copy_task_transactional_ids("a", "b", 1),
     ]
-    assert attempt_ids(flow, KEYS, PER_PARTITION_COPY_TASKS) == [
+    assert attempt_ids(flow, KEYS, PerPartitionJobs()) == [
         names.transactional_id("a", "b", "orders", partition) for partition in (0, 1)
     ]
 
@@ -83,7 +83,7 @@ def test_fencing_aborts_what_an_attempt_left_open_and_it_can_never_commit(
     zombie.produce("a.orders", b"v", b"k", partition=0)
     zombie.flush()
 
-    fence_partitions(flow, KEYS, 2, check_lease=lambda: None)
+    fence_partitions(flow, KEYS, TaskJobs(2), check_lease=lambda: None)
 
     assert [t.state for t in target.transactions] == ["aborted"]
     assert target.committed_records("a.orders", 0) == []
@@ -91,14 +91,14 @@ def test_fencing_aborts_what_an_attempt_left_open_and_it_can_never_commit(
         zombie.commit_transaction()
     assert raised.value.args[0].fatal()
     fenced = [tid for tid, method in target.calls if method == "init_transactions"][1:]
-    assert fenced == attempt_ids(flow, KEYS, 2)
+    assert fenced == attempt_ids(flow, KEYS, TaskJobs(2))
 
 
 def test_superseding_commits_a_new_job_token_then_fences_the_attempts(flow: FlowConfig, target: StandInCluster) -> None:
     """Rule 1 of the task writer: the new token is committed before the fencing, so an attempt that starts after
     the fencing reads it; every call makes a token of its own."""
-    first = supersede_jobs(flow, KEYS, 2, 7, check_lease=lambda: None)
-    second = supersede_jobs(flow, KEYS, 2, 7, check_lease=lambda: None)
+    first = supersede_jobs(flow, KEYS, TaskJobs(2), 7, check_lease=lambda: None)
+    second = supersede_jobs(flow, KEYS, TaskJobs(2), 7, check_lease=lambda: None)
 
     group = names.anchor_group("a", "b")
     assert first != second and first.startswith("7-")
@@ -115,9 +115,9 @@ def test_a_run_whose_lease_is_lost_neither_supersedes_nor_fences(flow: FlowConfi
         raise ReplicationFailure("lost its lease")
 
     with pytest.raises(ReplicationFailure, match="lost its lease"):
-        supersede_jobs(flow, KEYS, 2, 7, check_lease=lost)
+        supersede_jobs(flow, KEYS, TaskJobs(2), 7, check_lease=lost)
     with pytest.raises(ReplicationFailure, match="lost its lease"):
-        fence_partitions(flow, KEYS, 2, check_lease=lost)
+        fence_partitions(flow, KEYS, TaskJobs(2), check_lease=lost)
 
     assert target.calls == [] and names.anchor_group("a", "b") not in target.groups
-    fence_partitions(flow, KEYS, None, check_lease=lost)  # nothing to fence: nothing checked
+    fence_partitions(flow, KEYS, NoJobYet(), check_lease=lost)  # nothing to fence: nothing checked

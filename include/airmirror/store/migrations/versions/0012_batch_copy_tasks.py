@@ -19,7 +19,7 @@ branch_labels = None
 depends_on = None
 
 TABLE = "airmirror_batches"
-PER_PARTITION_COPY_TASKS = 0  # airmirror.model.PER_PARTITION_COPY_TASKS; migrations never import the model
+PER_PARTITION_COPY_TASKS = 0  # airmirror.store.batches.PER_PARTITION_COPY_TASKS; migrations never import the model
 
 
 def upgrade() -> None:
