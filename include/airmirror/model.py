@@ -335,26 +335,45 @@ class Gap:
     end: int
 
 
+@dataclass(frozen=True)
+class ContinuesCursor:
+    """A range that continues the partition's stored cursor, or starts its first copy (no cursor is stored)."""
+
+
+@dataclass(frozen=True)
+class MovesCursor:
+    """A range that replaces the stored ``cursor`` the user moved (``start_from`` with ``reset_cursor``); the move
+    commits with the batch."""
+
+    cursor: int
+
+
+@dataclass(frozen=True)
+class ResetsCursor:
+    """A range that starts afresh because the stored ``cursor`` belonged to an earlier incarnation of the source
+    topic, or pointed above a truncated log (:mod:`airmirror.replication.plan_arithmetic`).  The batch's commit
+    records a source reset and starts a new generation of the partition's offset-sync runs.  ``truncated_at`` is
+    where leader epochs showed the source log diverged below the cursor (an unclean leader election): the range
+    starts there, and the reset keeps the runs below it."""
+
+    cursor: int
+    truncated_at: int | None = None
+
+
+RangeStart: TypeAlias = ContinuesCursor | MovesCursor | ResetsCursor
+"""How a planned range starts against the partition's stored cursor."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class PlannedRange:
-    """What one batch copies from one source partition: source offsets ``[start, end)``.
+    """What one batch copies from one source partition: source offsets ``[start, end)``, started as ``begins``
+    says.
 
-    ``gap_start`` is set when the stored cursor pointed below the log start offset: ``[gap_start, start)``
-    was lost to retention and is recorded as a :class:`Gap` when the batch commits.
-
-    ``moved_from`` is set when the user explicitly moved an existing cursor (``start_from`` with
-    ``reset_cursor``): it is the stored cursor the range replaces, and the move commits with the batch.
-
-    ``source_topic_id`` is the source topic's id at planning time (``None`` when the broker gave none).
-    ``reset_from`` is set when the stored cursor belonged to an earlier incarnation of the source topic, or
-    pointed above a truncated log (see :mod:`airmirror.replication.plan_arithmetic`): the range starts afresh,
-    and the batch's commit records a source reset and starts a new generation of offset-sync runs for the partition.
-
-    ``start_epoch`` is the source leader epoch of the record just before ``start`` (the stored cursor's), when
-    known: the range read validates its start against it (KIP-320), so a log truncated below ``start`` is
-    never read past.  ``truncated_at`` is set when leader epochs showed that the source log diverged at that
-    offset, below the stored cursor (an unclean leader election): the range starts there, and the reset keeps
-    the offset-sync runs below it.  Every field is given by keyword.
+    ``gap_start`` is set when retention deleted offsets before they were copied: ``[gap_start, start)`` is
+    recorded as a :class:`Gap` when the batch commits.  ``source_topic_id`` is the source topic's id at planning
+    time (``None`` when the broker gave none).  ``start_epoch`` is the source leader epoch of the record just
+    before ``start`` (the stored cursor's), when known: the range read validates its start against it (KIP-320),
+    so a log truncated below ``start`` is never read past.
     """
 
     topic: str
@@ -363,11 +382,9 @@ class PlannedRange:
     end: int
     remote_topic: str
     gap_start: int | None = None
-    moved_from: int | None = None
+    begins: RangeStart = ContinuesCursor()
     source_topic_id: str | None = None
-    reset_from: int | None = None
     start_epoch: int | None = None
-    truncated_at: int | None = None
 
     @property
     def key(self) -> PartitionKey:
@@ -379,15 +396,13 @@ class PlannedRange:
 
     @property
     def planned_from(self) -> int:
-        """The stored cursor this range was planned from, which must still stand when it commits: the cursor the
-        user moved (``moved_from``), else the one of an earlier incarnation or above a truncated log
-        (``reset_from``; ``truncated_at`` comes only with it), else the one below the gap retention made
-        (``gap_start``), else ``start``."""
-        if self.moved_from is not None:
-            return self.moved_from
-        if self.reset_from is not None:
-            return self.reset_from
-        return self.start if self.gap_start is None else self.gap_start
+        """The stored cursor this range was planned from, which must still stand when it commits: the one it
+        moves or resets, else the one below the gap retention made (``gap_start``), else ``start``."""
+        match self.begins:
+            case MovesCursor(cursor=cursor) | ResetsCursor(cursor=cursor):
+                return cursor
+            case ContinuesCursor():
+                return self.start if self.gap_start is None else self.gap_start
 
     def gap(self) -> Gap | None:
         if self.gap_start is None or self.gap_start >= self.start:

@@ -37,6 +37,7 @@ from airmirror.model import (
     PartitionVerification,
     PlannedRange,
     RangeResult,
+    ResetsCursor,
     Verdict,
     Verification,
 )
@@ -1230,8 +1231,7 @@ def test_old_runs_fold_to_a_bounded_count_and_translate_at_or_before_the_exact_p
         start=truncated_at,
         end=truncated_at + 10,
         remote_topic=f"primary.{TOPIC}",
-        reset_from=1020,
-        truncated_at=truncated_at,
+        begins=ResetsCursor(1020, truncated_at=truncated_at),
     )
     store.commit_batch(store.begin_batch(FLOW, [plan], {}), [three_chunk_batch(0, truncated_at, upto)])
     cut_runs = store.offset_runs(FLOW, key(0))

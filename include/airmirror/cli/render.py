@@ -14,6 +14,7 @@ from airmirror.model import (
     GroupSyncRecord,
     HeartbeatEmission,
     HeartbeatLatency,
+    MovesCursor,
     PartitionVerification,
     Verdict,
     Verification,
@@ -51,7 +52,7 @@ def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
             "end": r.end,
             "records_planned": r.size,
             "gap": [g.start, g.end] if (g := r.gap()) else None,
-            "moved_from": r.moved_from,
+            "moved_from": r.begins.cursor if isinstance(r.begins, MovesCursor) else None,
         }
         for r in planned.ranges
     ]
@@ -75,7 +76,7 @@ def print_replicate_report(report: ReplicateReport, as_json: bool) -> None:
         print(f"  {'would create' if document['dry_run'] else 'created'} remote topic {name}")
     for r in planned.ranges:
         gap = f"  gap {g.start}..{g.end}" if (g := r.gap()) else ""
-        gap += f"  cursor moved from {r.moved_from}" if r.moved_from is not None else ""
+        gap += f"  cursor moved from {r.begins.cursor}" if isinstance(r.begins, MovesCursor) else ""
         print(f"  {r.topic}-{r.partition} -> {r.remote_topic}: [{r.start}, {r.end}) {r.size} offsets{gap}")
     if report.summary is not None:
         mb = report.summary.bytes / 1e6

@@ -47,7 +47,7 @@ from airmirror.kafka.clients import cluster_metadata, source_admin
 from airmirror.kafka.offsets import divergence_points
 from airmirror.kafka.topic_ids import settled_topic_ids, topic_ids
 from airmirror.kafka.topics import TopicMapping
-from airmirror.model import CursorState, NoJobYet, PartitionKey, PartitionOffsets, PlannedRange, Stop
+from airmirror.model import CursorState, NoJobYet, PartitionKey, PartitionOffsets, PlannedRange, ResetsCursor, Stop
 from airmirror.replication.plan_arithmetic import needs_validation
 from airmirror.replication.spark.progress import forget_progress, supersede_jobs
 from airmirror.store import MetadataStore
@@ -161,21 +161,20 @@ def refuse_source_resets(
         return ranges
     kept = []
     for r in ranges:
-        if r.reset_from is None:
+        if not isinstance(reset := r.begins, ResetsCursor):
             kept.append(r)
             continue
         old_id = stored_ids.get(r.key)
         if old_id is not None and old_id != r.source_topic_id:
             change = f"was recreated (topic id {old_id} -> {r.source_topic_id})"
-        elif r.truncated_at is not None:
-            change = (
-                f"was truncated: its log diverged at offset {r.truncated_at}, below the stored cursor {r.reset_from}"
-            )
+        elif reset.truncated_at is not None:
+            diverged = reset.truncated_at
+            change = f"was truncated: its log diverged at offset {diverged}, below the stored cursor {reset.cursor}"
         else:
-            change = f"now ends below the stored cursor {r.reset_from}"
+            change = f"now ends below the stored cursor {reset.cursor}"
         reason = (
             f"source partition {r.key} {change}; airmirror.source.reset.policy = fail stopped it at cursor "
-            f"{r.reset_from}; run `{reset_command(flow, r.topic)}` to copy the topic again from its start"
+            f"{reset.cursor}; run `{reset_command(flow, r.topic)}` to copy the topic again from its start"
         )
         log.error("%s", reason)
         if not dry_run:

@@ -29,7 +29,7 @@ to copy).  For each source partition:
 
 from __future__ import annotations
 
-from airmirror.model import PartitionOffsets, PlannedRange
+from airmirror.model import ContinuesCursor, MovesCursor, PartitionOffsets, PlannedRange, RangeStart, ResetsCursor
 
 RECREATED = "recreated"
 TRUNCATED = "truncated"
@@ -98,17 +98,18 @@ def plan_range(
 ) -> PlannedRange:
     """Plan one partition's range (see the module docstring for the rules)."""
     gap_start: int | None = None
-    moved: int | None = None
-    reset_from: int | None = None
-    truncated_at: int | None = None
+    begins: RangeStart = ContinuesCursor()
     reset = source_reset(cursor, stored_topic_id, offsets, diverged_at)
     if start_at is not None:
-        moved, start = moved_from(cursor, start_at), start_at
-    elif reset == TRUNCATED and diverged_at is not None:
-        start, reset_from, truncated_at = max(diverged_at, offsets.log_start), cursor, diverged_at
+        start = start_at
+        if (moved := moved_from(cursor, start_at)) is not None:
+            begins = MovesCursor(moved)
+    elif reset == TRUNCATED and diverged_at is not None and cursor is not None:
+        start, begins = max(diverged_at, offsets.log_start), ResetsCursor(cursor, truncated_at=diverged_at)
     elif cursor is None or reset is not None:
         start = offsets.log_start if auto_offset_reset == "earliest" else offsets.stable_end
-        reset_from = cursor
+        if cursor is not None:
+            begins = ResetsCursor(cursor)
     elif cursor < offsets.log_start:
         start, gap_start = offsets.log_start, cursor
     else:
@@ -125,20 +126,12 @@ def plan_range(
         end=max(start, end),
         remote_topic=remote_topic,
         gap_start=gap_start,
-        moved_from=moved,
+        begins=begins,
         source_topic_id=offsets.topic_id,
-        reset_from=reset_from,
         start_epoch=stored_epoch if start == cursor and reset is None else None,
-        truncated_at=truncated_at,
     )
 
 
 def needs_work(planned: PlannedRange, cursor: int | None) -> bool:
     """A range belongs in a batch when it copies records, records a gap, or sets, moves or resets a cursor."""
-    return (
-        planned.size > 0
-        or planned.gap() is not None
-        or cursor is None
-        or planned.moved_from is not None
-        or planned.reset_from is not None
-    )
+    return planned.size > 0 or planned.gap() is not None or cursor is None or planned.begins != ContinuesCursor()

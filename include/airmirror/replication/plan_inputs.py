@@ -27,7 +27,7 @@ from airmirror.kafka.clients import source_admin
 from airmirror.kafka.offsets import partition_offsets
 from airmirror.kafka.topic_ids import topic_ids
 from airmirror.kafka.topics import TopicMapping
-from airmirror.model import CursorState, PartitionKey, PartitionOffsets, PlannedRange
+from airmirror.model import CursorState, MovesCursor, PartitionKey, PartitionOffsets, PlannedRange
 from airmirror.replication.incarnations import diverged_cursors, refuse_source_resets
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_arithmetic import moved_from, needs_work, plan_range, requested_start, source_reset
@@ -127,9 +127,10 @@ def plan_ranges(
         store.record_leader_waits(flow.name, [*(p.key for p in partitions), *leaderless], leaderless)
     plans = [p for p in partitions if every_partition or needs_work(p.planned, p.cursor)]
     if not options.reset_cursor:
-        refuse_moves(
-            options, {p.key: (p.planned.moved_from, p.planned.start) for p in plans if p.planned.moved_from is not None}
-        )
+        moves = {
+            p.key: (move.cursor, p.planned.start) for p in plans if isinstance(move := p.planned.begins, MovesCursor)
+        }
+        refuse_moves(options, moves)
     stored_ids = {p.key: p.stored.source_topic_id for p in plans if p.stored is not None}
     return refuse_source_resets(flow, store, [p.planned for p in plans], stored_ids, dry_run=options.dry_run)
 

@@ -58,14 +58,13 @@ from airmirror.model import (
 from airmirror.store import incarnation_rows
 from airmirror.store.engine import EngineHolder
 from airmirror.store.range_commits import (
-    RANGE_COLUMNS,
     commit_ranges,
     lock_running_batch,
     planned_ranges,
+    range_columns,
     validate_runs,
 )
 from airmirror.store.rows import (
-    as_columns,
     columns_of,
     from_columns,
     insert_many,
@@ -440,7 +439,7 @@ def _insert_running_batch(
 
 
 def _range_row(batch_id: int, planned: PlannedRange) -> dict[str, Any]:
-    return {"batch_id": batch_id, **as_columns(planned, RANGE_COLUMNS)}
+    return {"batch_id": batch_id, **range_columns(planned)}
 
 
 def _batch_records(connection: Connection, rows: Sequence[Row[Any]]) -> list[BatchRecord]:

@@ -24,7 +24,16 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, select
 
-from airmirror.model import BatchState, CursorState, OffsetRun, PartitionKey, PlannedRange, SourceReset, Stop
+from airmirror.model import (
+    BatchState,
+    CursorState,
+    OffsetRun,
+    PartitionKey,
+    PlannedRange,
+    ResetsCursor,
+    SourceReset,
+    Stop,
+)
 from airmirror.store.folding import cut
 from airmirror.store.rows import columns_of, from_columns
 from airmirror.store.schema import (
@@ -148,12 +157,12 @@ def commit_resets(
 ) -> None:
     """Inside a batch commit, before its new runs are stored: the reset rules of the module docstring."""
     for plan in planned:
-        if plan.reset_from is None:
+        if not isinstance(reset := plan.begins, ResetsCursor):
             continue
-        if plan.truncated_at is None:
+        if reset.truncated_at is None:
             retire_translation(connection, flow, plan.topic, [plan.partition])
         else:
-            retire_translation_from(connection, flow, PartitionKey(plan.topic, plan.partition), plan.truncated_at)
+            retire_translation_from(connection, flow, PartitionKey(plan.topic, plan.partition), reset.truncated_at)
         connection.execute(
             delete(stops).where(stops.c.flow == flow, stops.c.topic == plan.topic, stops.c.partition == plan.partition)
         )
@@ -165,7 +174,7 @@ def commit_resets(
                 batch_id=batch_id,
                 old_topic_id=stored.get(plan.key),
                 new_topic_id=plan.source_topic_id,
-                old_cursor=plan.reset_from,
+                old_cursor=reset.cursor,
                 new_start=plan.start,
                 reset_at=now,
             )

@@ -23,9 +23,20 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Row, Select, func, select, tuple_, update
 
 from airmirror.errors import ReplicationFailure
-from airmirror.model import BatchState, Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
+from airmirror.model import (
+    BatchState,
+    ContinuesCursor,
+    Gap,
+    MovesCursor,
+    OffsetRun,
+    PartitionKey,
+    PlannedRange,
+    RangeResult,
+    RangeStart,
+    ResetsCursor,
+)
 from airmirror.store import incarnation_rows
-from airmirror.store.rows import as_columns, from_columns, insert_many, update_many, upsert, utcnow
+from airmirror.store.rows import as_columns, insert_many, update_many, upsert, utcnow
 from airmirror.store.schema import batch_ranges, batches, cursors, gaps, offset_syncs, partition_totals
 
 
@@ -41,7 +52,35 @@ RANGE_COLUMNS = {"start": "start_offset", "end": "end_offset"}
 
 
 def planned_range(row: Row[Any]) -> PlannedRange:
-    return from_columns(PlannedRange, row, RANGE_COLUMNS)
+    """The planned range of an ``airmirror_batch_ranges`` row; its ``moved_from``, ``reset_from`` and
+    ``truncated_at`` columns hold how it starts (:data:`~airmirror.model.RangeStart`)."""
+    begins: RangeStart = ContinuesCursor()
+    if row.moved_from is not None:
+        begins = MovesCursor(row.moved_from)
+    elif row.reset_from is not None:
+        begins = ResetsCursor(row.reset_from, row.truncated_at)
+    return PlannedRange(
+        topic=row.topic,
+        partition=row.partition,
+        start=row.start_offset,
+        end=row.end_offset,
+        remote_topic=row.remote_topic,
+        gap_start=row.gap_start,
+        begins=begins,
+        source_topic_id=row.source_topic_id,
+        start_epoch=row.start_epoch,
+    )
+
+
+def range_columns(planned: PlannedRange) -> dict[str, Any]:
+    """The ``airmirror_batch_ranges`` columns of a planned range, as :func:`planned_range` reads them."""
+    begins = planned.begins
+    return {
+        **as_columns(planned, RANGE_COLUMNS, left_out=("begins",)),
+        "moved_from": begins.cursor if isinstance(begins, MovesCursor) else None,
+        "reset_from": begins.cursor if isinstance(begins, ResetsCursor) else None,
+        "truncated_at": begins.truncated_at if isinstance(begins, ResetsCursor) else None,
+    }
 
 
 def planned_ranges(connection: Connection, batch_ids: Sequence[int]) -> dict[int, list[PlannedRange]]:

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from sqlalchemy import Connection, select
 
-from airmirror.model import PartitionKey, PlannedRange, RangeResult, Stop
+from airmirror.model import ContinuesCursor, PartitionKey, PlannedRange, RangeResult, Stop
 from airmirror.store import incarnation_rows
 from airmirror.store.engine import EngineHolder
 from airmirror.store.range_commits import (
@@ -107,6 +107,4 @@ def _slice_plan(plan: PlannedRange, delta: RangeResult) -> PlannedRange:
     (gap, moved or reset cursor); later, the plain continuation of the recorded end."""
     if plan.end == plan.start:
         return replace(plan, end=delta.end)
-    return replace(
-        plan, start=plan.end, end=delta.end, gap_start=None, moved_from=None, reset_from=None, truncated_at=None
-    )
+    return replace(plan, start=plan.end, end=delta.end, gap_start=None, begins=ContinuesCursor())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airmirror.model import PartitionOffsets
+from airmirror.model import MovesCursor, PartitionOffsets, PlannedRange, ResetsCursor
 from airmirror.replication.plan_arithmetic import (
     RECREATED,
     TRUNCATED,
@@ -15,6 +15,11 @@ from airmirror.replication.plan_arithmetic import (
     requested_start,
     source_reset,
 )
+
+
+def reset_cursor(planned: PlannedRange) -> int | None:
+    """The stored cursor a planned range resets, if it resets one."""
+    return planned.begins.cursor if isinstance(planned.begins, ResetsCursor) else None
 
 
 def plan(cursor, log_start=0, stable_end=100, until=None, reset="earliest", cap=None):
@@ -65,39 +70,39 @@ def incarnation_plan(cursor, stored_id, topic_id, log_start=0, stable_end=100, r
 def test_same_incarnation_keeps_the_cursor():
     assert source_reset(42, "id1", PartitionOffsets(0, 100, topic_id="id1")) is None
     r = incarnation_plan(42, "id1", "id1")
-    assert (r.start, r.reset_from, r.source_topic_id) == (42, None, "id1")
+    assert (r.start, reset_cursor(r), r.source_topic_id) == (42, None, "id1")
 
 
 def test_recreated_topic_starts_the_new_incarnation_per_auto_offset_reset():
     assert source_reset(5000, "old", PartitionOffsets(0, 3000, topic_id="new")) == RECREATED
     r = incarnation_plan(5000, "old", "new", stable_end=3000)
-    assert (r.start, r.end, r.reset_from, r.source_topic_id) == (0, 3000, 5000, "new")
+    assert (r.start, r.end, reset_cursor(r), r.source_topic_id) == (0, 3000, 5000, "new")
     assert needs_work(r, 5000)
     latest = incarnation_plan(5000, "old", "new", stable_end=3000, reset="latest")
-    assert (latest.start, latest.reset_from) == (3000, 5000)
+    assert (latest.start, reset_cursor(latest)) == (3000, 5000)
 
 
 def test_recreated_topic_is_detected_even_below_the_old_cursor():
     r = incarnation_plan(10, "old", "new", stable_end=3000)
-    assert (r.start, r.end, r.reset_from) == (0, 3000, 10)
+    assert (r.start, r.end, reset_cursor(r)) == (0, 3000, 10)
 
 
 def test_cursor_above_the_log_end_without_a_known_id_is_a_new_incarnation():
     assert source_reset(5000, None, PartitionOffsets(0, 3000)) == RECREATED
     r = incarnation_plan(5000, None, None, stable_end=3000)
-    assert (r.start, r.reset_from) == (0, 5000)
+    assert (r.start, reset_cursor(r)) == (0, 5000)
 
 
 def test_cursor_above_the_log_end_of_the_same_topic_is_a_truncation_and_starts_again():
     assert source_reset(5000, "id1", PartitionOffsets(0, 4900, topic_id="id1")) == TRUNCATED
     r = incarnation_plan(5000, "id1", "id1", log_start=10, stable_end=4900)
-    assert (r.start, r.end, r.reset_from) == (10, 4900, 5000)
+    assert (r.start, r.end, reset_cursor(r)) == (10, 4900, 5000)
     assert needs_work(r, 5000)
 
 
 def test_legacy_cursor_without_id_adopts_the_topic_id():
     r = incarnation_plan(42, None, "id1")
-    assert (r.start, r.reset_from, r.source_topic_id) == (42, None, "id1")
+    assert (r.start, reset_cursor(r), r.source_topic_id) == (42, None, "id1")
 
 
 def test_cursor_is_validated_only_when_the_leader_epoch_changed_since():
@@ -124,14 +129,14 @@ def test_diverged_log_restarts_exactly_at_the_divergence_even_when_it_grew_past_
     offsets = PartitionOffsets(0, 600, topic_id="id1", leader_epoch=4)
     assert source_reset(500, "id1", offsets, diverged_at=420) == TRUNCATED
     planned = plan_range("t", 0, "a.t", 500, offsets, stored_topic_id="id1", stored_epoch=2, diverged_at=420)
-    assert (planned.start, planned.end, planned.reset_from, planned.truncated_at) == (420, 600, 500, 420)
+    assert (planned.start, planned.end, planned.begins) == (420, 600, ResetsCursor(500, truncated_at=420))
     assert planned.start_epoch is None and needs_work(planned, 500)
 
 
 def test_diverged_log_ignores_auto_offset_reset_and_respects_the_log_start():
     offsets = PartitionOffsets(450, 480, topic_id="id1", leader_epoch=4)
     latest = plan_range("t", 0, "a.t", 500, offsets, auto_offset_reset="latest", stored_topic_id="id1", diverged_at=420)
-    assert (latest.start, latest.end, latest.truncated_at) == (450, 480, 420)
+    assert (latest.start, latest.end, latest.begins) == (450, 480, ResetsCursor(500, truncated_at=420))
 
 
 def test_divergence_at_or_above_the_cursor_is_no_reset():
@@ -164,5 +169,5 @@ def test_only_a_requested_start_other_than_the_cursor_moves_it(cursor, start_at,
 
 def test_a_requested_start_replaces_the_cursor_and_names_the_move():
     r = plan_range("t", 0, "a.t", 70, OFFSETS, start_at=requested_start("timestamp", OFFSETS))
-    assert (r.start, r.moved_from, r.end) == (40, 70, 100)
+    assert (r.start, r.begins, r.end) == (40, MovesCursor(70), 100)
     assert needs_work(r, 70)

@@ -10,7 +10,17 @@ from collections.abc import Callable
 import pytest
 
 from airmirror.errors import ReplicationFailure
-from airmirror.model import BatchRecord, BatchState, Gap, OffsetRun, PartitionKey, PlannedRange, RangeResult
+from airmirror.model import (
+    BatchRecord,
+    BatchState,
+    Gap,
+    MovesCursor,
+    OffsetRun,
+    PartitionKey,
+    PlannedRange,
+    RangeResult,
+    ResetsCursor,
+)
 from airmirror.store import MetadataStore
 from airmirror.store.range_commits import StaleCursorError
 from airmirror.store.schema import cursors
@@ -144,7 +154,9 @@ def test_recordings_move_the_cursors_and_the_final_one_commits_the_batch_with_it
 
 def test_a_gap_commits_once_at_the_first_recording_and_never_moved_ranges_commit_at_final(store: MetadataStore):
     commit_plain(store, {0: 20, 1: 30, 2: 5})
-    batch_id = begin_stream(store, [empty(0, 50, gap_start=20), empty(1, 10, moved_from=30), empty(2, 8, gap_start=5)])
+    batch_id = begin_stream(
+        store, [empty(0, 50, gap_start=20), empty(1, 10, begins=MovesCursor(30)), empty(2, 8, gap_start=5)]
+    )
 
     store.record_stream(batch_id, [delta(0, 50, 55, OffsetRun(50, 55, 500))])
     assert store.gaps(FLOW) == [Gap(TOPIC, 0, 20, 50)]
@@ -168,7 +180,7 @@ def test_a_gap_commits_once_at_the_first_recording_and_never_moved_ranges_commit
 
 def test_a_reset_cursor_commits_one_source_reset_at_the_first_recording(store: MetadataStore):
     commit_plain(store, {0: 40})
-    batch_id = begin_stream(store, [empty(0, 0, reset_from=40, source_topic_id="new-id")])
+    batch_id = begin_stream(store, [empty(0, 0, begins=ResetsCursor(40), source_topic_id="new-id")])
 
     store.record_stream(batch_id, [delta(0, 0, 3, OffsetRun(0, 3, 0))])
     store.record_stream(batch_id, [delta(0, 3, 6, OffsetRun(3, 6, 3))], final=True)

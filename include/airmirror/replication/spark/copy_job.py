@@ -43,7 +43,7 @@ from airmirror.kafka.authorization import access_scope
 from airmirror.kafka.clients import source_admin, target_admin
 from airmirror.kafka.offsets import list_offsets
 from airmirror.kafka.topic_ids import settled_topic_ids
-from airmirror.model import NoJobYet, PartitionKey, PlannedRange, RangeCopied
+from airmirror.model import NoJobYet, PartitionKey, PlannedRange, RangeCopied, ResetsCursor
 from airmirror.replication.spark.progress import log_end, range_progress, unfinished
 from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.task_buffer import TaskBuffer, bounded
@@ -164,7 +164,7 @@ def plan_copy_tasks(
                     remote_topic=r.remote_topic,
                     source_topic_id=r.source_topic_id,
                     remote_topic_id=remote_ids[r.remote_topic],
-                    resets=r.reset_from is not None,
+                    resets=isinstance(r.begins, ResetsCursor),
                     start_epoch=r.start_epoch,
                     known=progress[r.key],
                     catch_up=catch_up.get(r.key),
