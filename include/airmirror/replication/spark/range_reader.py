@@ -23,13 +23,13 @@ Contract, per range:
   :class:`~airmirror.errors.ReplicationFailure` naming the partition; the next run ends the range there and
   then re-plans the partition from the divergence point (see :mod:`airmirror.replication.plan_arithmetic`);
   otherwise the read goes on from the same position.  An open range (below) does not fail the read: it ends
-  where the read got to (its ``end`` is lowered to :attr:`PartitionRead.reached`, so it is ``done``) and the
+  where the read got to (:attr:`ReadState.ENDED_EARLY`, so it is ``done``) and the
   other ranges read on.
   :attr:`RangeReader.reached_epoch` is the epoch of the last record read.
 - **Retention overtakes the read.**  The consumer's ``auto.offset.reset`` is forced to ``error``, so a read
   whose next offset retention (or ``DeleteRecords``) deleted after the range was planned is told so and never
   skips silently.  If the partition's log start is then above the read's position, the range ends where the read
-  got to (its ``end`` is lowered to :attr:`PartitionRead.reached`, so it is ``done``, and it is in
+  got to (:attr:`ReadState.ENDED_EARLY`, so it is ``done``, and it is in
   :attr:`RangesReader.ended`) and the other ranges read on: the batch commits the partition's cursor there, and the
   next plan records the deleted offsets as a gap and copies on from the log start (see
   :mod:`airmirror.replication.plan_arithmetic`), whether the range was untouched, half-copied or open.  An offset
@@ -38,7 +38,7 @@ Contract, per range:
   reads just stop.  So a read still short of its end (bounded) or of the end of its partition (open) that has heard
   nothing, no record and no end of partition, for :data:`STALL_CHECK_S` is checked: one metadata request of the
   cluster's topics for all such reads, at most every :data:`STALL_CHECK_S`.  A read whose topic is gone ends where
-  it got to (its ``end`` lowered to :attr:`PartitionRead.reached`; in :attr:`RangesReader.ended`) and the other
+  it got to (:attr:`ReadState.ENDED_EARLY`; in :attr:`RangesReader.ended`) and the other
   ranges read on; the batch commits the partition's cursor there and the next plan treats the topic as any deleted
   one (see :mod:`airmirror.replication.incarnations`).
 - **A partition without a leader** (its only replica's broker down, or frozen until the controller fences it): a
@@ -67,6 +67,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -168,59 +169,97 @@ class ReadRange:
     start_epoch: int | None = None
 
 
+class ReadState(Enum):
+    """Where the read of one range stands; the module docstring's rules say when it moves."""
+
+    READING = "reading"
+    """Records are due: the read is short of its end, or an open read has not caught up."""
+    CAUGHT_UP = "caught up"
+    """An open read stands at its partition's end: nothing is due until a record comes."""
+    SHORT_END = "short end"
+    """A bounded read got an end of partition below its end: it waits, then asks the leader for the log's end."""
+    READ = "read"
+    """The read got to its end: as planned, or lowered to a truncated log's end."""
+    ENDED_EARLY = "ended early"
+    """The source log moved from under the read: the range ends where the read got to."""
+
+
 class PartitionRead:
-    """Where the read of one range stands: :attr:`reached` is the next source offset to read (``end`` once the
-    range was read, less only after a truncation, see the module docstring) and :attr:`reached_epoch` the
-    leader epoch of the record before it."""
+    """Where the read of one range stands (:attr:`state`, entered at :attr:`since`): :attr:`reached` is the next
+    source offset to read and :attr:`reached_epoch` the leader epoch of the record before it; :attr:`heard_at` is
+    when the partition last gave a record or an end."""
 
     def __init__(self, read_range: ReadRange) -> None:
         self.topic, self.partition = read_range.topic, read_range.partition
         self.start, self.end = read_range.start, read_range.end
         self.reached = min(read_range.start, read_range.end)  # an empty range is read at once
         self.reached_epoch = read_range.start_epoch
-        self.early_end_since: float | None = None
-        self.heard_at = time.monotonic()
-        self.caught_up = False
-        """Whether the last thing heard of the partition was its end, at the read's position: nothing is due."""
+        self.heard_at = self.since = time.monotonic()
+        self.state = ReadState.READ if self.reached >= self.end else ReadState.READING
 
     @property
     def done(self) -> bool:
-        return self.reached >= self.end
+        return self.state in (ReadState.READ, ReadState.ENDED_EARLY)
 
     @property
     def open(self) -> bool:
         """Whether the range has no end of its own (:data:`OPEN_END`)."""
         return self.end == OPEN_END
 
+    def _enter(self, state: ReadState) -> None:
+        if state is not self.state:
+            self.state, self.since = state, time.monotonic()
+
     def stalled(self, now: float) -> bool:
         """Whether the read is short of its end and has heard nothing for :data:`STALL_CHECK_S`."""
-        return not self.done and not self.caught_up and now - self.heard_at >= STALL_CHECK_S
+        return self.state in (ReadState.READING, ReadState.SHORT_END) and now - self.heard_at >= STALL_CHECK_S
 
     def silent_for(self, seconds: float) -> bool:
         """Whether the read has heard nothing of its partition, no record and no end of partition, for ``seconds``."""
         return time.monotonic() - self.heard_at >= seconds
 
-    def heard(self, caught_up: bool) -> None:
-        self.heard_at, self.caught_up = time.monotonic(), caught_up
+    def waited_short(self, seconds: float) -> bool:
+        """Whether the read has stood at an end of partition below its end for more than ``seconds``."""
+        return self.state is ReadState.SHORT_END and time.monotonic() - self.since > seconds
+
+    def restart_at(self, position: int, epoch: int | None) -> None:
+        """Read from ``position`` (the leader epoch of the record before it: ``epoch``) instead of the start."""
+        self.start = self.reached = position
+        self.reached_epoch = epoch
+        self._enter(ReadState.READ if position >= self.end else ReadState.READING)
 
     def stands_at(self, reached: int, last: Message | None) -> None:
         """The read now stands at ``reached``, having taken records up to ``last`` (``None``: it took none)."""
         self.reached = reached
         if last is not None:
-            self.heard(caught_up=False)
-            self.reached_epoch = last.leader_epoch()
-            self.early_end_since = None
+            self.heard_at, self.reached_epoch = time.monotonic(), last.leader_epoch()
+        if reached >= self.end:
+            self._enter(ReadState.READ)
+        elif last is not None:
+            self._enter(ReadState.READING)
 
     def end_of_partition(self, offset: int) -> None:
         """The consumer arrived at the partition's end, ``offset`` (see the module docstring's rules on where a read
         ends): an open read has caught up there; a bounded one is read, or waits for the rest of its range."""
-        self.heard(caught_up=self.open)
+        self.heard_at = time.monotonic()
         if self.open:
             self.reached = max(self.reached, offset)
+            self._enter(ReadState.CAUGHT_UP)
         elif offset >= self.end:
-            self.reached, self.early_end_since = self.end, None
-        elif self.early_end_since is None:
-            self.early_end_since = time.monotonic()
+            self.reached = self.end
+            self._enter(ReadState.READ)
+        else:
+            self._enter(ReadState.SHORT_END)
+
+    def lower_end(self, log_end: int) -> None:
+        """The log now ends at ``log_end``, below the range's end (a truncation): the range ends there, or where the
+        read got to; a read still short of it reads on."""
+        self.end = max(self.reached, log_end)
+        self._enter(ReadState.READ if self.reached >= self.end else ReadState.READING)
+
+    def end_early(self) -> None:
+        """The source log moved from under the read: the range ends where the read got to."""
+        self._enter(ReadState.ENDED_EARLY)
 
     def position(self) -> TopicPartition:
         """Where the read stands, with the epoch to validate it against when known."""
@@ -252,9 +291,6 @@ class RangesReader:
     ) -> None:
         self.access = access
         self.reads = {(r.topic, r.partition): PartitionRead(r) for r in ranges}
-        self.ended: set[tuple[str, int]] = set()
-        """The ranges that ended short of their end because the source log moved from under the read: retention
-        deleted what it had yet to read, or (an open range) the log diverged below it (see the module docstring)."""
         if len(self.reads) != len(ranges):
             raise ValueError("a read holds at most one range per partition")
         self._consumer_config = consumer_config
@@ -267,6 +303,13 @@ class RangesReader:
             self._consumer = Consumer(logged(reader_config(consumer_config, buffer, len(pending))))
             self._consumer.incremental_assign(pending)
 
+    @property
+    def ended(self) -> set[tuple[str, int]]:
+        """The ranges that ended short of their end because the source log moved from under the read: retention
+        deleted what it had yet to read, its topic or leader is gone, or (an open range) the log diverged below it
+        (see the module docstring)."""
+        return {key for key, read in self.reads.items() if read.state is ReadState.ENDED_EARLY}
+
     def seek(self, topic: str, partition: int, position: int, epoch: int | None) -> None:
         """Read ``topic``/``partition`` from ``position`` (``start <= position <= end``; ``epoch`` is the leader
         epoch of the record before it, when known) instead of its start."""
@@ -274,8 +317,7 @@ class RangesReader:
         if not read.start <= position <= read.end:
             raise ValueError(f"{topic}-{partition}: {position} is outside [{read.start}, {read.end})")
         self._unassign(read)
-        read.start = read.reached = position
-        read.reached_epoch = epoch
+        read.restart_at(position, epoch)
         self._assign(read)
 
     def drop(self, topic: str, partition: int) -> None:
@@ -316,13 +358,8 @@ class RangesReader:
                 self._checked_at = now
                 self._end_if_deleted(consumer, stalled)
             for read in pending:
-                if (
-                    not read.done
-                    and read.early_end_since is not None
-                    and time.monotonic() - read.early_end_since > EARLY_END_WAIT_S
-                ):
+                if read.waited_short(EARLY_END_WAIT_S):
                     self._lower_end_if_truncated(consumer, read)
-                    read.early_end_since = None
 
     def _take(
         self, messages: list[Message]
@@ -416,8 +453,7 @@ class RangesReader:
     def _end_early(self, read: PartitionRead) -> None:
         """End the range where the read got to: the source log moved from under it (see the module docstring)."""
         self._unassign(read)
-        read.end = read.reached
-        self.ended.add((read.topic, read.partition))
+        read.end_early()
 
     def _end_if_overtaken(self, consumer: Consumer, read: PartitionRead, error: KafkaError) -> None:
         """librdkafka reported the read's position out of range: end the range there if retention deleted it (the
@@ -499,7 +535,7 @@ class RangesReader:
             high,
             read.end,
         )
-        read.end = max(read.reached, high)
+        read.lower_end(high)
         if read.done:
             consumer.incremental_unassign([TopicPartition(read.topic, read.partition)])
 

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from airmirror.replication.spark import range_reader
-from airmirror.replication.spark.range_reader import EARLY_END_WAIT_S, OPEN_END, RangesReader, ReadRange
+from airmirror.replication.spark.range_reader import EARLY_END_WAIT_S, OPEN_END, RangesReader, ReadRange, ReadState
 from tests.unit.kafka_stand_ins import Clock, StandInCluster
 
 TOPIC = "orders"
@@ -78,9 +78,11 @@ def test_an_end_of_partition_below_the_end_waits_then_ends_the_range_where_a_tru
     began = source.clock.time()
 
     with RangesReader({}, [ReadRange(TOPIC, 0, 0, 8)]) as reader:
-        assert read_all(reader) == {(TOPIC, 0): [0, 1, 2, 3, 4]}
-        read = reader.reads[(TOPIC, 0)]
-        assert (read.end, read.reached, read.done) == (5, 5, True)
+        rounds, read, offsets = reader.rounds(), reader.reads[(TOPIC, 0)], []
+        while read.state is not ReadState.SHORT_END:  # at the end of partition, 5, below the range's end
+            offsets += [m.offset() for m in next(rounds).get((TOPIC, 0), [])]
+        assert offsets == [0, 1, 2, 3, 4] and read_all(reader) == {}  # it waits, then ends at the log's end
+        assert (read.end, read.reached, read.state) == (5, 5, ReadState.READ)
     assert source.clock.time() - began > EARLY_END_WAIT_S
 
 
@@ -100,7 +102,7 @@ def test_a_range_whose_next_offsets_retention_deleted_ends_where_the_read_got_to
         assert [m.offset() for m in first[(TOPIC, 1)]] == [0, 1, 2] and (TOPIC, 0) not in first
         next(rounds, None)
         read = reader.reads[(TOPIC, 0)]
-        assert (read.end, read.reached, read.done) == (2, 2, True)
+        assert (read.reached, read.state) == (2, ReadState.ENDED_EARLY) and read.done
         assert reader.ended == {(TOPIC, 0)}
 
 
@@ -131,7 +133,7 @@ def test_a_read_whose_topic_was_deleted_ends_where_it_got_to_and_the_others_read
             if reader.reads[(TOPIC, 0)].done:
                 break
         read = reader.reads[(TOPIC, 0)]
-        assert (read.end, read.reached) == (1, 1) and reader.ended == {(TOPIC, 0)}
+        assert (read.reached, read.state) == (1, ReadState.ENDED_EARLY) and reader.ended == {(TOPIC, 0)}
         assert clock.monotonic() - began >= range_reader.STALL_CHECK_S
         assert not reader.reads[("kept", 0)].done  # quiet too, but its topic exists: it waits on as before
 
@@ -159,7 +161,7 @@ def test_an_open_range_moves_to_where_the_read_caught_up_and_never_ends(source: 
         rounds = reader.rounds()
         assert [m.offset() for m in next(rounds)[(TOPIC, 0)]] == [0, 1, 2]
         read = reader.reads[(TOPIC, 0)]
-        assert (read.reached, read.done) == (5, False)
+        assert (read.reached, read.state) == (5, ReadState.CAUGHT_UP)
 
 
 def test_a_seek_outside_the_range_is_refused(source: StandInCluster) -> None:
@@ -213,5 +215,5 @@ def test_a_bounded_read_whose_partition_lost_its_leader_ends_where_it_got_to_and
     with RangesReader({}, [ReadRange(TOPIC, 0, 0, 4), ReadRange(TOPIC, 1, 0, 6)]) as reader:
         got = read_all(reader)
         read = reader.reads[(TOPIC, 0)]
-        assert (read.end, read.reached) == (0, 0) and reader.ended == {(TOPIC, 0)}
+        assert (read.reached, read.state) == (0, ReadState.ENDED_EARLY) and reader.ended == {(TOPIC, 0)}
     assert got[(TOPIC, 1)] == list(range(6))
