@@ -62,6 +62,7 @@ from airmirror.store.range_commits import (
     lock_running_batch,
     planned_ranges,
     range_columns,
+    stored_ranges,
     validate_runs,
 )
 from airmirror.store.rows import (
@@ -466,8 +467,9 @@ def _commit_running(connection: Connection, batch_id: int, results: Sequence[Ran
     """The body of :meth:`BatchStore.commit_batch`, inside the caller's transaction: every planned range with its
     one result, committed and closed (:func:`~airmirror.store.range_commits.commit_ranges`)."""
     flow = lock_running_batch(connection, batch_id, "committed")
-    planned = planned_ranges(connection, [batch_id]).get(batch_id, [])
-    commit_ranges(connection, flow, batch_id, _pair_results(batch_id, planned, results), close=True)
+    stored = stored_ranges(connection, batch_id)
+    pairs = _pair_results(batch_id, [s.plan for s in stored.values()], results)
+    commit_ranges(connection, flow, batch_id, pairs, {key: s.recorded for key, s in stored.items()}, close=True)
 
 
 def _pair_results(

@@ -112,17 +112,23 @@ def lock_running_batch(connection: Connection, batch_id: int, outcome: str) -> s
 
 
 def commit_ranges(
-    connection: Connection, flow: str, batch_id: int, pairs: Sequence[tuple[PlannedRange, RangeResult]], *, close: bool
+    connection: Connection,
+    flow: str,
+    batch_id: int,
+    pairs: Sequence[tuple[PlannedRange, RangeResult]],
+    recorded: Mapping[PartitionKey, RangeResult],
+    *,
+    close: bool,
 ) -> None:
-    """Commit each range's ``RangeResult`` (what its copy committed in Kafka since the range's recorded outcome;
+    """Commit each range's ``RangeResult`` (what its copy committed in Kafka since the range's ``recorded`` outcome;
     validated by :func:`validate_runs`) against the ``PlannedRange`` it continues, as the module's rules say; with
-    ``close``, commit the batch (rule 3).  The caller locked the ``RUNNING`` batch (:func:`lock_running_batch`)."""
+    ``close``, commit the batch (rule 3).  The caller locked the ``RUNNING`` batch (:func:`lock_running_batch`) and
+    read its ranges (:func:`stored_ranges`)."""
     stored = _check_cursors(connection, flow, batch_id, [plan for plan, _ in pairs])
     now = utcnow()
     stored_ids = {key: state.source_topic_id for key, state in incarnation_rows.cursor_states(connection, flow).items()}
     incarnation_rows.commit_resets(connection, flow, batch_id, [plan for plan, _ in pairs], stored_ids, now)
     _advance_cursors(connection, flow, batch_id, pairs, stored, now)
-    recorded = recorded_outcomes(connection, batch_id)
     update_many(
         connection,
         batch_ranges,
@@ -146,27 +152,39 @@ def commit_ranges(
         )
 
 
-def recorded_outcomes(connection: Connection, batch_id: int) -> dict[PartitionKey, RangeResult]:
-    """What the DB has recorded of each range of batch ``batch_id`` (runs left out): before any commit, nothing
-    copied of ``[start, end)``."""
-    rows = connection.execute(select(batch_ranges).where(batch_ranges.c.batch_id == batch_id))
-    return {
-        PartitionKey(row.topic, row.partition): RangeResult(
-            topic=row.topic,
-            partition=row.partition,
-            start=row.start_offset,
-            end=row.end_offset,
-            records=row.records or 0,
-            bytes=row.bytes or 0,
-            downstream_start=row.downstream_start,
-            downstream_end=row.downstream_end,
-            end_epoch=row.end_epoch,
-            schema_passed=row.schema_passed or 0,
-            filtered=row.filtered or 0,
-            skipped=row.skipped or 0,
-        )
-        for row in rows
-    }
+class StoredRange(NamedTuple):
+    """A range of a batch as the DB holds it: as planned, and what has been recorded of it (runs left out)."""
+
+    plan: PlannedRange
+    recorded: RangeResult
+
+
+def stored_ranges(connection: Connection, batch_id: int) -> dict[PartitionKey, StoredRange]:
+    """Every range of batch ``batch_id``, ordered by partition, in one read: before any commit, nothing is
+    recorded of ``[start, end)``."""
+    rows = connection.execute(
+        select(batch_ranges)
+        .where(batch_ranges.c.batch_id == batch_id)
+        .order_by(batch_ranges.c.topic, batch_ranges.c.partition)
+    )
+    return {PartitionKey(row.topic, row.partition): StoredRange(planned_range(row), _recorded(row)) for row in rows}
+
+
+def _recorded(row: Row[Any]) -> RangeResult:
+    return RangeResult(
+        topic=row.topic,
+        partition=row.partition,
+        start=row.start_offset,
+        end=row.end_offset,
+        records=row.records or 0,
+        bytes=row.bytes or 0,
+        downstream_start=row.downstream_start,
+        downstream_end=row.downstream_end,
+        end_epoch=row.end_epoch,
+        schema_passed=row.schema_passed or 0,
+        filtered=row.filtered or 0,
+        skipped=row.skipped or 0,
+    )
 
 
 def _outcome(batch_id: int, plan: PlannedRange, recorded: RangeResult, result: RangeResult) -> dict[str, Any]:

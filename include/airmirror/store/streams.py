@@ -35,8 +35,7 @@ from airmirror.store.engine import EngineHolder
 from airmirror.store.range_commits import (
     commit_ranges,
     lock_running_batch,
-    planned_ranges,
-    recorded_outcomes,
+    stored_ranges,
     validate_runs,
 )
 from airmirror.store.schema import batches
@@ -59,7 +58,7 @@ class StreamStore(EngineHolder):
     def stream_recorded(self, batch_id: int) -> dict[PartitionKey, RangeResult]:
         """What the DB has recorded of each range of stream batch ``batch_id`` so far (runs left out)."""
         with self._read(f"read what stream batch {batch_id} recorded") as connection:
-            return recorded_outcomes(connection, batch_id)
+            return {key: s.recorded for key, s in stored_ranges(connection, batch_id).items()}
 
 
 def _record_stream(
@@ -69,7 +68,8 @@ def _record_stream(
     flow = lock_running_batch(connection, batch_id, "recorded")
     if not connection.execute(select(batches.c.params).where(batches.c.id == batch_id)).scalar_one().get(STREAM_PARAM):
         raise ValueError(f"batch {batch_id} is not a stream batch")
-    planned = {plan.key: plan for plan in planned_ranges(connection, [batch_id]).get(batch_id, [])}
+    stored = stored_ranges(connection, batch_id)
+    planned = {key: s.plan for key, s in stored.items()}
     stops = incarnation_rows.stop_list(connection, flow)
     stopped = {PartitionKey(d.topic, d.partition) for d in deltas if any(_covers(stop, d) for stop in stops)}
     by_key: dict[PartitionKey, RangeResult] = {}
@@ -93,7 +93,7 @@ def _record_stream(
             if key not in by_key and plan.size == 0:
                 by_key[key] = plan.empty_result()
     pairs = [(_slice_plan(planned[key], delta), delta) for key, delta in by_key.items()]
-    commit_ranges(connection, flow, batch_id, pairs, close=final)
+    commit_ranges(connection, flow, batch_id, pairs, {key: s.recorded for key, s in stored.items()}, close=final)
     return stopped
 
 
