@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from sqlalchemy.exc import SQLAlchemyError
 
 from airmirror import names
@@ -59,11 +59,10 @@ from airmirror.replication.job_start import start_copy_job
 from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit, progress_result
 from airmirror.replication.schema_sync import store_new_ids
 from airmirror.replication.spark.batch_log import (
-    SCAN_STALL_S,
+    LogReader,
     Progress,
     RunsRecord,
     decode_runs,
-    log_consumer,
     log_watermarks,
     progress_key,
     runs_prefixes,
@@ -71,7 +70,7 @@ from airmirror.replication.spark.batch_log import (
     scan_runs,
 )
 from airmirror.replication.spark.progress import supersede_jobs, take_over
-from airmirror.replication.spark.range_reader import OPEN_END, offset_of
+from airmirror.replication.spark.range_reader import OPEN_END
 from airmirror.replication.spark.standing import Done, PartCopied, range_standing
 from airmirror.store import FlowBusyError, MetadataStore
 
@@ -82,14 +81,6 @@ RECORD_INTERVAL_S = 0.5
 SAMPLE_INTERVAL_S = 5.0
 """How often a stream samples its partitions' lag, heartbeat latency and positions for the source group (rule
 3): each sample reads the clusters, and the lag history keeps one row per partition per sample."""
-PASSING_ERRORS = (
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._RESOLVE,
-    KafkaError._TIMED_OUT,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-)
-"""Errors of the tail's consumer that librdkafka recovers from by itself (a target broker restarting)."""
 
 
 class StreamTail:
@@ -107,30 +98,17 @@ class StreamTail:
         }
         self.latest: dict[PartitionKey, Progress] = {}
         self.runs: dict[PartitionKey, list[RunsRecord]] = {}
-        self.position = from_offset
         self._flow, self._consumer_config = flow.name, flow.target_client("consumer")
-        self._consumer = log_consumer(self._consumer_config)
-        self._consumer.assign([TopicPartition(self.log_topic, 0, from_offset)])
+        self._reader = LogReader(self._consumer_config, self.log_topic, from_offset)
 
-    def read(self, timeout: float = 0.0) -> None:
-        """Take in what the log holds now: every message the consumer has, after waiting up to ``timeout`` for
-        the first."""
-        while messages := self._consumer.consume(1000, timeout):
-            for message in messages:
-                error = message.error()
-                if error is None:
-                    self.position = offset_of(message) + 1
-                    self._take(message.key(), message.value())
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    self.position = max(self.position, offset_of(message))
-                elif error.fatal() or not (error.retriable() or error.code() in PASSING_ERRORS):
-                    raise KafkaException(error)
-                else:
-                    log.info("batch log %s: %s (librdkafka retries)", self.log_topic, error.str())
-            timeout = 0.0
+    def read(self) -> None:
+        """Take in what the log holds now."""
+        while records := self._reader.take(0.0):
+            for key, value, _ in records:
+                self._take(key, value)
 
-    def _take(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None or value is None:
+    def _take(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
             return
         if (partition := self._progress_keys.get(key)) is not None:
             progress = Progress.decode(value)
@@ -144,19 +122,11 @@ class StreamTail:
         under the read (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
         return sorted(key for key, progress in self.latest.items() if progress.done)
 
-    def drain(self, stall: float = SCAN_STALL_S) -> None:
-        """Read up to the log's high watermark as it is now (call it after fencing the stream's tasks); fails once
-        the tail has moved past no offset for ``stall`` seconds."""
+    def drain(self) -> None:
+        """Read up to the log's high watermark as it is now (call it after fencing the stream's tasks)."""
         _, high = log_watermarks(self._consumer_config, self.log_topic)
-        position, moved_at = self.position, time.monotonic()
-        while self.position < high:
-            if time.monotonic() - moved_at > stall:
-                raise ReplicationFailure(
-                    f"the batch log {self.log_topic} stayed at offset {self.position}, below {high}, for {stall:.0f}s"
-                )
-            self.read(0.2)
-            if self.position > position:
-                position, moved_at = self.position, time.monotonic()
+        for key, value, _ in self._reader.read_to(high):
+            self._take(key, value)
 
     def deltas(
         self, recorded: Mapping[PartitionKey, RangeResult]
@@ -194,7 +164,7 @@ class StreamTail:
             self.runs[key] = [r for r in self.runs.get(key, []) if (r.chunk, r.part) not in taken]
 
     def close(self) -> None:
-        self._consumer.close()
+        self._reader.close()
 
 
 class StreamJob:

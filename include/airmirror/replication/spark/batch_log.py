@@ -61,6 +61,7 @@ from __future__ import annotations
 import base64
 import builtins
 import json
+import logging
 import struct
 import time
 import zlib
@@ -85,6 +86,7 @@ from airmirror.replication.spark.range_reader import offset_of
 if TYPE_CHECKING:
     from airmirror.config import FlowConfig
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Source = TypeVar("Source")
 Remote = TypeVar("Remote")
@@ -121,6 +123,14 @@ NEW_LOG_ERRORS = (
     KafkaError._NOENT,
     KafkaError.LEADER_NOT_AVAILABLE,
 )
+PASSING_ERRORS = (
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError._TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+)
+"""Errors of a batch-log read that librdkafka recovers from by itself (a target broker restarting)."""
 ANCHOR_CALL_S = 5.0
 """How long one look-up of committed anchors waits for the group coordinator before the next attempt."""
 
@@ -458,43 +468,72 @@ def scan_log(
 ) -> Iterator[tuple[bytes, bytes | None, int]]:
     """Committed ``(key, value, offset)`` of the batch log from ``from_offset`` (or the log start, if later)
     up to the high watermark seen at the start (:func:`log_watermarks`), so every transaction committed before
-    the call is read even while its markers are still being written; waits out other open transactions.  The
-    scan takes as long as what it reads, but fails once it has read past no offset for ``stall`` seconds,
-    saying how far it got."""
+    the call is read even while its markers are still being written; waits out other open transactions
+    (:meth:`LogReader.read_to`)."""
     low, high = log_watermarks(consumer_config, log_topic)
-    consumer = log_consumer(consumer_config, fetch_wait_ms=SCAN_FETCH_WAIT_MS)
-    try:
-        start = max(from_offset, low)
-        if start >= high:
-            return
-        consumer.assign([TopicPartition(log_topic, 0, start)])
-        position, read = start, 0
-        moved_at = time.monotonic()
-        while position < high:
+    start = max(from_offset, low)
+    if start >= high:
+        return
+    with LogReader(consumer_config, log_topic, start, fetch_wait_ms=SCAN_FETCH_WAIT_MS) as reader:
+        yield from reader.read_to(high, stall)
+
+
+class LogReader:
+    """The one reader of the batch log, read_committed from ``from_offset`` on: a scan to a watermark
+    (:func:`scan_log`) and a stream's tail (:class:`~airmirror.replication.streaming.StreamTail`) alike.
+    :attr:`position` is the next offset it reads; records without a key are passed over.  Use it as a context
+    manager."""
+
+    def __init__(
+        self, consumer_config: Mapping[str, Any], log_topic: str, from_offset: int, fetch_wait_ms: int | None = None
+    ) -> None:
+        self.log_topic, self.position = log_topic, from_offset
+        self._consumer = log_consumer(consumer_config, fetch_wait_ms=fetch_wait_ms)
+        self._consumer.assign([TopicPartition(log_topic, 0, from_offset)])
+
+    def take(self, timeout: float) -> list[tuple[bytes, bytes | None, int]]:
+        """The keyed records of one poll, after waiting up to ``timeout`` for the first.  An error librdkafka
+        recovers from by itself (:data:`PASSING_ERRORS`, a target broker restarting) is logged; any other fails."""
+        taken = []
+        for message in self._consumer.consume(1000, timeout):
+            error = message.error()
+            if error is None:
+                self.position = offset_of(message) + 1
+                if (key := message.key()) is not None:
+                    taken.append((key, message.value(), self.position - 1))
+            elif error.code() == KafkaError._PARTITION_EOF:
+                self.position = max(self.position, offset_of(message))
+            elif refuses_unused_group(error):
+                continue
+            elif error.fatal() or not (error.retriable() or error.code() in PASSING_ERRORS):
+                raise KafkaException(error)
+            else:
+                log.info("batch log %s: %s (librdkafka retries)", self.log_topic, error.str())
+        return taken
+
+    def read_to(self, high: int, stall: float = SCAN_STALL_S) -> Iterator[tuple[bytes, bytes | None, int]]:
+        """What :meth:`take` takes until :attr:`position` reaches ``high``.  That takes as long as what it reads,
+        but fails once it has read past no offset for ``stall`` seconds, saying how far it got."""
+        start, moved_at, position = self.position, time.monotonic(), self.position
+        while self.position < high:
             if time.monotonic() - moved_at > stall:
                 raise ReplicationFailure(
-                    f"a scan of the batch log {log_topic} read {read} records of offsets {start} to {position} and "
-                    f"then stayed at offset {position}, below {high}, for {stall:.0f}s (an open transaction that is "
-                    "never committed?); run again once it has timed out"
+                    f"a read of the batch log {self.log_topic} from offset {start} stayed at offset {self.position}, "
+                    f"below {high}, for {stall:.0f}s (an open transaction that is never committed?); run again once "
+                    "it has timed out"
                 )
-            for message in consumer.consume(1000, 0.2):
-                error = message.error()
-                if error is not None:
-                    if refuses_unused_group(error):
-                        continue
-                    if error.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(error)
-                    reached = offset_of(message)
-                else:
-                    reached = offset_of(message) + 1
-                    read += 1
-                    key = message.key()
-                    if key is not None:
-                        yield key, message.value(), reached - 1
-                if reached > position:
-                    position, moved_at = reached, time.monotonic()
-    finally:
-        consumer.close()
+            yield from self.take(0.2)
+            if self.position > position:
+                position, moved_at = self.position, time.monotonic()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def while_log_is_new(call: Callable[[], T]) -> T:

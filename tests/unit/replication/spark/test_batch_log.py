@@ -8,11 +8,14 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import TopicPartition
 
+from airmirror import names
+from airmirror.errors import ReplicationFailure
 from airmirror.model import OffsetRun
 from airmirror.replication.offset_runs import merge_runs
 from airmirror.replication.spark.batch_log import (
     LOG_FORMAT_VERSION,
     RUNS_PER_RECORD,
+    LogReader,
     Progress,
     UnreadableRecord,
     decode_job,
@@ -24,6 +27,9 @@ from airmirror.replication.spark.batch_log import (
     runs_parts,
     trusted_anchor,
 )
+from tests.unit.kafka_stand_ins import StandInCluster, Transaction
+
+LOG = names.batch_log_topic("us")
 
 PROGRESS = Progress(
     batch_id=3,
@@ -112,3 +118,21 @@ def test_keys_never_collide_across_flows_topics_and_chunks():
         runs_key("a->b", "t-1", 2, 3, 0, 0),
     }
     assert len(keys) == 5
+
+
+def test_the_log_reader_reads_keyed_records_to_a_watermark_and_an_open_transaction_holds_it(
+    target: StandInCluster,
+) -> None:
+    """One reader for a scan and a stream's tail: records without a key are passed over, ends of partition and
+    aborted offsets move it on, and a read that an open transaction holds below the watermark fails, saying where
+    it stood (no read waits for ever)."""
+    target.append(LOG, 0, None, b"keyless")
+    target.append(LOG, 0, b"a", b"1")
+    target.skip(LOG, 0)
+    target.append(LOG, 0, b"b", b"2")
+    with LogReader({}, LOG, 0) as reader:
+        assert list(reader.read_to(4)) == [(b"a", b"1", 1), (b"b", b"2", 3)]
+        target.append(LOG, 0, b"c", b"3", transaction=Transaction("a-zombie"))
+        target.append(LOG, 0, b"d", b"4")
+        with pytest.raises(ReplicationFailure, match="from offset 4 stayed at offset 4, below 6"):
+            list(reader.read_to(6, stall=0.3))
