@@ -34,7 +34,7 @@ Contract:
 10. **Streaming.**  A run without bounds (no ``until``, no record cap) copies in *stream batches*
     (:mod:`airmirror.replication.streaming`) rather than in bounded ones: a round stores one stream batch of
     every partition, whose copy tasks stay up until the run's end (at most :data:`STREAM_WINDOW_S`), while the
-    driver records what they commit every :data:`~airmirror.replication.streaming.RECORD_INTERVAL_S`.  Topic sync
+    driver records what they commit every :data:`~airmirror.replication.job_driver.WAKE_INTERVAL_S`.  Topic sync
     still runs every :data:`TOPIC_SYNC_INTERVAL_S`; when it finds topics or partitions the stream does not
     copy (new ones, more partitions), the stream ends early and the next round streams them all.  A topic
     deleted on the source stops alone: the others stream on.  A stop signal ends the stream early

@@ -37,7 +37,6 @@ from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.config.mirror_config import BATCH_LOG_REPLICATION_FACTOR_KEY
 from airmirror.config.settings_registry import DEAD_LETTER_REPLICATION_FACTOR
-from airmirror.errors import ReplicationFailure
 from airmirror.kafka.acl_sync import sync_topic_acls
 from airmirror.kafka.clients import ClusterAdmin, shared_clients, source_admin, target_admin
 from airmirror.kafka.topics import (
@@ -51,7 +50,7 @@ from airmirror.kafka.topics import (
 )
 from airmirror.model import BatchJobs, Json, NoJobYet, PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
 from airmirror.replication.incarnations import raise_for_stops, record_remote_topics, writable_mappings
-from airmirror.replication.job_start import start_copy_job
+from airmirror.replication.job_driver import start_copy_job, watch_copy_job
 from airmirror.replication.options import BatchOptions
 from airmirror.replication.plan_inputs import plan_ranges, record_cap, refuse_moving_cursors
 from airmirror.replication.recording import after_commit, committed_batch, warm_writers
@@ -220,12 +219,11 @@ def run_batch(
     reads of the batch log and the target are done, so a session still starting overlaps them); returns what
     the job copied of each range it copied.
 
-    A batch whose copy job ran before may have attempts of it still at work, under the ids of its copy tasks
-    then: they are fenced first, and only then is the new job's task count stored, so that whatever dies next,
-    the next job fences this one's attempts (:mod:`airmirror.replication.job_start`).  A job that fails once the run
-    lost its lease raises the loss (the other run superseded it), not the job's failure.  A dry run's plan cannot be
-    run (``ValueError``)."""
-    from airmirror.replication.spark.copy_job import run_copy_job, spark_slots
+    The job is started and watched as a stream's is (:mod:`airmirror.replication.job_driver`): a batch whose copy
+    job ran before has its attempts fenced first, a lost lease cancels the job and raises the loss, and a job that
+    fails once the run lost its lease raises the loss (the other run superseded it), not the job's failure.  A dry
+    run's plan cannot be run (``ValueError``)."""
+    from airmirror.replication.spark.copy_job import spark_slots
 
     started = start_copy_job(
         flow,
@@ -238,11 +236,9 @@ def run_batch(
     if not started.tasks:
         return []
     planned.jobs = started.jobs
-    try:
-        return run_copy_job(spark(), started.tasks)
-    except ReplicationFailure:
-        store.raise_if_lease_lost()
-        raise
+    job = watch_copy_job(store, spark(), started.tasks, f"airmirror-batch-{planned.batch_id}")
+    job.raise_failure(store)
+    return job.copied
 
 
 def record_batch(flow: FlowConfig, store: MetadataStore, planned: PlannedBatch) -> BatchSummary:

@@ -5,21 +5,18 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
 
 1. A stream batch holds every partition of the run's topics, with an empty range at its cursor (a partition
    with nothing to copy yet is in it: records may arrive), and is stored before anything is copied.
-2. Its copy job (:func:`~airmirror.replication.spark.copy_job.plan_copy_tasks` with ``stream_until``) runs one
-   streaming copy task per Spark slot until ``until`` (rule 6 of :mod:`airmirror.replication.spark.task_writer`),
-   in a thread of the driver and a Spark job group of its own.
-3. Meanwhile the driver tails the batch log read_committed from its end before the job (:class:`StreamTail`) and,
-   every :data:`RECORD_INTERVAL_S`, records what the tasks committed since in the metadata DB
-   (:meth:`~airmirror.store.streams.StreamStore.record_stream`: cursors, offset-sync runs, totals; and the schema ids
-   the runs records carry) and runs the
-   after-commit actions on it (offset syncs, runs tombstones, throttled prune); the ones that only
-   report where the copy stands (:data:`~airmirror.replication.recording.SAMPLED`: lag samples, source group
-   offsets, heartbeat latency) run every :data:`SAMPLE_INTERVAL_S` and at the end, on each moved partition's
-   newest recording.  The copy never
-   waits for the DB: a recording that fails is logged and made at the next interval, from the same tail.  A
-   recording whose DB commit failed may have committed all the same (the connection dropped after the commit was
-   sent): the next one first reads what the DB holds, and if it holds that recording, it only runs its after-commit
-   actions (:meth:`StreamRecorder.reconcile`).
+2. Its copy job runs one streaming copy task per Spark slot until ``until`` (rule 6 of
+   :mod:`airmirror.replication.spark.task_writer`), started and watched as a bounded batch's is
+   (:mod:`airmirror.replication.job_driver`).
+3. Each time the driver wakes, it reads the batch log's tail (:class:`StreamTail`, from the log's end before the
+   job) and records what the tasks committed since (:meth:`~airmirror.store.streams.StreamStore.record_stream`:
+   cursors, offset-sync runs, totals, the schema ids the runs records carry).  The after-commit actions follow
+   (offset syncs, runs tombstones, throttled prune).  Those that only report where the copy stands
+   (:data:`~airmirror.replication.recording.SAMPLED`: lag samples, source group offsets, heartbeat latency) run
+   every :data:`SAMPLE_INTERVAL_S` and at the end, on each moved partition's newest recording.
+   The copy never waits for the DB: a failed recording is logged and made at the next wake, from the same tail.
+   A failed DB commit may have committed all the same (the connection dropped after the commit was sent), so the
+   next recording first reads what the DB holds (:meth:`StreamRecorder.reconcile`).
 4. The stream ends at ``until``, or early when ``stop`` is set or ``should_stop()`` is true (the run's topics
    changed), or once a partition's read ended because its source log moved from under it (retention deleted what
    it had yet to read, or an unclean leader election made it diverge; the other partitions stream on until then,
@@ -29,12 +26,10 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
    It records the rest with ``final``, which commits the batch.
 5. A stream batch that a dead driver left RUNNING is closed the same way by the next run before it plans
    (:func:`close_stream`), from the batch log's progress and a scan of its runs records.
-6. A driver that finds its flow lease lost (its renewal thread, or a recording, saw another run take the flow over:
-   that run closed this batch and fenced its tasks by rule 5) cancels its job group at once, records nothing more
-   and raises the loss: its fenced tasks, idle ones included, do not stream on until ``until``.  The store it is
-   given is fenced by the run's lease (:mod:`airmirror.store.flow_lease`, fencing), so a recording after the loss
-   commits nothing, and neither the closing of a stream (rule 5) nor its end (rule 4) supersedes a job or fences
-   a task once the lease is lost (:mod:`airmirror.replication.spark.progress`).
+6. A driver that lost its flow lease cancels its job at once and raises the loss (rule 5 of
+   :mod:`~airmirror.replication.job_driver`): the run that took the flow over closed this batch by rule 5.  The
+   store is fenced by the lease (:mod:`airmirror.store.flow_lease`), so no recording, closing or end of the stream
+   writes the DB, supersedes a job or fences a task after the loss.
 
 So every record the tasks committed in Kafka is recorded in the DB exactly once, whatever stops the stream.
 """
@@ -54,8 +49,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from airmirror import names
 from airmirror.config import FlowConfig
 from airmirror.errors import ReplicationFailure
-from airmirror.model import NoJobYet, PartitionKey, PlannedRange, RangeCopied, RangeResult, StoredJobs
-from airmirror.replication.job_start import start_copy_job
+from airmirror.model import NoJobYet, PartitionKey, PlannedRange, RangeResult, StoredJobs
+from airmirror.replication.job_driver import WatchedJob, start_copy_job, watch_copy_job
 from airmirror.replication.recording import EVERY_RECORDING, SAMPLED, CommittedBatch, after_commit, progress_result
 from airmirror.replication.schema_sync import store_new_ids
 from airmirror.replication.spark.batch_log import (
@@ -76,8 +71,6 @@ from airmirror.store import FlowBusyError, MetadataStore
 
 log = logging.getLogger(__name__)
 
-RECORD_INTERVAL_S = 0.5
-"""How often the driver records what a stream committed (rule 3)."""
 SAMPLE_INTERVAL_S = 5.0
 """How often a stream samples its partitions' lag, heartbeat latency and positions for the source group (rule
 3): each sample reads the clusters, and the lag history keeps one row per partition per sample."""
@@ -165,36 +158,6 @@ class StreamTail:
 
     def close(self) -> None:
         self._reader.close()
-
-
-class StreamJob:
-    """The copy job of a stream batch, run in a thread of the driver (rule 2) so that the driver records meanwhile."""
-
-    def __init__(self, spark: Any, run: Callable[[str], list[RangeCopied]], group: str) -> None:
-        self.spark, self.group = spark, group
-        self.error: BaseException | None = None
-        self.cancelled = False
-        self._thread = threading.Thread(target=self._run, args=(run,), name=f"airmirror-{group}", daemon=True)
-        self._thread.start()
-
-    def _run(self, run: Callable[[str], list[RangeCopied]]) -> None:
-        try:
-            run(self.group)
-        except BaseException as error:
-            self.error = error
-
-    def wait(self, seconds: float) -> bool:
-        """Wait up to ``seconds``; returns whether the job is still running."""
-        self._thread.join(seconds)
-        return self._thread.is_alive()
-
-    def cancel(self) -> None:
-        if not self.cancelled:
-            self.cancelled = True
-            self.spark.sparkContext.cancelJobGroup(self.group)
-
-    def join(self) -> None:
-        self._thread.join()
 
 
 class StreamRecorder:
@@ -323,56 +286,44 @@ def run_stream(
     """Rules 2-4 for the stored stream batch ``batch_id`` (``until`` in epoch seconds); ``on_record`` gets the
     deltas of every recording (none are kept: a stream's recordings are unbounded in number).  A failed copy
     job is raised once the stream is closed (the next round streams again)."""
-    from airmirror.replication.spark.copy_job import run_copy_job, spark_slots
+    from airmirror.replication.spark.copy_job import spark_slots
 
     jobs = StoredJobs(batch_id, NoJobYet())  # a stream batch runs one job, right after it was stored (rule 1)
     started = start_copy_job(flow, store, jobs, ranges, lambda: spark_slots(spark), stream_until=until)
-    tasks = started.tasks
     recorder = StreamRecorder(flow, store, batch_id, ranges, on_record)
-    tail = StreamTail(flow, batch_id, ranges, tasks[0].log_end)
-    try:
-        job = StreamJob(spark, lambda group: run_copy_job(spark, tasks, group), f"airmirror-stream-{batch_id}")
+    tail = StreamTail(flow, batch_id, ranges, started.tasks[0].log_end)
+
+    def record(job: WatchedJob) -> None:
+        if stop.is_set() or should_stop():
+            log.info("stream batch %s of %s: stopping early", batch_id, flow.name)
+            job.cancel()
         try:
-            while job.wait(RECORD_INTERVAL_S):
-                if (lost := store.lease_lost) is not None:
-                    raise lost  # rule 6
-                if stop.is_set() or should_stop():
-                    log.info("stream batch %s of %s: stopping early", batch_id, flow.name)
-                    job.cancel()
-                try:
-                    tail.read()
-                    recorder.record_tail(tail)
-                    if (ended := tail.ended()) and not job.cancelled:
-                        log.warning(
-                            "stream batch %s of %s: the source log of %s moved from under the copy (retention deleted "
-                            "what it had yet to read, or an unclean leader election made it diverge); ending the "
-                            "stream so that the next one plans them again from there",
-                            batch_id,
-                            flow.name,
-                            ", ".join(f"{key.topic}-{key.partition}" for key in ended),
-                        )
-                        job.cancel()
-                except FlowBusyError:
-                    raise  # the lease is lost: another run owns the flow (and fences these tasks)
-                except (ReplicationFailure, SQLAlchemyError, KafkaException) as error:
-                    log.warning(
-                        "stream batch %s of %s: recording failed, trying again in %.1f s: %s",
-                        batch_id,
-                        flow.name,
-                        RECORD_INTERVAL_S,
-                        error,
-                    )
-        finally:
-            if job.wait(0):
-                job.cancel()
-            job.join()
+            tail.read()
+            recorder.record_tail(tail)
+        except FlowBusyError:
+            raise  # the lease is lost: another run owns the flow (and fences these tasks)
+        except (ReplicationFailure, SQLAlchemyError, KafkaException) as error:
+            log.warning("stream batch %s of %s: recording failed, trying again: %s", batch_id, flow.name, error)
+            return
+        if (ended := tail.ended()) and not job.cancelled:
+            log.warning(
+                "stream batch %s of %s: the source log of %s moved from under the copy (retention deleted what it had "
+                "yet to read, or an unclean leader election made it diverge); ending the stream so that the next one "
+                "plans them again from there",
+                batch_id,
+                flow.name,
+                ", ".join(f"{key.topic}-{key.partition}" for key in ended),
+            )
+            job.cancel()
+
+    try:
+        job = watch_copy_job(store, spark, started.tasks, f"airmirror-stream-{batch_id}", record)
         supersede_jobs(flow, [r.key for r in ranges], started.jobs, batch_id, check_lease=store.check_lease)
         tail.drain()
         recorder.record_tail(tail, final=True)
     finally:
         tail.close()
-    if job.error is not None and not job.cancelled:
-        raise job.error
+    job.raise_failure(store)
 
 
 def close_stream(flow: FlowConfig, store: MetadataStore, batch: StoredJobs, ranges: list[PlannedRange]) -> None:
