@@ -51,7 +51,7 @@ def transactional_id(source: str, target: str, topic: str, partition: int) -> st
 
 def copy_task_transactional_ids(source: str, target: str, index: int) -> tuple[str, str]:
     """The ``transactional.id`` of each of the two producers of copy task ``index`` of flow ``source->target``'s
-    batches, which take turns chunk by chunk (rule 3 of :mod:`airmirror.replication.spark.task_writer`): fixed across
+    batches, which take turns chunk by chunk (rule 10 of :mod:`airmirror.replication.spark.task_writer`): fixed across
     attempts, both start with :func:`transactional_id_prefix`, and never equal a :func:`transactional_id` (``~``
     cannot occur in an encoded topic name, and those ids hold a ``-`` after the prefix).  The first is the id of the
     task's one producer in airmirror versions before the turns, so a resumed batch of theirs is fenced by it."""

@@ -10,7 +10,7 @@ Rules of :func:`start_copy_job`, in order:
 2. **Then the tasks**: the ranges with work left get their progress and their copy tasks
    (:func:`~airmirror.replication.spark.copy_job.plan_copy_tasks`), looked up from the batch's scan floor.
 3. **Then the count**: the task count is stored only after the fencing, so whatever dies next, the next job fences
-   this one's attempts (rule 1 of :mod:`airmirror.replication.spark.task_writer`); the store keeps the batch's log
+   this one's attempts (rule 3 of :mod:`airmirror.replication.spark.task_writer`); the store keeps the batch's log
    floor (:meth:`~airmirror.store.batches.BatchStore.set_copy_tasks`).
 
 Rules of :func:`watch_copy_job`:

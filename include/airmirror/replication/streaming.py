@@ -5,7 +5,7 @@ batches* (:mod:`airmirror.store.streams`).  Rules:
 
 1. A stream batch holds every partition of the run's topics, with an empty range at its cursor (a partition
    with nothing to copy yet is in it: records may arrive), and is stored before anything is copied.
-2. Its copy job runs one streaming copy task per Spark slot until ``until`` (rule 6 of
+2. Its copy job runs one streaming copy task per Spark slot until ``until`` (rule 14 of
    :mod:`airmirror.replication.spark.task_writer`), started and watched as a bounded batch's is
    (:mod:`airmirror.replication.job_driver`).
 3. Each time the driver wakes, it reads the batch log's tail (:class:`StreamTail`, from the log's end before the
@@ -112,7 +112,7 @@ class StreamTail:
 
     def ended(self) -> list[PartitionKey]:
         """The partitions whose newest progress says ``done``: in a stream, only those whose source log moved from
-        under the read (rule 6 of :mod:`airmirror.replication.spark.task_writer`)."""
+        under the read (rule 16 of :mod:`airmirror.replication.spark.task_writer`)."""
         return sorted(key for key, progress in self.latest.items() if progress.done)
 
     def drain(self) -> None:

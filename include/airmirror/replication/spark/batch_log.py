@@ -42,7 +42,7 @@ which source records of which batch are in the target.  Rules:
   does not use) either was fenced or reads the newer token and stops: no two jobs ever write at once.  A missing
   token (the group deleted) stops the task too; the next job commits its own.
 * **Every partition of a stream has an anchor.**  A streaming task commits the progress of its ranges without
-  a trusted anchor at once, before copying (rule 6 of :mod:`~airmirror.replication.spark.task_writer`), so a
+  a trusted anchor at once, before copying (rule 17 of :mod:`~airmirror.replication.spark.task_writer`), so a
   partition that never holds a record is anchored too, and one bounded recovery after the anchor group expired
   or was deleted puts every partition back on the fast path.
 * **One version rule** (:func:`record_fields`), for progress records, runs records, anchors and job markers

@@ -120,7 +120,7 @@ def plan_copy_tasks(
     trusted anchor is looked up in the batch log (the batch's :data:`~airmirror.model.BatchJobs` ``scan_from``); a
     task's retries look up from there too, or, in the batch's first job (``None``), from the log's end before it.
     With ``stream_until`` (a stream batch, :mod:`airmirror.replication.streaming`), every range is open and in a
-    task, which streams until then and at least up to the source's last stable offsets of now (rule 6 of
+    task, which streams until then and at least up to the source's last stable offsets of now (rule 14 of
     :mod:`airmirror.replication.spark.task_writer`).  ``record_ids`` (``airmirror.schema.ids`` not ``off``, see
     :func:`airmirror.replication.schema_sync.record_ids`) goes to every task, and each range gets the steps of
     ``chain`` (default: the flow's) for its topic (:meth:`~airmirror.config.FlowConfig.transform_steps`).

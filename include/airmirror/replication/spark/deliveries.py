@@ -1,6 +1,6 @@
 """The delivery reports of one chunk transaction of a copy task, and the offset-sync runs they prove.
 
-Contract (rule 3 of :mod:`airmirror.replication.spark.task_writer` builds each chunk's runs from here):
+Contract (rule 6 of :mod:`airmirror.replication.spark.task_writer` builds each chunk's runs from here):
 
 1. **Segments.**  A range's records of one reader round go to their remote partition as one *segment*
    (:meth:`ChunkDeliveries.reports`): their source offsets, kept as runs of consecutive offsets (a record a

@@ -89,7 +89,7 @@ def attempt_ids(flow: FlowConfig, keys: Iterable[PartitionKey], jobs: BatchJobs)
     """The transactional ids under which attempts of the unfinished batch's ``jobs`` may still be at work on the
     source partitions ``keys``: none before its first job; the ids of its copy tasks (both of each:
     :func:`airmirror.names.copy_task_transactional_ids`); for a batch begun by an earlier airmirror, the
-    per-partition ids of ``keys``.  The attempts of committed batches write nothing more (rule 1 of
+    per-partition ids of ``keys``.  The attempts of committed batches write nothing more (rule 3 of
     :mod:`airmirror.replication.spark.task_writer`)."""
     match jobs:
         case NoJobYet():

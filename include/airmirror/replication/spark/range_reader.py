@@ -53,7 +53,7 @@ Contract, per range:
 - While no record arrives, the read yields empty rounds every :data:`POLL_TIMEOUT_S`, so the caller can
   keep its own time bounds.  Right after a round with records, the next round takes only what librdkafka has
   already fetched, without waiting: an empty round then says the read has caught up with what the brokers sent so
-  far (a live stream commits then: group commit, rule 6 of :mod:`~airmirror.replication.spark.task_writer`).  A
+  far (a live stream commits then: group commit, rule 15 of :mod:`~airmirror.replication.spark.task_writer`).  A
   range that is read (or dropped) costs nothing more: its partition is unassigned.
 - **Memory.**  What the read buffers is its share of a :class:`~airmirror.replication.spark.task_buffer.TaskBuffer`:
   librdkafka's prefetch is bounded by the buffer's consumer limits, and one handed-over batch holds at most

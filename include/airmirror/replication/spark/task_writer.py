@@ -1,99 +1,91 @@
 """Exactly-once copy of one copy task's ranges (many partitions, one range each) into their remote topics.
 
-A batch's ranges are spread over a few copy tasks (:mod:`airmirror.replication.spark.copy_job`); a task copies all
-of its ranges with one source consumer (:class:`~airmirror.replication.spark.range_reader.RangesReader`) and two
-transactional producers that take turns (rule 3), so what a batch pays per task (fencing, producers, transactions,
-offset commits) is not paid per partition.  Recovery protocol (a task = ranges of batch N, source
-``topic``/``partition`` offsets ``[start, end)`` each; the records it writes are described in
-:mod:`airmirror.replication.spark.batch_log`):
+A batch's ranges are spread over a few copy tasks (:mod:`airmirror.replication.spark.copy_job`).  A task copies
+all of its ranges with one source consumer (:class:`~airmirror.replication.spark.range_reader.RangesReader`) and
+two transactional producers, so fencing, producers, transactions and offset commits are paid per task, not per
+partition.  A task copies ranges of batch N, each source ``topic``/``partition`` offsets ``[start, end)``; the
+records it writes to the batch log are :mod:`airmirror.replication.spark.batch_log`'s.  Rules:
 
-1. The ``transactional.id`` of each of the task's two producers is one of
-   ``names.copy_task_transactional_ids(source, target, index)``: the same for every attempt at task ``index`` of the
-   job, whichever process, Spark task or Airflow retry runs it, and never shared with another flow.  An attempt calls
-   ``init_transactions()`` on both before it reads anything, which therefore fences every older attempt at the task
-   (a zombie can no longer commit) and aborts its open transaction, so none of its records ever becomes
-   visible to read_committed consumers.  A retried job may spread the partitions differently, so before it
-   starts the driver fences every task id of the batch's job before it (their count is stored with the batch,
-   and replaced only after that fencing: :func:`airmirror.replication.pipeline.run_batch`).  Before that fencing
+1. **Fixed ids.**  The ``transactional.id`` of each of the task's two producers is one of
+   ``names.copy_task_transactional_ids(source, target, index)``.  It is the same for every attempt at task
+   ``index`` of the job, whichever process, Spark task or Airflow retry runs it, and no other flow uses it.
+2. **Fence before reading.**  An attempt calls ``init_transactions()`` on both producers before it reads anything.
+   That fences every older attempt at the task (a zombie can no longer commit) and aborts its open transaction,
+   so none of its records ever becomes visible to read_committed consumers.
+3. **The job token.**  A retried job may spread the partitions differently, so before it starts the driver fences
+   every task id of the batch's job before it (:mod:`airmirror.replication.job_driver` rules 1-3).  Before that,
    the driver commits a new job token (:func:`~airmirror.replication.spark.progress.supersede_jobs`), which the
-   job's tasks carry (``CopyTask.job``); right after its ``init_transactions()`` a task reads the flow's newest
-   token with its anchors and, unless it is its own, fails having written nothing.  So an attempt of an earlier
-   job that starts after the fencing (a Spark retry in a run that lost its lease, under an id the new job does not
-   use) never writes: the fencing stops the attempts that were running, the token those that come later.  Hence
-   at any time at most one attempt can commit for a partition.  The tasks of a committed batch write nothing more: the
-   last attempt at each found all its ranges done.
-2. After fencing, the task finds where each range stands.  Its newest committed progress is looked up in one
-   request for all anchors (:func:`~airmirror.replication.spark.batch_log.look_up_progress`): a trusted anchor;
-   else, on the first attempt, what the driver found just before the job (it fenced every attempt first, so only
-   this task can have committed since); else, on a retry, a scan of the batch log from the batch's log floor
-   (``CopyTask.scan_from``).  What that progress means is the rule of
-   :func:`~airmirror.replication.spark.standing.range_standing`, read with the range's topic ids
-   (:func:`resume_from`): done, nothing is read or written; part-copied, the copy continues at its position (the
-   read validates it against the leader epoch there, :mod:`~airmirror.replication.spark.range_reader`); untouched,
-   the copy starts at ``start``; target ahead, the task fails having written nothing, for writing would copy
-   records twice (a metadata DB restored from an old backup).
-3. The ranges are copied together as a sequence of *chunk* transactions.  A chunk holds the next records of
-   every range still being read, each in source order into the same partition of its remote topic (same key,
-   value, headers and timestamp as the source), until one of the :class:`TransactionBounds` is reached by the
-   chunk as a whole, checked between the reader's polls: records, payload bytes, or time since the chunk's
-   first record (at most a third of the producer's ``transaction.timeout.ms``).  Offset-sync runs are proven
-   from the delivery reports of the first and the last of each round's records of a range or, where those do not
-   prove them, the chunk is aborted and copied again with a report per record
-   (:mod:`~airmirror.replication.spark.deliveries`).  Before a chunk that wrote records commits, the cluster is
-   asked for the ids of the remote topics it wrote to (:meth:`CopyAttempt.verify_incarnations`,
-   :mod:`~airmirror.replication.spark.remote_topics`): librdkafka writes by name, and neither the delivery reports
-   nor the offsets they name tell one incarnation from another (seen in a loaded CI run: a remote topic recreated
-   under a chunk held its 40,000 records, committed, while the batch recorded the old incarnation's
-   offsets).  A remote topic that is not the incarnation the driver found fails the chunk before its commit,
-   nothing of it becomes visible, and the driver's next round stops the topic
-   (:mod:`airmirror.replication.incarnations`); so does a first record landing below where the copy stood.  No
-   per-record state is kept, and what the task buffers
-   (reader prefetch, handed-over records, producer queue) stays within ``airmirror.task.max.buffer.bytes``
-   (:mod:`airmirror.replication.spark.task_buffer`) whatever the number or length of its ranges.  Then, in the
-   same transaction, for every range the chunk changed (records copied, or its read moved past aborted records
-   and markers, or ended): its runs records and its new progress record (the chunk's first runs record also carries
-   the schema ids the task mapped that no committed runs record carries yet: :mod:`airmirror.schemas.record_ids`
-   rule 3, stored by the driver with the runs); and the anchors of all of them in one
-   offset commit; then ``commit_transaction()``.  Read_committed consumers of the target see the copy advance
-   chunk by chunk.  The task's two producers take turns, one chunk each, so that a chunk never waits for the one
-   before it: a commit returns once the coordinator logged it, and writes its markers after; until they are written
-   the coordinator refuses the same transactional id's next transaction its partitions (CONCURRENT_TRANSACTIONS), and
-   librdkafka asks again 20 ms later (measured on a busy broker: a tenth to a quarter of the chunks of a live stream
-   waited so, the chunk's median being 11 ms).  Never two transactions are open: a producer begins its chunk only once
-   the other's commit returned, so chunks commit in order, and a chunk's records and batch-log records follow the
-   previous chunk's in every partition.  Any failure before the commit aborts the chunk (explicitly, or at the next
-   attempt's ``init_transactions()``); the committed chunks stay, for every range.
-4. A range's progress says ``done`` in the chunk that reaches its end (or the position the read got to when the
-   source log was truncated below the plan, see :mod:`airmirror.replication.spark.range_reader`).  A range with
-   no committed record left to copy is marked done in the chunk where its read ends, with no records.
-5. The driver commits the metadata DB (cursor = the done position, offset-syncs, batch state) in one DB
-   transaction only after every range of the batch has done progress for batch N.  If the driver dies
-   first, the next run resumes batch N: step 2 skips the finished ranges and continues the others.
-
-6. **Streaming** (a live run's stream batch, :mod:`airmirror.replication.streaming`): the task's ranges are open
-   (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) and the task copies until its
-   ``stream_until`` (wall-clock) time, and at least until every read has reached its range's ``catch_up`` (what the
-   partition held when the job was planned: a task that Spark starts late, or a backlog longer than the window, is
-   copied all the same, as a bounded batch would), except a read that has heard nothing of its partition (no record, no
-   end) for :data:`CATCH_UP_SILENCE_S` after ``stream_until`` (a partition whose leader is down, say): the stream ends
-   without it, its progress where its read got to, and the next stream goes on from there, so a window always ends.
-   Rules 1-3 hold unchanged, but a chunk with records commits as soon as the read has nothing more fetched (group
-   commit: an empty round right after records, see :mod:`~airmirror.replication.spark.range_reader`), so under light
-   load a record waits one fetch and one commit, and under load chunks grow by themselves while the previous commit
-   runs, up to the streaming bound (``airmirror.live.transaction.max.ms``) since their first record; one transaction is
-   open at a time.  A chunk without records is never committed, except the last one at ``stream_until``, which records
-   where every read got to.  No range is ``done`` but one whose source log moved from under its read (retention deleted
-   what it had yet to read, or an unclean leader election made it diverge): its read ends there
-   (:mod:`~airmirror.replication.spark.range_reader`), its progress says ``done`` at that position in the next committed
-   chunk, and the other ranges stream on; the driver then ends the stream early, and the next stream plans the partition
-   again (from the log start with a gap, or from the divergence point).  The driver ends the stream by fencing the task
-   ids, after which the newest committed progress of each partition is final (it either finished at ``stream_until`` or
-   was stopped: both leave the target at a chunk boundary).  The reader is opened after fencing, at each range's
-   progress, so it never seeks.  A chunk's transactional calls are bounded by :data:`STREAM_TRANSACTION_CALL_S` (see
-   :func:`~airmirror.replication.spark.watchdog.hard_deadline`).  Right after fencing, the ranges that had no trusted
-   anchor get their progress and anchors committed in a transaction of no records (:meth:`CopyAttempt.anchor`), so that
-   every partition, one that is never written included, is found by its anchor at the next stream's start, and a lost
-   anchor group costs one bounded lookup.
+   job's tasks carry (``CopyTask.job``).  Right after ``init_transactions()`` a task reads the flow's newest token
+   with its anchors; unless it is its own, the task fails having written nothing.  The fencing stops the attempts
+   that were running; the token stops those of an earlier job that start later (a Spark retry in a run that lost
+   its lease).  So at most one attempt can commit for a partition at any time, and the tasks of a committed batch
+   write nothing more.
+4. **Where each range stands.**  After fencing, the task looks up each range's newest committed progress, for all
+   anchors in one request (:func:`~airmirror.replication.spark.batch_log.look_up_progress`): a trusted anchor;
+   else, on a first attempt, what the driver found just before the job (it fenced every attempt first); else, on
+   a retry, a scan of the batch log from the batch's log floor (``CopyTask.scan_from``).
+   :func:`~airmirror.replication.spark.standing.range_standing` says what that progress means (:func:`resume_from`):
+   done, nothing is read or written; part-copied, the copy continues at its position (the read validates it
+   against the leader epoch there); untouched, it starts at ``start``; target ahead, the task fails having written
+   nothing, for writing would copy records twice (a metadata DB restored from an old backup).
+5. **Chunks.**  The ranges are copied together as a sequence of *chunk* transactions.  A chunk holds the next
+   records of every range still being read, each in source order into the same partition of its remote topic
+   (same key, value, headers and timestamp, after the flow's transform steps).  It ends at the first of its
+   :class:`TransactionBounds`, checked between the reader's polls: records, payload bytes, or time since its first
+   record (at most a third of the producer's ``transaction.timeout.ms``).
+6. **Runs from delivery reports.**  A chunk's offset-sync runs are proven from the delivery reports of the first
+   and the last of each round's records of a range.  Where those do not prove them, the chunk is aborted and copied
+   again with a report per record (:mod:`~airmirror.replication.spark.deliveries`).
+7. **Remote topic ids before the commit.**  Before a chunk that wrote records commits, the task asks the cluster
+   for the ids of the remote topics it wrote to (:meth:`CopyAttempt.verify_incarnations`,
+   :mod:`~airmirror.replication.spark.remote_topics`).  librdkafka writes by name, and neither its reports nor their
+   offsets tell one incarnation from another (seen in a loaded CI run: a topic recreated under a chunk got its
+   40,000 records while the batch recorded the old incarnation's offsets).  A remote topic that is not the
+   incarnation the driver found fails the chunk before its commit, and the driver's next round stops the topic
+   (:mod:`airmirror.replication.incarnations`); so does a first record landing below where the copy stood.
+8. **Bounded memory.**  No per-record state is kept.  What the task buffers (reader prefetch, handed-over records,
+   producer queue) stays within ``airmirror.task.max.buffer.bytes``
+   (:mod:`airmirror.replication.spark.task_buffer`), whatever the number or length of its ranges.
+9. **What a chunk commits.**  In the chunk's transaction, for every range it changed (records copied, a read moved
+   past aborted records and markers, or ended): its runs records and its new progress record, then the anchors of
+   all of them in one offset commit, then ``commit_transaction()``.  The chunk's first runs record also carries the
+   schema ids the task mapped that no committed runs record carries yet (:mod:`airmirror.schemas.record_ids`
+   rule 3).  Read_committed consumers of the target see the copy advance chunk by chunk.
+10. **Two producers take turns**, one chunk each, so a chunk never waits for the one before it.  A commit returns
+    once the coordinator logged it and writes its markers after; until then the coordinator refuses the same id's
+    next transaction (CONCURRENT_TRANSACTIONS, retried by librdkafka 20 ms later: measured on a busy broker, a
+    tenth to a quarter of a live stream's chunks waited so, the median chunk taking 11 ms).  A producer begins
+    its chunk only once the other's commit returned, so one transaction is open at a time, chunks commit in
+    order, and a chunk's records follow the previous chunk's in every partition.
+11. **A failure aborts only the open chunk**, explicitly or at the next attempt's ``init_transactions()``; the
+    committed chunks stay, for every range.
+12. **Done.**  A range's progress says ``done`` in the chunk that reaches its end, or the position the read got to
+    when the source log moved from under it (:mod:`airmirror.replication.spark.range_reader`).  A range with no
+    committed record left to copy is marked done in the chunk where its read ends, with no records.
+13. **The DB after Kafka.**  The driver commits the metadata DB (cursors, offset syncs, batch state) in one DB
+    transaction only once every range of the batch has done progress for batch N.  If the driver dies first, the
+    next run resumes batch N: rule 4 skips the finished ranges and continues the others.
+14. **A stream's window** (a live run's stream batch, :mod:`airmirror.replication.streaming`).  The ranges are open
+    (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`), and the task copies until
+    ``stream_until`` (wall clock) and at least until every read reached its range's ``catch_up``: what the partition
+    held when the job was planned, so a task Spark starts late, or a backlog longer than the window, is copied all
+    the same.  A read that heard nothing of its partition for :data:`CATCH_UP_SILENCE_S` after ``stream_until`` (a
+    leader down, say) does not hold the stream: its progress stays where its read got to, and the next stream goes
+    on from there, so a window always ends.  Transactional calls are bounded by :data:`STREAM_TRANSACTION_CALL_S`
+    (:func:`~airmirror.replication.spark.watchdog.hard_deadline`).  Rules 1-11 hold unchanged.
+15. **Group commit.**  In a stream, a chunk with records commits as soon as the read has nothing more fetched (an
+    empty round right after records, :mod:`~airmirror.replication.spark.range_reader`).  Under light load a record
+    waits one fetch and one commit; under load chunks grow while the previous commit runs, up to
+    ``airmirror.live.transaction.max.ms`` since their first record.  A chunk without records is never committed,
+    except the last one at ``stream_until``, which records where every read got to.
+16. **A stream's end.**  In a stream, no range is ``done`` but one whose source log moved from under its read: its
+    progress says ``done`` there in the next committed chunk, the other ranges stream on, and the driver ends the
+    stream early so that the next one plans the partition again.  The driver ends a stream by fencing the task
+    ids; each partition's newest committed progress is then final, at a chunk boundary.
+17. **Anchors at a stream's start.**  A stream's reader is opened after fencing, at each range's progress, so it
+    never seeks.  The ranges that had no trusted anchor get their progress and anchors committed at once, in a
+    transaction of no records (:meth:`CopyAttempt.anchor`), so every partition, one never written included, is
+    found by its anchor at the next stream's start, and a lost anchor group costs one bounded lookup.
 
 Hence every source record of a committed range lands in the target exactly once, in order, whatever fails
 (a Spark task killed mid-chunk, the job killed between Kafka commit and DB commit, a broker restart, an
@@ -151,7 +143,8 @@ STREAM_TRANSACTION_CALL_S = 10.0
 """A streaming task's bound on a chunk's transactional calls: a stream's lag is its users' recovery point, so a
 call stuck behind a restarted coordinator ends the worker sooner (its retry fences and continues)."""
 CATCH_UP_SILENCE_S = 60.0
-"""How long past its ``stream_until`` a stream waits on a read that hears nothing before it ends without it (rule 6)."""
+"""How long past its ``stream_until`` a stream waits on a read that hears nothing before it ends without it
+(rule 14)."""
 FLUSH_TIMEOUT_S = 300.0
 FLUSH_POLL_S = 0.5
 FAILED_DELIVERY_POLLS = 300
@@ -167,7 +160,7 @@ Outgoing = tuple[int, bytes | None, bytes | None, Headers | dict[str, HeaderValu
 
 
 class ChunkEnd(Enum):
-    """Why a chunk ended (rules 3 and 6)."""
+    """Why a chunk ended (rules 5 and 15)."""
 
     BOUND = "a transaction bound was reached"
     READS_DONE = "every read reached its end"
@@ -190,12 +183,12 @@ class RangeTask:
     """One range of a copy task: source ``topic``/``partition`` offsets ``[start, end)`` into ``remote_topic``.
 
     ``source_topic_id``/``remote_topic_id`` name the incarnations the range copies between, ``resets`` says its
-    cursor starts afresh (rule 2 of the module docstring), ``start_epoch`` is the source leader epoch before
+    cursor starts afresh (rule 4), ``start_epoch`` is the source leader epoch before
     ``start`` when known, and ``known`` the progress the driver found for it before the job.  A streaming range
     (``end`` is :data:`~airmirror.replication.spark.range_reader.OPEN_END`) has ``catch_up``: the source's last
-    stable offset when its job was planned, which its stream copies up to however late the task starts (rule 6).
+    stable offset when its job was planned, which its stream copies up to however late the task starts (rule 14).
     ``transforms`` are the flow's transform steps for the remote topic (:mod:`airmirror.config.transforms`; none
-    for a heartbeats topic), which the task runs on each record (rule 3)."""
+    for a heartbeats topic), which the task runs on each record (rule 5)."""
 
     topic: str
     partition: int
@@ -224,12 +217,12 @@ class CopyTask:
     """Everything one Spark task needs to copy its ranges; plain data, so it pickles to executors.
 
     ``log_end`` is the batch log's end offset before the job: every runs record the job writes lies at or after
-    it; ``scan_from`` is the batch's log floor, where a retry looks up a range without a trusted anchor (rule 2).
-    ``job`` is the token the driver committed for the job (rule 1): the task writes only while it is the newest.
+    it; ``scan_from`` is the batch's log floor, where a retry looks up a range without a trusted anchor (rule 4).
+    ``job`` is the token the driver committed for the job (rule 3): the task writes only while it is the newest.
     ``buffer`` bounds what the task holds (:mod:`airmirror.replication.spark.task_buffer`).  The client
     configurations can hold credentials, so they are left out of the repr.  The access scopes name the ACL
     behind a refusal (:mod:`airmirror.kafka.authorization`).  ``stream_until`` (epoch seconds) makes it a streaming
-    task (rule 6 of the module docstring).  ``record_ids`` makes the task translate schema ids
+    task (rule 14).  ``record_ids`` makes the task translate schema ids
     (:mod:`airmirror.schemas.record_ids`).  ``skip_failed_records`` (``errors.tolerance = all``) skips a record a
     transform cannot process instead of failing the chunk, writing it to ``dead_letter_topic`` when there is one
     (:meth:`CopyAttempt.dead_letter`), with Connect's context headers when ``dead_letter_headers``.
@@ -298,7 +291,7 @@ def producer_settings(task: CopyTask, transactional_id: str) -> dict[str, Any]:
     """Transactional producer settings: the flow's target producer settings within the task buffer's producer
     limits (:func:`~airmirror.replication.spark.task_buffer.bounded`), plus the EOS invariants and no topic creation.
     Each of the task's two producers gets the whole producer limits: only the one whose turn it is holds records
-    (the other's commit flushed its queue, rule 3)."""
+    (the other's commit flushed its queue, rule 10)."""
     settings: dict[str, Any] = {
         "enable.sparse.connections": False,  # connect to every broker at once: see await_broker_connections
         "linger.ms": 20,
@@ -354,7 +347,7 @@ class CopyAttempt:
         self.max_seconds = chunk_seconds(task, settings[0])
         self.producers = [Producer(logged(each)) for each in settings]
         self.turn = 0
-        """Which of :attr:`producers` writes the next transaction (rule 3)."""
+        """Which of :attr:`producers` writes the next transaction (rule 10)."""
         self.remotes = RemoteTopicCheck(self.producers[0], [r.remote_topic for r in task.ranges], task.flow)
         self.incarnations = RemoteIncarnations(
             task.target_admin_config, {r.remote_topic: r.remote_topic_id for r in task.ranges}, task.flow
@@ -375,7 +368,7 @@ class CopyAttempt:
         )
         """The registries of field transforms on Avro sides (:mod:`airmirror.schemas.avro_fields`)."""
         self.carried_ids: set[int] = set()
-        """The schema ids this attempt mapped that a committed runs record carries (rule 3)."""
+        """The schema ids this attempt mapped that a committed runs record carries (rule 9)."""
 
     def __enter__(self) -> CopyAttempt:
         return self
@@ -398,7 +391,7 @@ class CopyAttempt:
         return self.task.transactional_ids[self.turn]
 
     def fence(self, first_attempt: bool) -> None:
-        """Fence older attempts and find where each range stands (rules 1 and 2 of the module docstring).  The job's
+        """Fence older attempts and find where each range stands (rules 2-4).  The job's
         token is checked before ``init_transactions()`` too, so that an attempt of a superseded job does not even
         fence the attempt of the newer job that shares its id."""
         task = self.task
@@ -430,7 +423,7 @@ class CopyAttempt:
 
     def check_job(self, committed: list[TopicPartition], marker: tuple[str, int]) -> None:
         """Fail, having written nothing, unless the flow's newest job token (in ``committed``, at ``marker``) is this
-        task's (rule 1)."""
+        task's (rule 3)."""
         task = self.task
         newest = next((decode_job(tp.metadata) for tp in committed if (tp.topic, tp.partition) == marker), None)
         if newest != task.job:
@@ -442,7 +435,7 @@ class CopyAttempt:
 
     def anchor(self, keys: list[tuple[str, int]]) -> None:
         """Commit the progress of these ranges as it stands, with their anchors, in a transaction of no records
-        (rule 6)."""
+        (rule 17)."""
         self.producer.begin_transaction()
         try:
             self.commit_progress({key: self.states[key].progress for key in keys})
@@ -476,14 +469,14 @@ class CopyAttempt:
         ]
 
     def stream(self, reader: RangesReader, until: float) -> None:
-        """Copy chunk after chunk until ``until`` (epoch seconds; rule 6), from a reader of :meth:`stream_reads`."""
+        """Copy chunk after chunk until ``until`` (epoch seconds; rule 14), from a reader of :meth:`stream_reads`."""
         self.rounds = reader.rounds()
         while not self.stream_ends(reader, until):
             self.copy_chunk(reader, until)
 
     def stream_ends(self, reader: RangesReader, until: float) -> bool:
         """Whether a stream may end now: ``until`` has passed and every read has caught up or has heard nothing for
-        :data:`CATCH_UP_SILENCE_S` since ``until``, or every read ended (rule 6)."""
+        :data:`CATCH_UP_SILENCE_S` since ``until``, or every read ended (rules 14 and 16)."""
         reads = reader.reads
         if reader.ended and all(read.done for read in reads.values()):
             return True
@@ -500,12 +493,12 @@ class CopyAttempt:
         )
 
     def newly_stopped(self, reader: RangesReader) -> bool:
-        """Whether a stream's read ended (its source log diverged below it, rule 6) and its progress does not say
+        """Whether a stream's read ended (its source log diverged below it, rule 16) and its progress does not say
         so yet: the chunk then ends and commits, so the driver learns it at once."""
         return any(not self.states[key].progress.done for key in reader.ended)
 
     def copy_chunk(self, reader: RangesReader, until: float | None = None) -> None:
-        """One chunk transaction (rule 3); with ``until``, one chunk of a stream (rule 6).  A chunk whose delivery
+        """One chunk transaction (rule 5); with ``until``, one chunk of a stream (rule 15).  A chunk whose delivery
         reports do not prove where its records went is aborted and copied again, every record reporting, as is
         every later chunk of the attempt (:mod:`~airmirror.replication.spark.deliveries` rule 3)."""
         try:
@@ -777,7 +770,7 @@ class CopyAttempt:
 
     def commit_progress(self, committed: Mapping[tuple[str, int], Progress]) -> None:
         """Write the progress records of ``committed`` (source partition to its new progress), their anchors in one
-        offset commit, and commit the open transaction; then it is the other producer's turn (rule 3)."""
+        offset commit, and commit the open transaction; then it is the other producer's turn (rule 10)."""
         task, producer = self.task, self.producer
         anchors: list[TopicPartition] = []
         for key, progress in committed.items():
@@ -801,7 +794,7 @@ class CopyAttempt:
         self.turn = 1 - self.turn
 
     def verify_incarnations(self, changed: list[tuple[RangeState, list[OffsetRun]]]) -> None:
-        """Before a chunk commits (rule 3): ask the cluster for the id of every remote topic the chunk wrote records
+        """Before a chunk commits (rule 7): ask the cluster for the id of every remote topic the chunk wrote records
         to (``changed``: each range the chunk changed, with its runs), and raise for one that is not the incarnation
         the driver found; then raise for a range whose first record landed below its position, which only another
         incarnation can take."""
@@ -869,7 +862,7 @@ class CopyAttempt:
 
 
 def resume_from(batch_id: int, source: RangeTask, found: Progress | None) -> Progress:
-    """Where this attempt starts the range, from the partition's newest committed progress (rule 2; what ``found``
+    """Where this attempt starts the range, from the partition's newest committed progress (rule 4; what ``found``
     means is :func:`~airmirror.replication.spark.standing.range_standing`'s)."""
     incarnations = Incarnations(source.source_topic_id, source.remote_topic_id)
     match range_standing(batch_id, found, start=source.start, resets=source.resets, incarnations=incarnations):
