@@ -121,6 +121,7 @@ def streaming(store: MetadataStore, flow: str) -> bool:
     return batch is not None and bool(batch.params.get("stream"))
 
 
+@pytest.mark.proves("streaming rule 1", "streaming rule 3", "streaming rule 4", "streaming rule 5")
 def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(clusters, prefix, tmp_path):
     """A live run of a topic of hundreds of partitions streams: while its one stream batch is RUNNING, the DB's
     cursors advance (recorded as it goes).  A kill -9 of its copy tasks' Python workers mid-stream: the stream
@@ -188,6 +189,7 @@ def test_streaming_run_records_as_it_goes_survives_kill_9_and_stops_on_sigterm(c
     assert sum(len(records) for records in target.values()) == sent
 
 
+@pytest.mark.proves("task_writer rule 16", "streaming rule 4")
 def test_a_topic_deleted_mid_stream_stops_alone(clusters, prefix, tmp_path):
     """A source topic deleted under a stream stops alone: the same stream batch goes on copying the other topic
     past topic sync's next look (no restart of the stream), and ends the deleted topic's range where its copy
@@ -286,9 +288,10 @@ def test_spark_submit_app_runs_the_same_loop(clusters, prefix, tmp_path):
         assert records_of(b, f"a.{topic}", p) == records_of(a, topic, p)
 
 
+@pytest.mark.proves("task_writer rule 14", "streaming rule 2")
 def test_a_stream_task_that_starts_after_its_window_still_copies_what_was_there(clusters, prefix, tmp_path):
     """Spark may start a stream's task late on a loaded machine, after ``stream_until``: the task still copies
-    every record its partitions held when the job was planned (rule 6 of the task writer), then ends."""
+    every record its partitions held when the job was planned (task_writer rule 14), then ends."""
     topic = f"{prefix}.late"
     _, flow, store = live_flow(clusters, tmp_path, prefix, topic, partitions=2)
     for p in range(2):
@@ -363,7 +366,7 @@ def test_idle_rounds_leave_threads_and_admin_clients_flat(clusters, prefix, tmp_
     gc.disable()
     try:
         with MetadataStore.open(flow.metadata_db_url) as store:
-            # a record cap makes the run a bounded one (rule 10): rounds with nothing to copy are idle
+            # a record cap makes the run a bounded one (continuous rule 10): rounds with nothing to copy are idle
             report = continuous.replicate_continuously(
                 flow, store, BatchOptions(max_records=1000), lambda: None, stop=stop, duration=timedelta(minutes=5)
             )

@@ -245,6 +245,7 @@ def kill_after_kafka_commit_and_resume(
 
 
 @pytest.mark.parametrize("anchors", ["kept", "deleted", "overwritten"])
+@pytest.mark.proves("task_writer rule 13")
 def test_job_killed_after_kafka_commit_before_db_commit(clusters, flow_config, anchors):
     """Resuming after the Kafka commit copies nothing again, even when the anchor group was deleted or
     another client committed over it: the batch log's progress records are the truth."""

@@ -58,6 +58,7 @@ def batch_row(database: Path, where: str) -> tuple[int, str, int | None] | None:
     return None if row is None else (row[0], row[1], row[2])
 
 
+@pytest.mark.proves("task_writer rule 3", "job_driver rule 1")
 def test_a_frozen_run_thawed_after_a_wider_run_took_its_batch_over_writes_nothing_and_nothing_twice(
     clusters, prefix, tmp_path
 ):

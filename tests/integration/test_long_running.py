@@ -78,6 +78,7 @@ def anchors_of(config: Path, remote: list[tuple[str, int]]) -> dict[tuple[str, i
     return read_anchors(flow.target_client("consumer"), names.anchor_group("a", "b"), remote)
 
 
+@pytest.mark.proves("task_writer rule 17")
 def test_every_stream_partition_is_anchored_and_anchors_come_back_after_the_group_is_deleted(
     clusters, prefix, tmp_path
 ):
@@ -362,6 +363,7 @@ def test_a_remote_topic_recreated_under_a_live_stream_is_never_written(clusters,
 LEASED_PARTITIONS = 4
 
 
+@pytest.mark.proves("streaming rule 5", "streaming rule 6", "job_driver rule 5")
 def test_a_run_that_lost_its_lease_never_writes_again_once_the_next_run_started(clusters, prefix, tmp_path):
     """A live run streams with four copy tasks while a producer writes; its driver is frozen (SIGSTOP): its Spark
     tasks stream on, but it no longer renews its lease.  Once the lease expired, a second live run with two slots

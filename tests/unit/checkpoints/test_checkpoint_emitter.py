@@ -1,5 +1,5 @@
-"""The pure rule of checkpoint emission (rule 4, monotonic per group-partition).  Writing checkpoints to real
-clusters: tests/integration/test_checkpoints.py."""
+"""The pure rule of checkpoint emission (checkpoint_emitter rule 4, monotonic per group-partition).  Writing
+checkpoints to real clusters: tests/integration/test_checkpoints.py."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ EXTRA = {
 
 @pytest.fixture(autouse=True)
 def resolved_from_the_environment() -> Iterator[None]:
-    """The CLI's resolver, whatever an earlier in-process ``dag.test()`` installed (rule 3)."""
+    """The CLI's resolver, whatever an earlier in-process ``dag.test()`` installed (connections rule 3)."""
     use_resolver(from_environment)
     yield
     use_resolver(from_environment)

@@ -70,6 +70,7 @@ def delta(partition: int, start: int, end: int) -> RangeResult:
     )
 
 
+@pytest.mark.proves("streaming rule 3")
 def test_sampled_actions_wait_for_their_interval_and_see_each_partitions_newest_recording(recorder, calls, monkeypatch):
     monkeypatch.setattr(streaming, "SAMPLE_INTERVAL_S", 3600.0)
     recorder.record([delta(0, 0, 5)], {})
@@ -134,6 +135,7 @@ def losing_the_outcome(monkeypatch: pytest.MonkeyPatch, store: MetadataStore, co
 
 
 @pytest.mark.parametrize("committed", [True, False], ids=["committed-after-all", "not-committed"])
+@pytest.mark.proves("streaming rule 3")
 def test_a_recording_whose_commit_failed_is_reconciled_with_the_db_and_the_stream_goes_on(
     recorder, calls, monkeypatch, committed
 ):

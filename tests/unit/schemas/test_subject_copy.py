@@ -130,7 +130,8 @@ def test_references_are_copied_first_and_renamed(source: FakeRegistry, target: F
     )
     copy = copier(source, target, SchemaIds.TRANSLATE)
     report = copy.copy_subject("orders-value")
-    # A referenced version comes with the versions before it (rule 2), so the target's versions are the source's.
+    # A referenced version comes with the versions before it (subject_copy rule 2): the target's versions are the
+    # source's.
     assert registered(target) == ["shared.Address", "shared.Address", "a.common-value", "a.orders-value"]
     assert report.registered == 1
     assert target.version("a.orders-value", 1)["references"] == [

@@ -47,6 +47,7 @@ def key(partition: int) -> PartitionKey:
     return PartitionKey(TOPIC, partition)
 
 
+@pytest.mark.proves("range_commits rule 2", "range_commits rule 3")
 def test_a_batch_moves_no_cursor_until_it_commits_and_then_to_the_end_of_each_range(store: MetadataStore) -> None:
     plans = [planned(0, 0, 10), planned(1, 0, 0)]
     batch_id = store.begin_batch(FLOW, plans, {"trigger": "test"})
@@ -71,6 +72,7 @@ def test_a_flow_has_at_most_one_running_batch(store: MetadataStore) -> None:
     store.begin_batch("a->c", [planned(0, 0, 10)], {})
 
 
+@pytest.mark.proves("range_commits rule 1")
 def test_a_stale_cursor_fails_the_commit_and_writes_nothing(store: MetadataStore) -> None:
     commit(store, planned(0, 0, 10))
     stale = store.begin_batch(FLOW, [planned(0, 5, 20)], {})
@@ -154,6 +156,7 @@ def test_offset_sync_runs_translate_each_copied_offset_exactly_both_ways(store: 
     assert store.last_offset_run(FLOW, key(0)) == OffsetRun(7, 10, 106)
 
 
+@pytest.mark.proves("range_commits rule 2")
 def test_a_run_that_continues_the_stored_one_exactly_extends_it(store: MetadataStore) -> None:
     commit(store, planned(0, 0, 10), planned(1, 0, 10))
     plans = [planned(0, 10, 20), planned(1, 10, 20)]
@@ -183,6 +186,7 @@ def test_a_run_with_holes_is_stored_whole_and_never_extended_in_place(store: Met
     assert store.offset_runs(FLOW, key(0)) == [dropping, OffsetRun(10, 20, 107)]
 
 
+@pytest.mark.proves("range_commits rule 2")
 def test_offsets_lost_to_retention_are_recorded_as_a_gap_with_the_batch_planned_past_them(
     store: MetadataStore,
 ) -> None:
@@ -196,6 +200,7 @@ def test_offsets_lost_to_retention_are_recorded_as_a_gap_with_the_batch_planned_
     assert (stats.cursor, stats.records, stats.gap_count, stats.gap_offsets) == (20, 15, 1, 5)
 
 
+@pytest.mark.proves("job_driver rule 3")
 def test_the_copy_task_count_is_recorded_only_on_a_running_batch(store: MetadataStore) -> None:
     batch_id = store.begin_batch(FLOW, [planned(0, 0, 10)], {})
 
@@ -210,6 +215,7 @@ def test_the_copy_task_count_is_recorded_only_on_a_running_batch(store: Metadata
         store.set_copy_tasks(batch_id, 0, 130)
 
 
+@pytest.mark.proves("job_driver rule 3")
 def test_the_log_floor_is_the_batch_logs_end_before_the_first_copy_job(store: MetadataStore) -> None:
     """Every batch-log record of a batch lies above the log's end before its first job; a later job of the same
     batch (a resumed batch) keeps that floor, whatever the log's end is then."""

@@ -100,6 +100,7 @@ def batch_of(store: MetadataStore, batch_id: int) -> BatchRecord:
     return next(b for b in store.batches(FLOW) if b.id == batch_id)
 
 
+@pytest.mark.proves("range_commits rule 2", "range_commits rule 3", "streaming rule 3")
 def test_recordings_move_the_cursors_and_the_final_one_commits_the_batch_with_its_totals(store: MetadataStore):
     batch_id = begin_stream(store, [empty(0, 0), empty(1, 10)])
     first = [delta(0, 0, 5, OffsetRun(0, 5, 100), epoch=3), delta(1, 10, 13, OffsetRun(10, 13, 200))]
@@ -240,6 +241,7 @@ def test_a_bad_delta_is_refused_and_nothing_is_written(
     assert only_batch(store).state is BatchState.RUNNING
 
 
+@pytest.mark.proves("range_commits rule 1")
 def test_a_cursor_moved_under_the_batch_makes_the_recording_stale(store: MetadataStore, store_url: str):
     batch_id = begin_stream(store, [empty(0, 0), empty(1, 10)])
     store.record_stream(batch_id, [delta(0, 0, 5, OffsetRun(0, 5, 100))])

@@ -46,6 +46,7 @@ PROGRESS = Progress(
 )
 
 
+@pytest.mark.proves("batch_log rule 3")
 def test_progress_round_trips_and_reads_foreign_text_as_nothing():
     assert Progress.decode(PROGRESS.encode()) == PROGRESS
     assert Progress.decode(PROGRESS.encode().encode()) == PROGRESS
@@ -70,6 +71,7 @@ def test_one_version_rule_a_record_of_another_version_or_shape_is_refused_never_
     assert decode_job(encode_job("j")) == "j"
 
 
+@pytest.mark.proves("batch_log rule 4")
 def test_anchor_is_trusted_only_when_it_matches_its_offset():
     assert trusted_anchor(TopicPartition("t", 0, 630, metadata=PROGRESS.encode())) == PROGRESS
     assert trusted_anchor(TopicPartition("t", 0, 631, metadata=PROGRESS.encode())) is None
@@ -77,6 +79,7 @@ def test_anchor_is_trusted_only_when_it_matches_its_offset():
     assert trusted_anchor(TopicPartition("t", 0, -1001)) is None
 
 
+@pytest.mark.proves("batch_log rule 2")
 def test_runs_split_into_bounded_records_that_round_trip():
     runs = [OffsetRun(i * 3, i * 3 + 2, 1000 + i * 2) for i in range(RUNS_PER_RECORD + 5)]
     parts = runs_parts(7, 4, runs)

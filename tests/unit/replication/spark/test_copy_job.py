@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from airmirror import names
 from airmirror.config import load_config
 from airmirror.errors import ReplicationFailure
@@ -19,6 +21,7 @@ def ranges(*sizes: int) -> list[PlannedRange]:
     ]
 
 
+@pytest.mark.proves("job_driver rule 2")
 def test_every_range_lands_in_exactly_one_task_in_plan_order():
     planned = ranges(*range(1, 2001))
     tasks = spread(planned, 8)
@@ -55,6 +58,7 @@ def flow(tmp_path: Path):
     return load_config(path, env={}).flow("us->dr")
 
 
+@pytest.mark.proves("task_writer rule 3", "job_driver rule 3")
 def test_a_retried_job_fences_the_ids_the_job_before_it_used(tmp_path):
     f = flow(tmp_path)
     keys = [PartitionKey("orders", 0), PartitionKey("orders", 1)]
@@ -66,6 +70,7 @@ def test_a_retried_job_fences_the_ids_the_job_before_it_used(tmp_path):
     assert legacy == [names.transactional_id("us", "dr", "orders", 0), names.transactional_id("us", "dr", "orders", 1)]
 
 
+@pytest.mark.proves("task_writer rule 1")
 def test_copy_task_ids_never_equal_a_partition_id_and_share_the_flow_prefix():
     task_ids = {t for i in range(64) for t in names.copy_task_transactional_ids("us", "dr", i)}
     partition_ids = {

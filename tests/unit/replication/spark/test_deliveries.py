@@ -28,6 +28,7 @@ def deliver(reports: list, first: int) -> None:
             report(None, delivery(first + place))
 
 
+@pytest.mark.proves("deliveries rule 1", "deliveries rule 2")
 def test_only_the_first_and_last_record_of_a_segment_report_and_they_prove_its_runs() -> None:
     chunk = ChunkDeliveries()
     offsets = [*range(5, 1005), 1007, 1008]  # a hole: records a transform dropped, or markers in the source
@@ -50,6 +51,7 @@ def test_a_round_whose_records_were_all_dropped_writes_nothing_and_leaves_the_ch
     assert chunk.runs(REMOTE) == [OffsetRun(3, 5, 20)]
 
 
+@pytest.mark.proves("deliveries rule 3")
 def test_a_record_of_another_writer_between_a_segments_records_leaves_it_unproven() -> None:
     chunk = ChunkDeliveries()
     reports = chunk.reports(REMOTE, RANGE, list(range(10)))
@@ -60,6 +62,7 @@ def test_a_record_of_another_writer_between_a_segments_records_leaves_it_unprove
         chunk.runs(REMOTE)
 
 
+@pytest.mark.proves("deliveries rule 3")
 def test_a_segment_whose_last_report_is_missing_is_unproven() -> None:
     chunk = ChunkDeliveries()
     reports = chunk.reports(REMOTE, RANGE, [3, 4])
@@ -78,6 +81,7 @@ def test_a_failed_report_is_unproven_unless_every_record_reports() -> None:
         chunk.raise_unproven()
 
 
+@pytest.mark.proves("deliveries rule 3")
 def test_every_record_reports_after_an_unproven_chunk_and_its_runs_break_where_the_target_skips() -> None:
     chunk = ChunkDeliveries(every_record=True)
     reports = chunk.reports(REMOTE, RANGE, [5, 6, 7, 9])
@@ -89,6 +93,7 @@ def test_every_record_reports_after_an_unproven_chunk_and_its_runs_break_where_t
     assert chunk.runs(REMOTE) == [OffsetRun(5, 7, 100), OffsetRun(7, 10, 103, holes=(8, 9))]
 
 
+@pytest.mark.proves("deliveries rule 4")
 def test_when_every_record_reports_the_refused_record_is_named_not_the_records_purged_before_its_report() -> None:
     """librdkafka purges the records queued behind a refused in-flight record and may report them first."""
     chunk = ChunkDeliveries(every_record=True)

@@ -49,6 +49,7 @@ def progress(batch_id: int, position: int, done: bool) -> Progress:
     )
 
 
+@pytest.mark.proves("job_driver rule 2")
 def test_a_range_is_untouched_until_its_batch_commits_a_chunk_and_unfinished_until_one_says_done() -> None:
     ranges = [planned(0, 0, 10), planned(1, 0, 10), planned(2, 0, 10), planned(3, 0, 10), planned(4, 5, 5)]
     found = {
@@ -74,6 +75,7 @@ def test_the_attempts_fenced_are_those_of_the_batchs_copy_tasks(flow: FlowConfig
     ]
 
 
+@pytest.mark.proves("task_writer rule 2")
 def test_fencing_aborts_what_an_attempt_left_open_and_it_can_never_commit(
     flow: FlowConfig, target: StandInCluster
 ) -> None:
@@ -94,6 +96,7 @@ def test_fencing_aborts_what_an_attempt_left_open_and_it_can_never_commit(
     assert fenced == attempt_ids(flow, KEYS, TaskJobs(2))
 
 
+@pytest.mark.proves("task_writer rule 3", "job_driver rule 1")
 def test_superseding_commits_a_new_job_token_then_fences_the_attempts(flow: FlowConfig, target: StandInCluster) -> None:
     """Rule 1 of the task writer: the new token is committed before the fencing, so an attempt that starts after
     the fencing reads it; every call makes a token of its own."""
@@ -107,6 +110,7 @@ def test_superseding_commits_a_new_job_token_then_fences_the_attempts(flow: Flow
     assert methods == ["commit", *["init_transactions"] * 4] * 2  # two tasks of two producers each
 
 
+@pytest.mark.proves("job_driver rule 1")
 def test_a_run_whose_lease_is_lost_neither_supersedes_nor_fences(flow: FlowConfig, target: StandInCluster) -> None:
     """Only the lease holder fences: the check comes before the job token and before any fence, so a thawed driver
     leaves the owner's job and tasks alone."""

@@ -1,4 +1,4 @@
-"""Where a copy attempt starts a range, from the newest committed progress of its partition (task_writer rule 2)."""
+"""Where a copy attempt starts a range, from the newest committed progress of its partition (task_writer rule 4)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from airmirror.replication.spark.batch_log import Progress, look_up_progress
 from airmirror.replication.spark.standing import (
     Done,
@@ -35,6 +37,7 @@ FOUND = Progress(
 )
 
 
+@pytest.mark.proves("standing rule 1")
 def test_rule_1_progress_of_another_incarnation_says_nothing_to_a_task_but_the_remote_s_position_carries_over():
     other_source = replace(FOUND, source_topic_id="src-0")
     assert range_standing(BATCH, other_source, start=100, incarnations=OURS) == Untouched(61)
@@ -43,6 +46,7 @@ def test_rule_1_progress_of_another_incarnation_says_nothing_to_a_task_but_the_r
     assert range_standing(BATCH, other_source, start=100) == PartCopied(other_source)  # the driver's view
 
 
+@pytest.mark.proves("standing rule 2")
 def test_rule_2_this_batch_s_progress_is_the_range_s():
     assert range_standing(BATCH, FOUND, start=100, incarnations=OURS) == PartCopied(FOUND)
     done = replace(FOUND, done=True, position=200)
@@ -50,6 +54,7 @@ def test_rule_2_this_batch_s_progress_is_the_range_s():
     assert committed_by_batch(PartCopied(FOUND)) and committed_by_batch(Done(done))
 
 
+@pytest.mark.proves("standing rule 3")
 def test_rule_3_an_earlier_batch_past_the_start_is_the_target_ahead_unless_the_range_starts_afresh():
     earlier = replace(FOUND, batch_id=BATCH - 1)
     assert range_standing(BATCH, earlier, start=100, incarnations=OURS) == TargetAhead(earlier)
@@ -58,6 +63,7 @@ def test_rule_3_an_earlier_batch_past_the_start_is_the_target_ahead_unless_the_r
     assert not committed_by_batch(TargetAhead(earlier))
 
 
+@pytest.mark.proves("standing rule 4")
 def test_rule_4_nothing_found_is_untouched_at_the_remote_partition_s_start():
     assert range_standing(BATCH, None, start=100, incarnations=OURS) == Untouched(0)
     assert not committed_by_batch(Untouched(0))

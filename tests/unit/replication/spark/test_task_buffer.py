@@ -23,6 +23,7 @@ SETTINGS = [16 * MIB, 16 * MIB + 1, 100_000_000, 256 * MIB, 3 * 1024 * MIB + 7, 
 
 
 @pytest.mark.parametrize("max_bytes", SETTINGS)
+@pytest.mark.proves("task_writer rule 8")
 def test_the_shares_sum_to_at_most_the_setting(max_bytes: int) -> None:
     buffer = TaskBuffer(max_bytes)
     assert buffer.total <= max_bytes
@@ -60,6 +61,7 @@ def test_limits_stay_within_librdkafkas_ranges_and_one_fetch_holds_a_1_mb_batch(
 
 @pytest.mark.parametrize("largest", [0, 100, 1024, 100_000, 1_000_000, 20 * MIB, 1024 * MIB])
 @pytest.mark.parametrize("max_bytes", SETTINGS)
+@pytest.mark.proves("task_writer rule 8")
 def test_a_handed_over_batch_fits_its_share_in_all_its_copies(max_bytes: int, largest: int) -> None:
     buffer = TaskBuffer(max_bytes)
     records = buffer.batch_records(largest)

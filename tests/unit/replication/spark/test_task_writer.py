@@ -37,7 +37,8 @@ JOB = "7-newest"
 
 
 def commit_job(target: StandInCluster, job: str) -> None:
-    """What the driver does before it runs a job's tasks: commit the job's token as the flow's newest (rule 1)."""
+    """What the driver does before it runs a job's tasks: commit the job's token as the flow's newest
+    (task_writer rule 3)."""
     target.groups.setdefault(GROUP, {})[(LOG, 0)] = TopicPartition(LOG, 0, 0, metadata=encode_job(job))
 
 
@@ -49,7 +50,7 @@ def newest_job(target: StandInCluster) -> None:
 
 def lose_anchors(target: StandInCluster) -> None:
     """The anchor group expired or was deleted (that never means "not copied"); the retry that follows is one of the
-    next job, whose driver commits its token again (rule 1)."""
+    next job, whose driver commits its token again (task_writer rule 3)."""
     target.groups.clear()
     commit_job(target, JOB)
 
@@ -142,6 +143,7 @@ def copy_ten_records_in_chunks_of_four(source: StandInCluster) -> None:
     run_attempt(task_of(bounds=by_records(4)), first_attempt=True)
 
 
+@pytest.mark.proves("task_writer rule 9", "batch_log rules 1-4")
 def test_a_chunk_commits_its_records_runs_progress_and_anchor_in_one_transaction(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -164,6 +166,7 @@ def test_a_chunk_commits_its_records_runs_progress_and_anchor_in_one_transaction
     assert anchor(target) == progress_in(target, chunks[-1])[0]
 
 
+@pytest.mark.proves("task_writer rule 10")
 def test_the_two_producers_take_turns_and_a_chunk_begins_only_once_the_one_before_it_committed(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -177,6 +180,7 @@ def test_the_two_producers_take_turns_and_a_chunk_begins_only_once_the_one_befor
     assert [call for call in target.calls if call[1] == "init_transactions"] == [(t, "init_transactions") for t in TIDS]
 
 
+@pytest.mark.proves("task_writer rule 5")
 def test_the_target_gets_each_committed_source_record_once_in_order_with_its_headers_and_timestamp(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -207,6 +211,7 @@ def test_the_target_gets_each_committed_source_record_once_in_order_with_its_hea
     ],
     ids=["records", "bytes", "seconds", "transaction-timeout"],
 )
+@pytest.mark.proves("task_writer rule 5")
 def test_a_chunk_ends_at_the_first_bound_its_records_reach(
     source: StandInCluster,
     target: StandInCluster,
@@ -223,6 +228,7 @@ def test_a_chunk_ends_at_the_first_bound_its_records_reach(
     assert copied(target) == sources(source)
 
 
+@pytest.mark.proves("task_writer rule 5")
 def test_the_bounds_are_checked_between_polls_and_hold_for_all_ranges_together(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -236,6 +242,7 @@ def test_the_bounds_are_checked_between_polls_and_hold_for_all_ranges_together(
     assert len(progress_in(target, chunk)) == 2 and len(chunk.offsets[GROUP]) == 2
 
 
+@pytest.mark.proves("task_writer rule 12")
 def test_a_range_with_no_committed_record_left_is_marked_done_in_a_chunk_without_records(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -269,6 +276,7 @@ FAILURES = ["fenced", "fenced-on-send-offsets", "producer-fenced", "commit-timeo
 
 
 @pytest.mark.parametrize("how", FAILURES)
+@pytest.mark.proves("task_writer rule 11")
 def test_a_failure_in_a_chunk_fails_the_task_and_commits_nothing_of_that_chunk(
     source: StandInCluster, target: StandInCluster, how: str
 ) -> None:
@@ -292,6 +300,7 @@ def test_a_failure_in_a_chunk_fails_the_task_and_commits_nothing_of_that_chunk(
 
 
 @pytest.mark.parametrize("how", FAILURES)
+@pytest.mark.proves("task_writer rule 11")
 def test_a_retry_after_a_failure_continues_after_the_last_committed_chunk_and_copies_each_record_once(
     source: StandInCluster, target: StandInCluster, how: str
 ) -> None:
@@ -310,6 +319,7 @@ def test_a_retry_after_a_failure_continues_after_the_last_committed_chunk_and_co
     assert progress is not None and (progress.position, progress.done, progress.records) == (10, True, 10)
 
 
+@pytest.mark.proves("task_writer rule 11")
 def test_a_commit_the_broker_made_before_its_answer_timed_out_is_not_copied_again(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -327,6 +337,7 @@ def test_a_commit_the_broker_made_before_its_answer_timed_out_is_not_copied_agai
     assert (TOPIC, 0, 8) in source.consumers[-1].assignments
 
 
+@pytest.mark.proves("task_writer rule 2")
 def test_a_zombie_attempt_fenced_by_its_retry_commits_nothing_more(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -344,6 +355,7 @@ def test_a_zombie_attempt_fenced_by_its_retry_commits_nothing_more(
     assert zombie_chunk.state == "aborted" and len(written(target, zombie_chunk, REMOTE)) == 4
 
 
+@pytest.mark.proves("task_writer rule 4")
 def test_a_retry_without_anchors_finds_its_progress_in_the_batch_log(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -360,6 +372,7 @@ def test_a_retry_without_anchors_finds_its_progress_in_the_batch_log(
     assert copied(target) == sources(source)
 
 
+@pytest.mark.proves("task_writer rule 4")
 def test_a_first_attempt_without_an_anchor_starts_where_the_driver_found_the_range(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -388,6 +401,7 @@ def test_a_first_attempt_without_an_anchor_starts_where_the_driver_found_the_ran
     assert progress is not None and (progress.chunk, progress.records, progress.done) == (1, 10, True)
 
 
+@pytest.mark.proves("task_writer rule 4")
 def test_ranges_this_batch_finished_are_neither_read_nor_written_again(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -404,6 +418,7 @@ def test_ranges_this_batch_finished_are_neither_read_nor_written_again(
 
 
 @pytest.mark.parametrize("newest", ["8-later", None], ids=["a-later-job", "no-token"])
+@pytest.mark.proves("task_writer rule 3")
 def test_an_attempt_of_a_superseded_job_writes_nothing(
     source: StandInCluster, target: StandInCluster, newest: str | None
 ) -> None:
@@ -424,6 +439,7 @@ def test_an_attempt_of_a_superseded_job_writes_nothing(
     assert copied(target) == []
 
 
+@pytest.mark.proves("task_writer rule 3")
 def test_an_attempt_superseded_while_it_fences_writes_nothing(source: StandInCluster, target: StandInCluster) -> None:
     """The later job's driver commits its token between this attempt's first look and its init_transactions: the
     look after init_transactions sees it, and the attempt writes nothing."""
@@ -437,6 +453,7 @@ def test_an_attempt_superseded_while_it_fences_writes_nothing(source: StandInClu
     assert copied(target) == []
 
 
+@pytest.mark.proves("task_writer rule 4")
 def test_a_target_ahead_of_the_metadata_db_fails_the_task_before_anything_is_written(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -451,6 +468,7 @@ def test_a_target_ahead_of_the_metadata_db_fails_the_task_before_anything_is_wri
     assert copied(target) == sources(source)[:10]
 
 
+@pytest.mark.proves("task_writer rule 15")
 def test_a_stream_commits_records_by_its_time_bound_and_no_empty_chunk_but_the_last(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -471,6 +489,7 @@ def test_a_stream_commits_records_by_its_time_bound_and_no_empty_chunk_but_the_l
     assert source.clock.time() >= until
 
 
+@pytest.mark.proves("task_writer rule 17")
 def test_a_stream_anchors_its_ranges_without_an_anchor_before_copying_and_only_those(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -507,6 +526,7 @@ def test_a_stream_anchors_its_ranges_without_an_anchor_before_copying_and_only_t
     assert copied(target) == sources(source)
 
 
+@pytest.mark.proves("task_writer rule 15")
 def test_a_stream_commits_as_soon_as_nothing_more_is_fetched_and_grows_its_chunks_up_to_the_bounds(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -531,6 +551,7 @@ def test_a_stream_commits_as_soon_as_nothing_more_is_fetched_and_grows_its_chunk
     assert copied(target) == sources(source)
 
 
+@pytest.mark.proves("task_writer rule 14")
 def test_a_stream_ends_without_a_read_that_hears_nothing_long_after_its_time(
     source: StandInCluster, target: StandInCluster, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -554,6 +575,7 @@ def test_a_stream_ends_without_a_read_that_hears_nothing_long_after_its_time(
     assert [(p.position, p.done) for p in ends if p is not None] == [(3, False), (0, False)]
 
 
+@pytest.mark.proves("task_writer rule 4")
 def test_a_retry_looks_up_a_range_without_an_anchor_from_the_batchs_log_floor_only(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -581,6 +603,7 @@ def delivery(topic: str, partition: int, offset: int, value: bytes = b"v") -> Me
     return Message(topic=topic, partition=partition, offset=offset, key=b"k", value=value)
 
 
+@pytest.mark.proves("deliveries rule 4")
 def test_a_failed_delivery_names_the_topic_it_was_written_to() -> None:
     task = task_of(range_task(0), range_task(1))
     chunk = ChunkDeliveries(every_record=True)
@@ -628,6 +651,7 @@ def test_a_record_the_target_refuses_as_too_large_fails_naming_the_record_and_th
         raise delivery_failure(task, failure)
 
 
+@pytest.mark.proves("task_writer rule 6", "deliveries rule 3")
 def test_a_chunk_whose_delivery_failed_is_copied_again_with_every_record_reporting_and_lands_once(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -649,6 +673,7 @@ def test_a_chunk_whose_delivery_failed_is_copied_again_with_every_record_reporti
     ]
 
 
+@pytest.mark.proves("task_writer rule 6")
 def test_a_record_of_another_writer_between_a_chunks_records_is_found_and_the_runs_go_around_it(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -669,6 +694,7 @@ def test_a_record_of_another_writer_between_a_chunks_records_is_found_and_the_ru
     assert runs_in(target, chunk) == [OffsetRun(0, 5, first), OffsetRun(5, 10, first + 6)]
 
 
+@pytest.mark.proves("task_writer rule 7")
 def test_a_remote_topic_recreated_between_two_chunks_fails_the_chunk_before_its_commit(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -691,6 +717,7 @@ def test_a_remote_topic_recreated_between_two_chunks_fails_the_chunk_before_its_
     assert [t.state for t in target.transactions] == ["committed", "aborted"]
 
 
+@pytest.mark.proves("task_writer rule 7")
 def test_a_remote_topic_recreated_and_written_past_the_copy_is_asked_for_its_id_and_never_committed(
     source: StandInCluster, target: StandInCluster
 ) -> None:
@@ -713,6 +740,7 @@ def test_a_remote_topic_recreated_and_written_past_the_copy_is_asked_for_its_id_
     assert [t.state for t in target.transactions] == ["committed", "aborted"]
 
 
+@pytest.mark.proves("task_writer rule 7")
 def test_every_chunk_that_wrote_records_asks_for_its_remote_topic_ids_before_it_commits(
     source: StandInCluster, target: StandInCluster
 ) -> None:
