@@ -22,12 +22,15 @@ Rules of :func:`watch_copy_job`:
    the flow over fenced these tasks, so none of them goes on copying, idle ones included.
 6. **The driver never leaves a job behind**: whatever ends the wait (the job, ``each_interval``'s cancel, an
    error, a signal), the job group is cancelled unless the job ended, and the thread is joined before the driver
-   goes on.  A job that failed, and was not cancelled, raises its failure when the caller asks
-   (:meth:`WatchedJob.raise_failure`), or the lease's loss if the run lost it meanwhile.
+   goes on.  A cancelled job is cancelled again at every wake until it ended: Spark cancels a group's active jobs
+   only, and the job thread may not have submitted its job yet.  A job that failed, and was not cancelled, raises
+   its failure when the caller asks (:meth:`WatchedJob.raise_failure`), or the lease's loss if the run lost it
+   meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +44,8 @@ from airmirror.store import MetadataStore
 
 if TYPE_CHECKING:
     from airmirror.replication.spark.task_writer import CopyTask
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -103,10 +108,10 @@ class WatchedJob:
     cancelled: bool = False
 
     def cancel(self) -> None:
-        """Cancel the job's Spark job group: its tasks are interrupted (fence them before reading the batch log)."""
-        if not self.cancelled:
-            self.cancelled = True
-            self.spark.sparkContext.cancelJobGroup(self.group)
+        """Cancel the job's Spark job group: its tasks are interrupted (fence them before reading the batch log).
+        Asking again is harmless, and the driver does until the job ended (rule 6)."""
+        self.cancelled = True
+        self.spark.sparkContext.cancelJobGroup(self.group)
 
     def raise_failure(self, store: MetadataStore) -> None:
         """Raise the job's failure unless the driver cancelled it; the lease's loss instead once the run lost it
@@ -141,11 +146,16 @@ def watch_copy_job(
         while _runs_on(thread):
             if (lost := store.lease_lost) is not None:
                 raise lost  # rule 5
+            if job.cancelled:
+                job.cancel()  # again: a cancel made before the job was submitted cancelled nothing (rule 6)
             each_interval(job)
     finally:
-        if thread.is_alive():
-            job.cancel()
-        thread.join()
+        while thread.is_alive():
+            try:
+                job.cancel()
+            except Exception as error:  # the driver is going down (a signal, the JVM gone): the job ends with it
+                log.warning("copy job %s: cancelling failed: %s", group, error)
+            thread.join(WAKE_INTERVAL_S)
     return job
 
 

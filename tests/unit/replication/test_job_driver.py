@@ -20,15 +20,18 @@ COPIED = [RangeCopied(topic="orders", partition=0, records=3, bytes=30)]
 
 
 class SparkContext:
-    """The part of a SparkContext the driver calls: cancelling a job group ends the job that runs in it."""
+    """The part of a SparkContext the driver calls: cancelling a job group ends the job that runs in it, once the
+    job is submitted (Spark cancels a group's active jobs only)."""
 
     def __init__(self) -> None:
         self.cancelled: list[str] = []
+        self.submitted = threading.Event()
         self.cancel = threading.Event()
 
     def cancelJobGroup(self, group: str) -> None:
         self.cancelled.append(group)
-        self.cancel.set()
+        if self.submitted.is_set():
+            self.cancel.set()
 
 
 class Spark:
@@ -58,8 +61,12 @@ def runs(monkeypatch: pytest.MonkeyPatch, job: Any) -> None:
 
 
 def until_cancelled(spark: Spark, tasks: list[Any], group: str) -> list[RangeCopied]:
-    """A streaming job: it runs until its job group is cancelled, then fails as Spark's cancelled job does."""
-    spark.sparkContext.cancel.wait(30)
+    """A streaming job, submitted a few wakes after its thread started: it runs until its job group is cancelled,
+    then fails as Spark's cancelled job does."""
+    time.sleep(0.05)
+    spark.sparkContext.submitted.set()
+    if not spark.sparkContext.cancel.wait(30):
+        raise AssertionError("the job was never cancelled")
     raise ReplicationFailure(f"job group {group} was cancelled")
 
 
@@ -93,7 +100,7 @@ def test_a_lost_lease_cancels_the_job_at_once_and_raises_the_loss(monkeypatch) -
 
     with pytest.raises(FlowBusyError, match="took the flow over"):
         watch(lease, spark, lose)
-    assert spark.sparkContext.cancelled == ["airmirror-batch-7"]
+    assert set(spark.sparkContext.cancelled) == {"airmirror-batch-7"}
     assert not [t for t in threading.enumerate() if t.name == "airmirror-batch-7"]  # joined, never left behind
 
 
@@ -107,7 +114,7 @@ def test_whatever_ends_the_wait_the_job_is_cancelled_and_joined(monkeypatch) -> 
 
     with pytest.raises(KeyboardInterrupt):
         watch(Lease(), spark, fail)
-    assert spark.sparkContext.cancelled == ["airmirror-batch-7"]
+    assert set(spark.sparkContext.cancelled) == {"airmirror-batch-7"}
     assert not [t for t in threading.enumerate() if t.name == "airmirror-batch-7"]
 
 
@@ -126,6 +133,6 @@ def test_a_failed_job_raises_its_failure_a_cancelled_one_nothing_and_a_lost_leas
         failed.raise_failure(cast(MetadataStore, lease))
 
     runs(monkeypatch, until_cancelled)
-    cancelled = watch(Lease(), Spark(), lambda job: job.cancel())
-    assert cancelled.cancelled and cancelled.error is not None
+    cancelled = watch(Lease(), Spark(), lambda job: job.cancelled or job.cancel())  # once, before it is submitted
+    assert cancelled.cancelled and "was cancelled" in str(cancelled.error)  # cancelled again once it was
     cancelled.raise_failure(cast(MetadataStore, Lease()))  # a job the driver cancelled is no failure
