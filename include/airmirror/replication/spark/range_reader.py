@@ -179,7 +179,8 @@ class ReadState(Enum):
     SHORT_END = "short end"
     """A bounded read got an end of partition below its end: it waits, then asks the leader for the log's end."""
     READ = "read"
-    """The read got to its end: as planned, or lowered to a truncated log's end."""
+    """The read got to its end: as planned, lowered to a truncated log's end, or where it ended early before a
+    rewind read it again."""
     ENDED_EARLY = "ended early"
     """The source log moved from under the read: the range ends where the read got to."""
 
@@ -258,7 +259,9 @@ class PartitionRead:
         self._enter(ReadState.READ if self.reached >= self.end else ReadState.READING)
 
     def end_early(self) -> None:
-        """The source log moved from under the read: the range ends where the read got to."""
+        """The source log moved from under the read: the range ends where the read got to (its ``end``, so a rewind
+        reads it again up to there only)."""
+        self.end = self.reached
         self._enter(ReadState.ENDED_EARLY)
 
     def position(self) -> TopicPartition:
@@ -291,7 +294,7 @@ class RangesReader:
     ) -> None:
         self.access = access
         self.reads = {(r.topic, r.partition): PartitionRead(r) for r in ranges}
-        self._ended: set[tuple[str, int]] = set()  # the reads in ENDED_EARLY, kept so no round scans every read
+        self._ended: set[tuple[str, int]] = set()  # kept, not scanned for: a stream asks every poll round
         if len(self.reads) != len(ranges):
             raise ValueError("a read holds at most one range per partition")
         self._consumer_config = consumer_config
@@ -306,9 +309,9 @@ class RangesReader:
 
     @property
     def ended(self) -> set[tuple[str, int]]:
-        """The ranges that ended short of their end because the source log moved from under the read: retention
-        deleted what it had yet to read, its topic or leader is gone, or (an open range) the log diverged below it
-        (see the module docstring)."""
+        """The ranges that ended short of their planned end because the source log moved from under the read:
+        retention deleted what it had yet to read, its topic or leader is gone, or (an open range) the log diverged
+        below it (see the module docstring).  A range stays in it after a rewind (:meth:`seek`)."""
         return self._ended
 
     def seek(self, topic: str, partition: int, position: int, epoch: int | None) -> None:

@@ -91,7 +91,8 @@ def test_a_range_whose_next_offsets_retention_deleted_ends_where_the_read_got_to
     source: StandInCluster, end: int
 ) -> None:
     """Retention (or DeleteRecords) passed the read's position after the range was planned: the range ends there,
-    is named in ``ended``, and the other ranges read on; the next plan records the deleted offsets as a gap."""
+    is named in ``ended``, and the other ranges read on; the next plan records the deleted offsets as a gap.  A
+    rewind (an aborted chunk's) reads it again only up to where it ended."""
     source.fill(TOPIC, 0, 8)
     source.fill(TOPIC, 1, 3)
     source.delete(TOPIC, 0, below=5)
@@ -104,6 +105,8 @@ def test_a_range_whose_next_offsets_retention_deleted_ends_where_the_read_got_to
         read = reader.reads[(TOPIC, 0)]
         assert (read.reached, read.state) == (2, ReadState.ENDED_EARLY) and read.done
         assert reader.ended == {(TOPIC, 0)}
+        reader.seek(TOPIC, 0, 2, None)
+        assert (read.end, read.state, reader.ended) == (2, ReadState.READ, {(TOPIC, 0)})
 
 
 def test_an_offset_out_of_range_at_or_above_the_log_start_fails_the_read(source: StandInCluster) -> None:
