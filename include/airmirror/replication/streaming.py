@@ -96,7 +96,7 @@ class StreamTail:
 
     def read(self) -> None:
         """Take in what the log holds now."""
-        while records := self._reader.take(0.0):
+        while (records := self._reader.take(0.0)) is not None:
             for key, value, _ in records:
                 self._take(key, value)
 

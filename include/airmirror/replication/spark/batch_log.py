@@ -468,8 +468,8 @@ def scan_log(
 ) -> Iterator[tuple[bytes, bytes | None, int]]:
     """Committed ``(key, value, offset)`` of the batch log from ``from_offset`` (or the log start, if later)
     up to the high watermark seen at the start (:func:`log_watermarks`), so every transaction committed before
-    the call is read even while its markers are still being written; waits out other open transactions
-    (:meth:`LogReader.read_to`)."""
+    the call is read even while its markers are still being written; waits out other open transactions and the
+    errors a target broker's restart causes, within :meth:`LogReader.read_to`'s stall bound."""
     low, high = log_watermarks(consumer_config, log_topic)
     start = max(from_offset, low)
     if start >= high:
@@ -491,11 +491,15 @@ class LogReader:
         self._consumer = log_consumer(consumer_config, fetch_wait_ms=fetch_wait_ms)
         self._consumer.assign([TopicPartition(log_topic, 0, from_offset)])
 
-    def take(self, timeout: float) -> list[tuple[bytes, bytes | None, int]]:
-        """The keyed records of one poll, after waiting up to ``timeout`` for the first.  An error librdkafka
-        recovers from by itself (:data:`PASSING_ERRORS`, a target broker restarting) is logged; any other fails."""
+    def take(self, timeout: float) -> list[tuple[bytes, bytes | None, int]] | None:
+        """The keyed records of one poll, after waiting up to ``timeout`` for the first; ``None`` when the poll got
+        no message at all.  An error librdkafka recovers from by itself (:data:`PASSING_ERRORS`, a target broker
+        restarting) is logged, and the read waits it out within its stall bound; any other fails."""
+        messages = self._consumer.consume(1000, timeout)
+        if not messages:
+            return None
         taken = []
-        for message in self._consumer.consume(1000, timeout):
+        for message in messages:
             error = message.error()
             if error is None:
                 self.position = offset_of(message) + 1
@@ -522,7 +526,7 @@ class LogReader:
                     f"below {high}, for {stall:.0f}s (an open transaction that is never committed?); run again once "
                     "it has timed out"
                 )
-            yield from self.take(0.2)
+            yield from self.take(0.2) or ()
             if self.position > position:
                 position, moved_at = self.position, time.monotonic()
 
