@@ -120,7 +120,7 @@ def test_every_stream_partition_is_anchored_and_anchors_come_back_after_the_grou
         batches = store.batches(flow.name)
     finally:
         store.dispose()
-    assert batches and all(batch.log_floor is not None for batch in batches)
+    assert batches and all(isinstance(b.jobs, TaskJobs) and b.jobs.log_floor is not None for b in batches)
 
 
 def delete_records(bootstrap: str, topic: str, below: int) -> None:
